@@ -1,0 +1,57 @@
+#include "core/runtime.h"
+
+#include <sched.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <torch/torch.h>
+
+namespace zoo {
+
+std::string version() { return ZOO_VERSION; }
+
+std::string torch_description() {
+  std::string s = std::string("LibTorch ") + TORCH_VERSION;
+  s += torch::cuda::is_available()
+           ? ", CUDA available (" + std::to_string(torch::cuda::device_count()) + " devices)"
+           : ", no CUDA device";
+  return s;
+}
+
+int64_t available_cpus() {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+#endif
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int64_t>(n) : 1;
+}
+
+int64_t resolve_num_threads(int64_t requested) {
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("ZOO_NUM_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n <= 0) {
+      throw std::invalid_argument(std::string("ZOO_NUM_THREADS must be a positive integer, got '") +
+                                  env + "'");
+    }
+    return n;
+  }
+  return available_cpus();
+}
+
+int64_t configure_threads(int64_t requested) {
+  int64_t n = resolve_num_threads(requested);
+  if (at::get_num_threads() != n) at::set_num_threads(static_cast<int>(n));
+  return n;
+}
+
+}  // namespace zoo

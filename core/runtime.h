@@ -1,0 +1,28 @@
+#pragma once
+// Process-wide LibTorch settings: the one place zoo chooses its intra-op thread count.
+
+#include <cstdint>
+#include <string>
+
+namespace zoo {
+
+// Version of zoo itself (the CMake project version).
+std::string version();
+
+// A line naming the LibTorch version zoo was built against and whether CUDA is available.
+std::string torch_description();
+
+// CPUs this process may run on: the affinity mask (taskset, cgroup cpusets), not just the
+// machine's core count, so a container limited to 2 of 64 cores gets 2 threads.
+int64_t available_cpus();
+
+// The intra-op thread count zoo uses: `requested` if > 0, else ZOO_NUM_THREADS if set and valid,
+// else available_cpus(). Throws std::invalid_argument naming ZOO_NUM_THREADS if it is not a
+// positive integer.
+int64_t resolve_num_threads(int64_t requested = 0);
+
+// Applies resolve_num_threads(requested) with at::set_num_threads and returns the count.
+// LibTorch starts with 1 intra-op thread on some builds (Debian's), which wastes the machine.
+int64_t configure_threads(int64_t requested = 0);
+
+}  // namespace zoo

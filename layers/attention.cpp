@@ -1,0 +1,244 @@
+#include "layers/attention.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "layers/masks.h"
+
+namespace zoo {
+
+void AttentionOptions::validate() const {
+  auto fail = [](const std::string& message) { throw std::invalid_argument(message); };
+  if (d_model_ <= 0) fail(c10::str("attention: d_model (", d_model_, ") must be positive"));
+  if (n_heads_ <= 0) fail(c10::str("attention: n_heads (", n_heads_, ") must be positive"));
+  if (n_kv_heads_ < 0) {
+    fail(c10::str("attention: n_kv_heads (", n_kv_heads_, ") must be positive (or 0 for n_heads)"));
+  }
+  if (n_heads_ % resolved_n_kv_heads() != 0) {
+    fail(c10::str("attention: n_heads (", n_heads_, ") must be divisible by n_kv_heads (",
+                  n_kv_heads_, ")"));
+  }
+  if (head_dim_ < 0) fail(c10::str("attention: head_dim (", head_dim_, ") must be positive"));
+  if (head_dim_ == 0 && d_model_ % n_heads_ != 0) {
+    fail(c10::str("attention: d_model (", d_model_, ") must be divisible by n_heads (", n_heads_,
+                  ") unless head_dim is set"));
+  }
+  if (window_.has_value()) {
+    if (*window_ < 1) fail(c10::str("attention: window (", *window_, ") must be >= 1"));
+    if (!causal_ || cross_attention_) {
+      fail(c10::str("attention: window (", *window_, ") needs causal self-attention"));
+    }
+  }
+  if (causal_ && cross_attention_) fail("attention: causal does not apply to cross-attention");
+  if (dropout_ < 0.0 || dropout_ >= 1.0) {
+    fail(c10::str("attention: dropout (", dropout_, ") must be in [0, 1)"));
+  }
+  if (rope_) {
+    if (cross_attention_) fail("attention: rope does not apply to cross-attention");
+    if (resolved_head_dim() % 2 != 0) {
+      fail(c10::str("attention: rope needs an even head_dim, got ", resolved_head_dim()));
+    }
+    if (!(rope_base_ > 1.0)) fail(c10::str("attention: rope_base (", rope_base_, ") must be > 1"));
+  }
+}
+
+AttentionImpl::AttentionImpl(const AttentionOptions& options) : options(options) { reset(); }
+
+void AttentionImpl::reset() {
+  options.validate();
+  const int64_t d = options.d_model();
+  const int64_t hd = options.resolved_head_dim();
+  const int64_t q_width = options.n_heads() * hd;
+  const int64_t kv_width = options.resolved_n_kv_heads() * hd;
+  auto linear = [&](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(options.bias()));
+  };
+  qkv = q = kv = k = v = nullptr;
+  if (options.fused_projections() && !options.cross_attention()) {
+    qkv = register_module("qkv", linear(d, q_width + 2 * kv_width));
+  } else {
+    q = register_module("q", linear(d, q_width));
+    if (options.fused_projections()) {
+      kv = register_module("kv", linear(d, 2 * kv_width));
+    } else {
+      k = register_module("k", linear(d, kv_width));
+      v = register_module("v", linear(d, kv_width));
+    }
+  }
+  out = register_module("out", linear(q_width, d));
+  rotary = nullptr;
+  if (options.rope()) {
+    rotary = register_module(
+        "rotary", RotaryEmbedding(RotaryEmbeddingOptions(hd)
+                                      .base(options.rope_base())
+                                      .layout(options.rope_layout())));
+  }
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
+                                     const torch::Tensor& key_padding_mask,
+                                     const torch::Tensor& position_bias, AttentionCache* cache,
+                                     const torch::Tensor& position_ids) {
+  return std::get<0>(
+      run(x, memory, key_padding_mask, position_bias, cache, position_ids, /*need_weights=*/false));
+}
+
+std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(
+    const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& key_padding_mask,
+    const torch::Tensor& position_bias, AttentionCache* cache, const torch::Tensor& position_ids) {
+  return run(x, memory, key_padding_mask, position_bias, cache, position_ids,
+             /*need_weights=*/true);
+}
+
+std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
+    const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& key_padding_mask,
+    const torch::Tensor& position_bias, AttentionCache* cache, const torch::Tensor& position_ids,
+    bool need_weights) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == options.d_model(), "attention: expected input (B, T, ",
+              options.d_model(), "), got ", x.sizes());
+  const int64_t b = x.size(0), t = x.size(1);
+  const int64_t h = options.n_heads(), hkv = options.resolved_n_kv_heads();
+  const int64_t hd = options.resolved_head_dim();
+  // (B, T, n * D) -> (B, n, T, D)
+  auto heads = [&](const torch::Tensor& y, int64_t n) {
+    return y.view({b, -1, n, hd}).transpose(1, 2);
+  };
+
+  torch::Tensor qh, kh, vh;
+  int64_t q_start = 0, k_start = 0;
+  if (!options.cross_attention()) {
+    TORCH_CHECK(!memory.defined(), "attention: memory given to self-attention");
+    if (qkv) {
+      auto parts = qkv->forward(x).split_with_sizes({h * hd, hkv * hd, hkv * hd}, -1);
+      qh = heads(parts[0], h), kh = heads(parts[1], hkv), vh = heads(parts[2], hkv);
+    } else {
+      qh = heads(q->forward(x), h), kh = heads(k->forward(x), hkv), vh = heads(v->forward(x), hkv);
+    }
+    q_start = cache != nullptr ? cache->seen() : 0;
+    if (rotary) {
+      if (position_ids.defined()) {
+        qh = rotary->forward(qh, position_ids);
+        kh = rotary->forward(kh, position_ids);
+      } else {
+        qh = rotary->forward(qh, q_start);
+        kh = rotary->forward(kh, q_start);
+      }
+    }
+    if (cache != nullptr) {
+      std::tie(kh, vh) = cache->append(kh, vh, options.resolved_window());
+      k_start = cache->start();
+    }
+  } else {
+    qh = heads(q->forward(x), h);
+    if (cache != nullptr && cache->is_static()) {
+      kh = cache->keys(), vh = cache->values();
+    } else {
+      TORCH_CHECK(memory.defined() && memory.dim() == 3 && memory.size(0) == b &&
+                      memory.size(2) == options.d_model(),
+                  "cross-attention: expected memory (", b, ", S, ", options.d_model(), "), got ",
+                  memory.defined() ? memory.sizes() : c10::IntArrayRef{});
+      if (kv) {
+        auto parts = kv->forward(memory).chunk(2, -1);
+        kh = heads(parts[0], hkv), vh = heads(parts[1], hkv);
+      } else {
+        kh = heads(k->forward(memory), hkv), vh = heads(v->forward(memory), hkv);
+      }
+      if (cache != nullptr) cache->set_static(kh, vh);
+    }
+  }
+  const int64_t tk = kh.size(2);
+
+  // Allowed (query, key) pairs, then one additive bias for all masks and position terms.
+  const bool causal = options.causal();
+  const bool kernel_causal = causal && !need_weights && options.backend() == AttentionBackend::kFused &&
+                             options.resolved_window() == 0 && q_start == k_start && t == tk &&
+                             h == hkv && !key_padding_mask.defined() && !position_bias.defined();
+  torch::Tensor allowed;
+  if (causal && !kernel_causal) {
+    allowed = causal_mask(t, tk, q_start, k_start, options.resolved_window(), x.device());
+  }
+  if (key_padding_mask.defined()) {
+    TORCH_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == b &&
+                    key_padding_mask.size(1) >= tk,
+                "attention: key padding mask must be (", b, ", K) with K >= ", tk,
+                " keys, got ", key_padding_mask.sizes());
+    auto pm = padding_mask(key_padding_mask.narrow(1, key_padding_mask.size(1) - tk, tk));
+    allowed = allowed.defined() ? allowed & pm : pm;
+  }
+  torch::Tensor bias;
+  if (allowed.defined()) bias = mask_to_bias(allowed, qh.scalar_type());
+  if (position_bias.defined()) {
+    TORCH_CHECK(position_bias.size(-1) >= tk && position_bias.size(-2) == t,
+                "attention: position bias must cover (", t, " queries, >= ", tk,
+                " keys), got ", position_bias.sizes());
+    auto pb = position_bias.narrow(-1, position_bias.size(-1) - tk, tk).to(qh.scalar_type());
+    bias = bias.defined() ? bias + pb : pb;
+  }
+
+  const double scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
+  const double p = is_training() ? options.dropout() : 0.0;
+  auto backend = need_weights ? AttentionBackend::kMath : options.backend();
+  auto [o, w] = scaled_dot_product(qh, kh, vh, bias, scale, p, kernel_causal, backend, need_weights);
+  auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
+  return {out->forward(merged), w};
+}
+
+std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& attn_bias, double scale, double dropout, bool is_causal,
+    AttentionBackend backend, bool need_weights) {
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t hkv = k.size(1), tk = k.size(2);
+  TORCH_CHECK(h % hkv == 0, "attention: ", h, " query heads cannot share ", hkv, " key heads");
+  TORCH_CHECK(!(is_causal && h != hkv), "attention: kernel causal mask needs h == hkv");
+  const int64_t rep = h / hkv;
+
+  // Grouped queries: fold the `rep` query heads of each key/value head into the query length,
+  // (B, H, T, D) -> (B, Hkv, rep * T, D), so keys and values are never copied per query head.
+  auto qf = rep > 1 ? q.reshape({b, hkv, rep * t, d}) : q;
+  torch::Tensor bias = attn_bias;
+  if (bias.defined()) {
+    while (bias.dim() < 4) bias = bias.unsqueeze(0);
+    if (rep > 1) {
+      bias = bias.expand({bias.size(0), h, t, tk}).reshape({bias.size(0), hkv, rep * t, tk});
+    }
+  }
+
+  torch::Tensor o, w;
+  if (backend == AttentionBackend::kFused && !need_weights) {
+    c10::optional<torch::Tensor> mask;
+    if (bias.defined()) mask = bias;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+    o = at::scaled_dot_product_attention(qf, k, v, mask, dropout, is_causal, scale);
+#else
+    // No scale argument before 2.1: the kernel divides by sqrt(D), so pre-multiply.
+    const double prescale = scale * std::sqrt(static_cast<double>(d));
+    auto qs = std::abs(prescale - 1.0) < 1e-12 ? qf : qf * prescale;
+#if TORCH_VERSION_MAJOR == 2
+    o = at::scaled_dot_product_attention(qs, k, v, mask, dropout, is_causal);
+#else
+    o = std::get<0>(at::_scaled_dot_product_attention(qs, k, v, mask, dropout, false, is_causal));
+#endif
+#endif
+  } else {
+    auto scores = torch::matmul(qf, k.transpose(-2, -1)) * scale;  // (B, Hkv, rep * T, Tk)
+    if (is_causal) {
+      scores = scores + mask_to_bias(torch::ones({t, tk}, q.options().dtype(torch::kBool)).tril(),
+                                     scores.scalar_type());
+    }
+    if (bias.defined()) scores = scores + bias;
+    // Half-precision scores are normalised in float32; float and double as they are.
+    const auto dtype = q.scalar_type();
+    const bool low = dtype == torch::kHalf || dtype == torch::kBFloat16;
+    w = torch::softmax(scores, -1, low ? torch::kFloat : dtype).to(dtype);
+    if (dropout > 0.0) w = torch::dropout(w, dropout, /*train=*/true);
+    o = torch::matmul(w, v);
+    if (rep > 1 && need_weights) w = w.view({b, h, t, tk});
+  }
+  if (rep > 1) o = o.view({b, h, t, d});
+  return {o, need_weights ? w : torch::Tensor()};
+}
+
+}  // namespace zoo

@@ -1,0 +1,116 @@
+#pragma once
+// Multi-head attention (Vaswani et al., 2017) with grouped-query (Ainslie et al., 2023) and
+// multi-query (Shazeer, 2019) variants chosen by n_kv_heads; self- or cross-attention; causal,
+// key-padding and sliding-window masks; rotary positions; an additive position bias (ALiBi, T5);
+// and a KV cache for incremental decoding.
+
+#include <cstdint>
+#include <tuple>
+
+#include <c10/util/Optional.h>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "layers/kv_cache.h"
+#include "layers/rotary.h"
+#include "layers/variants.h"
+
+namespace zoo {
+
+struct AttentionOptions {
+  AttentionOptions(int64_t d_model, int64_t n_heads) : d_model_(d_model), n_heads_(n_heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, n_heads);
+  // Key/value heads: n_heads is MHA, 1 is MQA, a divisor in between is GQA. 0 means n_heads.
+  TORCH_ARG(int64_t, n_kv_heads) = 0;
+  // Width of one head. 0 means d_model / n_heads; T5 v1.1 sets it apart (its d_kv).
+  TORCH_ARG(int64_t, head_dim) = 0;
+  // Keys and values come from `memory` (an encoder's output) instead of the input.
+  TORCH_ARG(bool, cross_attention) = false;
+  // One matmul for q, k, v (self) or for k, v (cross): fewer, larger GEMMs.
+  TORCH_ARG(bool, fused_projections) = true;
+  TORCH_ARG(bool, bias) = true;
+  // Multiply scores by 1/sqrt(head_dim). T5 does not (its initialisation absorbs it).
+  TORCH_ARG(bool, scaled) = true;
+  TORCH_ARG(bool, causal) = false;
+  // Sliding window (Mistral): query i sees keys i-window+1 .. i. Unset = unbounded. Causal only.
+  TORCH_ARG(c10::optional<int64_t>, window) = c10::nullopt;
+  TORCH_ARG(double, dropout) = 0.0;  // on the attention weights, in training only
+  // Rotary positions applied to queries and keys (self-attention only).
+  TORCH_ARG(bool, rope) = false;
+  TORCH_ARG(double, rope_base) = 10000.0;
+  TORCH_ARG(RopeLayout, rope_layout) = RopeLayout::kHalf;
+  // fused: LibTorch's scaled-dot-product kernel; math: the explicit path tests compare against.
+  TORCH_ARG(AttentionBackend, backend) = AttentionBackend::kFused;
+
+ public:  // TORCH_ARG leaves the section private
+  int64_t resolved_n_kv_heads() const { return n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_; }
+  int64_t resolved_window() const { return window_.value_or(0); }  // 0 = unbounded
+  int64_t resolved_head_dim() const {
+    return head_dim_ > 0 ? head_dim_ : (n_heads_ > 0 ? d_model_ / n_heads_ : 0);
+  }
+  // Throws std::invalid_argument naming the option and the values.
+  void validate() const;
+};
+
+// Shapes: B batch, T query length, S memory length, H heads, Hkv key/value heads, D head_dim.
+//
+// Masks and biases cover every key from the start of the sequence, K columns: the cached keys
+// and the new ones for self-attention, the memory for cross-attention. With a sliding-window
+// cache that has dropped old keys, the module takes the last columns, those of the keys it kept.
+class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
+ public:
+  explicit AttentionImpl(const AttentionOptions& options);
+  void reset() override;
+
+  // x: (B, T, d_model) -> (B, T, d_model).
+  // memory: (B, S, d_model) keys/values source, cross-attention only.
+  // key_padding_mask: (B, K) true (non-zero) at real tokens.
+  // position_bias: additive, broadcastable to (B, H, T, K) (ALiBi, T5 relative bias).
+  // cache: appended to (self) or filled once and reused (cross); positions continue from it.
+  // position_ids: (B, T) or (T) absolute positions for RoPE; default continues the cache.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory = {},
+                        const torch::Tensor& key_padding_mask = {},
+                        const torch::Tensor& position_bias = {}, AttentionCache* cache = nullptr,
+                        const torch::Tensor& position_ids = {});
+
+  // The same through the explicit path, also returning the weights (B, H, T, Tk).
+  std::tuple<torch::Tensor, torch::Tensor> forward_with_weights(
+      const torch::Tensor& x, const torch::Tensor& memory = {},
+      const torch::Tensor& key_padding_mask = {}, const torch::Tensor& position_bias = {},
+      AttentionCache* cache = nullptr, const torch::Tensor& position_ids = {});
+
+  AttentionOptions options;
+  torch::nn::Linear qkv{nullptr};  // fused self-attention: [q; k; v] rows
+  torch::nn::Linear q{nullptr};
+  torch::nn::Linear kv{nullptr};   // fused cross-attention: [k; v] rows
+  torch::nn::Linear k{nullptr};
+  torch::nn::Linear v{nullptr};
+  torch::nn::Linear out{nullptr};
+  RotaryEmbedding rotary{nullptr};
+
+ private:
+  std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& x,
+                                               const torch::Tensor& memory,
+                                               const torch::Tensor& key_padding_mask,
+                                               const torch::Tensor& position_bias,
+                                               AttentionCache* cache,
+                                               const torch::Tensor& position_ids,
+                                               bool need_weights);
+};
+TORCH_MODULE(Attention);
+
+// Scaled dot-product attention over already projected heads, the core both paths share.
+// q: (B, H, T, D); k, v: (B, Hkv, Tk, D) with H a multiple of Hkv (query head h reads key/value
+// head h / (H / Hkv)); attn_bias: additive, broadcastable to (B, H, T, Tk), or undefined.
+// is_causal (fused only) asks the kernel for its own causal mask. Returns (B, H, T, D) and, for
+// the math backend with need_weights, the weights (B, H, T, Tk).
+std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& attn_bias, double scale, double dropout, bool is_causal,
+    AttentionBackend backend, bool need_weights);
+
+}  // namespace zoo

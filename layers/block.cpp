@@ -1,0 +1,89 @@
+#include "layers/block.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace zoo {
+
+AttentionOptions TransformerBlockOptions::cross_attention_options() const {
+  AttentionOptions cross = attention_;
+  cross.cross_attention(true).causal(false).window(c10::nullopt).rope(false);
+  return cross;
+}
+
+void TransformerBlockOptions::validate() const {
+  attention_.validate();
+  const int64_t d = attention_.d_model();
+  if (feed_forward_.d_model() != d || norm_.d_model() != d) {
+    throw std::invalid_argument(c10::str("block: d_model differs between attention (", d,
+                                         "), feed-forward (", feed_forward_.d_model(),
+                                         ") and norm (", norm_.d_model(), ")"));
+  }
+  if (dropout_ < 0.0 || dropout_ >= 1.0) {
+    throw std::invalid_argument(c10::str("block: dropout (", dropout_, ") must be in [0, 1)"));
+  }
+  if (layer_index_ < 0) {
+    throw std::invalid_argument(c10::str("block: layer_index (", layer_index_, ") must be >= 0"));
+  }
+}
+
+TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& options)
+    : options(options) {
+  reset();
+}
+
+void TransformerBlockImpl::reset() {
+  options.validate();
+  self_attn = register_module("self_attn", Attention(options.attention()));
+  self_attn_norm = register_module("self_attn_norm", Norm(options.norm()));
+  cross_attn = nullptr;
+  cross_attn_norm = nullptr;
+  if (options.cross_attention()) {
+    cross_attn = register_module("cross_attn", Attention(options.cross_attention_options()));
+    cross_attn_norm = register_module("cross_attn_norm", Norm(options.norm()));
+  }
+  ff = register_module("ff", FeedForward(options.feed_forward()));
+  ff_norm = register_module("ff_norm", Norm(options.norm()));
+  dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
+}
+
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x,
+                                            const torch::Tensor& padding_mask,
+                                            const torch::Tensor& position_bias,
+                                            const torch::Tensor& memory,
+                                            const torch::Tensor& memory_padding_mask,
+                                            KVCache* cache, const torch::Tensor& position_ids,
+                                            const torch::Tensor& cross_position_bias) {
+  const int64_t layer = options.layer_index();
+  AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
+  AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(layer) : nullptr;
+  TORCH_CHECK(cross_attn || !memory.defined(), "block: memory given to a block without "
+              "cross-attention");
+  TORCH_CHECK(!cross_attn || memory.defined() || (cross_cache && cross_cache->is_static()),
+              "block: cross-attention needs memory (the encoder output)");
+
+  auto self_branch = [&](const torch::Tensor& h) {
+    return dropout->forward(
+        self_attn->forward(h, {}, padding_mask, position_bias, self_cache, position_ids));
+  };
+  auto cross_branch = [&](const torch::Tensor& h) {
+    return dropout->forward(
+        cross_attn->forward(h, memory, memory_padding_mask, cross_position_bias, cross_cache));
+  };
+  auto ff_branch = [&](const torch::Tensor& h) { return dropout->forward(ff->forward(h)); };
+
+  torch::Tensor h = x;
+  if (options.norm_position() == NormPosition::kPre) {
+    h = h + self_branch(self_attn_norm->forward(h));
+    if (cross_attn) h = h + cross_branch(cross_attn_norm->forward(h));
+    h = h + ff_branch(ff_norm->forward(h));
+  } else {
+    h = self_attn_norm->forward(h + self_branch(h));
+    if (cross_attn) h = cross_attn_norm->forward(h + cross_branch(h));
+    h = ff_norm->forward(h + ff_branch(h));
+  }
+  return h;
+}
+
+}  // namespace zoo

@@ -1,0 +1,68 @@
+#pragma once
+// Transformer block: self-attention, optional cross-attention, feed-forward, each a residual
+// branch with its own norm, in post-norm (Vaswani et al.: Norm(x + f(x))) or pre-norm
+// (GPT-2, T5, LLaMA: x + f(Norm(x))) order. An encoder block is a non-causal one without
+// cross-attention; a decoder block is causal, with cross-attention in encoder-decoders.
+
+#include <cstdint>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/pimpl.h>
+
+#include "layers/attention.h"
+#include "layers/feed_forward.h"
+#include "layers/kv_cache.h"
+#include "layers/norm.h"
+#include "layers/variants.h"
+
+namespace zoo {
+
+struct TransformerBlockOptions {
+  TransformerBlockOptions(AttentionOptions attention, FeedForwardOptions feed_forward,
+                          NormOptions norm)
+      : attention_(std::move(attention)),
+        feed_forward_(std::move(feed_forward)),
+        norm_(std::move(norm)) {}
+  TORCH_ARG(AttentionOptions, attention);  // the self-attention
+  // Adds cross-attention over an encoder's output, shaped like the self-attention (same heads,
+  // scaling and projections) but neither causal, windowed nor rotary.
+  TORCH_ARG(bool, cross_attention) = false;
+  TORCH_ARG(FeedForwardOptions, feed_forward);
+  TORCH_ARG(NormOptions, norm);  // every norm of the block
+  TORCH_ARG(NormPosition, norm_position) = NormPosition::kPre;
+  TORCH_ARG(double, dropout) = 0.0;  // residual dropout, on each branch's output
+  // Which entries of a KVCache this block reads and writes.
+  TORCH_ARG(int64_t, layer_index) = 0;
+
+ public:  // TORCH_ARG leaves the section private
+  AttentionOptions cross_attention_options() const;
+  void validate() const;
+};
+
+class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
+ public:
+  explicit TransformerBlockImpl(const TransformerBlockOptions& options);
+  void reset() override;
+
+  // x: (B, T, d_model) -> (B, T, d_model). Masks and biases as in Attention: padding_mask
+  // (B, K) for the self-attention keys, memory_padding_mask (B, S) for the encoder output.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask = {},
+                        const torch::Tensor& position_bias = {},
+                        const torch::Tensor& memory = {},
+                        const torch::Tensor& memory_padding_mask = {},
+                        KVCache* cache = nullptr, const torch::Tensor& position_ids = {},
+                        const torch::Tensor& cross_position_bias = {});
+
+  TransformerBlockOptions options;
+  Attention self_attn{nullptr};
+  Norm self_attn_norm{nullptr};
+  Attention cross_attn{nullptr};
+  Norm cross_attn_norm{nullptr};
+  FeedForward ff{nullptr};
+  Norm ff_norm{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(TransformerBlock);
+
+}  // namespace zoo

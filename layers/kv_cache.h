@@ -1,0 +1,73 @@
+#pragma once
+// Decoder state for incremental decoding. The caller owns it and passes it to forward; layers
+// look up their own entries by index, so nothing hides state inside a module.
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace zoo {
+
+// Keys and values one attention module has seen.
+//
+// Self-attention appends: keys live in a preallocated buffer written in place (no
+// concatenation per token), which grows by doubling. With a sliding window only the last
+// window - 1 keys can be seen by the next query, so older ones are dropped and the buffer stays
+// bounded. The kept keys are always the contiguous run of absolute positions [start(), seen()).
+//
+// Cross-attention stores the projected memory once (set_static) and reuses it.
+class AttentionCache {
+ public:
+  // Appends (B, Hkv, T, D) keys and values and returns views of every kept key and value,
+  // (B, Hkv, length(), D). window > 0 drops keys no future query can see.
+  std::pair<torch::Tensor, torch::Tensor> append(const torch::Tensor& keys,
+                                                 const torch::Tensor& values, int64_t window = 0);
+  void set_static(torch::Tensor keys, torch::Tensor values);
+  bool is_static() const { return is_static_; }
+
+  // Preallocates room for `capacity` positions (once the batch shape is known, at first append).
+  void reserve(int64_t capacity) { reserved_ = capacity; }
+  // Keeps batch rows `indices` (beam search reordering), in place.
+  void reorder(const torch::Tensor& indices);
+  void clear();
+
+  torch::Tensor keys() const;    // (B, Hkv, length, D) view; undefined when empty
+  torch::Tensor values() const;  // (B, Hkv, length, D) view; undefined when empty
+  int64_t length() const { return length_; }  // kept positions
+  int64_t seen() const { return seen_; }      // positions appended in total
+  int64_t start() const { return seen_ - length_; }  // absolute position of the first kept key
+  int64_t capacity() const { return keys_.defined() ? keys_.size(2) : 0; }
+  bool empty() const { return length_ == 0; }
+
+ private:
+  torch::Tensor keys_, values_;  // (B, Hkv, capacity, D)
+  int64_t begin_ = 0;            // buffer slot of the first kept key
+  int64_t length_ = 0;
+  int64_t seen_ = 0;
+  int64_t reserved_ = 0;
+  bool is_static_ = false;
+};
+
+// The caches of a whole model: one self-attention and one cross-attention entry per layer.
+class KVCache {
+ public:
+  explicit KVCache(int64_t n_layers);
+
+  AttentionCache& self_attention(int64_t layer);
+  AttentionCache& cross_attention(int64_t layer);
+  int64_t n_layers() const { return static_cast<int64_t>(self_.size()); }
+  // Positions processed so far: the absolute position of the next token.
+  int64_t seen() const { return self_.empty() ? 0 : self_.front().seen(); }
+
+  void reserve(int64_t capacity);
+  void reorder(const torch::Tensor& indices);
+  void clear();
+
+ private:
+  std::vector<AttentionCache> self_;
+  std::vector<AttentionCache> cross_;
+};
+
+}  // namespace zoo

@@ -1,0 +1,39 @@
+#include "layers/masks.h"
+
+#include <torch/torch.h>
+
+namespace zoo {
+
+torch::Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t q_start, int64_t k_start,
+                          int64_t window, torch::Device device) {
+  TORCH_CHECK(q_len >= 0 && k_len >= 0, "causal_mask: negative length (q_len ", q_len,
+              ", k_len ", k_len, ")");
+  TORCH_CHECK(window >= 0, "causal_mask: window must be >= 0, got ", window);
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  auto q = torch::arange(q_start, q_start + q_len, opts).unsqueeze(1);  // (Tq, 1)
+  auto k = torch::arange(k_start, k_start + k_len, opts).unsqueeze(0);  // (1, Tk)
+  auto allowed = k <= q;
+  if (window > 0) allowed = allowed & (k > q - window);
+  return allowed;
+}
+
+torch::Tensor padding_mask(const torch::Tensor& key_padding_mask) {
+  TORCH_CHECK(key_padding_mask.dim() == 2, "key padding mask must be (batch, keys), got shape ",
+              key_padding_mask.sizes());
+  auto m = key_padding_mask.scalar_type() == torch::kBool ? key_padding_mask
+                                                          : key_padding_mask.ne(0);
+  return m.unsqueeze(1).unsqueeze(2);
+}
+
+torch::Tensor mask_to_bias(const torch::Tensor& allowed, torch::ScalarType dtype) {
+  TORCH_CHECK(allowed.scalar_type() == torch::kBool, "mask_to_bias expects a boolean mask, got ",
+              allowed.scalar_type());
+  auto bias = torch::zeros(allowed.sizes(), allowed.options().dtype(dtype));
+  auto lowest = at::Scalar(std::numeric_limits<float>::lowest());
+  if (dtype == torch::kDouble) lowest = at::Scalar(std::numeric_limits<double>::lowest());
+  if (dtype == torch::kHalf) lowest = at::Scalar(-65504.0);
+  if (dtype == torch::kBFloat16) lowest = at::Scalar(-3.38953139e38);
+  return bias.masked_fill_(allowed.logical_not(), lowest);
+}
+
+}  // namespace zoo

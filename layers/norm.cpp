@@ -1,0 +1,44 @@
+#include "layers/norm.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace zoo {
+
+NormImpl::NormImpl(const NormOptions& options) : options(options) { reset(); }
+
+void NormImpl::reset() {
+  if (options.d_model() <= 0) {
+    throw std::invalid_argument(c10::str("norm: d_model (", options.d_model(), ") must be positive"));
+  }
+  if (!(options.eps() > 0.0)) {
+    throw std::invalid_argument(c10::str("norm: eps (", options.eps(), ") must be positive"));
+  }
+  weight = register_parameter("weight", torch::ones({options.d_model()}));
+  bias = torch::Tensor();
+  if (options.kind() == NormKind::kLayerNorm && options.bias()) {
+    bias = register_parameter("bias", torch::zeros({options.d_model()}));
+  }
+}
+
+void NormImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  weight.fill_(1.0);
+  if (bias.defined()) bias.zero_();
+}
+
+torch::Tensor NormImpl::forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.size(-1) == options.d_model(), "norm: expected last dimension ",
+              options.d_model(), ", got input of shape ", x.sizes());
+  if (options.kind() == NormKind::kLayerNorm) {
+    return torch::layer_norm(x, {options.d_model()}, weight, bias, options.eps());
+  }
+  // Half-precision inputs take their mean square in float32; float and double stay as they are.
+  const bool low = x.scalar_type() == torch::kHalf || x.scalar_type() == torch::kBFloat16;
+  auto xf = low ? x.to(torch::kFloat) : x;
+  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());
+  return weight * normed.to(x.scalar_type());
+}
+
+}  // namespace zoo

@@ -1,0 +1,81 @@
+#include "layers/rotary.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace zoo {
+
+RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
+    : options(options) {
+  reset();
+}
+
+void RotaryEmbeddingImpl::reset() {
+  if (options.head_dim() <= 0 || options.head_dim() % 2 != 0) {
+    throw std::invalid_argument(
+        c10::str("rope: head_dim (", options.head_dim(), ") must be positive and even"));
+  }
+  if (!(options.base() > 1.0)) {
+    throw std::invalid_argument(c10::str("rope: rope_base (", options.base(), ") must be > 1"));
+  }
+  cos_ = sin_ = torch::Tensor();
+}
+
+void RotaryEmbeddingImpl::ensure_table(int64_t n, torch::Device device) {
+  if (cos_.defined() && cos_.size(0) >= n && cos_.device() == device) return;
+  int64_t size = cos_.defined() ? std::max<int64_t>(n, 2 * cos_.size(0)) : std::max<int64_t>(n, 256);
+  const int64_t d = options.head_dim();
+  auto inv_freq = torch::pow(options.base(), -torch::arange(0, d, 2, torch::kDouble) / double(d));
+  auto angle = torch::arange(size, torch::kDouble).unsqueeze(1) * inv_freq;  // (size, d/2)
+  cos_ = angle.cos().to(torch::kFloat).to(device);
+  sin_ = angle.sin().to(torch::kFloat).to(device);
+}
+
+torch::Tensor RotaryEmbeddingImpl::rotate(const torch::Tensor& x, const torch::Tensor& cos,
+                                          const torch::Tensor& sin) {
+  // cos, sin: broadcastable to (B, H, T, d/2).
+  const int64_t half = options.head_dim() / 2;
+  auto c = cos.to(x.scalar_type());
+  auto s = sin.to(x.scalar_type());
+  if (options.layout() == RopeLayout::kHalf) {
+    auto x1 = x.narrow(-1, 0, half);
+    auto x2 = x.narrow(-1, half, half);
+    return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+  }
+  auto pairs = x.unflatten(-1, {half, 2});  // (..., d/2, 2)
+  auto x1 = pairs.select(-1, 0);
+  auto x2 = pairs.select(-1, 1);
+  return torch::stack({x1 * c - x2 * s, x2 * c + x1 * s}, -1).flatten(-2);
+}
+
+torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {
+  TORCH_CHECK(x.dim() == 4 && x.size(-1) == options.head_dim(),
+              "rope: expected (B, H, T, ", options.head_dim(), "), got ", x.sizes());
+  TORCH_CHECK(positions.size(-1) == x.size(2), "rope: ", positions.size(-1),
+              " positions for ", x.size(2), " tokens");
+  if (positions.numel() == 0) return x;
+  TORCH_CHECK(positions.min().item<int64_t>() >= 0, "rope: negative position");
+  ensure_table(positions.max().item<int64_t>() + 1, x.device());
+  auto flat = positions.reshape(-1).to(x.device());
+  auto shape = positions.sizes().vec();  // (B, T) or (T)
+  shape.push_back(options.head_dim() / 2);
+  auto c = cos_.index_select(0, flat).view(shape);
+  auto s = sin_.index_select(0, flat).view(shape);
+  if (positions.dim() == 2) {  // (B, T, d/2) -> (B, 1, T, d/2)
+    c = c.unsqueeze(1);
+    s = s.unsqueeze(1);
+  }
+  return rotate(x, c, s);
+}
+
+torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, int64_t start) {
+  TORCH_CHECK(x.dim() == 4 && x.size(-1) == options.head_dim(),
+              "rope: expected (B, H, T, ", options.head_dim(), "), got ", x.sizes());
+  TORCH_CHECK(start >= 0, "rope: negative start position ", start);
+  const int64_t t = x.size(2);
+  ensure_table(start + t, x.device());
+  return rotate(x, cos_.narrow(0, start, t), sin_.narrow(0, start, t));
+}
+
+}  // namespace zoo

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what zoo needs from Debian's packages (only what is missing), then configures and
+# builds it (Release) into build/. Safe to run again: each step is skipped when already done.
+#
+#   ZOO_BUILD_DIR     build folder (default: build)
+#   ZOO_BUILD_TYPE    CMake build type (default: Release)
+#   CMAKE_PREFIX_PATH point at another LibTorch (e.g. the official 2.x CUDA one) to build against it
+#   ZOO_SKIP_INSTALL  set to 1 to skip the apt-get step (when you install dependencies yourself)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  cmake g++ make pkg-config
+  libtorch-dev
+  libopenblas0-pthread      # without it Debian's reference BLAS makes matmuls ~35x slower
+  libsentencepiece-dev sentencepiece
+  libyaml-cpp-dev libgtest-dev libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  python3-torch python3-sentencepiece   # independent references for the tests
+)
+
+if [[ "${ZOO_SKIP_INSTALL:-0}" != 1 ]]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    sudo=""
+    [[ $(id -u) == 0 ]] || sudo="sudo"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  else
+    echo "setup: all packages present"
+  fi
+fi
+
+build_dir="${ZOO_BUILD_DIR:-build}"
+jobs="$(nproc)"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${ZOO_BUILD_TYPE:-Release}" ${ZOO_CMAKE_ARGS:-}
+cmake --build "$build_dir" -j "$jobs"

@@ -1,0 +1,443 @@
+#include "layers/attention.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "layers/masks.h"
+#include "layers/position_bias.h"
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::max_abs_diff;
+
+torch::Tensor worked_q() { return torch::tensor({{1.0, 0.0}, {0.0, 1.0}, {1.0, 1.0}}); }
+torch::Tensor worked_k() { return torch::tensor({{1.0, 1.0}, {0.0, 1.0}, {1.0, 0.0}}); }
+torch::Tensor worked_v() { return torch::tensor({{1.0, 0.0}, {0.0, 1.0}, {0.5, 0.5}}); }
+
+TEST(ScaledDotProduct, WorkedExampleBothBackends) {
+  // d_k = 2: softmax(Q K^T / sqrt(2)) V, worked by hand.
+  auto q = worked_q().view({1, 1, 3, 2}).to(torch::kFloat);
+  auto k = worked_k().view({1, 1, 3, 2}).to(torch::kFloat);
+  auto v = worked_v().view({1, 1, 3, 2}).to(torch::kFloat);
+  auto expected_out = torch::tensor({{0.6017, 0.3983}, {0.5, 0.5}, {0.6276, 0.3724}});
+  auto expected_row2 = torch::tensor({0.5035, 0.2483, 0.2483});
+  const double scale = 1.0 / std::sqrt(2.0);
+  auto [out, weights] =
+      scaled_dot_product(q, k, v, {}, scale, 0.0, false, AttentionBackend::kMath, true);
+  EXPECT_LE(max_abs_diff(out.view({3, 2}), expected_out), 1e-4);
+  EXPECT_LE(max_abs_diff(weights.view({3, 3})[2], expected_row2), 1e-4);
+  auto [fused, none] =
+      scaled_dot_product(q, k, v, {}, scale, 0.0, false, AttentionBackend::kFused, false);
+  EXPECT_LE(max_abs_diff(fused.view({3, 2}), expected_out), 1e-4);
+}
+
+TEST(Attention, WorkedExampleThroughModule) {
+  // Input rows are [Q_i, K_i, V_i]; the q, k and v projections each pick their two columns and
+  // the output projection writes the head back to the first two, so the module's attention is
+  // the worked example's.
+  Attention attn(AttentionOptions(6, 1).head_dim(2).fused_projections(false).bias(false));
+  {
+    torch::NoGradGuard no_grad;
+    auto pick = [](int64_t col) { return torch::eye(6).narrow(0, col, 2); };  // (2, 6)
+    attn->q->weight.copy_(pick(0));
+    attn->k->weight.copy_(pick(2));
+    attn->v->weight.copy_(pick(4));
+    attn->out->weight.copy_(pick(0).t());
+  }
+  auto x = torch::cat({worked_q(), worked_k(), worked_v()}, 1).to(torch::kFloat).unsqueeze(0);
+  auto [out, weights] = attn->forward_with_weights(x);
+  EXPECT_LE(max_abs_diff(weights[0][0][2], torch::tensor({0.5035, 0.2483, 0.2483})), 1e-4);
+  auto expected = torch::tensor({{0.6017, 0.3983}, {0.5, 0.5}, {0.6276, 0.3724}});
+  EXPECT_LE(max_abs_diff(out[0].narrow(1, 0, 2), expected), 1e-4);
+  EXPECT_LE(max_abs_diff(attn->forward(x), out), 1e-6);  // the fused kernel agrees
+}
+
+// Builds our attention from LibTorch's MultiheadAttention weights.
+void copy_from_mha(Attention& attn, torch::nn::MultiheadAttention& mha) {
+  torch::NoGradGuard no_grad;
+  attn->qkv->weight.copy_(mha->in_proj_weight);
+  attn->qkv->bias.copy_(mha->in_proj_bias);
+  attn->out->weight.copy_(mha->out_proj->weight);
+  attn->out->bias.copy_(mha->out_proj->bias);
+}
+
+class AttentionBackendTest : public ::testing::TestWithParam<AttentionBackend> {};
+
+TEST_P(AttentionBackendTest, MatchesLibTorchMultiheadAttention) {
+  const int64_t d = 16, h = 4, b = 2, t = 7;
+  torch::nn::MultiheadAttention mha(torch::nn::MultiheadAttentionOptions(d, h));
+  mha->eval();
+  Attention attn(AttentionOptions(d, h).backend(GetParam()));
+  attn->eval();
+  copy_from_mha(attn, mha);
+  auto x = torch::randn({b, t, d});
+  auto xt = x.transpose(0, 1);  // LibTorch's MHA is (T, B, d)
+
+  // Plain.
+  auto ref = std::get<0>(mha->forward(xt, xt, xt)).transpose(0, 1);
+  EXPECT_LE(max_abs_diff(attn->forward(x), ref), 1e-5);
+
+  // Key padding: LibTorch marks padding with true, zoo marks real tokens.
+  auto pad = torch::zeros({b, t}, torch::kBool);
+  pad[1].narrow(0, t - 3, 3).fill_(true);
+  ref = std::get<0>(mha->forward(xt, xt, xt, pad)).transpose(0, 1);
+  EXPECT_LE(max_abs_diff(attn->forward(x, {}, pad.logical_not()), ref), 1e-5);
+
+  // Causal plus padding.
+  // LibTorch's C++ MultiheadAttention adds attn_mask to the scores: -inf above the diagonal.
+  auto future = torch::zeros({t, t}).masked_fill(torch::ones({t, t}, torch::kBool).triu(1), -INFINITY);
+  ref = std::get<0>(mha->forward(xt, xt, xt, pad, true, future)).transpose(0, 1);
+  Attention causal(AttentionOptions(d, h).causal(true).backend(GetParam()));
+  causal->eval();
+  copy_from_mha(causal, mha);
+  EXPECT_LE(max_abs_diff(causal->forward(x, {}, pad.logical_not()), ref), 1e-5);
+  ref = std::get<0>(mha->forward(xt, xt, xt, {}, true, future)).transpose(0, 1);
+  EXPECT_LE(max_abs_diff(causal->forward(x), ref), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AttentionBackendTest,
+                         ::testing::Values(AttentionBackend::kFused, AttentionBackend::kMath),
+                         [](const auto& info) {
+                           return info.param == AttentionBackend::kFused ? "Fused" : "Math";
+                         });
+
+TEST(Attention, WeightsFromExplicitPathMatchLibTorch) {
+  const int64_t d = 8, h = 2, t = 5;
+  torch::nn::MultiheadAttention mha(torch::nn::MultiheadAttentionOptions(d, h));
+  Attention attn{AttentionOptions(d, h)};
+  copy_from_mha(attn, mha);
+  auto x = torch::randn({1, t, d});
+  auto xt = x.transpose(0, 1);
+  auto ref = mha->forward(xt, xt, xt, {}, true, {});  // weights averaged over heads
+  auto [out, weights] = attn->forward_with_weights(x);
+  EXPECT_EQ(weights.sizes(), (std::vector<int64_t>{1, h, t, t}));
+  EXPECT_LE(max_abs_diff(weights.mean(1), std::get<1>(ref)), 1e-6);
+  EXPECT_LE(max_abs_diff(out, std::get<0>(ref).transpose(0, 1)), 1e-5);
+}
+
+// The published definition, written out: per-head projections, K/V heads repeated
+// (repeat_interleave), softmax(q k^T / sqrt(D) + bias) v, output projection.
+torch::Tensor reference_attention(Attention& attn, const torch::Tensor& x,
+                                  const torch::Tensor& allowed /* (T, T) bool or undefined */) {
+  const auto& o = attn->options;
+  const int64_t b = x.size(0), t = x.size(1), h = o.n_heads(), hkv = o.resolved_n_kv_heads();
+  const int64_t d = o.resolved_head_dim();
+  auto w = attn->qkv->weight;
+  auto bias = attn->qkv->bias;
+  auto q = torch::nn::functional::linear(x, w.narrow(0, 0, h * d), bias.narrow(0, 0, h * d));
+  auto k = torch::nn::functional::linear(x, w.narrow(0, h * d, hkv * d),
+                                         bias.narrow(0, h * d, hkv * d));
+  auto v = torch::nn::functional::linear(x, w.narrow(0, (h + hkv) * d, hkv * d),
+                                         bias.narrow(0, (h + hkv) * d, hkv * d));
+  q = q.view({b, t, h, d}).transpose(1, 2);
+  k = k.view({b, t, hkv, d}).transpose(1, 2).repeat_interleave(h / hkv, 1);
+  v = v.view({b, t, hkv, d}).transpose(1, 2).repeat_interleave(h / hkv, 1);
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(double(d));
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
+  auto y = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({b, t, h * d});
+  return attn->out->forward(y);
+}
+
+torch::Tensor band(int64_t t, int64_t window) {
+  auto m = torch::zeros({t, t}, torch::kBool);
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) m[i][j] = j <= i && (window == 0 || j > i - window);
+  return m;
+}
+
+TEST(Attention, GroupedAndMultiQueryMatchRepeatedHeads) {
+  const int64_t d = 24, h = 6, b = 2, t = 9;
+  for (int64_t hkv : {6, 3, 2, 1}) {
+    for (auto backend : {AttentionBackend::kFused, AttentionBackend::kMath}) {
+      for (bool causal : {false, true}) {
+        Attention attn(AttentionOptions(d, h).n_kv_heads(hkv).causal(causal).backend(backend));
+        EXPECT_EQ(attn->qkv->weight.size(0), (h + 2 * hkv) * (d / h));
+        auto x = torch::randn({b, t, d});
+        auto expected = reference_attention(attn, x, causal ? band(t, 0) : torch::Tensor());
+        EXPECT_LE(max_abs_diff(attn->forward(x), expected), 1e-5)
+            << "n_kv_heads " << hkv << " causal " << causal;
+      }
+    }
+  }
+}
+
+TEST(Attention, GqaWithAllHeadsEqualsMha) {
+  const int64_t d = 16, h = 4;
+  torch::nn::MultiheadAttention mha(torch::nn::MultiheadAttentionOptions(d, h));
+  Attention attn(AttentionOptions(d, h).n_kv_heads(h));
+  copy_from_mha(attn, mha);
+  auto x = torch::randn({3, 6, d});
+  auto xt = x.transpose(0, 1);
+  EXPECT_LE(max_abs_diff(attn->forward(x), std::get<0>(mha->forward(xt, xt, xt)).transpose(0, 1)),
+            1e-5);
+}
+
+TEST(Attention, SlidingWindowEqualsBandMask) {
+  const int64_t d = 16, h = 4, t = 10;
+  auto x = torch::randn({2, t, d});
+  for (int64_t window : {1, 3, 6}) {
+    Attention windowed(AttentionOptions(d, h).n_kv_heads(2).causal(true).window(window));
+    EXPECT_LE(max_abs_diff(windowed->forward(x), reference_attention(windowed, x, band(t, window))),
+              1e-5)
+        << "window " << window;
+  }
+  // A window as long as the sequence is plain causal attention.
+  Attention plain(AttentionOptions(d, h).causal(true));
+  Attention wide(AttentionOptions(d, h).causal(true).window(t));
+  testing::copy_parameters(*wide, *plain);
+  EXPECT_LE(max_abs_diff(wide->forward(x), plain->forward(x)), 1e-6);
+}
+
+TEST(Attention, FusedAndMathBackendsAgreeWithEveryInput) {
+  const int64_t d = 16, h = 4, b = 2, t = 8;
+  AlibiBias alibi{AlibiBiasOptions(h)};
+  auto x = torch::randn({b, t, d});
+  auto keep = torch::ones({b, t}, torch::kBool);
+  keep[0].narrow(0, 0, 2).fill_(false);  // left padding
+  auto bias = alibi->forward(t, t);
+  auto opts = AttentionOptions(d, h).n_kv_heads(2).causal(true).window(5).rope(true);
+  Attention fused(AttentionOptions(opts).backend(AttentionBackend::kFused));
+  Attention math(AttentionOptions(opts).backend(AttentionBackend::kMath));
+  testing::copy_parameters(*math, *fused);
+  EXPECT_LE(max_abs_diff(fused->forward(x, {}, keep, bias), math->forward(x, {}, keep, bias)),
+            1e-5);
+}
+
+TEST(Attention, UnscaledMatchesExplicitScores) {
+  // T5 does not divide scores by sqrt(head_dim).
+  Attention attn(AttentionOptions(8, 2).scaled(false).bias(false));
+  auto x = torch::randn({1, 4, 8});
+  auto [out, weights] = attn->forward_with_weights(x);
+  auto qkv = attn->qkv->forward(x).split(8, -1);
+  auto q = qkv[0].view({1, 4, 2, 4}).transpose(1, 2);
+  auto k = qkv[1].view({1, 4, 2, 4}).transpose(1, 2);
+  EXPECT_LE(max_abs_diff(weights, torch::softmax(torch::matmul(q, k.transpose(-1, -2)), -1)), 1e-6);
+  EXPECT_LE(max_abs_diff(attn->forward(x), out), 1e-5);  // fused path scales the same way
+}
+
+TEST(Attention, CrossAttentionReadsMemoryAndCachesIt) {
+  const int64_t d = 16, h = 4;
+  torch::nn::MultiheadAttention mha(torch::nn::MultiheadAttentionOptions(d, h));
+  for (bool fused : {true, false}) {
+    Attention cross(AttentionOptions(d, h).cross_attention(true).fused_projections(fused));
+    {
+      torch::NoGradGuard no_grad;
+      auto w = mha->in_proj_weight, bias = mha->in_proj_bias;
+      cross->q->weight.copy_(w.narrow(0, 0, d));
+      cross->q->bias.copy_(bias.narrow(0, 0, d));
+      if (fused) {
+        cross->kv->weight.copy_(w.narrow(0, d, 2 * d));
+        cross->kv->bias.copy_(bias.narrow(0, d, 2 * d));
+      } else {
+        cross->k->weight.copy_(w.narrow(0, d, d));
+        cross->k->bias.copy_(bias.narrow(0, d, d));
+        cross->v->weight.copy_(w.narrow(0, 2 * d, d));
+        cross->v->bias.copy_(bias.narrow(0, 2 * d, d));
+      }
+      cross->out->weight.copy_(mha->out_proj->weight);
+      cross->out->bias.copy_(mha->out_proj->bias);
+    }
+    auto x = torch::randn({2, 3, d});
+    auto memory = torch::randn({2, 5, d});
+    auto keep = torch::ones({2, 5}, torch::kBool);
+    keep[1].narrow(0, 3, 2).fill_(false);
+    auto ref = std::get<0>(mha->forward(x.transpose(0, 1), memory.transpose(0, 1),
+                                        memory.transpose(0, 1), keep.logical_not()))
+                   .transpose(0, 1);
+    EXPECT_LE(max_abs_diff(cross->forward(x, memory, keep), ref), 1e-5);
+    // With a cache the memory is projected once; later calls need no memory.
+    AttentionCache cache;
+    auto first = cross->forward(x.narrow(1, 0, 1), memory, keep, {}, &cache);
+    EXPECT_TRUE(cache.is_static());
+    auto later = cross->forward(x.narrow(1, 1, 2), {}, keep, {}, &cache);
+    EXPECT_LE(max_abs_diff(torch::cat({first, later}, 1), ref), 1e-5);
+  }
+}
+
+// Decoding one token at a time through the cache must equal one full causal pass.
+struct CachedCase {
+  const char* name;
+  int64_t n_kv_heads;
+  int64_t window;  // 0 = none
+  bool rope;
+  PositionKind bias;
+};
+
+class AttentionCacheTest : public ::testing::TestWithParam<CachedCase> {};
+
+TEST_P(AttentionCacheTest, IncrementalDecodingEqualsFullPass) {
+  const auto& c = GetParam();
+  const int64_t d = 32, h = 4, b = 2, t = 11;
+  auto opts = AttentionOptions(d, h).n_kv_heads(c.n_kv_heads).causal(true).rope(c.rope);
+  if (c.window > 0) opts.window(c.window);
+  Attention attn(opts);
+  attn->eval();
+  AlibiBias alibi{AlibiBiasOptions(h)};
+  RelativePositionBias relative(RelativePositionBiasOptions(h).bidirectional(false));
+  // Bias for queries at start.. against every key from position 0.
+  auto bias_for = [&](int64_t q_len, int64_t start) -> torch::Tensor {
+    if (c.bias == PositionKind::kAlibi) return alibi->forward(q_len, start + q_len, start, 0);
+    if (c.bias == PositionKind::kRelative) return relative->forward(q_len, start + q_len, start, 0);
+    return {};
+  };
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({b, t, d});
+  auto full = attn->forward(x, {}, {}, bias_for(t, 0));
+
+  AttentionCache cache;
+  std::vector<torch::Tensor> steps;
+  for (int64_t i = 0; i < t; ++i) {
+    steps.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, bias_for(1, i), &cache));
+    if (c.window > 0) EXPECT_LE(cache.length(), c.window) << "step " << i;
+  }
+  EXPECT_EQ(cache.seen(), t);
+  EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full), 1e-5);
+
+  // A prompt in one chunk, then single tokens.
+  AttentionCache chunked;
+  auto prefix = attn->forward(x.narrow(1, 0, 4), {}, {}, bias_for(4, 0), &chunked);
+  std::vector<torch::Tensor> parts{prefix};
+  for (int64_t i = 4; i < t; ++i) {
+    parts.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, bias_for(1, i), &chunked));
+  }
+  EXPECT_LE(max_abs_diff(torch::cat(parts, 1), full), 1e-5);
+}
+
+void PrintTo(const CachedCase& c, std::ostream* os) { *os << c.name; }
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, AttentionCacheTest,
+    ::testing::Values(CachedCase{"Mha", 4, 0, false, PositionKind::kNone},
+                      CachedCase{"Gqa", 2, 0, false, PositionKind::kNone},
+                      CachedCase{"Mqa", 1, 0, false, PositionKind::kNone},
+                      CachedCase{"SlidingWindow", 2, 3, false, PositionKind::kNone},
+                      CachedCase{"Rope", 2, 0, true, PositionKind::kNone},
+                      CachedCase{"RopeWindow", 4, 4, true, PositionKind::kNone},
+                      CachedCase{"Alibi", 4, 0, false, PositionKind::kAlibi},
+                      CachedCase{"AlibiWindow", 4, 5, false, PositionKind::kAlibi},
+                      CachedCase{"RelativeBias", 4, 0, false, PositionKind::kRelative}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Attention, LeftPaddedRowMatchesUnpaddedWithPositionIds) {
+  // A prompt left-padded by 2 with positions counted from its first real token gives the same
+  // outputs as the prompt alone.
+  const int64_t d = 16, h = 4, t = 5, pad = 2;
+  Attention attn(AttentionOptions(d, h).causal(true).rope(true).n_kv_heads(2));
+  auto x = torch::randn({1, t, d});
+  auto alone = attn->forward(x);
+  auto padded = torch::cat({torch::randn({1, pad, d}), x}, 1);
+  auto keep = torch::ones({1, t + pad}, torch::kBool);
+  keep[0].narrow(0, 0, pad).fill_(false);
+  auto positions = (torch::arange(t + pad) - pad).clamp_min(0).unsqueeze(0);
+  auto out = attn->forward(padded, {}, keep, {}, nullptr, positions);
+  EXPECT_LE(max_abs_diff(out.narrow(1, pad, t), alone), 1e-5);
+  EXPECT_TRUE(torch::isfinite(out).all().item<bool>());  // padding rows too
+}
+
+TEST(Attention, BackwardGivesFiniteNonzeroGradients) {
+  for (bool cross : {false, true}) {
+    auto opts = AttentionOptions(16, 4).n_kv_heads(2).cross_attention(cross);
+    if (!cross) opts.causal(true).rope(true);
+    Attention attn(opts);
+    auto x = torch::randn({2, 5, 16}, torch::requires_grad());
+    auto memory = torch::randn({2, 7, 16});
+    attn->forward(x, cross ? memory : torch::Tensor()).pow(2).sum().backward();
+    for (const auto& p : attn->named_parameters()) {
+      ASSERT_TRUE(p.value().grad().defined()) << p.key();
+      EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+      EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
+    }
+  }
+}
+
+TEST(Attention, GradientsMatchFiniteDifferencesInDouble) {
+  for (auto backend : {AttentionBackend::kFused, AttentionBackend::kMath}) {
+    Attention attn(AttentionOptions(8, 2).n_kv_heads(1).causal(true).rope(true).backend(backend));
+    attn->to(torch::kDouble);
+    AlibiBias alibi{AlibiBiasOptions(2)};
+    auto bias = alibi->forward(4, 4).to(torch::kDouble);
+    auto x = torch::randn({2, 4, 8}, torch::kDouble).requires_grad_();
+    auto loss_fn = [&] { return (attn->forward(x, {}, {}, bias) * torch::arange(8).to(torch::kDouble)).sum(); };
+    loss_fn().backward();
+    const double eps = 1e-6;
+    torch::NoGradGuard no_grad;
+    auto check = [&](torch::Tensor param, const std::string& name) {
+      auto grad = param.grad().clone();
+      auto flat = param.view(-1);
+      for (int64_t i = 0; i < flat.numel(); i += std::max<int64_t>(1, flat.numel() / 7)) {
+        double old = flat[i].item<double>();
+        flat[i] = old + eps;
+        double up = loss_fn().item<double>();
+        flat[i] = old - eps;
+        double down = loss_fn().item<double>();
+        flat[i] = old;
+        EXPECT_NEAR(grad.view(-1)[i].item<double>(), (up - down) / (2 * eps), 1e-6)
+            << name << "[" << i << "]";
+      }
+    };
+    check(x, "input");
+    for (auto& p : attn->named_parameters()) check(p.value(), p.key());
+  }
+}
+
+TEST(Attention, BadOptionsNameTheOptionAndValues) {
+  auto message = [](const AttentionOptions& o) {
+    try {
+      o.validate();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(AttentionOptions(1000, 12)),
+            "attention: d_model (1000) must be divisible by n_heads (12) unless head_dim is set");
+  EXPECT_EQ(message(AttentionOptions(64, 8).n_kv_heads(3)),
+            "attention: n_heads (8) must be divisible by n_kv_heads (3)");
+  EXPECT_EQ(message(AttentionOptions(64, 8).causal(true).window(0)),
+            "attention: window (0) must be >= 1");
+  EXPECT_EQ(message(AttentionOptions(64, 8).causal(true).window(-4)),
+            "attention: window (-4) must be >= 1");
+  EXPECT_EQ(message(AttentionOptions(64, 8).window(4)),
+            "attention: window (4) needs causal self-attention");
+  EXPECT_EQ(message(AttentionOptions(64, 8).dropout(1.5)), "attention: dropout (1.5) must be in [0, 1)");
+  EXPECT_EQ(message(AttentionOptions(30, 2).rope(true)), "attention: rope needs an even head_dim, got 15");
+  EXPECT_EQ(message(AttentionOptions(64, 8).n_kv_heads(2)), "no error");
+  EXPECT_THROW(Attention(AttentionOptions(10, 3)), std::invalid_argument);
+}
+
+TEST(Attention, ShapeErrorsSayWhatWasExpected) {
+  Attention attn{AttentionOptions(16, 4)};
+  try {
+    attn->forward(torch::randn({2, 3, 15}));
+    FAIL() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected input (B, T, 16), got [2, 3, 15]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Device-parameterised: the same cached-decoding invariant on every available device.
+class AttentionDeviceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionDeviceTest, CachedDecodingMatchesOnDevice) {
+  ZOO_SKIP_IF_UNAVAILABLE(GetParam());
+  torch::Device device(GetParam());
+  Attention attn(AttentionOptions(32, 4).n_kv_heads(2).causal(true).rope(true).window(4));
+  attn->to(device);
+  attn->eval();
+  torch::NoGradGuard no_grad;
+  auto x = torch::randn({2, 6, 32}, device);
+  auto full = attn->forward(x);
+  AttentionCache cache;
+  std::vector<torch::Tensor> steps;
+  for (int64_t i = 0; i < 6; ++i) steps.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, {}, &cache));
+  EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionDeviceTest, ::testing::ValuesIn(testing::test_devices()));
+
+}  // namespace
+}  // namespace zoo

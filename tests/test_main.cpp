@@ -1,0 +1,73 @@
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "core/runtime.h"
+#include "test_util.h"
+
+namespace zoo::testing {
+
+std::map<std::string, torch::Tensor> python_reference(const std::string& script,
+                                                      const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  const fs::path source = fs::path(ZOO_SOURCE_DIR) / "tests" / "reference" / script;
+  const fs::path out =
+      fs::temp_directory_path() /
+      ("zoo_ref_" + fs::path(script).stem().string() + "_" + std::to_string(::getpid()) + "_" +
+       std::to_string(std::rand()) + ".pt");
+  std::string cmd = std::string(ZOO_TEST_PYTHON) + " '" + source.string() + "' '" + out.string() + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    throw std::runtime_error("reference script failed: " + cmd);
+  }
+  auto module = torch::jit::load(out.string());
+  fs::remove(out);
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
+    std::string name = b.name;
+    for (size_t p; (p = name.find("__")) != std::string::npos;) name.replace(p, 2, ".");
+    tensors[name] = b.value;
+  }
+  return tensors;
+}
+
+void copy_into(torch::nn::Module& module, const std::string& name, const torch::Tensor& source) {
+  torch::NoGradGuard no_grad;
+  auto params = module.named_parameters();
+  if (auto* p = params.find(name)) {
+    ASSERT_EQ(p->sizes(), source.sizes()) << name;
+    p->copy_(source);
+    return;
+  }
+  auto buffers = module.named_buffers();
+  if (auto* b = buffers.find(name)) {
+    ASSERT_EQ(b->sizes(), source.sizes()) << name;
+    b->copy_(source);
+    return;
+  }
+  FAIL() << "no parameter or buffer named " << name;
+}
+
+void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source) {
+  for (const auto& p : source.named_parameters()) copy_into(target, p.key(), p.value());
+  for (const auto& b : source.named_buffers()) copy_into(target, b.key(), b.value());
+}
+
+std::vector<std::string> test_devices() { return {"cpu", "cuda"}; }
+
+}  // namespace zoo::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // ctest runs two test processes at once on a 2-core machine: one thread each.
+  zoo::configure_threads(1);
+  torch::manual_seed(0);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,52 @@
+#pragma once
+// Helpers shared by the tests: tolerances, devices, and reference data from python3-torch.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "layers/variants.h"
+
+namespace zoo {
+// Readable test names and messages for parameterised tests over variants.
+inline void PrintTo(AttentionBackend v, std::ostream* os) { *os << to_string(v); }
+inline void PrintTo(RopeLayout v, std::ostream* os) { *os << to_string(v); }
+}  // namespace zoo
+
+namespace zoo::testing {
+
+inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  EXPECT_EQ(a.sizes(), b.sizes());
+  if (a.sizes() != b.sizes()) return INFINITY;
+  return (a.to(torch::kDouble).cpu() - b.to(torch::kDouble).cpu()).abs().max().item<double>();
+}
+
+// gtest assertion: tensors have the same shape and differ by at most `tol` anywhere.
+#define EXPECT_ALLCLOSE(a, b, tol) EXPECT_LE(::zoo::testing::max_abs_diff((a), (b)), (tol))
+
+// Runs tests/reference/<script> with Debian's python3 (which has python3-torch) and returns
+// the tensors it saved, by name. The script writes a TorchScript module whose buffers are the
+// tensors (names with '.' stored as '__'), which C++ reads back with torch::jit::load.
+std::map<std::string, torch::Tensor> python_reference(const std::string& script,
+                                                      const std::vector<std::string>& args = {});
+
+// Copies `source` into the parameter or buffer `name` of `module` (shapes must match).
+void copy_into(torch::nn::Module& module, const std::string& name, const torch::Tensor& source);
+
+// Copies every parameter and buffer of `source` into the same-named one of `target`.
+void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source);
+
+// Devices to run device-parameterised tests on; CUDA tests skip themselves when absent.
+std::vector<std::string> test_devices();
+// Skips the current test when `device` is CUDA and no GPU is present.
+#define ZOO_SKIP_IF_UNAVAILABLE(device)                                        \
+  do {                                                                         \
+    if ((device) == "cuda" && !torch::cuda::is_available())                    \
+      GTEST_SKIP() << "CUDA is not available";                                 \
+  } while (0)
+
+}  // namespace zoo::testing
