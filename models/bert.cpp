@@ -1,0 +1,104 @@
+#include "models/bert.h"
+
+#include <torch/torch.h>
+
+#include "layers/feed_forward.h"
+#include "models/init.h"
+
+namespace zoo {
+
+BertMaskedLMHeadImpl::BertMaskedLMHeadImpl(const ModelConfig& config) : config(config) { reset(); }
+
+void BertMaskedLMHeadImpl::reset() {
+  dense = register_module("dense", torch::nn::Linear(config.d_model, config.d_model));
+  norm = register_module("norm", Norm(NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps)));
+  bias = register_parameter("bias", torch::zeros({config.vocab_size}));
+}
+
+torch::Tensor BertMaskedLMHeadImpl::forward(const torch::Tensor& sequence_output,
+                                            const torch::Tensor& word_embeddings) {
+  auto h = norm->forward(activate(dense->forward(sequence_output), config.activation));
+  return torch::nn::functional::linear(h, word_embeddings, bias);
+}
+
+BertImpl::BertImpl(ModelConfig config) : config(std::move(config)) { reset(); }
+
+void BertImpl::reset() {
+  const auto& c = config;
+  c.validate();
+  TORCH_CHECK(c.family == Family::kBert, "Bert built from a config of another family");
+  token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
+  positions = register_module("positions", PositionEncoding(position_options(c, /*bidirectional=*/true)));
+  token_type_embedding =
+      register_module("token_type_embedding", torch::nn::Embedding(c.type_vocab_size, c.d_model));
+  embedding_norm = register_module(
+      "embedding_norm", Norm(NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias)));
+  dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  block_list_.clear();
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    block_list_.emplace_back(block_options(c, /*causal=*/false, /*cross_attention=*/false, i));
+    blocks->push_back(block_list_.back());
+  }
+  final_norm = nullptr;
+  if (c.norm_position == NormPosition::kPre) {
+    final_norm = register_module(
+        "final_norm", Norm(NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias)));
+  }
+  pooler = c.pooler ? register_module("pooler", torch::nn::Linear(c.d_model, c.d_model)) : nullptr;
+  mlm_head = nullptr;
+  nsp_head = nullptr;
+  classifier = nullptr;
+  if (c.head == BertHead::kMaskedLM || c.head == BertHead::kPretraining) {
+    mlm_head = register_module("mlm_head", BertMaskedLMHead(c));
+  }
+  if (c.head == BertHead::kNextSentence || c.head == BertHead::kPretraining) {
+    nsp_head = register_module("nsp_head", torch::nn::Linear(c.d_model, 2));
+  }
+  if (c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification) {
+    classifier = register_module("classifier", torch::nn::Linear(c.d_model, c.num_labels));
+  }
+  initialize_weights(*this, c);
+}
+
+BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                             const torch::Tensor& token_type_ids) {
+  TORCH_CHECK(input_ids.dim() == 2, "BERT: input_ids must be (batch, tokens), got shape ",
+              input_ids.sizes());
+  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  TORCH_CHECK(t <= config.max_positions, "BERT: cannot forward ", t,
+              " tokens, max_positions is ", config.max_positions);
+  for (const auto* m : {&attention_mask, &token_type_ids}) {
+    TORCH_CHECK(!m->defined() || m->sizes() == input_ids.sizes(),
+                "BERT: attention_mask and token_type_ids must match input_ids ", input_ids.sizes(),
+                ", got ", m->sizes());
+  }
+  auto ids = torch::arange(t, input_ids.options().dtype(torch::kLong)).unsqueeze(0).expand({b, t});
+  auto x = token_embedding->forward(input_ids);
+  if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
+  x = x + token_type_embedding->forward(token_type_ids.defined() ? token_type_ids
+                                                                 : torch::zeros_like(input_ids));
+  x = dropout->forward(embedding_norm->forward(x));
+
+  auto bias = positions->attention_bias(t, t, 0, 0, x.device(), x.scalar_type());
+  const auto& rope_positions = config.position == PositionKind::kRope ? ids : torch::Tensor();
+  for (auto& block : block_list_) x = block->forward(x, attention_mask, bias, {}, {}, nullptr, rope_positions);
+  if (final_norm) x = final_norm->forward(x);
+
+  BertOutput out;
+  out.sequence_output = x;
+  if (pooler) out.pooled_output = torch::tanh(pooler->forward(x.select(1, 0)));
+  if (mlm_head) out.logits = mlm_head->forward(x, token_embedding->weight);
+  if (nsp_head) {
+    auto nsp = nsp_head->forward(out.pooled_output);
+    if (config.head == BertHead::kNextSentence) out.logits = nsp;
+    else out.nsp_logits = nsp;
+  }
+  if (classifier) {
+    auto features = config.head == BertHead::kSequenceClassification ? out.pooled_output : x;
+    out.logits = classifier->forward(dropout->forward(features));
+  }
+  return out;
+}
+
+}  // namespace zoo

@@ -1,0 +1,72 @@
+#pragma once
+// BERT family (Devlin et al., 2019): token + position + segment embeddings, LayerNorm, a
+// bidirectional post-norm encoder, a pooler, and task heads.
+
+#include <cstdint>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "layers/block.h"
+#include "layers/norm.h"
+#include "layers/position_encoding.h"
+#include "models/config.h"
+
+namespace zoo {
+
+struct BertOutput {
+  torch::Tensor sequence_output;  // (B, T, d_model)
+  torch::Tensor pooled_output;    // (B, d_model); undefined without a pooler
+  // By head: mlm (B, T, V); nsp (B, 2); sequence_classification (B, num_labels);
+  // token_classification (B, T, num_labels); pretraining: mlm in logits, nsp in nsp_logits.
+  torch::Tensor logits;
+  torch::Tensor nsp_logits;
+};
+
+// The masked-LM head: dense + activation + LayerNorm, then a decoder tied to the word
+// embeddings plus its own bias.
+class BertMaskedLMHeadImpl : public torch::nn::Cloneable<BertMaskedLMHeadImpl> {
+ public:
+  explicit BertMaskedLMHeadImpl(const ModelConfig& config);
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& sequence_output, const torch::Tensor& word_embeddings);
+
+  ModelConfig config;
+  torch::nn::Linear dense{nullptr};
+  Norm norm{nullptr};
+  torch::Tensor bias;  // (vocab_size)
+};
+TORCH_MODULE(BertMaskedLMHead);
+
+class BertImpl : public torch::nn::Cloneable<BertImpl> {
+ public:
+  explicit BertImpl(ModelConfig config);
+  void reset() override;
+
+  // input_ids (B, T); attention_mask (B, T) 1 at real tokens; token_type_ids (B, T) segments.
+  BertOutput forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                     const torch::Tensor& token_type_ids = {});
+
+  ModelConfig config;
+  torch::nn::Embedding token_embedding{nullptr};
+  PositionEncoding positions{nullptr};
+  torch::nn::Embedding token_type_embedding{nullptr};
+  Norm embedding_norm{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  Norm final_norm{nullptr};  // pre-norm only
+  torch::nn::Linear pooler{nullptr};
+  BertMaskedLMHead mlm_head{nullptr};
+  torch::nn::Linear nsp_head{nullptr};
+  torch::nn::Linear classifier{nullptr};
+
+ private:
+  std::vector<TransformerBlock> block_list_;
+};
+TORCH_MODULE(Bert);
+
+}  // namespace zoo

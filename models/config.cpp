@@ -1,0 +1,537 @@
+#include "models/config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace zoo {
+namespace {
+
+// Names of the enums that are only configs' business.
+const std::vector<std::pair<std::string, Family>> kFamilies = {
+    {"bert", Family::kBert}, {"gpt", Family::kGpt}, {"t5", Family::kT5},
+    {"transformer", Family::kTransformer}};
+const std::vector<std::pair<std::string, InitScheme>> kInits = {
+    {"normal", InitScheme::kNormal}, {"gpt2", InitScheme::kGpt2}, {"t5", InitScheme::kT5},
+    {"xavier", InitScheme::kXavier}};
+const std::vector<std::pair<std::string, BertHead>> kHeads = {
+    {"none", BertHead::kNone},
+    {"mlm", BertHead::kMaskedLM},
+    {"nsp", BertHead::kNextSentence},
+    {"pretraining", BertHead::kPretraining},
+    {"sequence_classification", BertHead::kSequenceClassification},
+    {"token_classification", BertHead::kTokenClassification}};
+
+template <typename E>
+std::string join_names(const std::vector<std::pair<std::string, E>>& table) {
+  std::string s;
+  for (const auto& [name, value] : table) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
+template <typename E>
+std::string name_of(const std::vector<std::pair<std::string, E>>& table, E value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// A value that failed to convert: the message says what was expected; the caller adds where.
+struct BadValue {
+  std::string expected;
+};
+
+std::string scalar_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+int64_t as_int(const YAML::Node& n) {
+  int64_t v;
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) throw BadValue{"an integer"};
+  return v;
+}
+double as_double(const YAML::Node& n) {
+  double v;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) throw BadValue{"a number"};
+  return v;
+}
+bool as_bool(const YAML::Node& n) {
+  bool v;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) throw BadValue{"true or false"};
+  return v;
+}
+std::string as_string(const YAML::Node& n) {
+  if (!n.IsScalar()) throw BadValue{"a string"};
+  return n.Scalar();
+}
+
+struct Field {
+  std::string name;
+  std::string type;
+  std::string doc;
+  bool required;
+  std::function<void(ModelConfig&, const YAML::Node&)> set;
+  std::function<std::string(const ModelConfig&)> get;
+};
+
+std::string format_double(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+Field int_field(std::string name, int64_t ModelConfig::*member, std::string doc,
+                bool required = false) {
+  return {name, "integer", std::move(doc), required,
+          [member](ModelConfig& c, const YAML::Node& n) { c.*member = as_int(n); },
+          [member](const ModelConfig& c) { return std::to_string(c.*member); }};
+}
+Field double_field(std::string name, double ModelConfig::*member, std::string doc) {
+  return {name, "number", std::move(doc), false,
+          [member](ModelConfig& c, const YAML::Node& n) { c.*member = as_double(n); },
+          [member](const ModelConfig& c) { return format_double(c.*member); }};
+}
+Field bool_field(std::string name, bool ModelConfig::*member, std::string doc) {
+  return {name, "boolean", std::move(doc), false,
+          [member](ModelConfig& c, const YAML::Node& n) { c.*member = as_bool(n); },
+          [member](const ModelConfig& c) { return std::string(c.*member ? "true" : "false"); }};
+}
+// Enums of layers/variants.h, through their one from_string.
+template <typename E>
+Field variant_field(std::string name, E ModelConfig::*member, std::string doc) {
+  return {name, "one of: " + join(variant_names<E>()), std::move(doc), false,
+          [member](ModelConfig& c, const YAML::Node& n) {
+            auto text = as_string(n);
+            for (const auto& v : variant_names<E>())
+              if (v == text) return void(c.*member = from_string<E>(text));
+            throw BadValue{"one of: " + join(variant_names<E>())};
+          },
+          [member](const ModelConfig& c) { return to_string(c.*member); }};
+}
+// Enums local to configs.
+template <typename E>
+Field table_field(std::string name, E ModelConfig::*member,
+                  const std::vector<std::pair<std::string, E>>& table, std::string doc,
+                  bool required = false) {
+  return {name, "one of: " + join_names(table), std::move(doc), required,
+          [member, &table](ModelConfig& c, const YAML::Node& n) {
+            auto text = as_string(n);
+            for (const auto& [key, value] : table)
+              if (key == text) return void(c.*member = value);
+            throw BadValue{"one of: " + join_names(table)};
+          },
+          [member, &table](const ModelConfig& c) { return name_of(table, c.*member); }};
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = [] {
+    std::vector<Field> f;
+    f.push_back(table_field("family", &ModelConfig::family, kFamilies,
+                            "model family; sets the defaults of the other keys", true));
+    f.push_back({"name", "string", "label shown by zoo info", false,
+                 [](ModelConfig& c, const YAML::Node& n) { c.name = as_string(n); },
+                 [](const ModelConfig& c) { return c.name.empty() ? "\"\"" : c.name; }});
+    f.push_back(int_field("vocab_size", &ModelConfig::vocab_size, "token vocabulary size", true));
+    f.push_back(int_field("d_model", &ModelConfig::d_model, "width of the residual stream", true));
+    f.push_back(int_field("n_layers", &ModelConfig::n_layers,
+                          "blocks (gpt, bert); default for encoder_layers and decoder_layers"));
+    f.push_back(int_field("encoder_layers", &ModelConfig::encoder_layers,
+                          "encoder blocks (t5, transformer); 0 = n_layers"));
+    f.push_back(int_field("decoder_layers", &ModelConfig::decoder_layers,
+                          "decoder blocks (t5, transformer); 0 = n_layers"));
+    f.push_back(int_field("n_heads", &ModelConfig::n_heads, "attention (query) heads", true));
+    f.push_back(int_field("n_kv_heads", &ModelConfig::n_kv_heads,
+                          "key/value heads: 0 = n_heads (MHA), 1 = MQA, a divisor = GQA"));
+    f.push_back(int_field("head_dim", &ModelConfig::head_dim,
+                          "width of one head; 0 = d_model / n_heads (T5's d_kv)"));
+    f.push_back(int_field("d_ff", &ModelConfig::d_ff, "feed-forward hidden width", true));
+    f.push_back(int_field("max_positions", &ModelConfig::max_positions,
+                          "longest sequence; the table size of learned/sinusoidal positions"));
+    f.push_back(int_field("type_vocab_size", &ModelConfig::type_vocab_size,
+                          "bert: segment (token type) embeddings"));
+    f.push_back(variant_field("norm", &ModelConfig::norm, "normalisation"));
+    f.push_back(double_field("norm_eps", &ModelConfig::norm_eps, "epsilon of every norm"));
+    f.push_back(variant_field("norm_position", &ModelConfig::norm_position,
+                              "pre: x + f(norm(x)); post: norm(x + f(x))"));
+    f.push_back(variant_field("position", &ModelConfig::position, "position information"));
+    f.push_back(double_field("rope_base", &ModelConfig::rope_base, "rope: frequency base"));
+    f.push_back(variant_field("rope_layout", &ModelConfig::rope_layout,
+                              "rope: which features are rotated together"));
+    f.push_back(int_field("relative_buckets", &ModelConfig::relative_buckets,
+                          "relative: number of position buckets"));
+    f.push_back(int_field("relative_max_distance", &ModelConfig::relative_max_distance,
+                          "relative: distance beyond which buckets stop growing"));
+    f.push_back(variant_field("activation", &ModelConfig::activation, "feed-forward activation"));
+    f.push_back({"window", "integer or null",
+                 "sliding attention window (causal decoders); null = unbounded", false,
+                 [](ModelConfig& c, const YAML::Node& n) {
+                   if (n.IsNull()) c.window = c10::nullopt;
+                   else c.window = as_int(n);
+                 },
+                 [](const ModelConfig& c) {
+                   return c.window ? std::to_string(*c.window) : std::string("null");
+                 }});
+    f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
+    f.push_back(bool_field("tie_embeddings", &ModelConfig::tie_embeddings,
+                           "output head shares the token embedding matrix"));
+    f.push_back(bool_field("scale_embeddings", &ModelConfig::scale_embeddings,
+                           "multiply token embeddings by sqrt(d_model)"));
+    f.push_back(bool_field("scale_attention", &ModelConfig::scale_attention,
+                           "divide attention scores by sqrt(head_dim)"));
+    f.push_back(bool_field("pooler", &ModelConfig::pooler, "bert: dense + tanh on the first token"));
+    f.push_back(table_field("head", &ModelConfig::head, kHeads, "bert: task head"));
+    f.push_back(int_field("num_labels", &ModelConfig::num_labels, "classification heads: classes"));
+    f.push_back(double_field("dropout", &ModelConfig::dropout,
+                             "embeddings, residual branches and feed-forward hidden"));
+    f.push_back(double_field("attention_dropout", &ModelConfig::attention_dropout,
+                             "attention weights"));
+    f.push_back(table_field("init", &ModelConfig::init, kInits, "weight initialisation"));
+    f.push_back(double_field("init_std", &ModelConfig::init_std, "normal and gpt2 init: std"));
+    f.push_back(int_field("pad_id", &ModelConfig::pad_id, "padding token id"));
+    f.push_back(int_field("decoder_start_id", &ModelConfig::decoder_start_id,
+                          "t5, transformer: first decoder input"));
+    return f;
+  }();
+  return kFields;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : fields())
+    if (f.name == key) return &f;
+  return nullptr;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_key_message(const std::string& key) {
+  std::string best;
+  size_t best_d = 3;  // suggest only near misses
+  for (const auto& f : fields()) {
+    size_t d = edit_distance(key, f.name);
+    if (d < best_d) best_d = d, best = f.name;
+  }
+  return "unknown key '" + key + "'" + (best.empty() ? "" : " (did you mean '" + best + "'?)");
+}
+
+std::string where(const std::string& source, const YAML::Node& node) {
+  const auto mark = node.Mark();
+  return mark.line >= 0 ? source + ":" + std::to_string(mark.line + 1) : source;
+}
+
+void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
+               const std::string& location) {
+  try {
+    field.set(config, value);
+  } catch (const BadValue& bad) {
+    throw ConfigError(location + ": " + field.name + ": expected " + bad.expected + ", got '" +
+                      scalar_text(value) + "'");
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(location + ": " + field.name + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+ModelConfig family_defaults(Family family) {
+  ModelConfig c;
+  c.family = family;
+  switch (family) {
+    case Family::kGpt:  // GPT-2
+      c.norm = NormKind::kLayerNorm, c.norm_eps = 1e-5, c.norm_position = NormPosition::kPre;
+      c.position = PositionKind::kLearned, c.activation = Activation::kGELUTanh;
+      c.init = InitScheme::kGpt2, c.max_positions = 1024;
+      break;
+    case Family::kBert:  // BERT (Devlin et al.)
+      c.norm = NormKind::kLayerNorm, c.norm_eps = 1e-12, c.norm_position = NormPosition::kPost;
+      c.position = PositionKind::kLearned, c.activation = Activation::kGELU;
+      c.init = InitScheme::kNormal, c.max_positions = 512;
+      break;
+    case Family::kT5:  // T5 v1.0
+      c.norm = NormKind::kRMSNorm, c.norm_eps = 1e-6, c.norm_position = NormPosition::kPre;
+      c.position = PositionKind::kRelative, c.activation = Activation::kReLU;
+      c.bias = false, c.scale_attention = false, c.init = InitScheme::kT5, c.max_positions = 512;
+      break;
+    case Family::kTransformer:  // Vaswani et al., base
+      c.norm = NormKind::kLayerNorm, c.norm_eps = 1e-5, c.norm_position = NormPosition::kPost;
+      c.position = PositionKind::kSinusoidal, c.activation = Activation::kReLU;
+      c.scale_embeddings = true, c.attention_dropout = 0.0;
+      c.init = InitScheme::kXavier, c.max_positions = 1024;
+      break;
+  }
+  return c;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  auto fail = [&](const std::string& message) { throw ConfigError(source + ": " + message); };
+  auto positive = [&](const char* key, int64_t v) {
+    if (v <= 0) fail(std::string(key) + " (" + std::to_string(v) + ") must be positive");
+  };
+  auto fraction = [&](const char* key, double v) {
+    if (!(v >= 0.0 && v < 1.0)) fail(std::string(key) + " (" + format_double(v) + ") must be in [0, 1)");
+  };
+  const std::string fam = name_of(kFamilies, family);
+  positive("vocab_size", vocab_size);
+  positive("d_model", d_model);
+  positive("n_heads", n_heads);
+  positive("d_ff", d_ff);
+  if (is_encoder_decoder()) {
+    if (resolved_encoder_layers() <= 0 || resolved_decoder_layers() <= 0) {
+      fail("encoder_layers (" + std::to_string(encoder_layers) + ") and decoder_layers (" +
+           std::to_string(decoder_layers) + ") must be positive (or set n_layers) for family " + fam);
+    }
+  } else {
+    positive("n_layers", n_layers);
+    if (encoder_layers != 0 || decoder_layers != 0) {
+      fail("encoder_layers / decoder_layers apply to encoder-decoders, not family " + fam +
+           " (use n_layers)");
+    }
+  }
+  if (n_kv_heads < 0) fail("n_kv_heads (" + std::to_string(n_kv_heads) + ") must be >= 0");
+  if (n_kv_heads > 0 && n_heads % n_kv_heads != 0) {
+    fail("n_kv_heads (" + std::to_string(n_kv_heads) + ") must divide n_heads (" +
+         std::to_string(n_heads) + ")");
+  }
+  if (head_dim < 0) fail("head_dim (" + std::to_string(head_dim) + ") must be >= 0");
+  if (head_dim == 0 && d_model % n_heads != 0) {
+    fail("n_heads (" + std::to_string(n_heads) + ") must divide d_model (" +
+         std::to_string(d_model) + "), or set head_dim");
+  }
+  positive("max_positions", max_positions);
+  if (!(norm_eps > 0.0)) fail("norm_eps (" + format_double(norm_eps) + ") must be positive");
+  fraction("dropout", dropout);
+  fraction("attention_dropout", attention_dropout);
+  if (window.has_value()) {
+    if (family != Family::kGpt) {
+      fail("window applies to causal decoders (family gpt), not family " + fam);
+    }
+    if (*window < 1) fail("window (" + std::to_string(*window) + ") must be >= 1");
+  }
+  if (position == PositionKind::kRope) {
+    if (resolved_head_dim() % 2 != 0) {
+      fail("position rope needs an even head dimension, got " + std::to_string(resolved_head_dim()));
+    }
+    if (!(rope_base > 1.0)) fail("rope_base (" + format_double(rope_base) + ") must be > 1");
+  }
+  if (position == PositionKind::kSinusoidal && d_model % 2 != 0) {
+    fail("position sinusoidal needs an even d_model, got " + std::to_string(d_model));
+  }
+  if (position == PositionKind::kRelative) {
+    if (relative_buckets < 4 || relative_buckets % 2 != 0) {
+      fail("relative_buckets (" + std::to_string(relative_buckets) + ") must be even and >= 4");
+    }
+    if (relative_max_distance <= relative_buckets / 4) {
+      fail("relative_max_distance (" + std::to_string(relative_max_distance) +
+           ") must exceed relative_buckets / 4 (" + std::to_string(relative_buckets / 4) + ")");
+    }
+  }
+  if (family == Family::kBert) {
+    positive("type_vocab_size", type_vocab_size);
+  }
+  if (head != BertHead::kNone && family != Family::kBert) {
+    fail("head applies to family bert, not " + fam);
+  }
+  if ((head == BertHead::kNextSentence || head == BertHead::kPretraining ||
+       head == BertHead::kSequenceClassification) && !pooler) {
+    fail("head " + name_of(kHeads, head) + " reads the pooled output: set pooler: true");
+  }
+  positive("num_labels", num_labels);
+  if (!(init_std > 0.0)) fail("init_std (" + format_double(init_std) + ") must be positive");
+  if (pad_id < 0 || pad_id >= vocab_size) {
+    fail("pad_id (" + std::to_string(pad_id) + ") must be a token id below vocab_size (" +
+         std::to_string(vocab_size) + ")");
+  }
+  if (decoder_start_id < 0 || decoder_start_id >= vocab_size) {
+    fail("decoder_start_id (" + std::to_string(decoder_start_id) +
+         ") must be a token id below vocab_size (" + std::to_string(vocab_size) + ")");
+  }
+}
+
+ModelConfig config_from_yaml(const YAML::Node& node, const std::string& source) {
+  if (!node.IsMap()) {
+    throw ConfigError(where(source, node) + ": expected a mapping of config keys, got " +
+                      (node.IsNull() ? "an empty document" : scalar_text(node)));
+  }
+  const YAML::Node family_node = node["family"];
+  if (!family_node) {
+    throw ConfigError(source + ": missing required key 'family' (one of: " +
+                      join_names(kFamilies) + ")");
+  }
+  ModelConfig probe;
+  set_field(probe, *find_field("family"), family_node, where(source, family_node));
+  ModelConfig config = family_defaults(probe.family);
+  std::vector<std::string> seen;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    const Field* field = find_field(key);
+    if (field == nullptr) throw ConfigError(where(source, entry.first) + ": " + unknown_key_message(key));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw ConfigError(where(source, entry.first) + ": key '" + key + "' appears twice");
+    }
+    seen.push_back(key);
+    set_field(config, *field, entry.second, where(source, entry.second));
+  }
+  for (const auto& f : fields()) {
+    if (f.required && std::find(seen.begin(), seen.end(), f.name) == seen.end()) {
+      throw ConfigError(source + ": missing required key '" + f.name + "' (" + f.type + ": " +
+                        f.doc + ")");
+    }
+  }
+  config.validate(source);
+  return config;
+}
+
+ModelConfig parse_config(const std::string& yaml, const std::string& source) {
+  YAML::Node node;
+  try {
+    node = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+  }
+  return config_from_yaml(node, source);
+}
+
+ModelConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open config file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (buffer.str().find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw ConfigError(path + ": config file is empty");
+  }
+  return parse_config(buffer.str(), path);
+}
+
+void apply_override(ModelConfig& config, const std::string& assignment, const std::string& source) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError(source + ": expected key=value, got '" + assignment + "'");
+  }
+  const std::string key = assignment.substr(0, eq);
+  const Field* field = find_field(key);
+  if (field == nullptr) throw ConfigError(source + ": " + unknown_key_message(key));
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source + ": " + key + ": malformed value: " + e.msg);
+  }
+  if (key == "family") {
+    throw ConfigError(source + ": family cannot be overridden (it sets every default)");
+  }
+  set_field(config, *field, value, source);
+  config.validate(source);
+}
+
+std::string to_yaml(const ModelConfig& config) {
+  std::string out;
+  for (const auto& f : fields()) out += f.name + ": " + f.get(config) + "\n";
+  return out;
+}
+
+std::string schema_documentation() {
+  std::ostringstream s;
+  s << "Model config keys (YAML). Defaults per family: bert / gpt / t5 / transformer.\n\n";
+  const ModelConfig d[] = {family_defaults(Family::kBert), family_defaults(Family::kGpt),
+                           family_defaults(Family::kT5), family_defaults(Family::kTransformer)};
+  for (const auto& f : fields()) {
+    s << f.name << " (" << f.type << (f.required ? ", required" : "") << ")\n    " << f.doc << "\n";
+    if (f.required || f.name == "family") continue;
+    std::string defaults = f.get(d[0]);
+    bool same = true;
+    for (const auto& c : d) same = same && f.get(c) == defaults;
+    if (!same) defaults = f.get(d[0]) + " / " + f.get(d[1]) + " / " + f.get(d[2]) + " / " + f.get(d[3]);
+    s << "    default: " << defaults << "\n";
+  }
+  return s.str();
+}
+
+TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
+                                      int64_t layer) {
+  auto attention = AttentionOptions(config.d_model, config.n_heads)
+                       .n_kv_heads(config.n_kv_heads)
+                       .head_dim(config.head_dim)
+                       .bias(config.bias)
+                       .scaled(config.scale_attention)
+                       .causal(causal)
+                       .window(causal ? config.window : c10::nullopt)
+                       .dropout(config.attention_dropout)
+                       .rope(config.position == PositionKind::kRope)
+                       .rope_base(config.rope_base)
+                       .rope_layout(config.rope_layout);
+  auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
+                          .activation(config.activation)
+                          .bias(config.bias)
+                          .dropout(config.dropout);
+  auto norm = NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps).bias(config.bias);
+  return TransformerBlockOptions(attention, feed_forward, norm)
+      .cross_attention(cross_attention)
+      .norm_position(config.norm_position)
+      .dropout(config.dropout)
+      .layer_index(layer);
+}
+
+PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {
+  return PositionEncodingOptions(config.position, config.d_model, config.n_heads, config.max_positions)
+      .num_buckets(config.relative_buckets)
+      .max_distance(config.relative_max_distance)
+      .bidirectional(bidirectional);
+}
+
+std::string find_config(const std::string& name_or_path) {
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(name_or_path)) return name_or_path;
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("ZOO_CONFIG_DIR")) dirs.emplace_back(env);
+  dirs.emplace_back("configs");
+#ifdef ZOO_SOURCE_CONFIG_DIR
+  dirs.emplace_back(ZOO_SOURCE_CONFIG_DIR);
+#endif
+#ifdef ZOO_INSTALL_CONFIG_DIR
+  dirs.emplace_back(ZOO_INSTALL_CONFIG_DIR);
+#endif
+  const std::string file = name_or_path.size() > 5 &&
+                                   name_or_path.compare(name_or_path.size() - 5, 5, ".yaml") == 0
+                               ? name_or_path
+                               : name_or_path + ".yaml";
+  std::vector<std::string> available;
+  for (const auto& dir : dirs) {
+    if (fs::is_regular_file(dir / file)) return (dir / file).string();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".yaml") available.push_back(e.path().stem().string());
+    }
+  }
+  std::sort(available.begin(), available.end());
+  available.erase(std::unique(available.begin(), available.end()), available.end());
+  throw ConfigError("no config '" + name_or_path + "': not a file, and not a named config (" +
+                    (available.empty() ? std::string("none found") : "available: " + join(available)) + ")");
+}
+
+}  // namespace zoo

@@ -1,0 +1,127 @@
+#pragma once
+// The model schema: one config type for every family, read from YAML, validated once before any
+// module is built. Each field's name, meaning and default live in one table (config.cpp) that
+// parsing, validation messages and `zoo schema` all read.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <c10/util/Optional.h>
+
+#include "layers/block.h"
+#include "layers/position_encoding.h"
+#include "layers/variants.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace zoo {
+
+enum class Family { kBert, kGpt, kT5, kTransformer };
+// normal: N(0, init_std) everywhere (BERT, LLaMA); gpt2: normal plus residual projections at
+// init_std / sqrt(2 * n_layers); t5: Mesh TensorFlow's fan-in scaled normals; xavier: Glorot
+// uniform linears and N(0, d_model^-0.5) embeddings (Vaswani et al. / fairseq).
+enum class InitScheme { kNormal, kGpt2, kT5, kXavier };
+// What sits on top of a BERT encoder.
+enum class BertHead { kNone, kMaskedLM, kNextSentence, kPretraining, kSequenceClassification,
+                      kTokenClassification };
+
+struct ModelConfig {
+  Family family = Family::kGpt;
+  std::string name;  // a label for printing; not architecture
+
+  // Sizes.
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 0;        // gpt, bert; the default for encoder/decoder_layers
+  int64_t encoder_layers = 0;  // t5, transformer; 0 = n_layers
+  int64_t decoder_layers = 0;  // t5, transformer; 0 = n_layers
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;  // 0 = n_heads (MHA); 1 = MQA; else GQA
+  int64_t head_dim = 0;    // 0 = d_model / n_heads (T5 calls it d_kv)
+  int64_t d_ff = 0;
+  int64_t max_positions = 0;  // table size for learned/sinusoidal; longest sequence otherwise
+  int64_t type_vocab_size = 2;  // bert's segment embeddings
+
+  // Architecture.
+  NormKind norm = NormKind::kLayerNorm;
+  double norm_eps = 1e-5;
+  NormPosition norm_position = NormPosition::kPre;
+  PositionKind position = PositionKind::kLearned;
+  double rope_base = 10000.0;
+  RopeLayout rope_layout = RopeLayout::kHalf;
+  int64_t relative_buckets = 32;
+  int64_t relative_max_distance = 128;
+  Activation activation = Activation::kGELUTanh;
+  c10::optional<int64_t> window;  // sliding window, causal decoders only
+  bool bias = true;               // linear and LayerNorm biases
+  bool tie_embeddings = true;     // output head shares the token embedding
+  bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
+  bool scale_attention = true;    // scores / sqrt(head_dim); T5 folds it into its init
+  bool pooler = true;             // bert: dense + tanh over the first token
+  BertHead head = BertHead::kNone;
+  int64_t num_labels = 2;  // classification heads
+
+  // Regularisation.
+  double dropout = 0.1;            // embeddings, residual branches, feed-forward hidden
+  double attention_dropout = 0.1;  // attention weights
+
+  // Initialisation.
+  InitScheme init = InitScheme::kGpt2;
+  double init_std = 0.02;
+
+  // Special tokens the model itself needs.
+  int64_t pad_id = 0;
+  int64_t decoder_start_id = 0;  // first decoder input of encoder-decoders (T5 uses pad)
+
+  int64_t resolved_encoder_layers() const { return encoder_layers > 0 ? encoder_layers : n_layers; }
+  int64_t resolved_decoder_layers() const { return decoder_layers > 0 ? decoder_layers : n_layers; }
+  int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  bool is_encoder_decoder() const { return family == Family::kT5 || family == Family::kTransformer; }
+  // T5 v1.0 multiplies the decoder output by d_model^-0.5 before a tied head.
+  bool scales_tied_head() const { return family == Family::kT5 && tie_embeddings; }
+
+  // Throws ConfigError naming `source` (a file name) and the offending key.
+  void validate(const std::string& source = "config") const;
+};
+
+// A config problem: the message names the file (or source), the key and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Family defaults applied before the file's keys, so a file states only what differs.
+ModelConfig family_defaults(Family family);
+
+// Reads a YAML mapping. Unknown keys, wrong types and missing required keys are errors naming
+// `source`, the line and the key. The result is validated.
+ModelConfig config_from_yaml(const YAML::Node& node, const std::string& source);
+ModelConfig load_config(const std::string& path);
+// Parses a YAML string (tests, overrides).
+ModelConfig parse_config(const std::string& yaml, const std::string& source = "<string>");
+
+// Applies `key=value` (value parsed as YAML) with the same checks as a file, then validates.
+void apply_override(ModelConfig& config, const std::string& assignment,
+                    const std::string& source = "override");
+
+// The resolved config as YAML, every field written, loadable by parse_config.
+std::string to_yaml(const ModelConfig& config);
+
+// One line per field: name, type, default (per family where they differ), meaning.
+std::string schema_documentation();
+
+// The options of block `layer` of a stack: causal (decoder) or not, with cross-attention or not.
+TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
+                                      int64_t layer);
+
+// The options of a stack's position encoding; relative buckets look both ways in encoders.
+PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);
+
+// Finds a config by path, or by name in ZOO_CONFIG_DIR, ./configs and the installed configs.
+std::string find_config(const std::string& name_or_path);
+
+}  // namespace zoo

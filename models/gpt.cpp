@@ -1,0 +1,90 @@
+#include "models/gpt.h"
+
+#include <torch/torch.h>
+
+#include "models/init.h"
+
+namespace zoo {
+
+torch::Tensor positions_from_mask(const torch::Tensor& attention_mask, int64_t t) {
+  auto mask = attention_mask.to(torch::kLong);
+  auto positions = (mask.cumsum(1) - 1).clamp_min(0);  // (B, K)
+  return positions.narrow(1, positions.size(1) - t, t);
+}
+
+GPTImpl::GPTImpl(ModelConfig config) : config(std::move(config)) { reset(); }
+
+void GPTImpl::reset() {
+  const auto& c = config;
+  c.validate();
+  TORCH_CHECK(c.family == Family::kGpt, "GPT built from a config of another family");
+  token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
+  positions = register_module("positions", PositionEncoding(position_options(c, /*bidirectional=*/false)));
+  dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  block_list_.clear();
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    block_list_.emplace_back(block_options(c, /*causal=*/true, /*cross_attention=*/false, i));
+    blocks->push_back(block_list_.back());
+  }
+  final_norm = nullptr;
+  if (c.norm_position == NormPosition::kPre) {
+    final_norm = register_module(
+        "final_norm", Norm(NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias)));
+  }
+  lm_head = nullptr;
+  if (!c.tie_embeddings) {
+    lm_head = register_module("lm_head",
+                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+  }
+  initialize_weights(*this, c);
+}
+
+torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
+                                     const torch::Tensor& attention_mask, KVCache* cache,
+                                     const torch::Tensor& position_ids) {
+  TORCH_CHECK(input_ids.dim() == 2, "GPT: input_ids must be (batch, tokens), got shape ",
+              input_ids.sizes());
+  const int64_t b = input_ids.size(0), t = input_ids.size(1);
+  const int64_t past = cache != nullptr ? cache->seen() : 0;
+  TORCH_CHECK(past + t <= config.max_positions, "GPT: cannot forward ", past + t,
+              " tokens, max_positions is ", config.max_positions);
+  if (attention_mask.defined()) {
+    TORCH_CHECK(attention_mask.dim() == 2 && attention_mask.size(0) == b &&
+                    attention_mask.size(1) == past + t,
+                "GPT: attention_mask must be (", b, ", ", past + t,
+                ") covering cached and new tokens, got ", attention_mask.sizes());
+  }
+  torch::Tensor ids = position_ids;
+  if (!ids.defined()) {
+    ids = attention_mask.defined()
+                    ? positions_from_mask(attention_mask, t)
+                    : torch::arange(past, past + t, input_ids.options().dtype(torch::kLong))
+                          .unsqueeze(0)
+                          .expand({b, t});
+  }
+  auto x = token_embedding->forward(input_ids);  // (B, T, d_model)
+  if (config.scale_embeddings) x = x * std::sqrt(static_cast<double>(config.d_model));
+  if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
+  x = dropout->forward(x);
+
+  // One additive bias for every layer: queries at past.., keys from position 0.
+  auto bias = positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
+  const auto& rope_positions = config.position == PositionKind::kRope ? ids : torch::Tensor();
+  for (auto& block : block_list_) {
+    x = block->forward(x, attention_mask, bias, {}, {}, cache, rope_positions);
+  }
+  return final_norm ? final_norm->forward(x) : x;
+}
+
+torch::Tensor GPTImpl::logits(const torch::Tensor& hidden) {
+  return lm_head ? lm_head->forward(hidden)
+                 : torch::nn::functional::linear(hidden, token_embedding->weight);
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                               KVCache* cache, const torch::Tensor& position_ids) {
+  return logits(hidden_states(input_ids, attention_mask, cache, position_ids));
+}
+
+}  // namespace zoo

@@ -1,0 +1,59 @@
+#pragma once
+// GPT family: a decoder-only causal language model. The GPT-2 layout (learned positions,
+// pre-norm, final LayerNorm, tanh GELU, tied head) and, by config, LLaMA (RoPE, RMSNorm, SwiGLU,
+// GQA, no biases, untied head) and Mistral (plus a sliding window).
+
+#include <cstdint>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "layers/block.h"
+#include "layers/kv_cache.h"
+#include "layers/norm.h"
+#include "layers/position_encoding.h"
+#include "models/config.h"
+
+namespace zoo {
+
+class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
+ public:
+  explicit GPTImpl(ModelConfig config);
+  void reset() override;
+
+  // input_ids (B, T) -> logits (B, T, vocab_size).
+  // attention_mask (B, K): 1 at real tokens, 0 at (left) padding, covering every token so far
+  //   (K = cache->seen() + T with a cache). Positions then count real tokens only.
+  // position_ids (B, T): explicit positions; the default continues from the cache.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                        KVCache* cache = nullptr, const torch::Tensor& position_ids = {});
+  // The final hidden states (B, T, d_model), before the head.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids,
+                              const torch::Tensor& attention_mask = {}, KVCache* cache = nullptr,
+                              const torch::Tensor& position_ids = {});
+  // Output head on hidden states: the tied embedding or lm_head.
+  torch::Tensor logits(const torch::Tensor& hidden);
+  KVCache make_cache() const { return KVCache(config.n_layers); }
+
+  ModelConfig config;
+  torch::nn::Embedding token_embedding{nullptr};
+  PositionEncoding positions{nullptr};  // relative bias buckets look back only
+  torch::nn::Dropout dropout{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  Norm final_norm{nullptr};  // pre-norm only
+  torch::nn::Linear lm_head{nullptr};  // untied only
+
+ private:
+  std::vector<TransformerBlock> block_list_;
+};
+TORCH_MODULE(GPT);
+
+// Positions of the last T tokens given a (B, K) attention mask: real tokens count 0, 1, ...
+// from the first real one; padding gets 0. (B, T).
+torch::Tensor positions_from_mask(const torch::Tensor& attention_mask, int64_t t);
+
+}  // namespace zoo

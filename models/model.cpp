@@ -1,0 +1,82 @@
+#include "models/model.h"
+
+#include <set>
+#include <sstream>
+
+#include <torch/torch.h>
+
+namespace zoo {
+
+std::shared_ptr<torch::nn::Module> Model::module() const {
+  if (gpt) return gpt.ptr();
+  if (bert) return bert.ptr();
+  return seq2seq.ptr();
+}
+
+Model build_model(const ModelConfig& config) {
+  config.validate();
+  Model m;
+  m.config = config;
+  switch (config.family) {
+    case Family::kGpt:
+      m.gpt = GPT(config);
+      break;
+    case Family::kBert:
+      m.bert = Bert(config);
+      break;
+    case Family::kT5:
+    case Family::kTransformer:
+      m.seq2seq = EncoderDecoder(config);
+      break;
+  }
+  return m;
+}
+
+int64_t count_parameters(const torch::nn::Module& module) {
+  std::set<const void*> seen;
+  int64_t n = 0;
+  for (const auto& p : module.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second) n += p.numel();
+  }
+  return n;
+}
+
+std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, int64_t>> rows;
+  int64_t own = 0;
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) own += p.value().numel();
+  if (own > 0) rows.emplace_back("(own)", own);
+  for (const auto& child : module.named_children()) {
+    rows.emplace_back(child.key(), count_parameters(*child.value()));
+  }
+  return rows;
+}
+
+std::string describe(const ModelConfig& c) {
+  static const char* kFamily[] = {"bert", "gpt", "t5", "transformer"};
+  std::ostringstream s;
+  s << "family: " << kFamily[static_cast<int>(c.family)];
+  if (!c.name.empty()) s << " (" << c.name << ")";
+  s << "\n";
+  if (c.is_encoder_decoder()) {
+    s << "layers: " << c.resolved_encoder_layers() << " encoder + " << c.resolved_decoder_layers()
+      << " decoder\n";
+  } else {
+    s << "layers: " << c.n_layers << (c.family == Family::kGpt ? " (causal decoder)\n" : " (encoder)\n");
+  }
+  const int64_t kv = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads;
+  s << "d_model: " << c.d_model << ", d_ff: " << c.d_ff << ", vocab_size: " << c.vocab_size
+    << ", max_positions: " << c.max_positions << "\n";
+  s << "attention: " << c.n_heads << " heads of " << c.resolved_head_dim() << ", " << kv
+    << " key/value heads (" << (kv == c.n_heads ? "MHA" : kv == 1 ? "MQA" : "GQA") << ")";
+  if (c.window) s << ", sliding window " << *c.window;
+  if (!c.scale_attention) s << ", unscaled";
+  s << "\n";
+  s << "norm: " << to_string(c.norm) << " (" << to_string(c.norm_position) << "-norm, eps "
+    << c.norm_eps << "), position: " << to_string(c.position)
+    << ", activation: " << to_string(c.activation) << ", bias: " << (c.bias ? "yes" : "no")
+    << ", head: " << (c.tie_embeddings ? "tied" : "untied") << "\n";
+  return s.str();
+}
+
+}  // namespace zoo

@@ -1,0 +1,97 @@
+#include "models/t5.h"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "models/init.h"
+
+namespace zoo {
+
+EncoderDecoderImpl::EncoderDecoderImpl(ModelConfig config) : config(std::move(config)) { reset(); }
+
+void EncoderDecoderImpl::reset() {
+  const auto& c = config;
+  c.validate();
+  TORCH_CHECK(c.is_encoder_decoder(), "EncoderDecoder built from a config of another family");
+  token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
+  encoder_positions = register_module("encoder_positions", PositionEncoding(position_options(c, true)));
+  decoder_positions = register_module("decoder_positions", PositionEncoding(position_options(c, false)));
+  dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+  encoder_blocks = register_module("encoder_blocks", torch::nn::ModuleList());
+  decoder_blocks = register_module("decoder_blocks", torch::nn::ModuleList());
+  encoder_list_.clear();
+  decoder_list_.clear();
+  for (int64_t i = 0; i < c.resolved_encoder_layers(); ++i) {
+    encoder_list_.emplace_back(block_options(c, /*causal=*/false, /*cross_attention=*/false, i));
+    encoder_blocks->push_back(encoder_list_.back());
+  }
+  for (int64_t i = 0; i < c.resolved_decoder_layers(); ++i) {
+    decoder_list_.emplace_back(block_options(c, /*causal=*/true, /*cross_attention=*/true, i));
+    decoder_blocks->push_back(decoder_list_.back());
+  }
+  encoder_final_norm = decoder_final_norm = nullptr;
+  if (c.norm_position == NormPosition::kPre) {
+    auto norm = NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias);
+    encoder_final_norm = register_module("encoder_final_norm", Norm(norm));
+    decoder_final_norm = register_module("decoder_final_norm", Norm(norm));
+  }
+  lm_head = nullptr;
+  if (!c.tie_embeddings) {
+    lm_head = register_module("lm_head",
+                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+  }
+  initialize_weights(*this, c);
+}
+
+torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
+                                        PositionEncoding& positions) {
+  const int64_t t = ids.size(1);
+  TORCH_CHECK(start + t <= config.max_positions, "encoder-decoder: cannot forward ", start + t,
+              " tokens, max_positions is ", config.max_positions);
+  auto x = token_embedding->forward(ids);
+  if (config.scale_embeddings) x = x * std::sqrt(static_cast<double>(config.d_model));
+  auto position_ids = torch::arange(start, start + t, ids.options().dtype(torch::kLong)).unsqueeze(0);
+  if (auto pe = positions->embedding(position_ids, x.scalar_type()); pe.defined()) x = x + pe;
+  return dropout->forward(x);
+}
+
+torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
+                                         const torch::Tensor& attention_mask) {
+  TORCH_CHECK(input_ids.dim() == 2, "encoder: input_ids must be (batch, tokens), got shape ",
+              input_ids.sizes());
+  TORCH_CHECK(!attention_mask.defined() || attention_mask.sizes() == input_ids.sizes(),
+              "encoder: attention_mask must match input_ids ", input_ids.sizes(), ", got ",
+              attention_mask.sizes());
+  const int64_t s = input_ids.size(1);
+  auto x = embed(input_ids, 0, encoder_positions);
+  auto bias = encoder_positions->attention_bias(s, s, 0, 0, x.device(), x.scalar_type());
+  for (auto& block : encoder_list_) x = block->forward(x, attention_mask, bias);
+  if (encoder_final_norm) x = encoder_final_norm->forward(x);
+  return dropout->forward(x);
+}
+
+torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
+                                         const torch::Tensor& memory,
+                                         const torch::Tensor& memory_mask, KVCache* cache) {
+  TORCH_CHECK(decoder_input_ids.dim() == 2, "decoder: decoder_input_ids must be (batch, tokens), got shape ",
+              decoder_input_ids.sizes());
+  const int64_t t = decoder_input_ids.size(1);
+  const int64_t past = cache != nullptr ? cache->seen() : 0;
+  auto x = embed(decoder_input_ids, past, decoder_positions);
+  auto bias = decoder_positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
+  for (auto& block : decoder_list_) x = block->forward(x, {}, bias, memory, memory_mask, cache);
+  if (decoder_final_norm) x = decoder_final_norm->forward(x);
+  x = dropout->forward(x);
+  if (lm_head) return lm_head->forward(x);
+  if (config.scales_tied_head()) x = x * (1.0 / std::sqrt(static_cast<double>(config.d_model)));
+  return torch::nn::functional::linear(x, token_embedding->weight);
+}
+
+torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& input_ids,
+                                          const torch::Tensor& attention_mask,
+                                          const torch::Tensor& decoder_input_ids) {
+  return decode(decoder_input_ids, encode(input_ids, attention_mask), attention_mask);
+}
+
+}  // namespace zoo

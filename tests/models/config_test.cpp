@@ -1,0 +1,160 @@
+#include "models/config.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace zoo {
+namespace {
+
+const char* kGood = R"(family: gpt
+vocab_size: 100
+d_model: 32
+n_layers: 2
+n_heads: 4
+d_ff: 64
+)";
+
+// The error message of parsing `yaml` (as file "x.yaml"), or "no error".
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "x.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ModelConfig, FamilyDefaultsFillWhatTheFileLeavesOut) {
+  auto c = parse_config(kGood, "x.yaml");
+  EXPECT_EQ(c.family, Family::kGpt);
+  EXPECT_EQ(c.norm_position, NormPosition::kPre);
+  EXPECT_EQ(c.activation, Activation::kGELUTanh);
+  EXPECT_EQ(c.max_positions, 1024);
+  auto t5 = parse_config("family: t5\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\n");
+  EXPECT_EQ(t5.norm, NormKind::kRMSNorm);
+  EXPECT_EQ(t5.position, PositionKind::kRelative);
+  EXPECT_FALSE(t5.bias);
+  EXPECT_FALSE(t5.scale_attention);
+  auto bert = parse_config("family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\n");
+  EXPECT_DOUBLE_EQ(bert.norm_eps, 1e-12);
+  EXPECT_EQ(bert.norm_position, NormPosition::kPost);
+}
+
+TEST(ModelConfig, UnknownKeyNamesFileLineAndSuggestion) {
+  EXPECT_EQ(error_of(std::string(kGood) + "n_head: 4\n"),
+            "x.yaml:7: unknown key 'n_head' (did you mean 'n_heads'?)");
+  EXPECT_EQ(error_of(std::string(kGood) + "flux_capacitor: 1\n"), "x.yaml:7: unknown key 'flux_capacitor'");
+}
+
+TEST(ModelConfig, WrongTypesSayWhatWasExpected) {
+  EXPECT_EQ(error_of("family: gpt\nvocab_size: lots\n"),
+            "x.yaml:2: vocab_size: expected an integer, got 'lots'");
+  EXPECT_EQ(error_of(std::string(kGood) + "bias: maybe\n"), "x.yaml:7: bias: expected true or false, got 'maybe'");
+  EXPECT_EQ(error_of(std::string(kGood) + "dropout: [0.1]\n"), "x.yaml:7: dropout: expected a number, got 'a list'");
+  EXPECT_EQ(error_of(std::string(kGood) + "norm: batchnorm\n"),
+            "x.yaml:7: norm: expected one of: layernorm, rmsnorm, got 'batchnorm'");
+  EXPECT_EQ(error_of("family: lstm\n"),
+            "x.yaml:1: family: expected one of: bert, gpt, t5, transformer, got 'lstm'");
+}
+
+TEST(ModelConfig, MissingRequiredKeysAreNamed) {
+  EXPECT_EQ(error_of("vocab_size: 10\n"), "x.yaml: missing required key 'family' (one of: bert, gpt, t5, transformer)");
+  EXPECT_EQ(error_of("family: gpt\nvocab_size: 10\nn_layers: 1\nn_heads: 2\nd_ff: 16\n"),
+            "x.yaml: missing required key 'd_model' (integer: width of the residual stream)");
+}
+
+TEST(ModelConfig, InconsistentValuesAreNamed) {
+  EXPECT_EQ(error_of("family: gpt\nvocab_size: 10\nd_model: 1000\nn_layers: 1\nn_heads: 12\nd_ff: 16\n"),
+            "x.yaml: n_heads (12) must divide d_model (1000), or set head_dim");
+  EXPECT_EQ(error_of(std::string(kGood) + "n_kv_heads: 3\n"), "x.yaml: n_kv_heads (3) must divide n_heads (4)");
+  EXPECT_EQ(error_of("family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nwindow: 4\n"),
+            "x.yaml: window applies to causal decoders (family gpt), not family bert");
+  EXPECT_EQ(error_of(std::string(kGood) + "window: 0\n"), "x.yaml: window (0) must be >= 1");
+  EXPECT_EQ(error_of(std::string(kGood) + "dropout: 1.5\n"), "x.yaml: dropout (1.5) must be in [0, 1)");
+  EXPECT_EQ(error_of(std::string(kGood) + "head: mlm\n"), "x.yaml: head applies to family bert, not gpt");
+  EXPECT_EQ(error_of(std::string(kGood) + "pad_id: 100\n"),
+            "x.yaml: pad_id (100) must be a token id below vocab_size (100)");
+  EXPECT_EQ(error_of(std::string(kGood) + "encoder_layers: 2\n"),
+            "x.yaml: encoder_layers / decoder_layers apply to encoder-decoders, not family gpt (use n_layers)");
+  EXPECT_EQ(error_of("family: gpt\nvocab_size: 10\nd_model: 12\nn_layers: 1\nn_heads: 2\nhead_dim: 3\nd_ff: 8\nposition: rope\n"),
+            "x.yaml: position rope needs an even head dimension, got 3");
+  EXPECT_EQ(error_of(std::string(kGood) + "n_layers: 3\n"), "x.yaml:7: key 'n_layers' appears twice");
+}
+
+TEST(ModelConfig, MalformedAndEmptyInput) {
+  EXPECT_EQ(error_of("family: gpt\n  d_model: [1, 2\n").rfind("x.yaml:", 0), 0u);
+  EXPECT_NE(error_of("family: gpt\n  d_model: [1, 2\n").find("malformed YAML"), std::string::npos);
+  EXPECT_EQ(error_of(""), "x.yaml: expected a mapping of config keys, got an empty document");
+  EXPECT_EQ(error_of("- a\n- b\n"), "x.yaml:1: expected a mapping of config keys, got a list");
+  try {
+    load_config("/nonexistent/model.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/model.yaml: cannot open config file");
+  }
+  const auto empty = std::filesystem::temp_directory_path() / "zoo_empty_config.yaml";
+  std::ofstream(empty) << "  \n";
+  try {
+    load_config(empty.string());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), empty.string() + ": config file is empty");
+  }
+  std::filesystem::remove(empty);
+}
+
+TEST(ModelConfig, OverridesUseTheSameChecks) {
+  auto c = parse_config(kGood, "x.yaml");
+  apply_override(c, "n_layers=6");
+  EXPECT_EQ(c.n_layers, 6);
+  apply_override(c, "window=8");
+  EXPECT_EQ(c.window.value_or(-1), 8);
+  apply_override(c, "window=null");
+  EXPECT_FALSE(c.window.has_value());
+  auto message = [&](const std::string& o) {
+    try {
+      apply_override(c, o, "override");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("n_heads=5"), "override: n_heads (5) must divide d_model (32), or set head_dim");
+  EXPECT_EQ(message("d_modle=3"), "override: unknown key 'd_modle' (did you mean 'd_model'?)");
+  EXPECT_EQ(message("n_layers"), "override: expected key=value, got 'n_layers'");
+  EXPECT_EQ(message("bias=sure"), "override: bias: expected true or false, got 'sure'");
+}
+
+TEST(ModelConfig, ResolvedYamlRoundTrips) {
+  auto c = parse_config(std::string(kGood) + "window: 16\nposition: rope\nnorm: rmsnorm\n", "x.yaml");
+  auto again = parse_config(to_yaml(c), "resolved");
+  EXPECT_EQ(to_yaml(again), to_yaml(c));
+  EXPECT_EQ(again.window.value_or(-1), 16);
+  EXPECT_EQ(again.norm, NormKind::kRMSNorm);
+}
+
+TEST(ModelConfig, SchemaDocumentsEveryKeyWithDefaults) {
+  auto doc = schema_documentation();
+  for (const char* key : {"family", "d_model", "n_kv_heads", "window", "norm_position", "init"}) {
+    EXPECT_NE(doc.find(std::string("\n") + key + " ("), std::string::npos) << key;
+  }
+  // Per-family defaults where they differ: bert / gpt / t5 / transformer.
+  EXPECT_NE(doc.find("default: post / pre / pre / post"), std::string::npos) << doc;
+}
+
+TEST(ModelConfig, NamedConfigsAreFound) {
+  EXPECT_NE(find_config("gpt2-small").find("gpt2-small.yaml"), std::string::npos);
+  try {
+    find_config("gpt3-huge");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no config 'gpt3-huge'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gpt-tiny"), std::string::npos);  // lists what exists
+  }
+}
+
+}  // namespace
+}  // namespace zoo

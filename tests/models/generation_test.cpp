@@ -1,0 +1,190 @@
+#include "models/generation.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::max_abs_diff;
+
+GPT tiny_gpt() {
+  auto config = parse_config(
+      "family: gpt\nvocab_size: 30\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n"
+      "max_positions: 64\ndropout: 0.0\nattention_dropout: 0.0\ninit_std: 0.3\n");
+  GPT model(config);
+  model->eval();
+  return model;
+}
+
+TEST(ProcessLogits, RepetitionPenaltyByHand) {
+  GenerationOptions o;
+  o.repetition_penalty = 2.0;
+  auto logits = torch::tensor({{2.0f, -2.0f, 1.0f, -1.0f}});
+  // Tokens 0 and 1 were seen; token 3 sits in a padded slot and does not count.
+  auto context = torch::tensor({{0, 1, 1, 3}}, torch::kLong);
+  auto mask = torch::tensor({{1, 1, 1, 0}}, torch::kLong);
+  auto out = process_logits(logits, context, mask, o);
+  EXPECT_LE(max_abs_diff(out, torch::tensor({{1.0f, -4.0f, 1.0f, -1.0f}})), 1e-6);
+}
+
+TEST(ProcessLogits, TopKAndTopPKeepTheRightTokens) {
+  GenerationOptions o;
+  o.sample = true;
+  // Probabilities 0.5, 0.25, 0.125, 0.125.
+  auto logits = torch::log(torch::tensor({{0.5f, 0.25f, 0.125f, 0.125f}}));
+  o.top_k = 2;
+  auto k = process_logits(logits, {}, {}, o);
+  EXPECT_TRUE(torch::isfinite(k).equal(torch::tensor({{true, true, false, false}})));
+  o.top_k = 0;
+  o.top_p = 0.7;  // 0.5 alone is short of 0.7; 0.5 + 0.25 reaches it
+  auto p = process_logits(logits, {}, {}, o);
+  EXPECT_TRUE(torch::isfinite(p).equal(torch::tensor({{true, true, false, false}})));
+  o.top_p = 0.4;  // the most likely token always stays
+  EXPECT_TRUE(torch::isfinite(process_logits(logits, {}, {}, o)).equal(torch::tensor({{true, false, false, false}})));
+  o.top_p = 1.0;
+  o.temperature = 0.5;
+  EXPECT_LE(max_abs_diff(process_logits(logits, {}, {}, o), logits * 2), 1e-6);
+}
+
+TEST(Generate, GreedyPicksTheArgmaxAtEveryStep) {
+  auto model = tiny_gpt();
+  GenerationOptions o;
+  o.max_new_tokens = 6;
+  auto out = generate(model, {{1, 2, 3}}, o);
+  std::vector<int64_t> seq{1, 2, 3};
+  torch::NoGradGuard no_grad;
+  for (int64_t token : out.tokens[0]) {
+    auto logits = model->forward(torch::tensor(seq, torch::kLong).unsqueeze(0));
+    EXPECT_EQ(logits[0][-1].argmax().item<int64_t>(), token);
+    seq.push_back(token);
+  }
+  EXPECT_EQ(out.finish_reasons[0], "length");
+}
+
+TEST(Generate, SeededSamplingIsReproducible) {
+  auto model = tiny_gpt();
+  GenerationOptions o;
+  o.sample = true;
+  o.max_new_tokens = 16;
+  o.temperature = 1.5;
+  o.seed = 7;
+  auto a = generate(model, {{1, 2}}, o), b = generate(model, {{1, 2}}, o);
+  EXPECT_EQ(a.tokens, b.tokens);
+  o.seed = 8;
+  EXPECT_NE(generate(model, {{1, 2}}, o).tokens, a.tokens);
+  // top_k = 1 is greedy whatever the seed.
+  o.top_k = 1;
+  GenerationOptions greedy;
+  greedy.max_new_tokens = 16;
+  EXPECT_EQ(generate(model, {{1, 2}}, o).tokens, generate(model, {{1, 2}}, greedy).tokens);
+}
+
+TEST(Generate, EosAndStopSequencesEndARow) {
+  auto model = tiny_gpt();
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  auto free_run = generate(model, {{4, 5}}, o).tokens[0];
+  ASSERT_GE(free_run.size(), 4u);
+  o.eos_ids = {free_run[2]};
+  auto stopped = generate(model, {{4, 5}}, o);
+  auto first = std::find(free_run.begin(), free_run.end(), free_run[2]) - free_run.begin();
+  EXPECT_EQ(stopped.tokens[0], std::vector<int64_t>(free_run.begin(), free_run.begin() + first));
+  EXPECT_EQ(stopped.finish_reasons[0], "eos");
+  o.eos_ids.clear();
+  o.stop_sequences = {{free_run[1], free_run[2]}};
+  auto by_stop = generate(model, {{4, 5}}, o);
+  EXPECT_EQ(by_stop.finish_reasons[0], "stop");
+  EXPECT_LE(by_stop.tokens[0].size(), 1u);
+  std::vector<int64_t> streamed;
+  o.stop_sequences.clear();
+  o.on_token = [&](int64_t row, int64_t token) { streamed.push_back(token); };
+  EXPECT_EQ(generate(model, {{4, 5}}, o).tokens[0], streamed);
+}
+
+TEST(Generate, BadOptionsAndPromptsAreNamed) {
+  auto model = tiny_gpt();
+  GenerationOptions o;
+  o.top_p = 0.0;
+  EXPECT_THROW(generate(model, {{1}}, o), std::invalid_argument);
+  o = GenerationOptions();
+  try {
+    generate(model, {{1, 99}}, o);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "generate: prompt 0 has token 99 outside the vocabulary (30)");
+  }
+  EXPECT_THROW(generate(model, {{}}, o), std::invalid_argument);
+  o.max_new_tokens = 100;
+  EXPECT_THROW(generate(model, {{1, 2}}, o), std::invalid_argument);
+}
+
+// Beam search with beams enough to keep every live hypothesis is exhaustive: it must return the
+// best length-penalised sequence, which brute force finds by scoring every sequence.
+TEST(BeamSearch, WideBeamFindsTheBruteForceOptimum) {
+  auto config = parse_config(
+      "family: t5\nvocab_size: 5\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n"
+      "dropout: 0.0\nattention_dropout: 0.0\n");
+  EncoderDecoder model(config);
+  model->eval();
+  const int64_t eos = 1, max_new = 3;
+  for (double length_penalty : {1.0, 0.0, 2.0}) {
+    GenerationOptions o;
+    o.num_beams = 25;
+    o.max_new_tokens = max_new;
+    o.eos_ids = {eos};
+    o.length_penalty = length_penalty;
+    std::vector<int64_t> source{2, 3, 4};
+    auto beam = generate(model, {source}, o);
+
+    torch::NoGradGuard no_grad;
+    auto src = torch::tensor(source, torch::kLong).unsqueeze(0);
+    auto logprob = [&](const std::vector<int64_t>& tokens) {
+      std::vector<int64_t> input{config.decoder_start_id};
+      input.insert(input.end(), tokens.begin(), tokens.end() - 1);
+      auto lp = torch::log_softmax(model->forward(src, {}, torch::tensor(input, torch::kLong).unsqueeze(0)), -1)[0];
+      double total = 0;
+      for (size_t i = 0; i < tokens.size(); ++i) total += lp[i][tokens[i]].item<double>();
+      return total;
+    };
+    double best = -std::numeric_limits<double>::infinity();
+    std::vector<int64_t> best_tokens;
+    std::function<void(std::vector<int64_t>)> visit = [&](std::vector<int64_t> prefix) {
+      for (int64_t t = 0; t < 5; ++t) {
+        auto seq = prefix;
+        seq.push_back(t);
+        if (t == eos || static_cast<int64_t>(seq.size()) == max_new) {
+          // Finished by EOS (it counts in the length) or by running out of length.
+          double s = logprob(seq) / std::pow(double(seq.size()), length_penalty);
+          auto tokens = t == eos ? prefix : seq;
+          if (s > best) best = s, best_tokens = tokens;
+        } else {
+          visit(seq);
+        }
+      }
+    };
+    visit({});
+    EXPECT_EQ(beam.tokens[0], best_tokens) << "length_penalty " << length_penalty;
+  }
+}
+
+TEST(BeamSearch, BatchRowsAreIndependent) {
+  auto config = parse_config("family: t5\nvocab_size: 20\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n");
+  EncoderDecoder model(config);
+  GenerationOptions o;
+  o.num_beams = 3;
+  o.max_new_tokens = 5;
+  o.eos_ids = {1};
+  auto batch = generate(model, {{2, 3, 4, 5}, {6, 7}}, o);
+  EXPECT_EQ(batch.tokens[0], generate(model, {{2, 3, 4, 5}}, o).tokens[0]);
+  EXPECT_EQ(batch.tokens[1], generate(model, {{6, 7}}, o).tokens[0]);
+}
+
+}  // namespace
+}  // namespace zoo

@@ -1,0 +1,151 @@
+#include "models/gpt.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "models/generation.h"
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::max_abs_diff;
+
+// A tiny GPT with spread-out logits (init_std 0.2), so greedy choices are not near-ties.
+GPT tiny_gpt(const std::vector<std::string>& overrides = {}) {
+  auto config = parse_config(R"(family: gpt
+vocab_size: 97
+d_model: 32
+n_layers: 2
+n_heads: 4
+d_ff: 64
+max_positions: 64
+dropout: 0.0
+attention_dropout: 0.0
+init_std: 0.2
+)");
+  for (const auto& o : overrides) apply_override(config, o);
+  GPT model(config);
+  model->eval();
+  return model;
+}
+
+struct Variant {
+  const char* name;
+  std::vector<std::string> overrides;
+};
+
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+
+class GPTVariantTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(GPTVariantTest, CachedDecodingEqualsFullPass) {
+  auto model = tiny_gpt(GetParam().overrides);
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(97, {2, 12}, torch::kLong);
+  auto full = model->forward(ids);
+  KVCache cache = model->make_cache();
+  std::vector<torch::Tensor> steps{model->forward(ids.narrow(1, 0, 5), {}, &cache)};
+  for (int64_t i = 5; i < 12; ++i) steps.push_back(model->forward(ids.narrow(1, i, 1), {}, &cache));
+  EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full), 1e-4);
+}
+
+TEST_P(GPTVariantTest, CachedGreedyGenerationEqualsUncached) {
+  auto model = tiny_gpt(GetParam().overrides);
+  GenerationOptions o;
+  o.max_new_tokens = 20;
+  o.output_scores = true;
+  std::vector<std::vector<int64_t>> prompts{{5, 6, 7, 8}, {9, 10}};
+  auto cached = generate(model, prompts, o);
+  o.use_cache = false;
+  auto uncached = generate(model, prompts, o);
+  EXPECT_EQ(cached.tokens, uncached.tokens);
+  ASSERT_EQ(cached.scores.size(), uncached.scores.size());
+  for (size_t i = 0; i < cached.scores.size(); ++i) {
+    EXPECT_LE(max_abs_diff(cached.scores[i], uncached.scores[i]), 1e-4) << "step " << i;
+  }
+  EXPECT_EQ(cached.tokens[0].size(), 20u);
+}
+
+TEST_P(GPTVariantTest, PaddedBatchEqualsEachPromptAlone) {
+  auto model = tiny_gpt(GetParam().overrides);
+  GenerationOptions o;
+  o.max_new_tokens = 8;
+  o.output_scores = true;
+  std::vector<std::vector<int64_t>> prompts{{1, 2, 3, 4, 5, 6}, {7, 8}, {9, 10, 11}};
+  auto batch = generate(model, prompts, o);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto alone = generate(model, {prompts[i]}, o);
+    EXPECT_EQ(batch.tokens[i], alone.tokens[0]) << "prompt " << i;
+    EXPECT_LE(max_abs_diff(batch.scores[0][i], alone.scores[0][0]), 1e-4) << "prompt " << i;
+  }
+}
+
+TEST_P(GPTVariantTest, OutputAtAPositionIgnoresLaterTokens) {
+  auto model = tiny_gpt(GetParam().overrides);
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(97, {1, 10}, torch::kLong);
+  auto changed = ids.clone();
+  changed.narrow(1, 6, 4).random_(97);
+  auto a = model->forward(ids), b = model->forward(changed);
+  EXPECT_LE(max_abs_diff(a.narrow(1, 0, 6), b.narrow(1, 0, 6)), 1e-6);
+  EXPECT_GT(max_abs_diff(a.narrow(1, 6, 4), b.narrow(1, 6, 4)), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Positions, GPTVariantTest,
+    ::testing::Values(Variant{"Learned", {}}, Variant{"Sinusoidal", {"position=sinusoidal"}},
+                      Variant{"Rope", {"position=rope", "rope_layout=interleaved"}},
+                      Variant{"Alibi", {"position=alibi"}},
+                      Variant{"Relative", {"position=relative"}},
+                      Variant{"LlamaGqa", {"position=rope", "norm=rmsnorm", "activation=swiglu",
+                                           "n_kv_heads=2", "bias=false", "tie_embeddings=false"}},
+                      Variant{"MistralWindow", {"position=rope", "norm=rmsnorm", "n_kv_heads=1",
+                                                "window=3", "bias=false"}},
+                      Variant{"PostNorm", {"norm_position=post"}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(GPT, LlamaLayoutHasNoBiasesAndAnUntiedHead) {
+  auto model = tiny_gpt({"position=rope", "norm=rmsnorm", "activation=swiglu", "bias=false",
+                         "tie_embeddings=false", "n_kv_heads=2"});
+  for (const auto& p : model->named_parameters()) {
+    EXPECT_EQ(p.key().find("bias"), std::string::npos) << p.key();
+  }
+  ASSERT_TRUE(model->lm_head);
+  EXPECT_FALSE(model->positions->learned);
+  // q: 4 heads of 8, k and v: 2 heads of 8.
+  EXPECT_EQ(model->named_parameters()["blocks.0.self_attn.qkv.weight"].size(0), 32 + 2 * 16);
+}
+
+TEST(GPT, TiedHeadIsTheEmbeddingMatrix) {
+  auto model = tiny_gpt();
+  EXPECT_FALSE(model->lm_head);
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(97, {1, 4}, torch::kLong);
+  auto hidden = model->hidden_states(ids);
+  EXPECT_LE(max_abs_diff(model->forward(ids), torch::matmul(hidden, model->token_embedding->weight.t())), 1e-5);
+}
+
+TEST(GPT, TooLongInputNamesTheLimit) {
+  auto model = tiny_gpt();
+  try {
+    model->forward(torch::zeros({1, 65}, torch::kLong));
+    FAIL();
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot forward 65 tokens, max_positions is 64"), std::string::npos);
+  }
+}
+
+TEST(GPT, BackwardReachesEveryParameter) {
+  auto model = tiny_gpt({"position=relative", "tie_embeddings=false"});
+  model->train();
+  auto ids = torch::randint(97, {2, 6}, torch::kLong);
+  torch::nn::functional::cross_entropy(model->forward(ids).view({-1, 97}), ids.view(-1)).backward();
+  for (const auto& p : model->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
+  }
+}
+
+}  // namespace
+}  // namespace zoo
