@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "core/runtime.h"
+#include "text/corpus.h"
 #include "test_util.h"
 
 namespace zoo::testing {
@@ -58,6 +59,12 @@ void copy_into(torch::nn::Module& module, const std::string& name, const torch::
 void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source) {
   for (const auto& p : source.named_parameters()) copy_into(target, p.key(), p.value());
   for (const auto& b : source.named_buffers()) copy_into(target, b.key(), b.value());
+}
+
+std::string shared_corpus() {
+  const auto path = std::filesystem::path(ZOO_TEST_BINARY_DIR) / "python-docs.txt";
+  if (!std::filesystem::exists(path)) zoo::build_default_corpus(path.string());  // atomic: safe in parallel
+  return path.string();
 }
 
 std::vector<std::string> test_devices() { return {"cpu", "cuda"}; }

@@ -40,6 +40,9 @@ void copy_into(torch::nn::Module& module, const std::string& name, const torch::
 // Copies every parameter and buffer of `source` into the same-named one of `target`.
 void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source);
 
+// The default corpus, built once per build tree (tests share it; building takes seconds).
+std::string shared_corpus();
+
 // Devices to run device-parameterised tests on; CUDA tests skip themselves when absent.
 std::vector<std::string> test_devices();
 // Skips the current test when `device` is CUDA and no GPU is present.

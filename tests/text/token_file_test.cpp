@@ -1,0 +1,115 @@
+#include "text/token_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/files.h"
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("zoo_tokfile_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(TokenFile, RoundTripsDocumentsInBothWidths) {
+  for (int64_t vocab : {1000, 100000}) {
+    std::vector<std::vector<int64_t>> docs{{10, 11, 12}, {500, 999 % vocab}, {7}};
+    if (vocab > 65536) docs[1][1] = 99999;
+    auto path = scratch("docs.tokens").string();
+    write_token_file(path, docs, vocab, 0xABCDEF);
+    auto f = TokenFile::open(path);
+    EXPECT_EQ(f.info().token_bytes, vocab > 65536 ? 4u : 2u);
+    EXPECT_EQ(f.info().tokenizer_hash, 0xABCDEFu);
+    EXPECT_EQ(f.num_documents(), 3);
+    // The stream is each document followed by </s>.
+    std::vector<int64_t> stream;
+    for (const auto& d : docs) {
+      stream.insert(stream.end(), d.begin(), d.end());
+      stream.push_back(SpecialTokens::kEos);
+    }
+    EXPECT_EQ(f.tokens(0, f.size()), stream);
+    EXPECT_EQ(f.document(1), (std::pair<int64_t, int64_t>{4, 6}));
+    EXPECT_EQ(fs::file_size(path), 64 + stream.size() * f.info().token_bytes + 4 * 8);
+  }
+}
+
+TEST(TokenFile, CorruptFilesAreRefusedWithTheReason) {
+  auto path = scratch("good.tokens").string();
+  write_token_file(path, {{5, 6, 7, 8}, {9}}, 1000, 42);
+  const auto bytes = read_file(path);
+  auto bad = scratch("bad.tokens").string();
+  write_file_atomically(bad, bytes.substr(0, bytes.size() - 3));
+  EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("truncated or corrupt token file"), std::string::npos);
+  write_file_atomically(bad, bytes.substr(0, 20));
+  EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("shorter than the header"), std::string::npos);
+  write_file_atomically(bad, "NOTATOKN" + bytes.substr(8));
+  EXPECT_EQ(error_of([&] { TokenFile::open(bad); }), bad + ": not a token file (bad magic number)");
+  auto lying = bytes;
+  lying[32] = '\x7f';  // claims many more tokens than the file holds
+  write_file_atomically(bad, lying);
+  EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("truncated or corrupt"), std::string::npos);
+  EXPECT_NE(error_of([&] { TokenFile::open(scratch("missing.tokens").string()); }).find("cannot open token file"),
+            std::string::npos);
+  auto f = TokenFile::open(path);
+  EXPECT_THROW(f.tokens(3, 10), std::out_of_range);
+}
+
+TEST(TokenFile, TokenizesTextIntoSplitsAndRefusesAnotherTokenizer) {
+  auto slice = read_file(testing::shared_corpus()).substr(0, 300000);
+  auto text = scratch("text.txt");
+  write_file_atomically(text.string(), slice.substr(0, slice.rfind('\n') + 1));
+  TokenizerTrainOptions o;
+  o.inputs = {text.string()};
+  o.vocab_size = 1000;
+  auto tokenizer = Tokenizer::train(o, scratch("tok").string());
+  TokenizeOptions t;
+  t.val_fraction = 0.2;
+  auto out = scratch("data").string();
+  auto stats = tokenize_to_files({text.string()}, tokenizer, out, t);
+  EXPECT_GT(stats.val_documents, 0);
+  EXPECT_GT(stats.train_documents, 4 * stats.val_documents / 2);
+  auto train = TokenFile::open(out + "/train.tokens", &tokenizer);
+  EXPECT_EQ(train.size(), stats.train_tokens);
+  // The first training document decodes back to text of the corpus (its lines are joined).
+  auto [b, e] = train.document(0);
+  auto first = tokenizer.decode(train.tokens(b, e - b));
+  ASSERT_GT(first.size(), 20u);
+  EXPECT_NE(slice.find(first.substr(0, 20)), std::string::npos) << first.substr(0, 80);
+  // The same split again with the same seed; another seed moves documents.
+  auto again = tokenize_to_files({text.string()}, tokenizer, scratch("data2").string(), t);
+  EXPECT_EQ(again.val_documents, stats.val_documents);
+  t.seed = 99;
+  EXPECT_NE(tokenize_to_files({text.string()}, tokenizer, scratch("data3").string(), t).val_tokens, stats.val_tokens);
+  // A token file made with this tokenizer is refused by another.
+  o.vocab_size = 900;
+  auto other = Tokenizer::train(o, scratch("other").string());
+  auto message = error_of([&] { TokenFile::open(out + "/train.tokens", &other); });
+  EXPECT_NE(message.find("made with another tokenizer"), std::string::npos) << message;
+  EXPECT_NE(message.find(tokenizer.hash_hex()), std::string::npos) << message;
+  // Invalid UTF-8 names the file, the line and the byte offset.
+  auto broken = scratch("broken.txt");
+  std::ofstream(broken) << "good\n\nok \xE2\x82 bad\n";
+  EXPECT_EQ(error_of([&] { tokenize_to_files({broken.string()}, tokenizer, scratch("data4").string(), {}); }),
+            broken.string() + ":3: invalid UTF-8 at byte offset 9");
+  EXPECT_FALSE(fs::exists(scratch("data4") / "train.tokens"));
+}
+
+}  // namespace
+}  // namespace zoo
