@@ -2,6 +2,8 @@
 // Helpers shared by the tests: tolerances, devices, and reference data from python3-torch.
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +41,12 @@ void copy_into(torch::nn::Module& module, const std::string& name, const torch::
 
 // Copies every parameter and buffer of `source` into the same-named one of `target`.
 void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source);
+
+// `name` inside a folder of this test process under the system's temporary directory.
+std::filesystem::path scratch_path(const std::string& name);
+
+// The message of the exception `f` throws, or "no error".
+std::string error_of(const std::function<void()>& f);
 
 // The default corpus, built once per build tree (tests share it; building takes seconds).
 std::string shared_corpus();

@@ -13,12 +13,9 @@ namespace zoo {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
 
-fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("zoo_obj_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+fs::path scratch(const std::string& name) { return testing::scratch_path(name); }
 
 const Tokenizer& tokenizer() {
   static Tokenizer t = [] {

@@ -12,21 +12,9 @@ namespace zoo {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
 
-fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("zoo_tokfile_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+fs::path scratch(const std::string& name) { return testing::scratch_path(name); }
 
 TEST(TokenFile, RoundTripsDocumentsInBothWidths) {
   for (int64_t vocab : {1000, 100000}) {

@@ -14,12 +14,9 @@ namespace zoo {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_of;
 
-fs::path scratch(const std::string& name) {
-  auto dir = fs::temp_directory_path() / ("zoo_tok_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+fs::path scratch(const std::string& name) { return testing::scratch_path(name); }
 
 // A slice of the default corpus (real English prose with code words and punctuation).
 std::string corpus_slice(size_t bytes) {
@@ -35,15 +32,6 @@ Tokenizer trained(TokenizerKind kind = TokenizerKind::kUnigram) {
   o.vocab_size = 1500;
   o.kind = kind;
   return Tokenizer::train(o, scratch(kind == TokenizerKind::kBpe ? "bpe" : "unigram").string());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 TEST(Tokenizer, SpecialTokensSitAtTheirFixedIds) {
