@@ -286,19 +286,12 @@ Seq2SeqDataset::Seq2SeqDataset(const std::vector<Seq2SeqExample>& examples, cons
 }
 
 Batch Seq2SeqDataset::batch(const std::vector<int64_t>& indices) const {
-  std::vector<std::vector<int64_t>> sources, targets, decoder_inputs;
+  std::vector<std::vector<int64_t>> sources, targets;
   for (int64_t i : indices) {
     sources.push_back(sources_.at(i));
     targets.push_back(targets_.at(i));
-    std::vector<int64_t> shifted{SpecialTokens::kPad};
-    shifted.insert(shifted.end(), targets_[i].begin(), targets_[i].end() - 1);
-    decoder_inputs.push_back(std::move(shifted));
   }
-  Batch batch;
-  batch.input_ids = pad_rows(sources, SpecialTokens::kPad, &batch.attention_mask);
-  batch.labels = pad_rows(targets, kIgnoreIndex);
-  batch.decoder_input_ids = pad_rows(decoder_inputs, SpecialTokens::kPad);
-  return batch;
+  return seq2seq_batch(sources, targets);
 }
 
 std::vector<std::vector<int64_t>> bucket_by_length(const std::vector<int64_t>& lengths, int64_t batch_size,

@@ -301,17 +301,25 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> SpanCorruptionDataset::exa
 }
 
 Batch SpanCorruptionDataset::batch(const std::vector<int64_t>& indices, int64_t epoch) const {
-  std::vector<std::vector<int64_t>> inputs, targets, decoder_inputs;
+  std::vector<std::vector<int64_t>> inputs, targets;
   for (int64_t i : indices) {
     auto [x, y] = example(i, epoch);
-    std::vector<int64_t> shifted{SpecialTokens::kPad};
-    shifted.insert(shifted.end(), y.begin(), y.end() - 1);
     inputs.push_back(std::move(x));
     targets.push_back(std::move(y));
+  }
+  return seq2seq_batch(inputs, targets);
+}
+
+Batch seq2seq_batch(const std::vector<std::vector<int64_t>>& sources,
+                    const std::vector<std::vector<int64_t>>& targets) {
+  std::vector<std::vector<int64_t>> decoder_inputs;
+  for (const auto& y : targets) {
+    std::vector<int64_t> shifted{SpecialTokens::kPad};
+    shifted.insert(shifted.end(), y.begin(), y.end() - 1);
     decoder_inputs.push_back(std::move(shifted));
   }
   Batch batch;
-  batch.input_ids = pad_rows(inputs, SpecialTokens::kPad, &batch.attention_mask);
+  batch.input_ids = pad_rows(sources, SpecialTokens::kPad, &batch.attention_mask);
   batch.labels = pad_rows(targets, kIgnoreIndex);
   batch.decoder_input_ids = pad_rows(decoder_inputs, SpecialTokens::kPad);
   return batch;

@@ -126,8 +126,7 @@ class SpanCorruptionDataset {
                         uint64_t seed);
   int64_t size() const { return num_examples_; }
   std::pair<std::vector<int64_t>, std::vector<int64_t>> example(int64_t index, int64_t epoch = 0) const;
-  // Inputs and labels padded to the longest; decoder inputs are the labels shifted right
-  // behind <pad> (T5's decoder start token).
+  // seq2seq_batch of the examples' inputs and targets.
   Batch batch(const std::vector<int64_t>& indices, int64_t epoch = 0) const;
 
  private:
@@ -136,6 +135,12 @@ class SpanCorruptionDataset {
   SpanCorruptionOptions options_;
   uint64_t seed_;
 };
+
+// An encoder-decoder batch from (source, target) token rows: inputs and attention mask from the
+// sources, labels from the targets, and decoder inputs the targets shifted right behind <pad>
+// (T5's decoder start token). Everything is padded to the longest row.
+Batch seq2seq_batch(const std::vector<std::vector<int64_t>>& sources,
+                    const std::vector<std::vector<int64_t>>& targets);
 
 // Pads rows to the longest with `pad` into a (B, L) long tensor; optionally returns the mask.
 torch::Tensor pad_rows(const std::vector<std::vector<int64_t>>& rows, int64_t pad,
