@@ -45,13 +45,21 @@ struct SentencePieceModule {
 
 const SentencePieceModule& spm() {
   static const SentencePieceModule module = [] {
+    // In order: an explicit choice, beside the program or in ../lib of it (an installed tree,
+    // wherever it was moved), the install prefix, the build tree, the loader's search path.
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("ZOO_SENTENCEPIECE_MODULE"); env && *env) candidates.push_back(env);
-#ifdef ZOO_SENTENCEPIECE_BUILD_PATH
-    candidates.push_back(ZOO_SENTENCEPIECE_BUILD_PATH);
-#endif
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      candidates.push_back((exe.parent_path() / "libzoo_sentencepiece.so").string());
+      candidates.push_back((exe.parent_path().parent_path() / "lib" / "libzoo_sentencepiece.so").string());
+    }
 #ifdef ZOO_SENTENCEPIECE_INSTALL_PATH
     candidates.push_back(ZOO_SENTENCEPIECE_INSTALL_PATH);
+#endif
+#ifdef ZOO_SENTENCEPIECE_BUILD_PATH
+    candidates.push_back(ZOO_SENTENCEPIECE_BUILD_PATH);
 #endif
     candidates.push_back("libzoo_sentencepiece.so");
     void* handle = nullptr;
