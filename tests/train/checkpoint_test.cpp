@@ -1,0 +1,96 @@
+#include "train/checkpoint.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/files.h"
+#include "test_util.h"
+#include "train/optimizer.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::error_of;
+
+Model tiny_gpt(int64_t d_model = 32) {
+  auto config = parse_config("family: gpt\nvocab_size: 50\nd_model: " + std::to_string(d_model) +
+                             "\nn_layers: 2\nn_heads: 4\nd_ff: 64\nmax_positions: 32\ndropout: 0.0\nattention_dropout: 0.0\n");
+  return build_model(config);
+}
+
+// One AdamW step on a fixed batch, so the optimizer has state worth saving.
+void step(Model& m, torch::optim::Optimizer& opt, const torch::Tensor& ids) {
+  opt.zero_grad();
+  torch::nn::functional::cross_entropy(m.gpt->forward(ids).view({-1, 50}), ids.view(-1)).backward();
+  opt.step();
+}
+
+TEST(Checkpoint, RoundTripRestoresWeightsOptimizerStateAndMetadata) {
+  torch::manual_seed(0);
+  auto model = tiny_gpt();
+  auto opt = make_adamw(*model.module(), OptimizerOptions{});
+  auto ids = torch::randint(50, {2, 8}, torch::kLong);
+  step(model, *opt, ids);
+  const auto dir = testing::scratch_path("ckpt/step-1").string();
+  save_checkpoint(dir, model, opt.get(), nullptr, {{"step", 1}, {"sampler", {{"epoch", 0}, {"index", 7}}}});
+  for (const char* f : {"model.pt", "optimizer.pt", "config.yaml", "state.json"}) EXPECT_TRUE(fs::exists(fs::path(dir) / f)) << f;
+  const auto parent = fs::path(dir).parent_path();
+  EXPECT_EQ(std::distance(fs::directory_iterator(parent), fs::directory_iterator()), 1);  // no temporary left
+
+  auto loaded = load_checkpoint(dir, Family::kGpt);
+  EXPECT_EQ(loaded.state["step"], 1);
+  EXPECT_EQ(loaded.state["sampler"]["index"], 7);
+  model.module()->eval();
+  loaded.model.module()->eval();
+  EXPECT_LE(testing::max_abs_diff(loaded.model.gpt->forward(ids), model.gpt->forward(ids)), 0.0);
+  // The restored optimizer continues exactly as the original.
+  auto opt2 = make_adamw(*loaded.model.module(), OptimizerOptions{});
+  load_optimizer_state(dir, *opt2);
+  model.module()->train();
+  loaded.model.module()->train();
+  step(model, *opt, ids);
+  step(loaded.model, *opt2, ids);
+  for (const auto& p : model.module()->named_parameters()) {
+    EXPECT_LE(testing::max_abs_diff(p.value(), loaded.model.module()->named_parameters()[p.key()]), 0.0) << p.key();
+  }
+  // Saving again under the same name replaces the checkpoint whole.
+  save_checkpoint(dir, model, opt.get(), nullptr, {{"step", 2}});
+  EXPECT_EQ(load_checkpoint(dir).state["step"], 2);
+}
+
+TEST(Checkpoint, BadCheckpointsNameTheFileAndTheMismatch) {
+  auto model = tiny_gpt();
+  const auto dir = testing::scratch_path("bad/step-1").string();
+  save_checkpoint(dir, model, nullptr, nullptr, {{"step", 1}});
+  EXPECT_EQ(error_of([&] { load_checkpoint(dir, Family::kBert); }),
+            dir + ": a gpt checkpoint, but this needs a bert model");
+  EXPECT_NE(error_of([&] { load_optimizer_state(dir, *make_adamw(*model.module(), {})); }).find("optimizer.pt: missing"),
+            std::string::npos);
+  // Weights of a differently sized model.
+  const auto weights = (fs::path(dir) / "model.pt").string();
+  auto wide = tiny_gpt(64);
+  save_weights(weights, *wide.module());
+  auto message = error_of([&] { load_checkpoint(dir); });
+  EXPECT_NE(message.find(weights + ": tensor '"), std::string::npos) << message;
+  EXPECT_NE(message.find("has shape [50, 64] but the model's is [50, 32]"), std::string::npos) << message;
+  // Weights with a tensor missing and one extra.
+  torch::nn::Sequential other(torch::nn::Linear(3, 3));
+  save_weights(weights, *other);
+  message = error_of([&] { load_weights(weights, *model.module()); });
+  EXPECT_NE(message.find("missing tensors: "), std::string::npos) << message;
+  EXPECT_NE(message.find("unexpected tensors: 0.weight, 0.bias"), std::string::npos) << message;
+  // A truncated file.
+  save_weights(weights, *model.module());
+  const auto bytes = read_file(weights);
+  write_file_atomically(weights, bytes.substr(0, bytes.size() / 2));
+  EXPECT_NE(error_of([&] { load_checkpoint(dir); }).find(weights + ": cannot read weights (truncated or corrupt)"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { load_checkpoint(testing::scratch_path("nowhere").string()); }),
+            testing::scratch_path("nowhere").string() + ": no such checkpoint directory");
+}
+
+}  // namespace
+}  // namespace zoo

@@ -1,0 +1,168 @@
+#include "train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <torch/torch.h>
+
+#include "core/files.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string family_name(Family f) {
+  switch (f) {
+    case Family::kBert: return "bert";
+    case Family::kGpt: return "gpt";
+    case Family::kT5: return "t5";
+    case Family::kTransformer: return "transformer";
+  }
+  return "?";
+}
+
+std::string shape(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 10) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+}  // namespace
+
+void save_weights(const std::string& path, const torch::nn::Module& module) {
+  torch::serialize::OutputArchive archive;
+  for (const auto& p : module.named_parameters()) archive.write(p.key(), p.value().detach().cpu());
+  for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), /*is_buffer=*/true);
+  const std::string tmp = temporary_path_for(path);
+  try {
+    archive.save_to(tmp);
+  } catch (const c10::Error& e) {
+    fs::remove(tmp);
+    throw std::runtime_error(path + ": cannot write weights: " + e.what_without_backtrace());
+  }
+  fs::rename(tmp, path);
+}
+
+void load_weights(const std::string& path, torch::nn::Module& module) {
+  if (!fs::exists(path)) throw std::runtime_error(path + ": missing (no weights file)");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + ": cannot read weights (truncated or corrupt): " +
+                             std::string(e.what_without_backtrace()).substr(0, 200));
+  }
+  auto keys = archive.keys();
+  std::set<std::string> present(keys.begin(), keys.end()), wanted;
+  std::vector<std::string> missing, unexpected;
+  auto targets = module.named_parameters();
+  auto buffers = module.named_buffers();
+  for (const auto& p : targets) wanted.insert(p.key());
+  for (const auto& b : buffers) wanted.insert(b.key());
+  for (const auto& w : wanted)
+    if (!present.count(w)) missing.push_back(w);
+  for (const auto& k : keys)
+    if (!wanted.count(k)) unexpected.push_back(k);
+  if (!missing.empty() || !unexpected.empty()) {
+    std::string message = path + ": the weights do not match the model;";
+    if (!missing.empty()) message += " missing tensors: " + join(missing) + ";";
+    if (!unexpected.empty()) message += " unexpected tensors: " + join(unexpected) + ";";
+    message.pop_back();
+    throw std::runtime_error(message);
+  }
+  torch::NoGradGuard no_grad;
+  auto copy = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
+    torch::Tensor value;
+    archive.read(name, value, is_buffer);
+    if (value.sizes() != target.sizes()) {
+      throw std::runtime_error(path + ": tensor '" + name + "' has shape " + shape(value) + " but the model's is " +
+                               shape(target));
+    }
+    target.copy_(value);
+  };
+  for (auto& p : targets) copy(p.key(), p.value(), false);
+  for (auto& b : buffers) copy(b.key(), b.value(), true);
+}
+
+void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
+                     const Tokenizer* tokenizer, const nlohmann::json& state) {
+  const fs::path target(dir);
+  if (!target.parent_path().empty()) fs::create_directories(target.parent_path());
+  const fs::path tmp = temporary_path_for(dir);
+  fs::create_directories(tmp);
+  try {
+    save_weights((tmp / "model.pt").string(), *model.module());
+    if (optimizer != nullptr) {
+      torch::serialize::OutputArchive archive;
+      optimizer->save(archive);
+      archive.save_to((tmp / "optimizer.pt").string());
+    }
+    write_file_atomically((tmp / "config.yaml").string(), to_yaml(model.config));
+    if (tokenizer != nullptr) write_file_atomically((tmp / "tokenizer.model").string(), tokenizer->model_bytes());
+    write_file_atomically((tmp / "state.json").string(), state.dump(2) + "\n");
+  } catch (...) {
+    fs::remove_all(tmp);
+    throw;
+  }
+  // Replace an older checkpoint of the same name only once the new one is complete.
+  if (fs::exists(target)) {
+    const fs::path old = temporary_path_for(dir + ".old");
+    fs::rename(target, old);
+    fs::rename(tmp, target);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp, target);
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expected) {
+  const fs::path root(dir);
+  if (!fs::is_directory(root)) throw std::runtime_error(dir + ": no such checkpoint directory");
+  Checkpoint c;
+  c.dir = dir;
+  const auto config_path = (root / "config.yaml").string();
+  if (!fs::exists(config_path)) throw std::runtime_error(config_path + ": missing (not a zoo checkpoint?)");
+  auto config = load_config(config_path);
+  if (expected && config.family != *expected) {
+    throw std::runtime_error(dir + ": a " + family_name(config.family) + " checkpoint, but this needs a " +
+                             family_name(*expected) + " model");
+  }
+  c.model = build_model(config);
+  load_weights((root / "model.pt").string(), *c.model.module());
+  const auto state_path = (root / "state.json").string();
+  if (fs::exists(state_path)) {
+    try {
+      c.state = nlohmann::json::parse(read_file(state_path));
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(state_path + ": corrupt (" + std::string(e.what()) + ")");
+    }
+  }
+  if (fs::exists(root / "tokenizer.model")) c.tokenizer_bytes = read_file((root / "tokenizer.model").string());
+  return c;
+}
+
+void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer) {
+  const auto path = (fs::path(dir) / "optimizer.pt").string();
+  if (!fs::exists(path)) throw std::runtime_error(path + ": missing (the checkpoint has no optimizer state)");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + ": cannot restore the optimizer (truncated, corrupt or another model's): " +
+                             std::string(e.what_without_backtrace()).substr(0, 200));
+  }
+}
+
+}  // namespace zoo

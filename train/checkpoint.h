@@ -1,0 +1,44 @@
+#pragma once
+// Checkpoints: a directory per save, written whole under a temporary name and renamed into
+// place, so a crash never leaves a half-written checkpoint where a resume would look.
+//   model.pt        weights by registered name (torch::serialize archive)
+//   optimizer.pt    optimizer state (when given)
+//   config.yaml     the resolved model config
+//   tokenizer.model the tokenizer the model was trained with (when given)
+//   state.json      what the trainer needs to continue (step, data position, RNG, schedule, ...)
+
+#include <string>
+
+#include <c10/util/Optional.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "models/model.h"
+#include "text/tokenizer.h"
+
+namespace zoo {
+
+void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
+                     const Tokenizer* tokenizer, const nlohmann::json& state);
+
+struct Checkpoint {
+  std::string dir;
+  Model model;
+  nlohmann::json state;
+  std::string tokenizer_bytes;  // empty when the checkpoint has none
+};
+
+// Rebuilds the model from config.yaml and loads its weights. With `expected`, a checkpoint of
+// another family is refused. Errors name the file and the mismatch: a missing or corrupt file,
+// missing or unexpected tensors, a tensor whose shape differs from the model's.
+Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expected = c10::nullopt);
+
+// Restores optimizer.pt into an optimizer built over the loaded model's parameters.
+void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer);
+
+// The weights file alone: every parameter and buffer by name.
+void save_weights(const std::string& path, const torch::nn::Module& module);
+void load_weights(const std::string& path, torch::nn::Module& module);
+
+}  // namespace zoo
