@@ -81,8 +81,8 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   x = dropout->forward(embedding_norm->forward(x));
 
   auto bias = positions->attention_bias(t, t, 0, 0, x.device(), x.scalar_type());
-  const auto& rope_positions = config.position == PositionKind::kRope ? ids : torch::Tensor();
-  for (auto& block : block_list_) x = block->forward(x, attention_mask, bias, {}, {}, nullptr, rope_positions);
+  // Rotary attention numbers positions 0..T-1 by itself.
+  for (auto& block : block_list_) x = block->forward(x, attention_mask, bias);
   if (final_norm) x = final_norm->forward(x);
 
   BertOutput out;

@@ -70,7 +70,11 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
 
   // One additive bias for every layer: queries at past.., keys from position 0.
   auto bias = positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
-  const auto& rope_positions = config.position == PositionKind::kRope ? ids : torch::Tensor();
+  // Rotary attention continues from the cache by itself; explicit positions are passed only when
+  // they differ from that (left padding), sparing every layer a table gather and a device sync.
+  const bool explicit_positions = position_ids.defined() || attention_mask.defined();
+  const auto& rope_positions =
+      config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
   for (auto& block : block_list_) {
     x = block->forward(x, attention_mask, bias, {}, {}, cache, rope_positions);
   }
