@@ -10,12 +10,15 @@
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
+#include "apps/commands.h"
 #include "core/runtime.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "text/corpus.h"
 #include "text/token_file.h"
 #include "text/tokenizer.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -91,6 +94,8 @@ int main(int argc, char** argv) {
   info->add_flag("--config", info_show_config, "also print every resolved config field");
 
   auto* schema = app.add_subcommand("schema", "print every model config key with its default");
+  bool schema_run = false;
+  schema->add_flag("--run", schema_run, "print the run config keys (zoo train, zoo finetune) instead");
 
   auto* corpus = app.add_subcommand("corpus", "build the default corpus (plain text of the Python docs)");
   std::string corpus_out;
@@ -133,6 +138,8 @@ int main(int argc, char** argv) {
   prepare->add_option("--seed", tokenize_options.seed, "which documents go to validation");
   prepare->add_flag("--skip-invalid-utf8", tokenize_options.skip_invalid_utf8, "skip invalid lines instead of failing");
 
+  const auto commands = zoo::cli::add_training_commands(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -151,9 +158,11 @@ int main(int argc, char** argv) {
     }
     if (info->parsed()) return run_info(info_config, info_overrides, info_show_config);
     if (schema->parsed()) {
-      std::cout << zoo::schema_documentation();
+      std::cout << (schema_run ? zoo::run_schema_documentation() : zoo::schema_documentation());
       return 0;
     }
+    for (const auto& command : commands)
+      if (command.app->parsed()) return command.run();
     if (corpus->parsed()) {
       const std::string out = corpus_out.empty() ? zoo::default_corpus_path() : corpus_out;
       const int64_t documents = zoo::build_default_corpus(out);
@@ -219,6 +228,9 @@ int main(int argc, char** argv) {
   } catch (const zoo::ConfigError& e) {
     std::cerr << "zoo: error: " << e.what() << "\n";
     return 2;
+  } catch (const zoo::NonFiniteLoss& e) {
+    std::cerr << "zoo: error: " << e.what() << "\n";
+    return 3;
   } catch (const c10::Error& e) {
     std::cerr << "zoo: error: " << e.what_without_backtrace() << "\n";
     return 1;

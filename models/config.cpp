@@ -9,6 +9,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/yaml_values.h"
+
 namespace zoo {
 namespace {
 
@@ -47,69 +49,20 @@ std::string join(const std::vector<std::string>& names) {
   return s;
 }
 
-// A value that failed to convert: the message says what was expected; the caller adds where.
-struct BadValue {
-  std::string expected;
-};
+using yaml::as_bool;
+using yaml::as_double;
+using yaml::as_int;
+using yaml::as_string;
+using yaml::BadValue;
+using yaml::scalar_text;
+using yaml::where;
 
-std::string scalar_text(const YAML::Node& node) {
-  if (node.IsScalar()) return node.Scalar();
-  if (node.IsSequence()) return "a list";
-  if (node.IsMap()) return "a mapping";
-  return "nothing";
-}
+using Field = yaml::Field<ModelConfig>;
+using yaml::bool_field;
+using yaml::double_field;
+using yaml::format_double;
+using yaml::int_field;
 
-int64_t as_int(const YAML::Node& n) {
-  int64_t v;
-  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) throw BadValue{"an integer"};
-  return v;
-}
-double as_double(const YAML::Node& n) {
-  double v;
-  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) throw BadValue{"a number"};
-  return v;
-}
-bool as_bool(const YAML::Node& n) {
-  bool v;
-  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) throw BadValue{"true or false"};
-  return v;
-}
-std::string as_string(const YAML::Node& n) {
-  if (!n.IsScalar()) throw BadValue{"a string"};
-  return n.Scalar();
-}
-
-struct Field {
-  std::string name;
-  std::string type;
-  std::string doc;
-  bool required;
-  std::function<void(ModelConfig&, const YAML::Node&)> set;
-  std::function<std::string(const ModelConfig&)> get;
-};
-
-std::string format_double(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
-Field int_field(std::string name, int64_t ModelConfig::*member, std::string doc,
-                bool required = false) {
-  return {name, "integer", std::move(doc), required,
-          [member](ModelConfig& c, const YAML::Node& n) { c.*member = as_int(n); },
-          [member](const ModelConfig& c) { return std::to_string(c.*member); }};
-}
-Field double_field(std::string name, double ModelConfig::*member, std::string doc) {
-  return {name, "number", std::move(doc), false,
-          [member](ModelConfig& c, const YAML::Node& n) { c.*member = as_double(n); },
-          [member](const ModelConfig& c) { return format_double(c.*member); }};
-}
-Field bool_field(std::string name, bool ModelConfig::*member, std::string doc) {
-  return {name, "boolean", std::move(doc), false,
-          [member](ModelConfig& c, const YAML::Node& n) { c.*member = as_bool(n); },
-          [member](const ModelConfig& c) { return std::string(c.*member ? "true" : "false"); }};
-}
 // Enums of layers/variants.h, through their one from_string.
 template <typename E>
 Field variant_field(std::string name, E ModelConfig::*member, std::string doc) {
@@ -209,52 +162,12 @@ const std::vector<Field>& fields() {
   return kFields;
 }
 
-const Field* find_field(const std::string& key) {
-  for (const auto& f : fields())
-    if (f.name == key) return &f;
-  return nullptr;
-}
+const Field* find_field(const std::string& key) { return yaml::find_field(fields(), key); }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
+std::string unknown_key_message(const std::string& key) { return yaml::unknown_key_message(fields(), key); }
 
-std::string unknown_key_message(const std::string& key) {
-  std::string best;
-  size_t best_d = 3;  // suggest only near misses
-  for (const auto& f : fields()) {
-    size_t d = edit_distance(key, f.name);
-    if (d < best_d) best_d = d, best = f.name;
-  }
-  return "unknown key '" + key + "'" + (best.empty() ? "" : " (did you mean '" + best + "'?)");
-}
-
-std::string where(const std::string& source, const YAML::Node& node) {
-  const auto mark = node.Mark();
-  return mark.line >= 0 ? source + ":" + std::to_string(mark.line + 1) : source;
-}
-
-void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
-               const std::string& location) {
-  try {
-    field.set(config, value);
-  } catch (const BadValue& bad) {
-    throw ConfigError(location + ": " + field.name + ": expected " + bad.expected + ", got '" +
-                      scalar_text(value) + "'");
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(location + ": " + field.name + ": " + e.what());
-  }
+void set_field(ModelConfig& config, const Field& field, const YAML::Node& value, const std::string& location) {
+  yaml::set_field<ConfigError>(config, field, value, location);
 }
 
 }  // namespace

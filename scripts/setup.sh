@@ -17,6 +17,7 @@ packages=(
   libyaml-cpp-dev libgtest-dev libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   python3-torch python3-sentencepiece   # independent references for the tests
   python3.11-doc            # the default corpus: the Python documentation's sources
+  gnuplot-nox               # zoo plot: training curves as PNG
 )
 
 if [[ "${ZOO_SKIP_INSTALL:-0}" != 1 ]]; then

@@ -96,7 +96,8 @@ void load_weights(const std::string& path, torch::nn::Module& module) {
 }
 
 void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
-                     const Tokenizer* tokenizer, const nlohmann::json& state) {
+                     const Tokenizer* tokenizer, const nlohmann::json& state,
+                     const std::map<std::string, std::string>& extra_files) {
   const fs::path target(dir);
   if (!target.parent_path().empty()) fs::create_directories(target.parent_path());
   const fs::path tmp = temporary_path_for(dir);
@@ -110,6 +111,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
     }
     write_file_atomically((tmp / "config.yaml").string(), to_yaml(model.config));
     if (tokenizer != nullptr) write_file_atomically((tmp / "tokenizer.model").string(), tokenizer->model_bytes());
+    for (const auto& [name, contents] : extra_files) write_file_atomically((tmp / name).string(), contents);
     write_file_atomically((tmp / "state.json").string(), state.dump(2) + "\n");
   } catch (...) {
     fs::remove_all(tmp);
@@ -152,12 +154,12 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
   return c;
 }
 
-void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer) {
+void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer, const torch::Device& device) {
   const auto path = (fs::path(dir) / "optimizer.pt").string();
   if (!fs::exists(path)) throw std::runtime_error(path + ": missing (the checkpoint has no optimizer state)");
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
     throw std::runtime_error(path + ": cannot restore the optimizer (truncated, corrupt or another model's): " +

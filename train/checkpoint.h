@@ -7,6 +7,7 @@
 //   tokenizer.model the tokenizer the model was trained with (when given)
 //   state.json      what the trainer needs to continue (step, data position, RNG, schedule, ...)
 
+#include <map>
 #include <string>
 
 #include <c10/util/Optional.h>
@@ -19,8 +20,10 @@
 
 namespace zoo {
 
+// `extra_files` (name -> contents) go into the directory too: the run config, a label set.
 void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
-                     const Tokenizer* tokenizer, const nlohmann::json& state);
+                     const Tokenizer* tokenizer, const nlohmann::json& state,
+                     const std::map<std::string, std::string>& extra_files = {});
 
 struct Checkpoint {
   std::string dir;
@@ -35,7 +38,9 @@ struct Checkpoint {
 Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expected = c10::nullopt);
 
 // Restores optimizer.pt into an optimizer built over the loaded model's parameters.
-void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer);
+// Its tensors go to `device` (the parameters').
+void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer,
+                          const torch::Device& device = torch::kCPU);
 
 // The weights file alone: every parameter and buffer by name.
 void save_weights(const std::string& path, const torch::nn::Module& module);

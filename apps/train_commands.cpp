@@ -1,0 +1,336 @@
+// zoo train, finetune, eval, generate and plot.
+
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "apps/commands.h"
+#include "models/generation.h"
+#include "train/checkpoint.h"
+#include "train/plot.h"
+#include "train/trainer.h"
+
+namespace zoo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string run_dir, resume, device;
+  std::vector<std::string> data;
+  bool overwrite = false;
+};
+
+struct FinetuneArgs {
+  std::string checkpoint, config, task = "auto", run_dir, device;
+  std::vector<std::string> train, val, overrides;
+  bool overwrite = false;
+};
+
+struct EvalArgs {
+  std::string checkpoint, device = "auto";
+  std::vector<std::string> data;
+  int64_t batch_size = 16, max_batches = 0;
+};
+
+struct GenerateArgs {
+  std::string checkpoint, device = "auto";
+  std::vector<std::string> prompts, stops;
+  std::vector<int64_t> eos;
+  int64_t max_new_tokens = 64, top_k = 200, num_beams = 1, seed = 0, show = 5;
+  double temperature = 0.8, top_p = 1.0, repetition_penalty = 1.0, length_penalty = 1.0;
+  bool greedy = false, no_cache = false;
+};
+
+void print_summary(const TrainSummary& s, Objective objective) {
+  std::cout << (s.interrupted ? "stopped" : "finished") << " at step " << s.end_step;
+  if (s.skipped > 0) std::cout << " (" << s.skipped << " steps skipped for non-finite losses)";
+  std::cout << "\n";
+  auto line = [&](const char* what, const EvalResult& r) {
+    std::cout << what << ": step " << r.step << std::fixed << std::setprecision(4) << ", val loss " << r.loss
+              << ", perplexity " << std::setprecision(2) << r.perplexity << ", accuracy " << std::setprecision(4)
+              << r.accuracy;
+    if (!std::isnan(r.exact_match)) std::cout << ", exact match " << r.exact_match;
+    std::cout << std::defaultfloat << "\n";
+  };
+  if (s.final_eval) line("final", *s.final_eval);
+  if (s.best_eval) line("best", *s.best_eval);
+  if (!s.last_checkpoint.empty()) std::cout << "last checkpoint: " << s.last_checkpoint << "\n";
+  if (!s.best_checkpoint.empty()) std::cout << "best checkpoint: " << s.best_checkpoint << "\n";
+}
+
+std::string default_run_dir(const RunConfig& config) {
+  std::string name = config.model_config.name.empty() ? fs::path(config.model).stem().string()
+                                                      : config.model_config.name;
+  return (fs::path("runs") / name).string();
+}
+
+int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool overwrite) {
+  TrainerOptions options;
+  options.run_dir = run_dir;
+  options.resume = resume;
+  options.overwrite = overwrite;
+  options.handle_signals = true;
+  Trainer trainer(std::move(config), options);
+  const auto summary = trainer.run();
+  print_summary(summary, trainer.objective());
+  return 0;
+}
+
+int train(const TrainArgs& a) {
+  RunConfig config;
+  std::vector<std::string> overrides = a.overrides;
+  std::string run_dir = a.run_dir;
+  if (a.resume.empty()) {
+    if (a.config.empty()) throw ConfigError("zoo train: give a run or model config (or --resume RUN_DIR)");
+    config = load_run_config(find_config(a.config));
+  } else {
+    // With --resume every positional argument is an override.
+    if (!a.config.empty()) overrides.insert(overrides.begin(), a.config);
+    const fs::path run_yaml = fs::path(a.resume) / "run.yaml";
+    if (!fs::exists(run_yaml)) throw std::runtime_error(a.resume + ": nothing to resume (no run.yaml: not a zoo run directory)");
+    config = load_run_config(run_yaml.string());
+    if (!run_dir.empty() && fs::path(run_dir) != fs::path(a.resume)) {
+      throw ConfigError("--run-dir and --resume name different directories");
+    }
+    run_dir = a.resume;
+  }
+  for (const auto& o : overrides) apply_run_override(config, o);
+  if (!a.data.empty()) config.data = a.data;
+  if (!a.device.empty()) config.device = a.device;
+  if (run_dir.empty()) run_dir = default_run_dir(config);
+  return run_trainer(std::move(config), run_dir, !a.resume.empty(), a.overwrite);
+}
+
+int finetune(const FinetuneArgs& a) {
+  const std::string checkpoint = resolve_checkpoint(a.checkpoint);
+  RunConfig config;
+  if (!a.config.empty()) {
+    config = load_run_config(a.config);
+  } else {
+    // Fine-tuning defaults (Hugging Face's Trainer: linear decay, light weight decay).
+    config.lr = 1e-4, config.schedule = "linear", config.warmup_steps = 30, config.weight_decay = 0.01;
+    config.steps = 300, config.eval_every = 100, config.batch_size = 16;
+  }
+  config.model = (fs::path(checkpoint) / "config.yaml").string();
+  config.model_config = load_config(config.model);
+  config.init_from = checkpoint;
+  const std::string task = a.task == "lm" ? "causal_lm" : a.task == "classify" ? "classification" : a.task;
+  apply_run_override(config, "objective=" + task);
+  if (!a.train.empty()) config.data = a.train;
+  if (!a.val.empty()) config.val_data = a.val;
+  if (config.data.empty()) throw ConfigError("zoo finetune: --train FILE is required");
+  for (const auto& o : a.overrides) apply_run_override(config, o);
+  if (!a.device.empty()) config.device = a.device;
+  std::string run_dir = a.run_dir;
+  if (run_dir.empty()) run_dir = default_run_dir(config) + "-" + to_string(config.objective);
+  return run_trainer(std::move(config), run_dir, false, a.overwrite);
+}
+
+int eval(const EvalArgs& a) {
+  const auto r = evaluate_checkpoint(a.checkpoint, a.data, a.batch_size, a.max_batches, a.device, std::cerr);
+  if (r.targets == 0) throw std::runtime_error("nothing to evaluate in the data");
+  std::cout << std::fixed << std::setprecision(4) << "loss " << r.loss << "\nperplexity " << std::setprecision(3)
+            << r.perplexity << "\naccuracy " << std::setprecision(4) << r.accuracy << "\n";
+  if (!std::isnan(r.exact_match)) std::cout << "exact_match " << r.exact_match << "\n";
+  std::cout << "targets " << r.targets << "\n";
+  return 0;
+}
+
+// Prints the newly decoded text as tokens arrive. The context is decoded with them (a piece's
+// leading space shows only after other text). SentencePiece decodes a prefix to a prefix of
+// the full text, except inside a multi-byte character split over byte pieces: wait for those.
+class StreamPrinter {
+ public:
+  StreamPrinter(const Tokenizer& tokenizer, std::vector<int64_t> context)
+      : tokenizer_(tokenizer), ids_(std::move(context)), printed_(tokenizer.decode(ids_).size()) {}
+  void add(int64_t token) {
+    ids_.push_back(token);
+    const std::string text = tokenizer_.decode(ids_);
+    if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
+    if (text.size() > printed_ && text.compare(0, printed_, text, 0, printed_) == 0) {
+      std::cout << text.substr(printed_) << std::flush;
+      printed_ = text.size();
+    }
+  }
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::vector<int64_t> ids_;
+  size_t printed_ = 0;
+};
+
+// BERT has nothing to generate: it fills [MASK] (mlm heads) or classifies (classification).
+int bert_predict(Checkpoint& c, const Tokenizer& tokenizer, const GenerateArgs& a, const torch::Device& device) {
+  auto& model = c.model.bert;
+  model->eval();
+  torch::NoGradGuard no_grad;
+  for (const auto& prompt : a.prompts) {
+    std::vector<int64_t> ids = {SpecialTokens::kCls};
+    for (int64_t id : tokenizer.encode(prompt)) ids.push_back(id);
+    ids.push_back(SpecialTokens::kSep);
+    const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
+    const auto out = model->forward(input);
+    std::cout << prompt << "\n";
+    if (c.model.config.head == BertHead::kSequenceClassification) {
+      const auto probs = out.logits[0].softmax(-1).cpu();
+      std::vector<std::string> labels;
+      const fs::path labels_path = fs::path(c.dir) / "labels.json";
+      if (fs::exists(labels_path)) labels = LabelSet::load(labels_path.string()).labels();
+      for (int64_t k = 0; k < probs.size(0); ++k) {
+        std::cout << "  " << (k < static_cast<int64_t>(labels.size()) ? labels[k] : std::to_string(k)) << "\t"
+                  << std::fixed << std::setprecision(4) << probs[k].item<double>() << std::defaultfloat << "\n";
+      }
+      continue;
+    }
+    if (c.model.config.head != BertHead::kMaskedLM && c.model.config.head != BertHead::kPretraining) {
+      throw std::runtime_error(c.dir + ": a bert checkpoint without an mlm or classification head has nothing to predict");
+    }
+    bool any = false;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      if (ids[t] != SpecialTokens::kMask) continue;
+      any = true;
+      const auto probs = out.logits[0][static_cast<int64_t>(t)].softmax(-1).cpu();
+      const auto top = probs.topk(a.show);
+      std::cout << "  [MASK] at token " << t << ":";
+      for (int64_t k = 0; k < a.show; ++k) {
+        const int64_t id = std::get<1>(top)[k].item<int64_t>();
+        std::cout << "  " << tokenizer.piece(id) << " (" << std::fixed << std::setprecision(3)
+                  << std::get<0>(top)[k].item<double>() << std::defaultfloat << ")";
+      }
+      std::cout << "\n";
+    }
+    if (!any) throw std::runtime_error("the prompt has no [MASK] for a masked-LM model to fill");
+  }
+  return 0;
+}
+
+int generate_text(const GenerateArgs& a) {
+  const std::string dir = resolve_checkpoint(a.checkpoint);
+  Checkpoint c = load_checkpoint(dir);
+  if (c.tokenizer_bytes.empty()) throw std::runtime_error(dir + ": the checkpoint has no tokenizer.model");
+  const Tokenizer tokenizer = Tokenizer::from_serialized(c.tokenizer_bytes, dir + "/tokenizer.model");
+  const torch::Device device = resolve_device(a.device);
+  c.model.module()->to(device);
+  c.model.module()->eval();
+  if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a, device);
+
+  GenerationOptions o;
+  o.max_new_tokens = a.max_new_tokens;
+  o.sample = !a.greedy && a.num_beams == 1;
+  o.temperature = a.temperature, o.top_k = a.top_k, o.top_p = a.top_p;
+  o.repetition_penalty = a.repetition_penalty;
+  o.num_beams = a.num_beams, o.length_penalty = a.length_penalty;
+  o.seed = static_cast<uint64_t>(a.seed);
+  o.use_cache = !a.no_cache;
+  o.eos_ids = a.eos.empty() ? std::vector<int64_t>{SpecialTokens::kEos} : a.eos;
+  for (const auto& s : a.stops) o.stop_sequences.push_back(tokenizer.encode(s));
+  torch::NoGradGuard no_grad;
+  for (const auto& prompt : a.prompts) {
+    std::vector<int64_t> ids = tokenizer.encode(prompt);
+    const bool gpt = c.model.config.family == Family::kGpt;
+    StreamPrinter printer(tokenizer, gpt ? ids : std::vector<int64_t>{});
+    GenerationResult result;
+    if (gpt) {
+      // Documents are separated by </s> in training: an empty prompt starts a new one.
+      if (ids.empty()) ids.push_back(SpecialTokens::kEos);
+      const auto& m = c.model.config;
+      const bool table = m.position == PositionKind::kLearned || m.position == PositionKind::kSinusoidal;
+      if (table && static_cast<int64_t>(ids.size()) + o.max_new_tokens > m.max_positions) {
+        o.max_new_tokens = std::max<int64_t>(0, m.max_positions - static_cast<int64_t>(ids.size()));
+        std::cerr << "max_new_tokens lowered to " << o.max_new_tokens << " (max_positions " << m.max_positions << ")\n";
+      }
+      std::cout << prompt << std::flush;
+      o.on_token = [&](int64_t, int64_t token) { printer.add(token); };
+      result = generate(c.model.gpt, {ids}, o);
+    } else {
+      ids.push_back(SpecialTokens::kEos);
+      if (o.num_beams == 1) o.on_token = [&](int64_t, int64_t token) { printer.add(token); };
+      result = generate(c.model.seq2seq, {ids}, o);
+      if (o.num_beams > 1) std::cout << tokenizer.decode(result.tokens[0]);
+    }
+    std::cout << std::endl;
+    std::cerr << "[" << result.tokens[0].size() << " tokens, " << result.finish_reasons[0] << "]\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> add_training_commands(CLI::App& app) {
+  std::vector<Command> commands;
+
+  auto t = std::make_shared<TrainArgs>();
+  auto* train_cmd = app.add_subcommand("train", "pretrain a model with its family's objective");
+  train_cmd->add_option("config", t->config, "run config, or a model config (name or path) trained with run defaults");
+  train_cmd->add_option("overrides", t->overrides, "key=value for run fields, model.key=value for model fields");
+  train_cmd->add_option("--run-dir", t->run_dir, "where the run lives (default: runs/MODEL)");
+  train_cmd->add_option("--resume", t->resume, "continue the run in this directory from its last checkpoint");
+  train_cmd->add_option("--data", t->data, "text files/dirs or a token directory (default: the default corpus)")->allow_extra_args(false);
+  train_cmd->add_option("--device", t->device, "cpu, cuda, cuda:N or auto")->check(
+      [](const std::string& d) { return d == "cpu" || d == "auto" || d.rfind("cuda", 0) == 0 ? "" : "expected cpu, cuda or auto"; });
+  train_cmd->add_flag("--overwrite", t->overwrite, "start again in a run directory that holds a run");
+  commands.push_back({train_cmd, [t] { return train(*t); }});
+
+  auto f = std::make_shared<FinetuneArgs>();
+  auto* finetune_cmd = app.add_subcommand("finetune", "fine-tune a checkpoint on your data");
+  finetune_cmd->add_option("checkpoint", f->checkpoint, "checkpoint or run directory")->required();
+  finetune_cmd->add_option("overrides", f->overrides, "key=value run fields, model.key=value model fields");
+  finetune_cmd->add_option("--train", f->train, "training data: .csv/.tsv/.jsonl (classification, seq2seq) or text (lm)")
+      ->required()->allow_extra_args(false);
+  finetune_cmd->add_option("--val", f->val, "validation data (default: lm splits the text; others have none)")->allow_extra_args(false);
+  finetune_cmd->add_option("--task", f->task, "auto (by family), classify, lm or seq2seq")
+      ->check(CLI::IsMember({"auto", "classify", "classification", "lm", "causal_lm", "seq2seq"}));
+  finetune_cmd->add_option("--config", f->config, "a run config for the fine-tuning hyperparameters");
+  finetune_cmd->add_option("--run-dir", f->run_dir, "where the run lives (default: runs/MODEL-TASK)");
+  finetune_cmd->add_option("--device", f->device, "cpu, cuda, cuda:N or auto");
+  finetune_cmd->add_flag("--overwrite", f->overwrite, "start again in a run directory that holds a run");
+  commands.push_back({finetune_cmd, [f] { return finetune(*f); }});
+
+  auto e = std::make_shared<EvalArgs>();
+  auto* eval_cmd = app.add_subcommand("eval", "loss, perplexity and accuracy of a checkpoint on data");
+  eval_cmd->add_option("checkpoint", e->checkpoint, "checkpoint or run directory")->required();
+  eval_cmd->add_option("--data", e->data, "text, a token directory (its val.tokens), or .csv/.tsv/.jsonl")->required()->allow_extra_args(false);
+  eval_cmd->add_option("--batch-size", e->batch_size, "examples per batch")->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--max-batches", e->max_batches, "stop after this many batches (0 = all)");
+  eval_cmd->add_option("--device", e->device, "cpu, cuda, cuda:N or auto");
+  commands.push_back({eval_cmd, [e] { return eval(*e); }});
+
+  auto g = std::make_shared<GenerateArgs>();
+  auto* gen_cmd = app.add_subcommand("generate", "generate text from a checkpoint (bert: fill [MASK] or classify)");
+  gen_cmd->add_option("checkpoint", g->checkpoint, "checkpoint or run directory")->required();
+  gen_cmd->add_option("--prompt", g->prompts, "prompt text (repeatable)")->required()->allow_extra_args(false);
+  gen_cmd->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate at most")->check(CLI::NonNegativeNumber);
+  gen_cmd->add_flag("--greedy", g->greedy, "always take the most likely token (default: sample)");
+  gen_cmd->add_option("--temperature", g->temperature, "sampling temperature");
+  gen_cmd->add_option("--top-k", g->top_k, "sample from the k most likely tokens (0 = all)");
+  gen_cmd->add_option("--top-p", g->top_p, "sample from the smallest set with this much probability");
+  gen_cmd->add_option("--repetition-penalty", g->repetition_penalty, "> 1 discourages repeating the context");
+  gen_cmd->add_option("--num-beams", g->num_beams, "beam search width (t5 and transformer)");
+  gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty");
+  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: </s>)")->allow_extra_args(false);
+  gen_cmd->add_option("--stop", g->stops, "text that ends generation (repeatable)")->allow_extra_args(false);
+  gen_cmd->add_option("--seed", g->seed, "sampling seed");
+  gen_cmd->add_flag("--no-cache", g->no_cache, "recompute every step instead of using the KV cache");
+  gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(CLI::PositiveNumber);
+  gen_cmd->add_option("--device", g->device, "cpu, cuda, cuda:N or auto");
+  commands.push_back({gen_cmd, [g] { return generate_text(*g); }});
+
+  auto plot_dir = std::make_shared<std::string>();
+  auto plot_out = std::make_shared<std::string>();
+  auto* plot_cmd = app.add_subcommand("plot", "draw a run's training and validation loss curves (PNG)");
+  plot_cmd->add_option("run_dir", *plot_dir, "run directory")->required();
+  plot_cmd->add_option("--out", *plot_out, "PNG path (default: RUN_DIR/curves.png)");
+  commands.push_back({plot_cmd, [plot_dir, plot_out] {
+                        std::cout << "wrote " << plot_run(*plot_dir, *plot_out) << "\n";
+                        return 0;
+                      }});
+  return commands;
+}
+
+}  // namespace zoo::cli

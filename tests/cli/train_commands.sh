@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# End to end through the command line, for each family: zoo train (with overrides), resume,
+# a SIGINT that saves and exits cleanly, zoo eval, zoo generate, zoo plot and zoo finetune; and
+# the bad-input paths (config, override, checkpoint).
+set -euo pipefail
+zoo="$1"
+corpus="$2"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+fails() {  # fails PATTERN COMMAND...
+  local pattern="$1"; shift
+  local status=0
+  err=$("$@" 2>&1 >/dev/null) || status=$?
+  [[ $status -ne 0 ]] || { echo "expected failure: $*"; exit 1; }
+  grep -qE -- "$pattern" <<<"$err" || { echo "stderr of '$*' lacks '$pattern': $err"; exit 1; }
+}
+
+head -c 200000 "$corpus" > "$work/slice.txt"
+"$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 512 --out "$work/tok" > /dev/null
+tiny="model.vocab_size=512 model.d_model=32 model.n_layers=1 model.n_heads=2 model.d_ff=64"
+common="batch_size=4 block_size=32 eval_batches=2 log_every=2 tokenizer=$work/tok.model"
+
+# --- GPT: train, resume for more steps, eval, generate, plot --------------------------------
+# shellcheck disable=SC2086
+"$zoo" train gpt-tiny $tiny $common steps=4 eval_every=2 --data "$work/slice.txt" --run-dir "$work/gpt" > "$work/gpt.out" 2> "$work/gpt.err"
+grep -q "finished at step 4" "$work/gpt.out"
+grep -q "step 4/4 | loss" "$work/gpt.err"   # plain progress lines when not a terminal
+test "$(grep -c '"split":"train"' "$work/gpt/metrics.jsonl")" -eq 4
+test "$(grep -c '"split":"val"' "$work/gpt/metrics.jsonl")" -eq 2
+test -L "$work/gpt/checkpoints/last" && test -L "$work/gpt/checkpoints/best"
+for f in model.pt optimizer.pt config.yaml run.yaml tokenizer.model state.json; do
+  test -s "$work/gpt/checkpoints/step-4/$f" || { echo "checkpoint lacks $f"; exit 1; }
+done
+"$zoo" train --resume "$work/gpt" steps=6 > "$work/resume.out" 2> "$work/resume.err"
+grep -q "resumed from .*step-4 at step 4" "$work/resume.err"
+grep -q "finished at step 6" "$work/resume.out"
+test "$(grep -c '"split":"train"' "$work/gpt/metrics.jsonl")" -eq 6
+"$zoo" eval "$work/gpt" --data "$work/slice.txt" --max-batches 3 > "$work/eval.out" 2>/dev/null
+grep -qE "^loss [0-9]+\.[0-9]+$" "$work/eval.out" && grep -qE "^perplexity [0-9.]+$" "$work/eval.out"
+sample=$("$zoo" generate "$work/gpt" --prompt "The module" --max-new-tokens 8 --seed 1 2>/dev/null)
+[[ "$sample" == "The module"* ]] || { echo "generate did not continue the prompt: $sample"; exit 1; }
+again=$("$zoo" generate "$work/gpt" --prompt "The module" --max-new-tokens 8 --seed 1 2>/dev/null)
+[[ "$sample" == "$again" ]] || { echo "seeded sampling differs: '$sample' vs '$again'"; exit 1; }
+"$zoo" generate "$work/gpt" --prompt "The" --greedy --max-new-tokens 4 --repetition-penalty 1.3 --top-p 0.9 --stop "." > /dev/null 2>&1
+"$zoo" plot "$work/gpt" > /dev/null
+[[ "$(head -c 8 "$work/gpt/curves.png" | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] || { echo "curves.png is not a PNG"; exit 1; }
+
+# --- SIGINT: finish the step, save, exit 0; the run resumes from there ----------------------
+# shellcheck disable=SC2086
+"$zoo" train gpt-tiny $tiny $common steps=100000 eval_every=0 --data "$work/slice.txt" --run-dir "$work/sig" > "$work/sig.out" 2> "$work/sig.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  [[ -f "$work/sig/metrics.jsonl" ]] && [[ $(wc -l < "$work/sig/metrics.jsonl") -ge 3 ]] && break
+  sleep 0.1
+done
+kill -INT "$pid"
+status=0; wait "$pid" || status=$?
+[[ $status -eq 0 ]] || { echo "SIGINT: exit $status"; cat "$work/sig.err"; exit 1; }
+grep -q "stopped at step [0-9]* by a signal; saved" "$work/sig.err"
+step=$(sed -n 's/^  "step": *\([0-9]*\).*/\1/p' "$work/sig/checkpoints/last/state.json")
+[[ $step -ge 3 ]] || { echo "saved step $step"; exit 1; }
+
+# --- BERT: masked LM, fill [MASK]; fine-tune a classifier on CSV ---------------------------
+# shellcheck disable=SC2086
+"$zoo" train bert-tiny $tiny $common steps=3 eval_every=0 --data "$work/slice.txt" --run-dir "$work/bert" > /dev/null 2>&1
+"$zoo" generate "$work/bert" --prompt "The [MASK] is a function." --show 3 2>/dev/null | grep -q "\[MASK\] at token"
+{
+  echo "text,label"
+  for i in $(seq 1 40); do echo "\"item $i is good\",pos"; echo "\"item $i is bad\",neg"; done
+} > "$work/cls.csv"
+"$zoo" finetune "$work/bert" --train "$work/cls.csv" --val "$work/cls.csv" steps=3 eval_every=0 batch_size=8 \
+  --run-dir "$work/bert-cls" > "$work/cls.out" 2> "$work/cls.err"
+grep -q "newly initialized: classifier.weight, classifier.bias" "$work/cls.err"
+grep -q "final: step 3" "$work/cls.out"
+"$zoo" eval "$work/bert-cls" --data "$work/cls.csv" 2>/dev/null | grep -q "^accuracy "
+"$zoo" generate "$work/bert-cls" --prompt "item 3 is good" 2>/dev/null | grep -qE "^  (pos|neg)"
+
+# --- T5: span corruption; fine-tune seq2seq on JSONL; generate with beams ------------------
+# shellcheck disable=SC2086
+"$zoo" train t5-tiny $tiny model.head_dim=16 $common steps=3 eval_every=0 --data "$work/slice.txt" --run-dir "$work/t5" > /dev/null 2>&1
+for i in $(seq 1 20); do echo "{\"source\": \"copy $i\", \"target\": \"$i\"}"; done > "$work/pairs.jsonl"
+"$zoo" finetune "$work/t5" --train "$work/pairs.jsonl" --val "$work/pairs.jsonl" steps=2 eval_every=0 eval_batches=1 \
+  --run-dir "$work/t5-s2s" > "$work/s2s.out" 2>/dev/null
+grep -q "exact match" "$work/s2s.out"
+"$zoo" generate "$work/t5-s2s" --prompt "copy 3" --num-beams 2 --max-new-tokens 4 > /dev/null 2>&1
+"$zoo" eval "$work/t5-s2s" --data "$work/pairs.jsonl" 2>/dev/null | grep -q "^exact_match "
+
+# --- GPT fine-tuning on custom text -------------------------------------------------------
+"$zoo" finetune "$work/gpt" --train "$work/slice.txt" --task lm steps=2 eval_every=0 batch_size=2 \
+  --run-dir "$work/gpt-lm" > /dev/null 2>&1
+test -L "$work/gpt-lm/checkpoints/last"
+
+# --- Bad input -----------------------------------------------------------------------------
+fails "unknown key 'stpes' \(did you mean 'steps'\?\)" "$zoo" train gpt-tiny stpes=3 --run-dir "$work/bad"
+fails "override 'model.n_heads=3': n_heads \(3\) must divide d_model" "$zoo" train gpt-tiny model.n_heads=3 --run-dir "$work/bad"
+printf 'model: gpt-tiny\nsteps: lots\n' > "$work/bad.yaml"
+fails "bad.yaml:2: steps: expected an integer, got 'lots'" "$zoo" train "$work/bad.yaml" --run-dir "$work/bad"
+fails "already holds a run: --resume" "$zoo" train gpt-tiny --run-dir "$work/gpt"
+fails "nothing to resume" "$zoo" train --resume "$work/missing-run"
+fails "override .model=bert-tiny.: objective: causal_lm needs a gpt model" "$zoo" train --resume "$work/gpt" "model=bert-tiny"
+cp -r "$work/gpt/checkpoints/step-6" "$work/broken"
+head -c 1000 "$work/gpt/checkpoints/step-6/model.pt" > "$work/broken/model.pt"
+fails "broken/model.pt: cannot read weights \(truncated or corrupt\)" "$zoo" generate "$work/broken" --prompt hi
+printf 'nonsense: [\n' > "$work/broken/config.yaml"
+fails "broken/config.yaml:[0-9]+: malformed YAML" "$zoo" eval "$work/broken" --data "$work/slice.txt"
+fails "no such checkpoint or run directory" "$zoo" generate "$work/nowhere" --prompt hi
+test ! -e "$work/bad"
+echo "train commands: ok"

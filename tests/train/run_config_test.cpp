@@ -1,0 +1,99 @@
+#include "train/run_config.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::error_of;
+
+const std::string kGpt = "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}";
+
+TEST(RunConfig, ReadsEveryKindOfField) {
+  const auto c = parse_run_config("model: " + kGpt +
+                                  "\ndata: [a.txt, b.txt]\nsteps: 50\nlr: 1e-3\nschedule: inverse_sqrt\n"
+                                  "objective: causal_lm\non_nonfinite: skip\nwhole_word_masking: true\nseed: 7\n");
+  EXPECT_EQ(c.model_config.d_model, 32);
+  EXPECT_EQ(c.data, (std::vector<std::string>{"a.txt", "b.txt"}));
+  EXPECT_EQ(c.steps, 50);
+  EXPECT_DOUBLE_EQ(c.lr, 1e-3);
+  EXPECT_EQ(c.schedule, "inverse_sqrt");
+  EXPECT_EQ(c.objective, Objective::kCausalLM);
+  EXPECT_EQ(c.on_nonfinite, NonFinitePolicy::kSkip);
+  EXPECT_TRUE(c.whole_word_masking);
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.batch_size, RunConfig{}.batch_size);  // defaults where the file is silent
+}
+
+TEST(RunConfig, AModelConfigIsARunWithDefaults) {
+  const auto c = load_run_config(find_config("gpt-tiny"));
+  EXPECT_EQ(c.model_config.name, "gpt-tiny");
+  EXPECT_EQ(c.steps, RunConfig{}.steps);
+  const auto named = parse_run_config("model: gpt-tiny\nsteps: 5\n");
+  EXPECT_EQ(named.model_config.d_model, c.model_config.d_model);
+}
+
+TEST(RunConfig, OverridesRunAndModelFieldsWithTheSameChecks) {
+  auto c = parse_run_config("model: " + kGpt);
+  apply_run_override(c, "steps=20");
+  apply_run_override(c, "model.dropout=0.2");
+  apply_run_override(c, "data=[x.txt]");
+  EXPECT_EQ(c.steps, 20);
+  EXPECT_DOUBLE_EQ(c.model_config.dropout, 0.2);
+  EXPECT_EQ(c.data, std::vector<std::string>{"x.txt"});
+  EXPECT_NE(error_of([&] { apply_run_override(c, "stpes=3"); }).find("unknown key 'stpes' (did you mean 'steps'?)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_run_override(c, "steps=many"); }).find("steps: expected an integer, got 'many'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_run_override(c, "model.n_heads=5"); }).find("n_heads (5) must divide d_model (32)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_run_override(c, "steps"); }).find("expected key=value"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_run_override(c, "block_size=65"); })
+                .find("block_size: 65 exceeds the model's max_positions (64)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_run_override(c, "objective=mlm"); }).find("mlm needs a bert model"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_run_override(c, "schedule=step"); }).find("one of: cosine, linear"), std::string::npos);
+}
+
+TEST(RunConfig, FileErrorsNameTheFileLineAndKey) {
+  const auto path = testing::scratch_path("run-bad.yaml").string();
+  std::ofstream(path) << "model: gpt-tiny\nsteps: 10\nlearning_rate: 0.1\n";
+  auto message = error_of([&] { load_run_config(path); });
+  EXPECT_NE(message.find(path + ":3: unknown key 'learning_rate'"), std::string::npos) << message;
+  std::ofstream(path) << "model: gpt-tiny\nsteps: [1\n";
+  message = error_of([&] { load_run_config(path); });
+  EXPECT_NE(message.find(path + ":"), std::string::npos) << message;
+  EXPECT_NE(message.find("malformed YAML"), std::string::npos) << message;
+  std::ofstream(path) << "steps: 10\n";
+  EXPECT_NE(error_of([&] { load_run_config(path); }).find("missing required key 'model'"), std::string::npos);
+  std::ofstream(path) << "model: gpt-nine\n";
+  EXPECT_NE(error_of([&] { load_run_config(path); }).find(path + ":1: model: no config 'gpt-nine'"), std::string::npos);
+  std::ofstream(path) << "model: gpt-tiny\nbatch_size: 0\n";
+  EXPECT_NE(error_of([&] { load_run_config(path); }).find("batch_size: must be positive, got 0"), std::string::npos);
+  std::ofstream(path) << "\n";
+  EXPECT_NE(error_of([&] { load_run_config(path); }).find("run config is empty"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_run_config(path + ".missing"); }).find("cannot open run config"), std::string::npos);
+}
+
+TEST(RunConfig, YamlRoundTrips) {
+  auto c = parse_run_config("model: " + kGpt + "\nsteps: 9\nval_data: v.txt\nsentence_pairs: none\n");
+  apply_run_override(c, "model.window=16");
+  const auto again = parse_run_config(to_yaml(c), "round trip");
+  EXPECT_EQ(to_yaml(again), to_yaml(c));
+  EXPECT_EQ(again.val_data, std::vector<std::string>{"v.txt"});
+  ASSERT_TRUE(again.model_config.window.has_value());
+  EXPECT_EQ(*again.model_config.window, 16);
+}
+
+TEST(RunConfig, SchemaListsEveryField) {
+  const auto doc = run_schema_documentation();
+  for (const char* key : {"model", "steps", "grad_accum", "label_smoothing", "eval_every", "keep_last", "on_nonfinite"})
+    EXPECT_NE(doc.find(std::string("  ") + key + " ("), std::string::npos) << key;
+}
+
+}  // namespace
+}  // namespace zoo

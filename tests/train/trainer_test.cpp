@@ -1,0 +1,386 @@
+#include "train/trainer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/files.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/progress.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::error_of;
+
+// A 250 kB slice of the default corpus and a 512-piece tokenizer trained on it, made once per
+// build tree (ctest runs each test in its own process).
+struct Slice {
+  std::string text, tokenizer;
+};
+
+const Slice& slice() {
+  static const Slice s = [] {
+    const fs::path dir(ZOO_TEST_BINARY_DIR);
+    Slice out{(dir / "train-slice.txt").string(), (dir / "train-slice-512.model").string()};
+    if (!fs::exists(out.text)) {
+      const std::string corpus = read_file(testing::shared_corpus());
+      const size_t cut = corpus.find("\n\n", 250000);
+      write_file_atomically(out.text, corpus.substr(0, cut == std::string::npos ? corpus.size() : cut + 1));
+    }
+    if (!fs::exists(out.tokenizer)) {
+      TokenizerTrainOptions t;
+      t.inputs = {out.text};
+      t.vocab_size = 512;
+      Tokenizer::train(t, (dir / "train-slice-512").string());
+    }
+    return out;
+  }();
+  return s;
+}
+
+const char* kModels[] = {
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
+    "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",
+    "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}"};
+
+// A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
+RunConfig tiny_run(const std::string& model, const std::string& changes = "") {
+  auto config = parse_run_config("model: " + model + "\ndata: " + slice().text + "\ntokenizer: " + slice().tokenizer +
+                                     "\nsteps: 12\nbatch_size: 4\nblock_size: 32\nwarmup_steps: 2\nlr: 0.003\n"
+                                     "eval_every: 4\neval_batches: 2\nlog_every: 100\nval_fraction: 0.2\n",
+                                 "test run");
+  std::istringstream lines(changes);
+  for (std::string line; std::getline(lines, line);) {
+    const auto colon = line.find(": ");
+    if (colon != std::string::npos) apply_run_override(config, line.substr(0, colon) + "=" + line.substr(colon + 2));
+  }
+  return config;
+}
+
+TrainerOptions quiet(const std::string& run_dir, std::ostream& log) {
+  TrainerOptions o;
+  o.run_dir = run_dir;
+  o.log = &log;
+  o.live = 0;
+  return o;
+}
+
+std::map<std::string, torch::Tensor> weights(Model& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : model.module()->named_parameters()) out[p.key()] = p.value().detach().clone();
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Each family, with its loss, drives a tiny model to near-zero loss on one fixed batch.
+
+struct OverfitCase {
+  std::string name, model;
+  Objective objective;
+};
+
+void PrintTo(const OverfitCase& c, std::ostream* os) { *os << c.name; }
+
+class Overfit : public ::testing::TestWithParam<OverfitCase> {};
+
+TEST_P(Overfit, OneBatchToNearZeroLoss) {
+  torch::manual_seed(0);
+  const auto& c = GetParam();
+  auto config = parse_config(c.model);
+  config.dropout = config.attention_dropout = 0.0;
+  Model model = build_model(config);
+  const int64_t B = 4, T = 16, V = config.vocab_size;
+  Batch batch;
+  auto ids = torch::randint(SpecialTokens::kCount, V, {B, T}, torch::kLong);
+  switch (c.objective) {
+    case Objective::kCausalLM:
+      batch.input_ids = ids;
+      batch.labels = torch::cat({ids.slice(1, 1), torch::full({B, 1}, kIgnoreIndex, torch::kLong)}, 1);
+      break;
+    case Objective::kMaskedLM: {
+      const auto masked = torch::rand({B, T}) < 0.3;
+      batch.input_ids = torch::where(masked, torch::full_like(ids, SpecialTokens::kMask), ids);
+      batch.labels = torch::where(masked, ids, torch::full_like(ids, kIgnoreIndex));
+      batch.attention_mask = torch::ones_like(ids);
+      break;
+    }
+    case Objective::kClassification:
+      batch.input_ids = ids;
+      batch.attention_mask = torch::ones_like(ids);
+      batch.labels = torch::tensor({0, 1, 1, 0}, torch::kLong);
+      break;
+    default: {
+      std::vector<std::vector<int64_t>> sources, targets;
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<int64_t> r;
+        for (int64_t t = 0; t < T; ++t) r.push_back(ids[b][t].item<int64_t>());
+        sources.emplace_back(r.begin(), r.end());
+        targets.emplace_back(r.begin(), r.begin() + 8);
+      }
+      batch = seq2seq_batch(sources, targets);
+    }
+  }
+  auto params = model.module()->parameters();
+  torch::optim::Adam adam(params, torch::optim::AdamOptions(3e-3));
+  double first = 0, last = 0;
+  for (int step = 0; step < 300; ++step) {
+    adam.zero_grad();
+    auto out = compute_loss(model, batch, c.objective, 0.0, torch::kCPU);
+    if (step == 0) first = out.loss.item<double>();
+    last = out.loss.item<double>();
+    if (last < 0.01) break;
+    out.loss.backward();
+    adam.step();
+  }
+  EXPECT_GT(first, 0.5);
+  EXPECT_LT(last, 0.05) << "started at " << first;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, Overfit,
+    ::testing::Values(OverfitCase{"gpt", kModels[0], Objective::kCausalLM},
+                      OverfitCase{"bert_mlm", kModels[1], Objective::kMaskedLM},
+                      OverfitCase{"bert_classification",
+                                  "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, "
+                                  "max_positions: 64, head: sequence_classification}",
+                                  Objective::kClassification},
+                      OverfitCase{"t5", kModels[2], Objective::kSeq2Seq}),
+    [](const auto& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------------------------
+// Resume: 2N steps straight equal N steps, a stop, and N resumed steps, loss for loss and
+// weight for weight. Dropout, accumulation, clipping and label smoothing are on, so the RNG
+// state, the optimizer and the data position all have to come back.
+
+class Resume : public ::testing::TestWithParam<int> {};
+
+TEST_P(Resume, StopAndResumeEqualsStraightRun) {
+  const std::string model = kModels[GetParam()];
+  const std::string extra = "grad_accum: 2\nlabel_smoothing: 0.1\ngrad_clip: 0.5\nseed: 3\n";
+  auto config = tiny_run(model, extra);
+  config.model_config.dropout = 0.1;
+  std::ostringstream log;
+  const auto straight_dir = testing::scratch_path("resume/straight-" + std::to_string(GetParam())).string();
+  const auto split_dir = testing::scratch_path("resume/split-" + std::to_string(GetParam())).string();
+
+  Trainer straight(config, quiet(straight_dir, log));
+  const auto full = straight.run();
+  ASSERT_EQ(full.losses.size(), 12u);
+
+  auto first_options = quiet(split_dir, log);
+  Trainer* first_trainer = nullptr;
+  first_options.on_step = [&](int64_t step, double) {
+    if (step == 6) first_trainer->request_stop();
+  };
+  Trainer first(config, first_options);
+  first_trainer = &first;
+  const auto part1 = first.run();
+  EXPECT_TRUE(part1.interrupted);
+  ASSERT_EQ(part1.losses.size(), 6u);
+  ASSERT_TRUE(fs::exists(fs::path(split_dir) / "checkpoints" / "step-6"));
+
+  auto resume_options = quiet(split_dir, log);
+  resume_options.resume = true;
+  Trainer second(load_run_config((fs::path(split_dir) / "run.yaml").string()), resume_options);
+  EXPECT_EQ(second.current_step(), 6);
+  const auto part2 = second.run();
+  ASSERT_EQ(part2.losses.size(), 6u);
+  for (size_t i = 0; i < 12; ++i) {
+    const double resumed = i < 6 ? part1.losses[i] : part2.losses[i - 6];
+    EXPECT_EQ(full.losses[i], resumed) << "step " << i + 1;
+  }
+  auto a = weights(straight.model()), b = weights(second.model());
+  for (const auto& [name, value] : a) EXPECT_TRUE(torch::equal(value, b.at(name))) << name;
+  ASSERT_TRUE(full.final_eval && part2.final_eval);
+  EXPECT_EQ(full.final_eval->loss, part2.final_eval->loss);
+  // The resumed run's metrics hold each step once.
+  int64_t train_records = 0;
+  for (const auto& r : read_metrics((fs::path(split_dir) / "metrics.jsonl").string()))
+    train_records += r["split"] == "train";
+  EXPECT_EQ(train_records, 12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Resume, ::testing::Values(0, 1, 2),
+                         [](const auto& info) { return std::string(info.param == 0 ? "gpt" : info.param == 1 ? "bert" : "t5"); });
+
+// Accumulating two micro-batches of 4 is one batch of 8: the sampler hands out the same
+// examples in the same order, and the loss, the gradient norm and the (clipped) gradients of
+// the first update agree. (Weights after Adam do not: it turns float noise in near-zero
+// gradients into full-size steps.)
+TEST(Trainer, GradientAccumulationEqualsTheLargerBatch) {
+  std::ostringstream log;
+  auto big = tiny_run(kModels[0], "batch_size: 8\nsteps: 3\ngrad_clip: 0.5\n");
+  auto accumulated = tiny_run(kModels[0], "batch_size: 4\ngrad_accum: 2\nsteps: 3\ngrad_clip: 0.5\n");
+  for (auto* c : {&big, &accumulated}) c->model_config.dropout = c->model_config.attention_dropout = 0.0;
+  Trainer a(big, quiet(testing::scratch_path("accum/big").string(), log));
+  Trainer b(accumulated, quiet(testing::scratch_path("accum/acc").string(), log));
+  a.step(), b.step();
+  EXPECT_NEAR(a.last_loss(), b.last_loss(), 1e-5);
+  EXPECT_NEAR(a.last_grad_norm(), b.last_grad_norm(), 1e-4 * a.last_grad_norm());
+  EXPECT_GT(a.last_grad_norm(), 0.5);  // so clipping was at work
+  auto gb = b.model().module()->named_parameters();
+  for (const auto& p : a.model().module()->named_parameters()) {
+    EXPECT_ALLCLOSE(p.value().grad(), gb[p.key()].grad(), 1e-6) << p.key();
+  }
+}
+
+// A few hundred steps of a tiny GPT on a slice of the default corpus lower the validation loss
+// from about ln(512) = 6.24 by more than 1.5 nats (measured: 1.8).
+TEST(Trainer, ShortRunLowersValidationLoss) {
+  std::ostringstream log;
+  auto config = tiny_run("{family: gpt, vocab_size: 512, d_model: 64, n_layers: 2, n_heads: 4, d_ff: 256, "
+                         "max_positions: 64, dropout: 0.0, attention_dropout: 0.0}",
+                         "steps: 250\nbatch_size: 8\nblock_size: 64\nlr: 0.004\nwarmup_steps: 20\n"
+                         "eval_every: 0\neval_batches: 10\n");
+  Trainer trainer(config, quiet(testing::scratch_path("short").string(), log));
+  const auto before = trainer.evaluate();
+  const auto summary = trainer.run();
+  ASSERT_TRUE(summary.final_eval);
+  EXPECT_NEAR(before.loss, std::log(512.0), 0.5);
+  EXPECT_LT(summary.final_eval->loss, before.loss - 1.5) << "before " << before.loss;
+  EXPECT_NEAR(summary.final_eval->perplexity, std::exp(summary.final_eval->loss), 1e-6);
+  // zoo eval on the run's validation tokens reproduces the trainer's evaluation.
+  const auto data = (testing::scratch_path("short") / "data").string();
+  const auto again = evaluate_checkpoint(testing::scratch_path("short").string(), {data}, 8, 10, "cpu", log);
+  EXPECT_NEAR(again.loss, summary.final_eval->loss, 1e-5);
+}
+
+TEST(Trainer, NonFiniteLossStopsNamingTheStep) {
+  std::ostringstream log;
+  Trainer trainer(tiny_run(kModels[0]), quiet(testing::scratch_path("nan/stop").string(), log));
+  {
+    torch::NoGradGuard no_grad;
+    trainer.model().gpt->final_norm->named_parameters()["weight"].fill_(NAN);
+  }
+  const auto message = error_of([&] { trainer.run(); });
+  EXPECT_NE(message.find("non-finite loss (nan) at step 1"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(testing::scratch_path("nan/stop") / "checkpoints" / "step-1"));
+}
+
+TEST(Trainer, NonFiniteLossSkipsWhenAskedAndGivesUpAfterMaxSkipped) {
+  std::ostringstream log;
+  Trainer trainer(tiny_run(kModels[0], "on_nonfinite: skip\nmax_skipped: 2\n"),
+                  quiet(testing::scratch_path("nan/skip").string(), log));
+  auto weight = trainer.model().gpt->final_norm->named_parameters()["weight"];
+  const auto good = weight.detach().clone();
+  const auto before = weights(trainer.model());
+  {
+    torch::NoGradGuard no_grad;
+    weight.fill_(NAN);
+  }
+  EXPECT_FALSE(trainer.step());  // skipped: nothing updated
+  {
+    torch::NoGradGuard no_grad;
+    weight.copy_(good);
+  }
+  auto after = weights(trainer.model());
+  for (const auto& [name, value] : before) EXPECT_TRUE(torch::equal(value, after.at(name))) << name;
+  EXPECT_TRUE(trainer.step());
+  {
+    torch::NoGradGuard no_grad;
+    weight.fill_(NAN);
+  }
+  EXPECT_FALSE(trainer.step());
+  EXPECT_FALSE(trainer.step());
+  const auto message = error_of([&] { trainer.step(); });
+  EXPECT_NE(message.find("3 steps in a row skipped (max_skipped=2)"), std::string::npos) << message;
+}
+
+// The last K checkpoints and the best stay; `last` and `best` point at the right ones.
+TEST(Trainer, KeepsTheLastCheckpointsAndTheBest) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("keep");
+  // A high rate, so the best evaluation may well be an early one.
+  Trainer trainer(tiny_run(kModels[0], "steps: 12\neval_every: 2\nkeep_last: 2\nlr: 0.05\nwarmup_steps: 1\n"),
+                  quiet(dir.string(), log));
+  const auto summary = trainer.run();
+  double best_loss = INFINITY;
+  int64_t best_step = -1;
+  for (const auto& r : read_metrics((dir / "metrics.jsonl").string())) {
+    if (r["split"] == "val" && r["loss"].get<double>() < best_loss) best_loss = r["loss"], best_step = r["step"];
+  }
+  std::set<std::string> kept;
+  for (const auto& e : fs::directory_iterator(dir / "checkpoints"))
+    if (!e.is_symlink()) kept.insert(e.path().filename().string());
+  std::set<std::string> expected = {"step-10", "step-12", "step-" + std::to_string(best_step)};
+  EXPECT_EQ(kept, expected);
+  EXPECT_EQ(fs::read_symlink(dir / "checkpoints" / "last").string(), "step-12");
+  EXPECT_EQ(fs::read_symlink(dir / "checkpoints" / "best").string(), "step-" + std::to_string(best_step));
+  EXPECT_EQ(resolve_checkpoint(dir.string()), fs::canonical(dir / "checkpoints" / ("step-" + std::to_string(best_step))).string());
+  ASSERT_TRUE(summary.best_eval);
+  EXPECT_EQ(summary.best_eval->step, best_step);
+  // Every saved checkpoint is complete and loads.
+  for (const auto& name : kept) EXPECT_NO_THROW(load_checkpoint((dir / "checkpoints" / name).string(), Family::kGpt));
+}
+
+TEST(Trainer, RefusesToOverwriteOrResumeWhatIsNotThere) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("refuse").string();
+  {
+    Trainer t(tiny_run(kModels[0], "steps: 2\n"), quiet(dir, log));
+    t.run();
+  }
+  auto message = error_of([&] { Trainer t(tiny_run(kModels[0]), quiet(dir, log)); });
+  EXPECT_NE(message.find("already holds a run: --resume"), std::string::npos) << message;
+  auto resume = quiet(testing::scratch_path("refuse-empty").string(), log);
+  resume.resume = true;
+  message = error_of([&] { Trainer t(tiny_run(kModels[0]), resume); });
+  EXPECT_NE(message.find("nothing to resume"), std::string::npos) << message;
+  // A checkpoint whose weights were cut short is refused by name.
+  const auto model = fs::canonical(fs::path(dir) / "checkpoints" / "last") / "model.pt";
+  fs::resize_file(model, fs::file_size(model) / 2);
+  auto again = quiet(dir, log);
+  again.resume = true;
+  message = error_of([&] { Trainer t(load_run_config((fs::path(dir) / "run.yaml").string()), again); });
+  EXPECT_NE(message.find("model.pt: cannot read weights"), std::string::npos) << message;
+}
+
+// Fine-tuning: a pretrained BERT gets a fresh classification head, keeps its encoder, and
+// learns a task it can only solve by reading the text.
+TEST(Trainer, FineTunesAClassifierFromAPretrainedEncoder) {
+  std::ostringstream log;
+  const auto pretrain_dir = testing::scratch_path("ft/pretrain");
+  Trainer pretrain(tiny_run(kModels[1], "steps: 4\n"), quiet(pretrain_dir.string(), log));
+  pretrain.run();
+
+  const auto train_csv = testing::scratch_path("ft/train.csv"), val_csv = testing::scratch_path("ft/val.csv");
+  const char* words[] = {"module", "function", "class", "string", "list", "file"};
+  std::ofstream train(train_csv), val(val_csv);
+  train << "text,label\n";
+  val << "text,label\n";
+  for (int i = 0; i < 120; ++i) {
+    const bool positive = i % 2 == 0;
+    const std::string text = std::string(words[i % 6]) + (positive ? " is good" : " is bad") + " " + words[(i / 6) % 6];
+    (i < 96 ? train : val) << "\"" << text << "\"," << (positive ? "yes" : "no") << "\n";
+  }
+  train.close(), val.close();
+
+  auto config = tiny_run(kModels[1], "steps: 80\nlr: 0.003\neval_every: 0\nblock_size: 16\nbatch_size: 8\n");
+  Checkpoint source = load_checkpoint(resolve_checkpoint(pretrain_dir.string()), Family::kBert);
+  config.model_config = source.model.config;
+  config.init_from = pretrain_dir.string();
+  config.objective = Objective::kClassification;
+  config.data = {train_csv.string()};
+  config.val_data = {val_csv.string()};
+  config.tokenizer = "";
+  Trainer finetune(config, quiet(testing::scratch_path("ft/run").string(), log));
+  EXPECT_EQ(finetune.model().config.head, BertHead::kSequenceClassification);
+  EXPECT_EQ(finetune.model().config.num_labels, 2);
+  EXPECT_TRUE(torch::equal(finetune.model().bert->token_embedding->weight, source.model.bert->token_embedding->weight));
+  EXPECT_NE(log.str().find("newly initialized: classifier.weight, classifier.bias"), std::string::npos) << log.str();
+  const auto summary = finetune.run();
+  ASSERT_TRUE(summary.final_eval);
+  EXPECT_GE(summary.final_eval->accuracy, 0.9);
+  EXPECT_TRUE(fs::exists(testing::scratch_path("ft/run") / "checkpoints" / "last" / "labels.json"));
+  const auto evaluated = evaluate_checkpoint(testing::scratch_path("ft/run").string(), {val_csv.string()}, 8, 0, "cpu", log);
+  EXPECT_EQ(evaluated.accuracy, summary.final_eval->accuracy);
+}
+
+}  // namespace
+}  // namespace zoo

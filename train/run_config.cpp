@@ -1,0 +1,378 @@
+#include "train/run_config.h"
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/yaml_values.h"
+#include "train/schedule.h"
+
+namespace zoo {
+namespace {
+
+using yaml::BadValue;
+
+template <typename E>
+using Names = std::vector<std::pair<std::string, E>>;
+
+const Names<Objective> kObjectives = {
+    {"auto", Objective::kAuto}, {"causal_lm", Objective::kCausalLM}, {"mlm", Objective::kMaskedLM},
+    {"span_corruption", Objective::kSpanCorruption}, {"classification", Objective::kClassification},
+    {"seq2seq", Objective::kSeq2Seq}};
+const Names<NonFinitePolicy> kNonFinite = {{"stop", NonFinitePolicy::kStop}, {"skip", NonFinitePolicy::kSkip}};
+const Names<SentencePairMode> kPairs = {
+    {"none", SentencePairMode::kNone}, {"nsp", SentencePairMode::kNextSentence},
+    {"sop", SentencePairMode::kSentenceOrder}};
+
+template <typename E>
+std::string join_names(const Names<E>& table) {
+  std::string s;
+  for (const auto& [name, value] : table) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
+using Field = yaml::Field<RunConfig>;
+using yaml::bool_field;
+using yaml::double_field;
+using yaml::format_double;
+using yaml::int_field;
+
+std::string quoted(const std::string& s) { return YAML::Dump(YAML::Node(s)); }
+
+Field string_field(std::string name, std::string RunConfig::*m, std::string doc) {
+  return {name, "string", doc, false, [m](RunConfig& c, const YAML::Node& n) { c.*m = yaml::as_string(n); },
+          [m](const RunConfig& c) { return quoted(c.*m); }};
+}
+// A path or a list of paths.
+Field paths_field(std::string name, std::vector<std::string> RunConfig::*m, std::string doc) {
+  return {name, "path or list of paths", doc, false,
+          [m](RunConfig& c, const YAML::Node& n) {
+            std::vector<std::string> paths;
+            if (n.IsSequence()) {
+              for (const auto& item : n) paths.push_back(yaml::as_string(item));
+            } else if (!n.IsNull()) {
+              const auto text = yaml::as_string(n);
+              if (!text.empty()) paths.push_back(text);
+            }
+            c.*m = paths;
+          },
+          [m](const RunConfig& c) {
+            std::string s = "[";
+            for (const auto& p : c.*m) s += (s.size() > 1 ? ", " : "") + quoted(p);
+            return s + "]";
+          }};
+}
+template <typename E>
+Field enum_field(std::string name, E RunConfig::*m, const Names<E>& table, std::string doc) {
+  return {name, "one of: " + join_names(table), doc, false,
+          [m, &table](RunConfig& c, const YAML::Node& n) {
+            const auto text = yaml::as_string(n);
+            for (const auto& [key, value] : table)
+              if (key == text) return void(c.*m = value);
+            throw BadValue{"one of: " + join_names(table)};
+          },
+          [m, &table](const RunConfig& c) {
+            for (const auto& [key, value] : table)
+              if (value == c.*m) return key;
+            return std::string("?");
+          }};
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = [] {
+    std::vector<Field> f;
+    f.push_back({"model", "config name, path or mapping", "the model config (model.KEY=value overrides its fields)", false,
+                 nullptr, nullptr});  // handled apart: it builds model_config
+    f.push_back(string_field("init_from", &RunConfig::init_from, "checkpoint to start from (fine-tuning)"));
+    f.push_back(paths_field("data", &RunConfig::data,
+                            "training text (files/dirs), a token directory, or a fine-tuning file; "
+                            "empty = the default corpus"));
+    f.push_back(paths_field("val_data", &RunConfig::val_data, "validation data; empty = split from data"));
+    f.push_back(double_field("val_fraction", &RunConfig::val_fraction, "share of documents held out for validation"));
+    f.push_back(string_field("tokenizer", &RunConfig::tokenizer,
+                             "SentencePiece .model; empty = trained into the run directory"));
+    f.push_back({"tokenizer_type", "one of: unigram, bpe", "kind of tokenizer trained when none is given", false,
+                 [](RunConfig& c, const YAML::Node& n) {
+                   auto t = yaml::as_string(n);
+                   if (t != "unigram" && t != "bpe") throw BadValue{"one of: unigram, bpe"};
+                   c.tokenizer_type = t;
+                 },
+                 [](const RunConfig& c) { return c.tokenizer_type; }});
+    f.push_back(enum_field("objective", &RunConfig::objective, kObjectives,
+                           "what is learned; auto picks by family"));
+    f.push_back(int_field("steps", &RunConfig::steps, "optimizer updates"));
+    f.push_back(int_field("batch_size", &RunConfig::batch_size, "examples per micro-batch"));
+    f.push_back(int_field("grad_accum", &RunConfig::grad_accum, "micro-batches accumulated per update"));
+    f.push_back(int_field("block_size", &RunConfig::block_size,
+                          "tokens per example (encoder input length for encoder-decoders); 0 = 128 or the model's max_positions"));
+    f.push_back(int_field("target_length", &RunConfig::target_length, "seq2seq fine-tuning: longest target"));
+    f.push_back(double_field("lr", &RunConfig::lr, "peak learning rate (inverse_sqrt: multiplier)"));
+    f.push_back(double_field("min_lr", &RunConfig::min_lr, "cosine/linear decay floor"));
+    f.push_back({"schedule", "one of: cosine, linear, constant, inverse_sqrt", "learning-rate schedule after warmup", false,
+                 [](RunConfig& c, const YAML::Node& n) {
+                   auto s = yaml::as_string(n);
+                   try {
+                     schedule_from_string(s);
+                   } catch (const std::exception&) {
+                     throw BadValue{"one of: cosine, linear, constant, inverse_sqrt"};
+                   }
+                   c.schedule = s;
+                 },
+                 [](const RunConfig& c) { return c.schedule; }});
+    f.push_back(int_field("warmup_steps", &RunConfig::warmup_steps, "linear warmup updates"));
+    f.push_back(double_field("weight_decay", &RunConfig::weight_decay, "AdamW decoupled decay (matrices only)"));
+    f.push_back(double_field("beta1", &RunConfig::beta1, "AdamW beta1"));
+    f.push_back(double_field("beta2", &RunConfig::beta2, "AdamW beta2"));
+    f.push_back(double_field("eps", &RunConfig::eps, "AdamW epsilon"));
+    f.push_back(double_field("grad_clip", &RunConfig::grad_clip, "clip gradients to this global norm; 0 = off"));
+    f.push_back(double_field("label_smoothing", &RunConfig::label_smoothing, "cross-entropy label smoothing"));
+    f.push_back(double_field("mask_probability", &RunConfig::mask_probability, "mlm: share of tokens predicted"));
+    f.push_back(bool_field("whole_word_masking", &RunConfig::whole_word_masking, "mlm: mask whole words"));
+    f.push_back(enum_field("sentence_pairs", &RunConfig::sentence_pairs, kPairs,
+                           "mlm: next-sentence or sentence-order pairs (needs head: pretraining)"));
+    f.push_back(double_field("noise_density", &RunConfig::noise_density, "span corruption: share of tokens dropped"));
+    f.push_back(double_field("mean_span_length", &RunConfig::mean_span_length, "span corruption: mean span"));
+    f.push_back(int_field("eval_every", &RunConfig::eval_every, "evaluate every N updates; 0 = only at the end"));
+    f.push_back(int_field("eval_batches", &RunConfig::eval_batches, "validation batches per evaluation; 0 = all"));
+    f.push_back(int_field("log_every", &RunConfig::log_every, "progress lines every N updates (not a terminal)"));
+    f.push_back(int_field("save_every", &RunConfig::save_every, "checkpoint every N updates; 0 = at evaluations"));
+    f.push_back(int_field("keep_last", &RunConfig::keep_last, "checkpoints kept besides the best"));
+    f.push_back(enum_field("on_nonfinite", &RunConfig::on_nonfinite, kNonFinite,
+                           "a NaN/inf loss stops the run, or skips the update"));
+    f.push_back(int_field("max_skipped", &RunConfig::max_skipped, "skip: stop after this many skips in a row"));
+    f.push_back({"seed", "integer", "seeds weights, data order, masking and dropout", false,
+                 [](RunConfig& c, const YAML::Node& n) {
+                   const int64_t v = yaml::as_int(n);
+                   if (v < 0) throw BadValue{"a non-negative integer"};
+                   c.seed = static_cast<uint64_t>(v);
+                 },
+                 [](const RunConfig& c) { return std::to_string(c.seed); }});
+    f.push_back(string_field("device", &RunConfig::device, "cpu, cuda, cuda:N or auto"));
+    f.push_back({"precision", "one of: auto, fp32, bf16, fp16", "auto: bf16 autocast on CUDA, fp32 on CPU", false,
+                 [](RunConfig& c, const YAML::Node& n) {
+                   auto p = yaml::as_string(n);
+                   if (p != "auto" && p != "fp32" && p != "bf16" && p != "fp16") {
+                     throw BadValue{"one of: auto, fp32, bf16, fp16"};
+                   }
+                   c.precision = p;
+                 },
+                 [](const RunConfig& c) { return c.precision; }});
+    return f;
+  }();
+  return kFields;
+}
+
+const Field* find_field(const std::string& key) { return yaml::find_field(fields(), key); }
+
+std::string unknown_key(const std::string& key) { return yaml::unknown_key_message(fields(), key); }
+
+void set_field(RunConfig& config, const Field& field, const YAML::Node& value, const std::string& location) {
+  yaml::set_field<ConfigError>(config, field, value, location);
+}
+
+// `model:` is a config name/path (resolved through find_config) or an inline mapping.
+void set_model(RunConfig& config, const YAML::Node& node, const std::string& source) {
+  if (node.IsMap()) {
+    config.model = source;
+    config.model_config = config_from_yaml(node, source + " (model)");
+    return;
+  }
+  if (!node.IsScalar() || node.Scalar().empty()) {
+    throw ConfigError(yaml::where(source, node) + ": model: expected a config name, path or mapping");
+  }
+  try {
+    config.model = find_config(node.Scalar());
+  } catch (const std::exception& e) {
+    throw ConfigError(yaml::where(source, node) + ": model: " + e.what());
+  }
+  config.model_config = load_config(config.model);
+}
+
+YAML::Node load_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+  }
+}
+
+}  // namespace
+
+std::string to_string(Objective objective) {
+  for (const auto& [name, value] : kObjectives)
+    if (value == objective) return name;
+  return "?";
+}
+
+int64_t RunConfig::resolved_block_size() const {
+  if (block_size > 0) return block_size;
+  const bool table = model_config.position == PositionKind::kLearned || model_config.position == PositionKind::kSinusoidal;
+  return table ? std::min<int64_t>(128, model_config.max_positions) : 128;
+}
+
+void RunConfig::validate(const std::string& source) const {
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw ConfigError(source + ": " + key + ": " + what);
+  };
+  auto positive = [&](const char* key, int64_t v) {
+    if (v <= 0) fail(key, "must be positive, got " + std::to_string(v));
+  };
+  auto non_negative = [&](const char* key, double v) {
+    if (v < 0) fail(key, "must not be negative, got " + format_double(v));
+  };
+  positive("steps", steps);
+  positive("batch_size", batch_size);
+  positive("grad_accum", grad_accum);
+  non_negative("block_size", block_size);
+  positive("target_length", target_length);
+  if (!(lr > 0)) fail("lr", "must be positive, got " + format_double(lr));
+  non_negative("min_lr", min_lr);
+  if (min_lr > lr) fail("min_lr", "must not exceed lr (" + format_double(lr) + "), got " + format_double(min_lr));
+  non_negative("warmup_steps", warmup_steps);
+  non_negative("weight_decay", weight_decay);
+  if (beta1 < 0 || beta1 >= 1) fail("beta1", "must be in [0, 1), got " + format_double(beta1));
+  if (beta2 < 0 || beta2 >= 1) fail("beta2", "must be in [0, 1), got " + format_double(beta2));
+  if (!(eps > 0)) fail("eps", "must be positive, got " + format_double(eps));
+  non_negative("grad_clip", grad_clip);
+  if (label_smoothing < 0 || label_smoothing >= 1) {
+    fail("label_smoothing", "must be in [0, 1), got " + format_double(label_smoothing));
+  }
+  if (val_fraction < 0 || val_fraction >= 1) fail("val_fraction", "must be in [0, 1), got " + format_double(val_fraction));
+  if (mask_probability <= 0 || mask_probability >= 1) {
+    fail("mask_probability", "must be in (0, 1), got " + format_double(mask_probability));
+  }
+  if (noise_density <= 0 || noise_density >= 1) fail("noise_density", "must be in (0, 1), got " + format_double(noise_density));
+  if (mean_span_length < 1) fail("mean_span_length", "must be at least 1, got " + format_double(mean_span_length));
+  non_negative("eval_every", eval_every);
+  non_negative("eval_batches", eval_batches);
+  positive("log_every", log_every);
+  non_negative("save_every", save_every);
+  non_negative("keep_last", keep_last);
+  positive("max_skipped", max_skipped);
+  if (device != "auto" && device != "cpu" && device.rfind("cuda", 0) != 0) {
+    fail("device", "expected cpu, cuda, cuda:N or auto, got '" + device + "'");
+  }
+  // Learned and sinusoidal tables bound the sequence length.
+  const auto& m = model_config;
+  const bool table = m.position == PositionKind::kLearned || m.position == PositionKind::kSinusoidal;
+  if (table && block_size > m.max_positions) {
+    fail("block_size", std::to_string(block_size) + " exceeds the model's max_positions (" +
+                           std::to_string(m.max_positions) + ")");
+  }
+  const auto fam = m.family;
+  auto needs = [&](bool ok, const std::string& what) {
+    if (!ok) fail("objective", to_string(objective) + " " + what);
+  };
+  switch (objective) {
+    case Objective::kAuto: break;
+    case Objective::kCausalLM: needs(fam == Family::kGpt, "needs a gpt model"); break;
+    case Objective::kMaskedLM: needs(fam == Family::kBert, "needs a bert model"); break;
+    case Objective::kClassification: needs(fam == Family::kBert, "needs a bert model"); break;
+    case Objective::kSpanCorruption:
+    case Objective::kSeq2Seq: needs(m.is_encoder_decoder(), "needs a t5 or transformer model"); break;
+  }
+  if (sentence_pairs != SentencePairMode::kNone && m.head != BertHead::kPretraining) {
+    fail("sentence_pairs", "needs model.head=pretraining (a head for the pair label)");
+  }
+  if (objective == Objective::kSpanCorruption && m.vocab_size < 107) {
+    fail("objective", "span_corruption needs the 100 sentinel tokens in the vocabulary");
+  }
+}
+
+RunConfig parse_run_config(const std::string& text, const std::string& source) {
+  const YAML::Node node = load_yaml(text, source);
+  if (!node.IsMap()) {
+    throw ConfigError(yaml::where(source, node) + ": expected a mapping of run config keys, got " +
+                      (node.IsNull() ? "an empty document" : yaml::scalar_text(node)));
+  }
+  RunConfig config;
+  // A model config on its own: train it with the run defaults.
+  if (node["family"]) {
+    config.model = source;
+    config.model_config = config_from_yaml(node, source);
+    config.validate(source);
+    return config;
+  }
+  if (!node["model"]) throw ConfigError(source + ": missing required key 'model' (a model config name or path)");
+  std::vector<std::string> seen;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    const Field* field = find_field(key);
+    const std::string at = yaml::where(source, entry.first);
+    if (field == nullptr) throw ConfigError(at + ": " + unknown_key(key));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw ConfigError(at + ": key '" + key + "' appears twice");
+    }
+    seen.push_back(key);
+    if (key == "model") {
+      set_model(config, entry.second, source);
+    } else {
+      set_field(config, *field, entry.second, yaml::where(source, entry.second));
+    }
+  }
+  config.validate(source);
+  return config;
+}
+
+RunConfig load_run_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open run config");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (buffer.str().find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw ConfigError(path + ": run config is empty");
+  }
+  return parse_run_config(buffer.str(), path);
+}
+
+void apply_run_override(RunConfig& target, const std::string& assignment) {
+  RunConfig config = target;  // a refused override leaves the target as it was
+  const std::string source = "override '" + assignment + "'";
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) throw ConfigError(source + ": expected key=value");
+  const std::string key = assignment.substr(0, eq);
+  if (key.rfind("model.", 0) == 0) {
+    apply_override(config.model_config, assignment.substr(6), source);
+  } else {
+    const Field* field = find_field(key);
+    if (field == nullptr) throw ConfigError(source + ": " + unknown_key(key));
+    const YAML::Node value = load_yaml(assignment.substr(eq + 1), source);
+    if (key == "model") {
+      set_model(config, value, source);
+    } else {
+      set_field(config, *field, value, source);
+    }
+  }
+  config.validate(source);
+  target = std::move(config);
+}
+
+std::string to_yaml(const RunConfig& config) {
+  std::string out;
+  for (const auto& f : fields()) {
+    if (f.name == "model") {
+      out += "model:\n";
+      std::istringstream model(to_yaml(config.model_config));
+      for (std::string line; std::getline(model, line);) out += "  " + line + "\n";
+    } else {
+      out += f.name + ": " + f.get(config) + "\n";
+    }
+  }
+  return out;
+}
+
+std::string run_schema_documentation() {
+  std::ostringstream s;
+  RunConfig defaults;
+  s << "Run config keys (YAML), for zoo train and zoo finetune; model.KEY=value overrides a model key.\n\n";
+  for (const auto& f : fields()) {
+    s << "  " << f.name << " (" << f.type << ")";
+    if (f.get) s << " = " << f.get(defaults);
+    s << "\n      " << f.doc << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace zoo

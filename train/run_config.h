@@ -1,0 +1,102 @@
+#pragma once
+// The run config: everything a training or fine-tuning run needs besides the model's
+// architecture: which model, which data and tokenizer, the objective, batch and block sizes,
+// steps, optimizer, schedule, evaluation and checkpointing. Read from YAML like the model config
+// (one field table drives parsing, errors, overrides and `zoo schema --run`); `key=value`
+// overrides any run field, and `model.KEY=value` any field of the model config.
+//
+// A run config names its model with `model:` (a config name or path). A model config can stand
+// in for a run config: `zoo train gpt-tiny` trains gpt-tiny with the run defaults.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+
+namespace zoo {
+
+// What the model learns. kAuto picks by family when pretraining (gpt: causal_lm, bert: mlm,
+// t5/transformer: span_corruption) and when fine-tuning (gpt: causal_lm on the text, bert:
+// classification, t5/transformer: seq2seq).
+enum class Objective { kAuto, kCausalLM, kMaskedLM, kSpanCorruption, kClassification, kSeq2Seq };
+enum class NonFinitePolicy { kStop, kSkip };
+enum class SentencePairMode { kNone, kNextSentence, kSentenceOrder };
+
+std::string to_string(Objective objective);
+
+struct RunConfig {
+  // Model.
+  std::string model;       // config name or path (resolved: the file's path)
+  ModelConfig model_config;  // resolved, with model.KEY overrides applied
+  std::string init_from;   // a checkpoint to start from (fine-tuning); "" = fresh weights
+
+  // Data and tokenizer.
+  std::vector<std::string> data;      // text files/dirs, a token dir, or fine-tuning files; [] = default corpus
+  std::vector<std::string> val_data;  // held-out data; [] = split off val_fraction of `data`
+  double val_fraction = 0.05;
+  std::string tokenizer;              // a .model file; "" = train one into RUN_DIR (or the checkpoint's)
+  std::string tokenizer_type = "unigram";
+  Objective objective = Objective::kAuto;
+
+  // Batches.
+  int64_t steps = 1000;         // optimizer updates
+  int64_t batch_size = 16;      // examples per micro-batch
+  int64_t grad_accum = 1;       // micro-batches per update
+  int64_t block_size = 0;       // tokens per example (inputs for encoder-decoders); 0 = auto
+  int64_t target_length = 64;   // seq2seq fine-tuning: longest target
+
+  // Optimizer and schedule.
+  double lr = 3e-4;
+  double min_lr = 0.0;
+  std::string schedule = "cosine";  // cosine, linear, constant, inverse_sqrt
+  int64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;        // global-norm clipping; 0 = off
+  double label_smoothing = 0.0;
+
+  // Objectives.
+  double mask_probability = 0.15;
+  bool whole_word_masking = false;
+  SentencePairMode sentence_pairs = SentencePairMode::kNone;
+  double noise_density = 0.15;
+  double mean_span_length = 3.0;
+
+  // Evaluation, logging, checkpoints.
+  int64_t eval_every = 100;   // 0 = only at the end
+  int64_t eval_batches = 20;  // validation batches per evaluation (0 = all)
+  int64_t log_every = 10;     // plain progress lines when output is not a terminal
+  int64_t save_every = 0;     // 0 = at every evaluation
+  int64_t keep_last = 2;      // checkpoints kept besides the best
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;
+  int64_t max_skipped = 10;   // skip policy: stop after this many skipped steps in a row
+
+  // Runtime.
+  uint64_t seed = 0;
+  std::string device = "auto";     // cpu, cuda, cuda:N or auto
+  std::string precision = "auto";  // auto (bf16 on CUDA, fp32 on CPU), fp32, bf16, fp16
+
+  // block_size, or when 0: 128, or less when the model's position table is shorter.
+  int64_t resolved_block_size() const;
+
+  // Throws ConfigError naming `source` and the field.
+  void validate(const std::string& source = "run config") const;
+};
+
+// Reads a run config (or a model config, wrapped in run defaults) from `path`. Unknown keys,
+// wrong types and invalid values are ConfigErrors naming the file, line and key.
+RunConfig load_run_config(const std::string& path);
+RunConfig parse_run_config(const std::string& yaml, const std::string& source = "<string>");
+
+// `key=value` for a run field or `model.key=value` for a model field, checked like the file.
+// A refused override leaves `config` unchanged.
+void apply_run_override(RunConfig& config, const std::string& assignment);
+
+// The resolved run config as YAML (the model config inline), loadable by parse_run_config.
+std::string to_yaml(const RunConfig& config);
+
+// One line per run field: name, type, default, meaning.
+std::string run_schema_documentation();
+
+}  // namespace zoo

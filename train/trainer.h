@@ -1,0 +1,140 @@
+#pragma once
+// The training loop behind `zoo train` and `zoo finetune`: AdamW with the run's schedule,
+// gradient accumulation and global-norm clipping, periodic evaluation, checkpoints under
+// RUN_DIR/checkpoints/step-N (the last K and the best kept, `last` and `best` links), exact
+// resume, clean stops on SIGINT/SIGTERM and on non-finite losses.
+//
+// A run directory holds: run.yaml (the resolved run config), tokenizer.model, data/ (token
+// files), metrics.jsonl, checkpoints/.
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <c10/util/Optional.h>
+#include <torch/optim/adamw.h>
+#include <torch/types.h>
+
+#include "models/model.h"
+#include "text/tokenizer.h"
+#include "train/run_config.h"
+#include "train/task.h"
+
+namespace zoo {
+
+struct TrainerOptions {
+  std::string run_dir;
+  bool resume = false;            // continue from RUN_DIR/checkpoints/last
+  std::ostream* log = nullptr;    // progress and messages; nullptr = std::cerr
+  int live = -1;                  // live progress line: 1 yes, 0 no, -1 when the log is a terminal
+  bool overwrite = false;         // a fresh run may replace RUN_DIR's checkpoints and metrics
+  bool handle_signals = false;    // SIGINT/SIGTERM: finish the step, save, stop (the CLI sets it)
+  // Called after every update with (step, loss); tests use it to stop a run part-way.
+  std::function<void(int64_t, double)> on_step;
+};
+
+struct EvalResult {
+  int64_t step = 0;
+  double loss = NAN;
+  double perplexity = NAN;
+  double accuracy = NAN;     // argmax accuracy over the predicted tokens or examples
+  double exact_match = NAN;  // seq2seq: greedy outputs equal to the targets
+  int64_t targets = 0;       // tokens (or examples) evaluated
+};
+
+struct TrainSummary {
+  int64_t start_step = 0, end_step = 0;
+  std::vector<double> losses;  // per update of this session (NaN where skipped)
+  c10::optional<EvalResult> final_eval, best_eval;
+  std::string last_checkpoint, best_checkpoint;
+  int64_t skipped = 0;
+  bool interrupted = false;
+};
+
+// Thrown when a non-finite loss stops the run (on_nonfinite: stop); names the step.
+class NonFiniteLoss : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Trainer {
+ public:
+  // Prepares the run: tokenizer, data, model (fresh, from init_from, or from the last
+  // checkpoint when resuming), optimizer. Writes run.yaml and tokenizer.model into the run
+  // directory.
+  Trainer(RunConfig config, TrainerOptions options);
+  ~Trainer();
+
+  TrainSummary run();
+  // One update; false when it was skipped (non-finite loss under on_nonfinite: skip, or an
+  // fp16 overflow).
+  bool step();
+  EvalResult evaluate();
+  // Saves RUN_DIR/checkpoints/step-N, updates `last` (and `best` when is_best) and prunes.
+  std::string save(bool is_best = false);
+  void request_stop() { stop_requested_ = true; }
+
+  Model& model() { return model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const RunConfig& config() const { return config_; }
+  Objective objective() const { return objective_; }
+  int64_t current_step() const { return step_; }
+  double last_loss() const { return last_loss_; }
+  double last_grad_norm() const { return last_grad_norm_; }  // before clipping
+  torch::Device device() const { return device_; }
+
+ private:
+  void prepare_tokenizer();
+  void initialize_from(const std::string& checkpoint);
+  void restore(const std::string& checkpoint);
+  bool better(const EvalResult& result) const;
+  bool stop_pending() const;
+
+  RunConfig config_;
+  TrainerOptions options_;
+  std::ostream& log_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  Objective objective_ = Objective::kAuto;
+  std::unique_ptr<TaskData> data_;
+  Model model_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<ShuffledSampler> sampler_;
+  torch::Device device_{torch::kCPU};
+  bool autocast_ = false;
+  at::ScalarType autocast_dtype_ = at::kFloat;
+  double loss_scale_ = 1.0;  // fp16 only
+  int64_t clean_steps_ = 0;  // fp16: updates since the scale last changed
+  int64_t step_ = 0;
+  int64_t skipped_ = 0, skipped_in_a_row_ = 0;
+  int64_t tokens_seen_ = 0;
+  double last_lr_ = 0, last_loss_ = NAN, last_grad_norm_ = NAN, last_step_seconds_ = 0;
+  int64_t last_step_tokens_ = 0;
+  c10::optional<EvalResult> best_;
+  std::string best_dir_;
+  bool stop_requested_ = false;
+};
+
+// Where a checkpoint path leads: a checkpoint directory itself, or a run directory (its best
+// checkpoint, else its last). Throws naming the path when it is neither.
+std::string resolve_checkpoint(const std::string& path);
+
+// The checkpoint's model on `data` with the objective of its family and head (causal LM for
+// gpt, MLM or classification for bert, span corruption or seq2seq for t5). Token objectives
+// read text (or a token directory's val.tokens); classification and seq2seq read their files.
+EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<std::string>& data,
+                               int64_t batch_size, int64_t max_batches, const std::string& device,
+                               std::ostream& log);
+
+// Model on the validation split of `data`, batch by batch (max_batches 0 = all).
+EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
+                    const torch::Device& device, int64_t max_target_length = 64);
+
+// "cpu", "cuda", "cuda:N" or "auto" as a device; CUDA requested but absent is an error.
+torch::Device resolve_device(const std::string& name);
+
+}  // namespace zoo
