@@ -17,4 +17,7 @@ struct Command {
 // train, finetune, eval, generate, plot.
 std::vector<Command> add_training_commands(CLI::App& app);
 
+// import-hf, export-hf.
+std::vector<Command> add_interop_commands(CLI::App& app);
+
 }  // namespace zoo::cli

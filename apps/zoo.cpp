@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
   prepare->add_option("--seed", tokenize_options.seed, "which documents go to validation");
   prepare->add_flag("--skip-invalid-utf8", tokenize_options.skip_invalid_utf8, "skip invalid lines instead of failing");
 
-  const auto commands = zoo::cli::add_training_commands(app);
+  auto commands = zoo::cli::add_training_commands(app);
+  for (auto& c : zoo::cli::add_interop_commands(app)) commands.push_back(std::move(c));
 
   try {
     app.parse(argc, argv);

@@ -302,6 +302,10 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
   }
   if (!ok) {
     const std::string message = m.take(error);
+    if (message.find("smaller than required_chars") != std::string::npos) {
+      throw std::runtime_error("tokenizer: vocab_size " + std::to_string(o.vocab_size) +
+                               " is too small for this corpus's characters: " + message);
+    }
     if (message.find("Vocabulary size") != std::string::npos) {
       throw std::runtime_error("tokenizer: vocab_size " + std::to_string(o.vocab_size) +
                                " is too large for this corpus: " + message);

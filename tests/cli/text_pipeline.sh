@@ -4,8 +4,7 @@
 set -euo pipefail
 zoo="$1"
 corpus="$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
 
 head -c 300000 "$corpus" > "$work/slice.txt"
 "$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 800 --model-type bpe --out "$work/tok"
@@ -22,11 +21,6 @@ pieces=$(printf '%s\n' "$text" | "$zoo" tokenizer encode --model "$work/tok" --p
 test -s "$work/data/train.tokens" && test -s "$work/data/val.tokens"
 
 # Bad input: clear errors, non-zero exits, nothing half-written.
-fails() {  # fails PATTERN COMMAND...
-  local pattern="$1"; shift
-  if err=$("$@" 2>&1 >/dev/null); then echo "expected failure: $*"; exit 1; fi
-  grep -qE -- "$pattern" <<<"$err" || { echo "stderr of '$*' lacks '$pattern': $err"; exit 1; }
-}
 fails "missing.txt: no such file or directory" "$zoo" tokenizer train --input "$work/missing.txt" --vocab-size 800 --out "$work/bad"
 printf 'ok line\nbad \xff byte\n' > "$work/bad.txt"
 fails "bad.txt:2: invalid UTF-8 at byte offset 12" "$zoo" tokenizer train --input "$work/bad.txt" --vocab-size 800 --out "$work/bad"

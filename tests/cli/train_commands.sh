@@ -5,18 +5,9 @@
 set -euo pipefail
 zoo="$1"
 corpus="$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
 
-fails() {  # fails PATTERN COMMAND...
-  local pattern="$1"; shift
-  local status=0
-  err=$("$@" 2>&1 >/dev/null) || status=$?
-  [[ $status -ne 0 ]] || { echo "expected failure: $*"; exit 1; }
-  grep -qE -- "$pattern" <<<"$err" || { echo "stderr of '$*' lacks '$pattern': $err"; exit 1; }
-}
-
-head -c 200000 "$corpus" > "$work/slice.txt"
+slice "$corpus"
 "$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 512 --out "$work/tok" > /dev/null
 tiny="model.vocab_size=512 model.d_model=32 model.n_layers=1 model.n_heads=2 model.d_ff=64"
 common="batch_size=4 block_size=32 eval_batches=2 log_every=2 tokenizer=$work/tok.model"

@@ -1,0 +1,84 @@
+// zoo import-hf and export-hf.
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "apps/commands.h"
+#include "interop/hugging_face.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace zoo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ImportArgs {
+  std::string dir, out, tokenizer;
+};
+
+struct ExportArgs {
+  std::string checkpoint, out;
+};
+
+std::string list(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 20; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 20) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+int import_hf_command(const ImportArgs& a) {
+  HfImportReport report;
+  Model model = import_hf(a.dir, &report);
+  if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << list(report.unexpected) << "\n";
+  if (!report.ignored.empty()) std::cerr << "ignored (tied copies, mask buffers): " << report.ignored.size() << " tensors\n";
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!a.tokenizer.empty()) {
+    tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(a.tokenizer));
+    if (tokenizer->vocab_size() > model.config.vocab_size) {
+      throw std::runtime_error(a.tokenizer + ": " + std::to_string(tokenizer->vocab_size()) +
+                               " pieces, more than the model's vocab_size " + std::to_string(model.config.vocab_size));
+    }
+  }
+  save_checkpoint(a.out, model, nullptr, tokenizer.get(),
+                  {{"step", 0}, {"imported_from", fs::absolute(a.dir).string()}, {"format", "huggingface"}});
+  std::cout << "wrote " << a.out << " (" << describe(model.config).substr(0, describe(model.config).find('\n'))
+            << ", " << count_parameters(*model.module()) << " parameters)\n";
+  if (!tokenizer) {
+    std::cout << "no --tokenizer given: generate, eval and finetune need one (a zoo SentencePiece model)\n";
+  }
+  return 0;
+}
+
+int export_hf_command(const ExportArgs& a) {
+  const std::string dir = resolve_checkpoint(a.checkpoint);
+  Checkpoint c = load_checkpoint(dir);
+  export_hf(c.model, a.out);
+  std::cout << "wrote " << a.out << "/config.json and " << a.out << "/model.safetensors\n";
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> add_interop_commands(CLI::App& app) {
+  std::vector<Command> commands;
+  auto i = std::make_shared<ImportArgs>();
+  auto* import_cmd = app.add_subcommand("import-hf", "turn a Hugging Face model directory into a zoo checkpoint");
+  import_cmd->add_option("dir", i->dir, "directory with config.json and model.safetensors (or shards)")->required();
+  import_cmd->add_option("--out", i->out, "checkpoint directory to write")->required();
+  import_cmd->add_option("--tokenizer", i->tokenizer, "a zoo SentencePiece model to store with it");
+  commands.push_back({import_cmd, [i] { return import_hf_command(*i); }});
+
+  auto e = std::make_shared<ExportArgs>();
+  auto* export_cmd = app.add_subcommand("export-hf", "write a checkpoint in Hugging Face's layout (config.json + safetensors)");
+  export_cmd->add_option("checkpoint", e->checkpoint, "checkpoint or run directory")->required();
+  export_cmd->add_option("--out", e->out, "directory to write")->required();
+  commands.push_back({export_cmd, [e] { return export_hf_command(*e); }});
+  return commands;
+}
+
+}  // namespace zoo::cli

@@ -1,0 +1,45 @@
+#pragma once
+// Hugging Face model directories (config.json + model.safetensors, or shards with
+// model.safetensors.index.json) for GPT-2, BERT (base, masked LM, next sentence, pretraining,
+// sequence and token classification) and T5 (v1.0, v1.1), to and from zoo models.
+//
+// One table per family says which Hugging Face tensors make each zoo parameter: several
+// concatenated along rows (BERT's and T5's separate q/k/v into zoo's fused projection), or one
+// transposed (GPT-2's Conv1D stores (in, out)). Import reads it one way, export the other.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include "models/model.h"
+
+namespace zoo {
+
+// config.json -> ModelConfig. Throws ConfigError naming the file and the key for an unknown
+// model_type, a missing key or a setting zoo has no equivalent for.
+ModelConfig config_from_hf(const nlohmann::json& config, const std::string& source);
+
+// ModelConfig -> config.json, for configs with a Hugging Face equivalent; otherwise throws
+// ConfigError saying which setting has none.
+nlohmann::json config_to_hf(const ModelConfig& config);
+
+// Every tensor of DIR/model.safetensors, or of the shards DIR/model.safetensors.index.json lists.
+std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir);
+
+struct HfImportReport {
+  std::vector<std::string> unexpected;  // in the files, not used by the model
+  std::vector<std::string> ignored;     // known extras: tied copies, mask buffers
+};
+
+// Builds the model config.json describes and fills it from the weights. A tensor the model
+// needs and the files lack is an error naming it; a shape mismatch names the tensor and both
+// shapes; tensors the model does not use are listed in `report`.
+Model import_hf(const std::string& dir, HfImportReport* report = nullptr);
+
+// Writes DIR/config.json and DIR/model.safetensors in Hugging Face's layout (atomically each).
+void export_hf(const Model& model, const std::string& dir);
+
+}  // namespace zoo

@@ -1,0 +1,392 @@
+"""Tiny models in Hugging Face's layout, with reference forwards, for zoo's import/export tests.
+
+Usage:
+  hf_models.py OUT.pt write FLAVOR DIR [--sharded]
+      Writes DIR/config.json and random weights in Hugging Face naming as safetensors (one
+      file, or two shards plus model.safetensors.index.json), and saves the inputs and the
+      reference outputs into OUT.pt.
+  hf_models.py OUT.pt check FLAVOR DIR
+      Reads DIR (as written by zoo export-hf) and saves the reference outputs of those weights
+      on the same inputs into OUT.pt.
+
+FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1.
+
+The forwards below are written from the published architectures (GPT-2: Radford et al. 2019
+with Hugging Face's Conv1D weight layout; BERT: Devlin et al. 2019; T5: Raffel et al. 2020 and
+its v1.1 changes), in plain tensor operations, independently of zoo. safetensors files are
+written and read by hand (8-byte little-endian header length, JSON header, raw data).
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from tensor_file import save_tensors
+
+VOCAB = int(os.environ.get("ZOO_HF_VOCAB", "96"))  # larger to pair the model with a zoo tokenizer
+D, HEADS, FF, LAYERS, POSITIONS = 32, 4, 64, 2, 64
+BATCH, T, T_DEC = 2, 7, 5
+
+
+# --- safetensors by hand ---------------------------------------------------------------------
+
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+          torch.int64: "I64", torch.int32: "I32", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].contiguous()
+        data = t.view(torch.uint8).numpy().tobytes() if t.dtype != torch.bfloat16 else \
+            t.view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    inverse = {v: k for k, v in DTYPES.items()}
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = e["data_offsets"]
+        dtype = inverse[e["dtype"]]
+        buf = bytearray(data[begin:end])
+        t = torch.frombuffer(buf, dtype=torch.uint8) if end > begin else torch.zeros(0, dtype=torch.uint8)
+        out[name] = t.view(dtype).reshape(e["shape"]).clone()
+    return out
+
+
+def read_dir(directory):
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights = {}
+    for name in files:
+        weights.update(read_safetensors(os.path.join(directory, name)))
+    with open(os.path.join(directory, "config.json")) as f:
+        return json.load(f), weights
+
+
+# --- configs and random weights in Hugging Face naming ---------------------------------------
+
+def config_for(flavor):
+    if flavor == "gpt2":
+        return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": VOCAB, "n_embd": D,
+                "n_layer": LAYERS, "n_head": HEADS, "n_inner": FF, "n_positions": POSITIONS,
+                "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
+    if flavor.startswith("bert"):
+        arch = {"bert": "BertModel", "bert_mlm": "BertForMaskedLM", "bert_cls": "BertForSequenceClassification"}[flavor]
+        c = {"model_type": "bert", "architectures": [arch], "vocab_size": VOCAB, "hidden_size": D,
+             "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "intermediate_size": FF,
+             "max_position_embeddings": POSITIONS, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+             "hidden_act": "gelu"}
+        if flavor == "bert_cls":
+            c["id2label"] = {"0": "neg", "1": "neutral", "2": "pos"}
+        return c
+    v11 = flavor == "t5_v1_1"
+    return {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "vocab_size": VOCAB, "d_model": D,
+            "d_kv": 8, "d_ff": FF, "num_layers": LAYERS, "num_decoder_layers": LAYERS + 1, "num_heads": HEADS,
+            "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20, "layer_norm_epsilon": 1e-6,
+            "feed_forward_proj": "gated-gelu" if v11 else "relu", "tie_word_embeddings": not v11,
+            "decoder_start_token_id": 0, "pad_token_id": 0}
+
+
+def random_weights(flavor, cfg):
+    g = torch.Generator().manual_seed(sum(map(ord, flavor)))
+    w = {}
+
+    def rand(name, *shape, scale=0.2, offset=0.0):
+        w[name] = torch.randn(*shape, generator=g) * scale + offset
+
+    if flavor == "gpt2":
+        rand("transformer.wte.weight", VOCAB, D)
+        rand("transformer.wpe.weight", POSITIONS, D)
+        for i in range(LAYERS):
+            p = f"transformer.h.{i}."
+            for ln in ("ln_1", "ln_2"):
+                rand(p + ln + ".weight", D, offset=1.0)
+                rand(p + ln + ".bias", D)
+            rand(p + "attn.c_attn.weight", D, 3 * D)  # Conv1D: (in, out)
+            rand(p + "attn.c_attn.bias", 3 * D)
+            rand(p + "attn.c_proj.weight", D, D)
+            rand(p + "attn.c_proj.bias", D)
+            rand(p + "mlp.c_fc.weight", D, FF)
+            rand(p + "mlp.c_fc.bias", FF)
+            rand(p + "mlp.c_proj.weight", FF, D)
+            rand(p + "mlp.c_proj.bias", D)
+            # The causal-mask buffer older checkpoints carry; an importer must ignore it.
+            w[p + "attn.bias"] = torch.tril(torch.ones(POSITIONS, POSITIONS)).view(1, 1, POSITIONS, POSITIONS)
+        rand("transformer.ln_f.weight", D, offset=1.0)
+        rand("transformer.ln_f.bias", D)
+        return w  # lm_head.weight is tied: absent, as in Hugging Face's files
+    if flavor.startswith("bert"):
+        base = "" if flavor == "bert" else "bert."
+        rand(base + "embeddings.word_embeddings.weight", VOCAB, D)
+        rand(base + "embeddings.position_embeddings.weight", POSITIONS, D)
+        rand(base + "embeddings.token_type_embeddings.weight", 2, D)
+        rand(base + "embeddings.LayerNorm.weight", D, offset=1.0)
+        rand(base + "embeddings.LayerNorm.bias", D)
+        for i in range(LAYERS):
+            p = f"{base}encoder.layer.{i}."
+            for m in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+                rand(p + m + ".weight", D, D)
+                rand(p + m + ".bias", D)
+            rand(p + "intermediate.dense.weight", FF, D)
+            rand(p + "intermediate.dense.bias", FF)
+            rand(p + "output.dense.weight", D, FF)
+            rand(p + "output.dense.bias", D)
+            for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
+                rand(p + ln + ".weight", D, offset=1.0)
+                rand(p + ln + ".bias", D)
+        if flavor != "bert_mlm":
+            rand(base + "pooler.dense.weight", D, D)
+            rand(base + "pooler.dense.bias", D)
+        if flavor == "bert_mlm":
+            rand("cls.predictions.transform.dense.weight", D, D)
+            rand("cls.predictions.transform.dense.bias", D)
+            rand("cls.predictions.transform.LayerNorm.weight", D, offset=1.0)
+            rand("cls.predictions.transform.LayerNorm.bias", D)
+            rand("cls.predictions.bias", VOCAB)
+            w["cls.predictions.decoder.weight"] = w["bert.embeddings.word_embeddings.weight"].clone()  # tied copy
+        if flavor == "bert_cls":
+            rand("classifier.weight", 3, D)
+            rand("classifier.bias", 3)
+        return w
+    # T5
+    v11 = flavor == "t5_v1_1"
+    inner = cfg["num_heads"] * cfg["d_kv"]
+    rand("shared.weight", VOCAB, D, scale=1.0)
+    for stack, layers in (("encoder", cfg["num_layers"]), ("decoder", cfg["num_decoder_layers"])):
+        for i in range(layers):
+            p = f"{stack}.block.{i}.layer."
+            attn = [("0.SelfAttention", True)] + ([("1.EncDecAttention", False)] if stack == "decoder" else [])
+            for name, self_attn in attn:
+                for m in "qkv":
+                    rand(f"{p}{name}.{m}.weight", inner, D)
+                rand(f"{p}{name}.o.weight", D, inner)
+                if i == 0 and self_attn:
+                    rand(f"{p}{name}.relative_attention_bias.weight", cfg["relative_attention_num_buckets"], cfg["num_heads"])
+                rand(f"{p}{name[0]}.layer_norm.weight", D, offset=1.0)
+            ff = "2" if stack == "decoder" else "1"
+            if v11:
+                rand(f"{p}{ff}.DenseReluDense.wi_0.weight", FF, D)
+                rand(f"{p}{ff}.DenseReluDense.wi_1.weight", FF, D)
+            else:
+                rand(f"{p}{ff}.DenseReluDense.wi.weight", FF, D)
+            rand(f"{p}{ff}.DenseReluDense.wo.weight", D, FF)
+            rand(f"{p}{ff}.layer_norm.weight", D, offset=1.0)
+        rand(f"{stack}.final_layer_norm.weight", D, offset=1.0)
+    if v11:
+        rand("lm_head.weight", VOCAB, D)
+    return w
+
+
+# --- reference forwards ----------------------------------------------------------------------
+
+def heads(x, n):
+    b, t, _ = x.shape
+    return x.view(b, t, n, -1).transpose(1, 2)
+
+
+def merge(x):
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * d)
+
+
+def gpt2_forward(w, cfg, ids):
+    eps, n = cfg["layer_norm_epsilon"], cfg["n_head"]
+    t = ids.shape[1]
+    x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][:t]
+    causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
+    for i in range(cfg["n_layer"]):
+        p = f"transformer.h.{i}."
+        h = F.layer_norm(x, (D,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        q, k, v = (h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]).split(D, -1)
+        q, k, v = heads(q, n), heads(k, n), heads(v, n)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        a = merge(s.masked_fill(~causal, float("-inf")).softmax(-1) @ v)
+        x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h = F.layer_norm(x, (D,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
+        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (D,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+    return {"logits": x @ w["transformer.wte.weight"].T}
+
+
+def bert_forward(w, cfg, flavor, ids, mask, types):
+    base = "" if flavor == "bert" else "bert."
+    eps, n = cfg["layer_norm_eps"], cfg["num_attention_heads"]
+
+    def ln(x, name):
+        return F.layer_norm(x, (D,), w[name + ".weight"], w[name + ".bias"], eps)
+
+    def lin(x, name):
+        return x @ w[name + ".weight"].T + w[name + ".bias"]
+
+    t = ids.shape[1]
+    x = (w[base + "embeddings.word_embeddings.weight"][ids] + w[base + "embeddings.position_embeddings.weight"][:t]
+         + w[base + "embeddings.token_type_embeddings.weight"][types])
+    x = ln(x, base + "embeddings.LayerNorm")
+    keep = mask.bool()[:, None, None, :]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"{base}encoder.layer.{i}."
+        q, k, v = (heads(lin(x, p + "attention.self." + m), n) for m in ("query", "key", "value"))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        a = merge(s.masked_fill(~keep, float("-inf")).softmax(-1) @ v)
+        x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        h = F.gelu(lin(x, p + "intermediate.dense"))
+        x = ln(x + lin(h, p + "output.dense"), p + "output.LayerNorm")
+    out = {"sequence_output": x}
+    if flavor != "bert_mlm":
+        out["pooled_output"] = torch.tanh(lin(x[:, 0], base + "pooler.dense"))
+    if flavor == "bert_mlm":
+        h = ln(F.gelu(lin(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
+        out["logits"] = h @ w["bert.embeddings.word_embeddings.weight"].T + w["cls.predictions.bias"]
+    if flavor == "bert_cls":
+        out["logits"] = lin(out["pooled_output"], "classifier")
+    return out
+
+
+def t5_bucket(relative, bidirectional, num_buckets, max_distance):
+    buckets = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative > 0).long() * num_buckets
+        relative = relative.abs()
+    else:
+        relative = -torch.min(relative, torch.zeros_like(relative))
+    exact = num_buckets // 2
+    small = relative < exact
+    large = exact + (torch.log(relative.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+                     * (num_buckets - exact)).long()
+    large = torch.min(large, torch.full_like(large, num_buckets - 1))
+    return buckets + torch.where(small, relative, large)
+
+
+def t5_forward(w, cfg, ids, mask, dec_ids):
+    eps, n = cfg["layer_norm_epsilon"], cfg["num_heads"]
+    gated = cfg["feed_forward_proj"] == "gated-gelu"
+
+    def rms(x, name):
+        return w[name + ".weight"] * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def bias_for(stack, tq, tk, bidirectional):
+        ctx, mem = torch.arange(tq)[:, None], torch.arange(tk)[None, :]
+        b = t5_bucket(mem - ctx, bidirectional, cfg["relative_attention_num_buckets"],
+                      cfg["relative_attention_max_distance"])
+        table = w[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
+        return table[b].permute(2, 0, 1)[None]  # (1, H, tq, tk)
+
+    def attend(x, kv, name, bias, keep):
+        q, k, v = heads(x @ w[name + ".q.weight"].T, n), heads(kv @ w[name + ".k.weight"].T, n), heads(kv @ w[name + ".v.weight"].T, n)
+        s = q @ k.transpose(-1, -2) + bias  # T5 folds 1/sqrt(d) into its initialisation
+        return merge(s.masked_fill(~keep, float("-inf")).softmax(-1) @ v) @ w[name + ".o.weight"].T
+
+    def feed_forward(x, p):
+        if gated:
+            h = F.gelu(x @ w[p + "wi_0.weight"].T, approximate="tanh") * (x @ w[p + "wi_1.weight"].T)
+        else:
+            h = F.relu(x @ w[p + "wi.weight"].T)
+        return h @ w[p + "wo.weight"].T
+
+    enc_keep = mask.bool()[:, None, None, :]
+    x = w["shared.weight"][ids]
+    enc_bias = bias_for("encoder", ids.shape[1], ids.shape[1], True)
+    for i in range(cfg["num_layers"]):
+        p = f"encoder.block.{i}.layer."
+        x = x + attend(rms(x, p + "0.layer_norm"), rms(x, p + "0.layer_norm"), p + "0.SelfAttention", enc_bias, enc_keep)
+        x = x + feed_forward(rms(x, p + "1.layer_norm"), p + "1.DenseReluDense.")
+    memory = rms(x, "encoder.final_layer_norm")
+    td = dec_ids.shape[1]
+    y = w["shared.weight"][dec_ids]
+    dec_bias = bias_for("decoder", td, td, False)
+    causal = torch.tril(torch.ones(td, td, dtype=torch.bool))[None, None]
+    for i in range(cfg["num_decoder_layers"]):
+        p = f"decoder.block.{i}.layer."
+        h = rms(y, p + "0.layer_norm")
+        y = y + attend(h, h, p + "0.SelfAttention", dec_bias, causal)
+        y = y + attend(rms(y, p + "1.layer_norm"), memory, p + "1.EncDecAttention", 0.0, enc_keep)
+        y = y + feed_forward(rms(y, p + "2.layer_norm"), p + "2.DenseReluDense.")
+    y = rms(y, "decoder.final_layer_norm")
+    if cfg["tie_word_embeddings"]:
+        return {"logits": (y * D ** -0.5) @ w["shared.weight"].T}
+    return {"logits": y @ w["lm_head.weight"].T}
+
+
+def inputs():
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(4, VOCAB, (BATCH, T), generator=g)
+    mask = torch.ones(BATCH, T, dtype=torch.long)
+    mask[1, -2:] = 0
+    types = torch.zeros(BATCH, T, dtype=torch.long)
+    types[:, 4:] = 1
+    dec_ids = torch.randint(4, VOCAB, (BATCH, T_DEC), generator=g)
+    dec_ids[:, 0] = 0
+    return ids, mask, types, dec_ids
+
+
+def forward(flavor, cfg, w):
+    ids, mask, types, dec_ids = inputs()
+    with torch.no_grad():
+        if flavor == "gpt2":
+            out = gpt2_forward(w, cfg, ids)
+        elif flavor.startswith("bert"):
+            out = bert_forward(w, cfg, flavor, ids, mask, types)
+        else:
+            out = t5_forward(w, cfg, ids, mask, dec_ids)
+    out.update({"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "decoder_input_ids": dec_ids})
+    return out
+
+
+def main(out_path, command, flavor, directory, *flags):
+    if command == "write":
+        cfg = config_for(flavor)
+        w = random_weights(flavor, cfg)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+        if "--sharded" in flags:
+            names = sorted(w)
+            half = len(names) // 2
+            shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+            weight_map = {}
+            for file, part in shards.items():
+                write_safetensors(os.path.join(directory, file), {k: w[k] for k in part})
+                weight_map.update({k: file for k in part})
+            with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+                json.dump({"metadata": {"total_size": sum(t.numel() * 4 for t in w.values())}, "weight_map": weight_map}, f)
+        else:
+            write_safetensors(os.path.join(directory, "model.safetensors"), w)
+    else:
+        cfg, w = read_dir(directory)
+        if cfg.get("tie_word_embeddings", True) and "lm_head.weight" in w and flavor == "gpt2":
+            pass  # a tied head may be written; the reference uses wte
+    save_tensors(forward(flavor, cfg, w), out_path)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,17 @@
+"""Saves named tensors for the C++ tests: buffers of a TorchScript module ('.' in names becomes
+'__'), which C++ loads with torch::jit::load (tests/test_util.h: python_reference)."""
+import torch
+
+
+class Tensors(torch.nn.Module):
+    def __init__(self, tensors):
+        super().__init__()
+        for name, value in tensors.items():
+            self.register_buffer(name.replace(".", "__"), value.detach().clone().contiguous())
+
+    def forward(self):
+        return 0
+
+
+def save_tensors(tensors, path):
+    torch.jit.save(torch.jit.script(Tensors(tensors)), path)
