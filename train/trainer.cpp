@@ -29,9 +29,15 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Set by SIGINT/SIGTERM while a trainer handles signals; the loop stops at the next step boundary.
+// Set by SIGINT/SIGTERM while a trainer handles signals; the loop stops at the next step
+// boundary. A second signal is not waited on: the default action (exit) runs at once.
 std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+extern "C" void on_stop_signal(int signal) {
+  if (g_stop_signal.exchange(signal) != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+  }
+}
 
 class SignalScope {
  public:
@@ -318,9 +324,9 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     const fs::path last = run / "checkpoints" / "last";
     if (!fs::exists(last)) throw std::runtime_error(options_.run_dir + ": nothing to resume (no checkpoints/last)");
     restore(fs::canonical(last).string());
-  } else {
-    write_file_atomically((run / "run.yaml").string(), to_yaml(config_));
   }
+  // On resume too: overrides given then (more steps) hold for the next resume.
+  write_file_atomically((run / "run.yaml").string(), to_yaml(config_));
   log_ << "run: " << options_.run_dir << "\n"
        << describe(model_config) << "parameters: " << count_parameters(*model_.module()) << "\n"
        << "data: " << data_->describe() << "\n"

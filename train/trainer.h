@@ -33,7 +33,8 @@ struct TrainerOptions {
   std::ostream* log = nullptr;    // progress and messages; nullptr = std::cerr
   int live = -1;                  // live progress line: 1 yes, 0 no, -1 when the log is a terminal
   bool overwrite = false;         // a fresh run may replace RUN_DIR's checkpoints and metrics
-  bool handle_signals = false;    // SIGINT/SIGTERM: finish the step, save, stop (the CLI sets it)
+  bool handle_signals = false;    // SIGINT/SIGTERM: finish the step, save, stop; a second one exits
+                                  // at once (the CLI sets it)
   // Called after every update with (step, loss); tests use it to stop a run part-way.
   std::function<void(int64_t, double)> on_step;
 };

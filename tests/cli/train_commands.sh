@@ -24,6 +24,7 @@ for f in model.pt optimizer.pt config.yaml run.yaml tokenizer.model state.json; 
   test -s "$work/gpt/checkpoints/step-4/$f" || { echo "checkpoint lacks $f"; exit 1; }
 done
 "$zoo" train --resume "$work/gpt" steps=6 > "$work/resume.out" 2> "$work/resume.err"
+grep -q "^steps: 6$" "$work/gpt/run.yaml"   # the resumed run's overrides hold for the next resume
 grep -q "resumed from .*step-4 at step 4" "$work/resume.err"
 grep -q "finished at step 6" "$work/resume.out"
 test "$(grep -c '"split":"train"' "$work/gpt/metrics.jsonl")" -eq 6
