@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <ostream>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "core/files.h"
 #include "text/corpus.h"
 
 namespace zoo {
@@ -87,12 +89,25 @@ void prepare_token_files(const std::vector<std::string>& inputs, const std::vect
                          double val_fraction, uint64_t seed, const Tokenizer& tokenizer,
                          const std::string& out_dir, std::ostream& log) {
   const fs::path dir(out_dir);
-  if (has_token_files(out_dir) && fs::exists(dir / "val.tokens")) {
+  // What the files were made from: every input file (path, size, time), the split and the
+  // tokenizer. Reused only when all of it is the same.
+  nlohmann::json sources = {{"val_fraction", val_fraction}, {"seed", seed}, {"tokenizer", tokenizer.hash_hex()}};
+  for (const auto* group : {&inputs, &val_inputs}) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : group->empty() ? std::vector<std::string>{} : list_text_files(*group)) {
+      files.push_back({f, fs::file_size(f), fs::last_write_time(f).time_since_epoch().count()});
+    }
+    sources[group == &inputs ? "train" : "val"] = files;
+  }
+  const fs::path manifest = dir / "sources.json";
+  if (has_token_files(out_dir) && fs::exists(dir / "val.tokens") && fs::exists(manifest)) {
     try {
-      TokenFile::open((dir / "train.tokens").string(), &tokenizer);
-      TokenFile::open((dir / "val.tokens").string(), &tokenizer);
-      log << "reusing the token files in " << out_dir << "\n";
-      return;
+      if (nlohmann::json::parse(read_file(manifest.string())) == sources) {
+        TokenFile::open((dir / "train.tokens").string(), &tokenizer);
+        TokenFile::open((dir / "val.tokens").string(), &tokenizer);
+        log << "reusing the token files in " << out_dir << "\n";
+        return;
+      }
     } catch (const std::exception& e) {
       log << "re-tokenizing: " << e.what() << "\n";
     }
@@ -110,6 +125,7 @@ void prepare_token_files(const std::vector<std::string>& inputs, const std::vect
     fs::remove_all(staging);
     stats.val_documents = val.train_documents, stats.val_tokens = val.train_tokens;
   }
+  write_file_atomically(manifest.string(), sources.dump(2) + "\n");
   log << "  train: " << stats.train_documents << " documents, " << stats.train_tokens << " tokens; val: "
       << stats.val_documents << " documents, " << stats.val_tokens << " tokens\n";
 }

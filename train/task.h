@@ -67,7 +67,7 @@ class TaskData {
 };
 
 // Runs `inputs` through tokenize_to_files into `out_dir` unless it already holds token files
-// made by `tokenizer` (a resumed run). With a separate validation set, `val_inputs` go to
+// made from the same files (paths, sizes, times), split and tokenizer (OUT_DIR/sources.json). With a separate validation set, `val_inputs` go to
 // OUT_DIR/val.tokens whole and `inputs` to train.tokens whole.
 void prepare_token_files(const std::vector<std::string>& inputs, const std::vector<std::string>& val_inputs,
                          double val_fraction, uint64_t seed, const Tokenizer& tokenizer,

@@ -292,6 +292,26 @@ TEST(Trainer, NonFiniteLossSkipsWhenAskedAndGivesUpAfterMaxSkipped) {
   EXPECT_NE(message.find("3 steps in a row skipped (max_skipped=2)"), std::string::npos) << message;
 }
 
+// Token files are reused only when made from the same files, split and tokenizer.
+TEST(Trainer, TokenFilesAreReusedOnlyForTheSameSources) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("reuse").string();
+  const auto tokenizer = Tokenizer::load(slice().tokenizer);
+  const auto text = testing::scratch_path("reuse.txt").string();
+  write_file_atomically(text, read_file(slice().text).substr(0, 20000));
+  auto prepare = [&](double val_fraction) {
+    log.str("");
+    prepare_token_files({text}, {}, val_fraction, 0, tokenizer, dir, log);
+    return log.str().find("reusing") != std::string::npos;
+  };
+  EXPECT_FALSE(prepare(0.01));
+  EXPECT_TRUE(prepare(0.01));
+  EXPECT_FALSE(prepare(0.02));  // another split
+  write_file_atomically(text, read_file(slice().text).substr(0, 30000));
+  EXPECT_FALSE(prepare(0.02));  // the text changed
+  EXPECT_TRUE(prepare(0.02));
+}
+
 // The last K checkpoints and the best stay; `last` and `best` point at the right ones.
 TEST(Trainer, KeepsTheLastCheckpointsAndTheBest) {
   std::ostringstream log;
