@@ -575,7 +575,7 @@ std::string Trainer::save(bool is_best) {
   std::sort(saved.begin(), saved.end(), [](const fs::path& a, const fs::path& b) { return step_of(a) > step_of(b); });
   const int64_t keep = std::max<int64_t>(1, config_.keep_last);
   for (size_t i = static_cast<size_t>(keep); i < saved.size(); ++i) {
-    if (!best_dir_.empty() && fs::equivalent(saved[i], best_dir_)) continue;
+    if (!best_dir_.empty() && saved[i].filename() == fs::path(best_dir_).filename()) continue;
     fs::remove_all(saved[i]);
   }
   return dir;
