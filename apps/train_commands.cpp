@@ -47,7 +47,7 @@ struct GenerateArgs {
   bool greedy = false, no_cache = false;
 };
 
-void print_summary(const TrainSummary& s, Objective objective) {
+void print_summary(const TrainSummary& s) {
   std::cout << (s.interrupted ? "stopped" : "finished") << " at step " << s.end_step;
   if (s.skipped > 0) std::cout << " (" << s.skipped << " steps skipped for non-finite losses)";
   std::cout << "\n";
@@ -78,7 +78,7 @@ int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool 
   options.handle_signals = true;
   Trainer trainer(std::move(config), options);
   const auto summary = trainer.run();
-  print_summary(summary, trainer.objective());
+  print_summary(summary);
   return 0;
 }
 

@@ -199,6 +199,25 @@ const torch::Tensor* find_weight(const std::map<std::string, torch::Tensor>& wei
 
 std::string shape(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
+// Hugging Face's activation names (GPT-2's activation_function, BERT's hidden_act); the first
+// name of an activation is the one written on export.
+const std::vector<std::pair<std::string, Activation>> kActivations = {
+    {"gelu_new", Activation::kGELUTanh}, {"gelu_pytorch_tanh", Activation::kGELUTanh},
+    {"gelu", Activation::kGELU}, {"relu", Activation::kReLU}};
+
+Activation activation_from_hf(const std::string& name, const std::string& key, const std::string& source) {
+  for (const auto& [n, a] : kActivations)
+    if (n == name) return a;
+  throw ConfigError(source + ": " + key + " '" + name + "' has no zoo equivalent");
+}
+
+// "" when Hugging Face has no name for it.
+std::string activation_to_hf(Activation activation) {
+  for (const auto& [n, a] : kActivations)
+    if (a == activation) return n;
+  return "";
+}
+
 }  // namespace
 
 ModelConfig config_from_hf(const json& hf, const std::string& source) {
@@ -215,16 +234,8 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     c.d_ff = get_or<int64_t>(hf, "n_inner", 4 * c.d_model);
     c.max_positions = get<int64_t>(hf, "n_positions", source);
     c.norm_eps = get_or<double>(hf, "layer_norm_epsilon", 1e-5);
-    const auto act = get_or<std::string>(hf, "activation_function", "gelu_new");
-    if (act == "gelu_new" || act == "gelu_pytorch_tanh") {
-      c.activation = Activation::kGELUTanh;
-    } else if (act == "gelu") {
-      c.activation = Activation::kGELU;
-    } else if (act == "relu") {
-      c.activation = Activation::kReLU;
-    } else {
-      throw ConfigError(source + ": activation_function '" + act + "' has no zoo equivalent");
-    }
+    c.activation = activation_from_hf(get_or<std::string>(hf, "activation_function", "gelu_new"),
+                                      "activation_function", source);
     c.dropout = get_or<double>(hf, "resid_pdrop", 0.1);
     c.attention_dropout = get_or<double>(hf, "attn_pdrop", 0.1);
     c.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", true);
@@ -242,16 +253,7 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     c.max_positions = get<int64_t>(hf, "max_position_embeddings", source);
     c.type_vocab_size = get_or<int64_t>(hf, "type_vocab_size", 2);
     c.norm_eps = get_or<double>(hf, "layer_norm_eps", 1e-12);
-    const auto act = get_or<std::string>(hf, "hidden_act", "gelu");
-    if (act == "gelu") {
-      c.activation = Activation::kGELU;
-    } else if (act == "gelu_new") {
-      c.activation = Activation::kGELUTanh;
-    } else if (act == "relu") {
-      c.activation = Activation::kReLU;
-    } else {
-      throw ConfigError(source + ": hidden_act '" + act + "' has no zoo equivalent");
-    }
+    c.activation = activation_from_hf(get_or<std::string>(hf, "hidden_act", "gelu"), "hidden_act", source);
     if (get_or<std::string>(hf, "position_embedding_type", "absolute") != "absolute") {
       throw ConfigError(source + ": position_embedding_type other than absolute has no zoo equivalent");
     }
@@ -317,11 +319,8 @@ json config_to_hf(const ModelConfig& c) {
     if (!c.bias || c.window || c.head_dim != 0 || c.scale_embeddings || !c.scale_attention) {
       none("gpt2 has biases, full attention, head_dim = d_model / n_heads and scaled attention");
     }
-    std::string act;
-    if (c.activation == Activation::kGELUTanh) act = "gelu_new";
-    else if (c.activation == Activation::kGELU) act = "gelu";
-    else if (c.activation == Activation::kReLU) act = "relu";
-    else none("gpt2 has no gated feed-forward");
+    const std::string act = activation_to_hf(c.activation);
+    if (act.empty()) none("gpt2 has no gated feed-forward");
     hf = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", c.vocab_size},
           {"n_embd", c.d_model}, {"n_layer", c.n_layers}, {"n_head", c.n_heads}, {"n_inner", c.d_ff},
           {"n_positions", c.max_positions}, {"n_ctx", c.max_positions}, {"layer_norm_epsilon", c.norm_eps},
@@ -332,11 +331,8 @@ json config_to_hf(const ModelConfig& c) {
     if (c.position != PositionKind::kLearned) none("bert has learned positions");
     if (c.norm != NormKind::kLayerNorm || c.norm_position != NormPosition::kPost) none("bert is post-norm LayerNorm");
     if (!c.bias || c.head_dim != 0) none("bert has biases and head_dim = d_model / n_heads");
-    std::string act;
-    if (c.activation == Activation::kGELU) act = "gelu";
-    else if (c.activation == Activation::kGELUTanh) act = "gelu_new";
-    else if (c.activation == Activation::kReLU) act = "relu";
-    else none("bert has no gated feed-forward");
+    const std::string act = activation_to_hf(c.activation);
+    if (act.empty()) none("bert has no gated feed-forward");
     const std::map<BertHead, std::string> arch = {
         {BertHead::kNone, "BertModel"}, {BertHead::kMaskedLM, "BertForMaskedLM"},
         {BertHead::kNextSentence, "BertForNextSentencePrediction"}, {BertHead::kPretraining, "BertForPreTraining"},
@@ -478,11 +474,13 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
 void export_hf(const Model& model, const std::string& dir) {
   const json hf = config_to_hf(model.config);
   auto params = model.module()->named_parameters();
-  const std::string base = model.config.family == Family::kGpt ? "transformer." : "";
-  // BERT's base model sits under "bert." when the file has a head.
-  const std::string bert_base = model.config.family == Family::kBert && model.config.head != BertHead::kNone ? "bert." : "";
+  // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head.
+  const auto& c = model.config;
+  const std::string base = c.family == Family::kGpt                                  ? "transformer."
+                           : c.family == Family::kBert && c.head != BertHead::kNone ? "bert."
+                                                                                     : "";
   std::map<std::string, torch::Tensor> out;
-  for (const auto& map : tensor_maps(model.config, model.config.family == Family::kBert ? bert_base : base)) {
+  for (const auto& map : tensor_maps(c, base)) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
     const auto value = source->detach().to(torch::kCPU, torch::kFloat);
@@ -494,7 +492,7 @@ void export_hf(const Model& model, const std::string& dir) {
   // Readers that expect the tied decoder of a BERT masked-LM head find it.
   if (model.config.family == Family::kBert &&
       (model.config.head == BertHead::kMaskedLM || model.config.head == BertHead::kPretraining)) {
-    out["cls.predictions.decoder.weight"] = out.at(bert_base + "embeddings.word_embeddings.weight").clone();
+    out["cls.predictions.decoder.weight"] = out.at(base + "embeddings.word_embeddings.weight").clone();
     out["cls.predictions.decoder.bias"] = out.at("cls.predictions.bias").clone();
   }
   fs::create_directories(dir);

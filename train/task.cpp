@@ -20,11 +20,11 @@ torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& la
                           F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).label_smoothing(label_smoothing));
 }
 
-void count_correct(const torch::Tensor& logits, const torch::Tensor& labels, LossOutput& out) {
+void count_targets(const torch::Tensor& logits, const torch::Tensor& labels, bool with_accuracy, LossOutput& out) {
   torch::NoGradGuard no_grad;
   const auto valid = labels.ne(kIgnoreIndex);
   out.targets += valid.sum().item<int64_t>();
-  out.correct += (logits.argmax(-1).eq(labels) & valid).sum().item<int64_t>();
+  if (with_accuracy) out.correct += (logits.argmax(-1).eq(labels) & valid).sum().item<int64_t>();
 }
 
 torch::Tensor on(const torch::Tensor& t, const torch::Device& device) {
@@ -47,7 +47,7 @@ Objective resolve_objective(Objective requested, Family family, bool fine_tuning
 }
 
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
-                        const torch::Device& device) {
+                        const torch::Device& device, bool with_accuracy) {
   LossOutput out;
   const auto ids = on(batch.input_ids, device);
   const auto mask = on(batch.attention_mask, device);
@@ -78,7 +78,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
       break;
     case Objective::kAuto: TORCH_CHECK(false, "compute_loss: resolve the objective first");
   }
-  count_correct(logits, labels, out);
+  count_targets(logits, labels, with_accuracy, out);
   // A batch without targets (nothing masked) contributes nothing, rather than 0/0.
   out.loss = out.targets > 0 ? cross_entropy(logits, labels, label_smoothing) : logits.sum() * 0.0;
   if (extra_loss.defined()) out.loss = out.loss + extra_loss;

@@ -25,15 +25,16 @@ Objective resolve_objective(Objective requested, Family family, bool fine_tuning
 struct LossOutput {
   torch::Tensor loss;   // scalar: mean over the targets (what backward() sees)
   int64_t targets = 0;  // predicted tokens, or examples for classification
-  int64_t correct = 0;  // argmax == label among the targets
+  int64_t correct = 0;  // argmax == label among the targets (with_accuracy only)
   int64_t tokens = 0;   // input tokens processed (throughput)
 };
 
 // Runs `model` on `batch` (moved to `device`) and returns the cross-entropy of `objective`:
 // next-token for causal LM, masked tokens (+ the pair label with a pretraining head) for MLM,
 // decoder tokens for span corruption and seq2seq, the class for classification.
+// `with_accuracy` also counts argmax hits (evaluation; training skips the vocabulary-wide argmax).
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
-                        const torch::Device& device);
+                        const torch::Device& device, bool with_accuracy = false);
 
 class TaskData {
  public:

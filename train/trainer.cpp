@@ -239,7 +239,7 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
     std::vector<int64_t> indices;
     for (int64_t i = start; i < std::min(limit, start + batch_size); ++i) indices.push_back(i);
     const Batch batch = data.val_batch(indices);
-    const auto out = compute_loss(model, batch, data.objective(), 0.0, device);
+    const auto out = compute_loss(model, batch, data.objective(), 0.0, device, /*with_accuracy=*/true);
     if (out.targets == 0) continue;
     loss_sum += out.loss.item<double>() * static_cast<double>(out.targets);
     result.targets += out.targets;
@@ -318,6 +318,10 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   o.lr = config_.lr, o.weight_decay = config_.weight_decay;
   o.beta1 = config_.beta1, o.beta2 = config_.beta2, o.eps = config_.eps;
   optimizer_ = make_adamw(*model_.module(), o);
+  schedule_.kind = schedule_from_string(config_.schedule);
+  schedule_.lr = config_.lr, schedule_.min_lr = config_.min_lr;
+  schedule_.warmup_steps = config_.warmup_steps, schedule_.total_steps = config_.steps;
+  schedule_.d_model = config_.model_config.d_model;
   sampler_ = std::make_unique<ShuffledSampler>(data_->train_size(), config_.seed);
 
   if (options_.resume) {
@@ -417,25 +421,13 @@ void Trainer::initialize_from(const std::string& path) {
 }
 
 void Trainer::restore(const std::string& dir) {
-  const std::string state_path = (fs::path(dir) / "state.json").string();
-  Checkpoint c = load_checkpoint(dir, config_.model_config.family);
-  {
-    torch::NoGradGuard no_grad;
-    auto source = c.model.module()->named_parameters();
-    for (auto& p : model_.module()->named_parameters()) {
-      const auto* value = source.find(p.key());
-      if (value == nullptr || value->sizes() != p.value().sizes()) {
-        throw std::runtime_error(dir + ": tensor '" + p.key() + "' does not match the run's model (run.yaml changed?)");
-      }
-      p.value().copy_(*value);
-    }
-    auto buffers = c.model.module()->named_buffers();
-    for (auto& b : model_.module()->named_buffers())
-      if (const auto* value = buffers.find(b.key())) b.value().copy_(*value);
-  }
+  // The weights go straight into the run's model; load_weights names any mismatch.
+  load_weights((fs::path(dir) / "model.pt").string(), *model_.module());
   load_optimizer_state(dir, *optimizer_, device_);
-  const auto& s = c.state;
+  const std::string state_path = (fs::path(dir) / "state.json").string();
+  nlohmann::json s;
   try {
+    s = nlohmann::json::parse(read_file(state_path));
     step_ = s.at("step").get<int64_t>();
     ShuffledSampler::State position;
     position.epoch = s.at("sampler").at("epoch").get<int64_t>();
@@ -450,7 +442,7 @@ void Trainer::restore(const std::string& dir) {
       best_dir_ = (fs::path(options_.run_dir) / "checkpoints" / ("step-" + std::to_string(best_->step))).string();
     }
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(state_path + ": incomplete trainer state (" + std::string(e.what()) + ")");
+    throw std::runtime_error(state_path + ": corrupt or incomplete trainer state (" + std::string(e.what()) + ")");
   }
   log_ << "resumed from " << dir << " at step " << step_ << "\n";
 }
@@ -466,12 +458,7 @@ bool Trainer::better(const EvalResult& r) const {
 
 bool Trainer::step() {
   const auto started = Clock::now();
-  ScheduleOptions schedule;
-  schedule.kind = schedule_from_string(config_.schedule);
-  schedule.lr = config_.lr, schedule.min_lr = config_.min_lr;
-  schedule.warmup_steps = config_.warmup_steps, schedule.total_steps = config_.steps;
-  schedule.d_model = config_.model_config.d_model;
-  const double lr = learning_rate(schedule, step_);
+  const double lr = learning_rate(schedule_, step_);
   set_learning_rate(*optimizer_, lr);
   last_lr_ = lr;
   optimizer_->zero_grad();

@@ -23,6 +23,7 @@
 #include "models/model.h"
 #include "text/tokenizer.h"
 #include "train/run_config.h"
+#include "train/schedule.h"
 #include "train/task.h"
 
 namespace zoo {
@@ -104,6 +105,7 @@ class Trainer {
   std::unique_ptr<TaskData> data_;
   Model model_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  ScheduleOptions schedule_;
   std::unique_ptr<ShuffledSampler> sampler_;
   torch::Device device_{torch::kCPU};
   bool autocast_ = false;
