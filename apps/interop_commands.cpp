@@ -1,4 +1,4 @@
-// zoo import-hf and export-hf.
+// zoo import-hf, export-hf and export (TorchScript).
 
 #include <filesystem>
 #include <iostream>
@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "interop/hugging_face.h"
+#include "interop/torchscript.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -62,6 +63,20 @@ int export_hf_command(const ExportArgs& a) {
   return 0;
 }
 
+int export_command(const ExportArgs& a) {
+  const std::string dir = resolve_checkpoint(a.checkpoint);
+  Checkpoint c = load_checkpoint(dir);
+  export_torchscript(c.model, a.out, c.tokenizer_bytes);
+  const auto& config = c.model.config;
+  const bool generates = config.family != Family::kBert;
+  std::cout << "wrote " << a.out << " (" << family_name(config.family) << ", "
+            << count_parameters(*c.model.module()) << " parameters; methods: forward"
+            << (config.is_encoder_decoder() ? ", encode, decode" : "") << (generates ? ", generate" : "")
+            << (c.tokenizer_bytes.empty() ? "" : "; tokenizer.model inside") << ")\n";
+  if (c.tokenizer_bytes.empty()) std::cerr << "warning: " << dir << " has no tokenizer.model; the export carries none\n";
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Command> add_interop_commands(CLI::App& app) {
@@ -78,6 +93,13 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   export_cmd->add_option("checkpoint", e->checkpoint, "checkpoint or run directory")->required();
   export_cmd->add_option("--out", e->out, "directory to write")->required();
   commands.push_back({export_cmd, [e] { return export_hf_command(*e); }});
+
+  auto t = std::make_shared<ExportArgs>();
+  auto* script_cmd = app.add_subcommand(
+      "export", "write a TorchScript module (torch::jit::load / torch.jit.load) with generation and the tokenizer inside");
+  script_cmd->add_option("checkpoint", t->checkpoint, "checkpoint or run directory")->required();
+  script_cmd->add_option("--out", t->out, "file to write (model.pt)")->required();
+  commands.push_back({script_cmd, [t] { return export_command(*t); }});
   return commands;
 }
 

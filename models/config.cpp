@@ -172,6 +172,13 @@ void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
 
 }  // namespace
 
+std::string family_name(Family family) {
+  for (const auto& [name, f] : kFamilies) {
+    if (f == family) return name;
+  }
+  throw std::logic_error("unhandled family");
+}
+
 ModelConfig family_defaults(Family family) {
   ModelConfig c;
   c.family = family;

@@ -94,6 +94,9 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The family's spelling in configs: "bert", "gpt", "t5", "transformer".
+std::string family_name(Family family);
+
 // Family defaults applied before the file's keys, so a file states only what differs.
 ModelConfig family_defaults(Family family);
 

@@ -15,16 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string family_name(Family f) {
-  switch (f) {
-    case Family::kBert: return "bert";
-    case Family::kGpt: return "gpt";
-    case Family::kT5: return "t5";
-    case Family::kTransformer: return "transformer";
-  }
-  return "?";
-}
-
 std::string shape(const torch::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));

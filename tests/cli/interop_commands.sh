@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# zoo import-hf and export-hf end to end: a GPT-2 directory in Hugging Face's layout (written
-# by python3-torch) becomes a zoo checkpoint that generates and fine-tunes like any other, and
-# exports back to files the reference forward reads to the same logits.
+# zoo import-hf, export-hf and export end to end: a GPT-2 directory in Hugging Face's layout
+# (written by python3-torch) becomes a zoo checkpoint that generates and fine-tunes like any
+# other, and exports back to files the reference forward reads to the same logits. `zoo export`
+# writes TorchScript that generates, in plain Python with its own tokenizer, what zoo generates.
 set -euo pipefail
 zoo="$1"
 corpus="$2"
 reference="$3"
 python=/usr/bin/python3
 source "$(dirname "$0")/lib.sh"
+generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
 slice "$corpus"
-"$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 512 --out "$work/tok" > /dev/null 2>&1
-ZOO_HF_VOCAB=512 "$python" "$reference" "$work/ref.pt" write gpt2 "$work/hf"
+"$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 2048 --out "$work/tok" > /dev/null 2>&1
+ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/ref.pt" write gpt2 "$work/hf"
 
 "$zoo" import-hf "$work/hf" --out "$work/ckpt" --tokenizer "$work/tok.model" > "$work/import.out" 2> "$work/import.err"
 grep -q "wrote $work/ckpt" "$work/import.out"
@@ -26,7 +28,7 @@ test -L "$work/ft/checkpoints/last"
 
 # Back out to Hugging Face's layout: the reference forward reads it to the same logits.
 "$zoo" export-hf "$work/ckpt" --out "$work/back" > /dev/null
-ZOO_HF_VOCAB=512 "$python" "$reference" "$work/back.pt" check gpt2 "$work/back"
+ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/back.pt" check gpt2 "$work/back"
 "$python" - "$work/ref.pt" "$work/back.pt" <<'PY'
 import sys, torch
 a, b = torch.jit.load(sys.argv[1]), torch.jit.load(sys.argv[2])
@@ -35,6 +37,25 @@ assert diff < 1e-6, f"exported logits differ by {diff}"
 PY
 "$zoo" export-hf "$work/ft" --out "$work/ft-hf" > /dev/null
 test -s "$work/ft-hf/model.safetensors"
+
+# TorchScript: GPT-2 and T5 exports generate in python3-torch exactly what zoo generates.
+"$zoo" export "$work/ckpt" --out "$work/gpt.pt" > "$work/export.out"
+grep -q "methods: forward, generate; tokenizer.model inside" "$work/export.out"
+same_text() {  # same_text CHECKPOINT EXPORT PROMPT
+  local want got
+  want=$("$zoo" generate "$1" --prompt "$3" --max-new-tokens 12 --greedy 2>/dev/null)
+  got=$("$python" "$generate_py" "$2" --prompt "$3" --max-new-tokens 12 --greedy)
+  [[ -n "$want" && "$want" == "$got" ]] || { echo "zoo: '$want', exported in python: '$got'"; exit 1; }
+}
+same_text "$work/ckpt" "$work/gpt.pt" "The module"
+ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/t5-ref.pt" write t5 "$work/t5-hf"
+"$zoo" import-hf "$work/t5-hf" --out "$work/t5" --tokenizer "$work/tok.model" > /dev/null 2>&1
+"$zoo" export "$work/t5" --out "$work/t5.pt" | grep -q "methods: forward, encode, decode, generate"
+same_text "$work/t5" "$work/t5.pt" "Return the list"
+fails "no such checkpoint or run directory" "$zoo" export "$work/nothing" --out "$work/x.pt"
+head -c 5000 "$work/gpt.pt" > "$work/cut.pt"
+fails "cut.pt: not a TorchScript archive" "$python" "$generate_py" "$work/cut.pt" --prompt "x"
+test ! -e "$work/x.pt"
 
 fails "config.json: missing \(not a Hugging Face model directory\?\)" "$zoo" import-hf "$work/nothing" --out "$work/x"
 printf '{"model_type": "gpt2", "vocab_size": 512}' > "$work/hf/config.json"
