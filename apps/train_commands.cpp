@@ -10,6 +10,7 @@
 #include "apps/commands.h"
 #include "models/generation.h"
 #include "train/checkpoint.h"
+#include "train/distributed.h"
 #include "train/plot.h"
 #include "train/trainer.h"
 
@@ -18,7 +19,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Data-parallel settings; the rank, world size and rendezvous come from the environment
+// (torchrun, or RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set by hand).
+struct DistributedArgs {
+  double timeout_seconds = 300;
+  double bucket_mb = 8;
+};
+
+void add_distributed_options(CLI::App* command, DistributedArgs& d) {
+  command->add_option("--dist-timeout", d.timeout_seconds,
+                      "multi-process runs: seconds to wait for the other ranks (rendezvous, each collective)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--bucket-mb", d.bucket_mb, "multi-process runs: gradient megabytes all-reduced together")
+      ->check(CLI::PositiveNumber);
+}
+
 struct TrainArgs {
+  DistributedArgs distributed;
   std::string config;
   std::vector<std::string> overrides;
   std::string run_dir, resume, device;
@@ -27,6 +44,7 @@ struct TrainArgs {
 };
 
 struct FinetuneArgs {
+  DistributedArgs distributed;
   std::string checkpoint, config, task = "auto", run_dir, device;
   std::vector<std::string> train, val, overrides;
   bool overwrite = false;
@@ -70,15 +88,27 @@ std::string default_run_dir(const RunConfig& config) {
   return (fs::path("runs") / name).string();
 }
 
-int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool overwrite) {
+int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool overwrite,
+                const DistributedArgs& d) {
   TrainerOptions options;
   options.run_dir = run_dir;
   options.resume = resume;
   options.overwrite = overwrite;
   options.handle_signals = true;
+  std::unique_ptr<DataParallel> parallel;
+  if (const DistributedEnv env = distributed_env(); env.enabled()) {
+    torch::Device device = resolve_device(config.device);
+    if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    DataParallelOptions o;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_seconds * 1000));
+    o.bucket_mb = d.bucket_mb;
+    parallel = std::make_unique<DataParallel>(env, device, o);
+    options.parallel = parallel.get();
+  }
   Trainer trainer(std::move(config), options);
   const auto summary = trainer.run();
-  print_summary(summary);
+  if (!parallel || parallel->rank() == 0) print_summary(summary);
+  if (parallel) parallel->barrier();  // rank 0 hosts the store: leave together
   return 0;
 }
 
@@ -104,7 +134,7 @@ int train(const TrainArgs& a) {
   if (!a.data.empty()) config.data = a.data;
   if (!a.device.empty()) config.device = a.device;
   if (run_dir.empty()) run_dir = default_run_dir(config);
-  return run_trainer(std::move(config), run_dir, !a.resume.empty(), a.overwrite);
+  return run_trainer(std::move(config), run_dir, !a.resume.empty(), a.overwrite, a.distributed);
 }
 
 int finetune(const FinetuneArgs& a) {
@@ -129,7 +159,7 @@ int finetune(const FinetuneArgs& a) {
   if (!a.device.empty()) config.device = a.device;
   std::string run_dir = a.run_dir;
   if (run_dir.empty()) run_dir = default_run_dir(config) + "-" + to_string(config.objective);
-  return run_trainer(std::move(config), run_dir, false, a.overwrite);
+  return run_trainer(std::move(config), run_dir, false, a.overwrite, a.distributed);
 }
 
 int eval(const EvalArgs& a) {
@@ -275,6 +305,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   train_cmd->add_option("--device", t->device, "cpu, cuda, cuda:N or auto")->check(
       [](const std::string& d) { return d == "cpu" || d == "auto" || d.rfind("cuda", 0) == 0 ? "" : "expected cpu, cuda or auto"; });
   train_cmd->add_flag("--overwrite", t->overwrite, "start again in a run directory that holds a run");
+  add_distributed_options(train_cmd, t->distributed);
   commands.push_back({train_cmd, [t] { return train(*t); }});
 
   auto f = std::make_shared<FinetuneArgs>();
@@ -290,6 +321,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   finetune_cmd->add_option("--run-dir", f->run_dir, "where the run lives (default: runs/MODEL-TASK)");
   finetune_cmd->add_option("--device", f->device, "cpu, cuda, cuda:N or auto");
   finetune_cmd->add_flag("--overwrite", f->overwrite, "start again in a run directory that holds a run");
+  add_distributed_options(finetune_cmd, f->distributed);
   commands.push_back({finetune_cmd, [f] { return finetune(*f); }});
 
   auto e = std::make_shared<EvalArgs>();

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,12 @@ int64_t resolve_num_threads(int64_t requested) {
                                   env + "'");
     }
     return n;
+  }
+  // Several processes per machine (torchrun --nproc_per_node): share the CPUs between them.
+  if (const char* local = std::getenv("LOCAL_WORLD_SIZE"); local != nullptr && *local != '\0') {
+    char* end = nullptr;
+    long n = std::strtol(local, &end, 10);
+    if (*end == '\0' && n > 1) return std::max<int64_t>(1, available_cpus() / n);
   }
   return available_cpus();
 }

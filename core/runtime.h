@@ -17,7 +17,7 @@ std::string torch_description();
 int64_t available_cpus();
 
 // The intra-op thread count zoo uses: `requested` if > 0, else ZOO_NUM_THREADS if set and valid,
-// else available_cpus(). Throws std::invalid_argument naming ZOO_NUM_THREADS if it is not a
+// else available_cpus() shared among LOCAL_WORLD_SIZE processes (torchrun) when that is set. Throws std::invalid_argument naming ZOO_NUM_THREADS if it is not a
 // positive integer.
 int64_t resolve_num_threads(int64_t requested = 0);
 

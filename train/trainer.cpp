@@ -19,6 +19,7 @@
 #include "models/generation.h"
 #include "text/corpus.h"
 #include "train/checkpoint.h"
+#include "train/distributed.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/schedule.h"
@@ -271,11 +272,19 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
   return result;
 }
 
+// Rank 0 logs; the other ranks of a data-parallel run stay quiet.
+std::ostream& log_of(const TrainerOptions& o) {
+  static std::ostream discard(nullptr);
+  if (o.parallel != nullptr && o.parallel->rank() != 0) return discard;
+  return o.log ? *o.log : std::cerr;
+}
+
 Trainer::Trainer(RunConfig config, TrainerOptions options)
-    : config_(std::move(config)), options_(std::move(options)), log_(options_.log ? *options_.log : std::cerr) {
+    : config_(std::move(config)), options_(std::move(options)), log_(log_of(options_)) {
   if (options_.run_dir.empty()) throw std::runtime_error("the trainer needs a run directory");
+  DataParallel* parallel = options_.parallel;
   const fs::path run(options_.run_dir);
-  if (!options_.resume && fs::exists(run / "checkpoints")) {
+  if (main_rank() && !options_.resume && fs::exists(run / "checkpoints")) {
     if (!options_.overwrite) {
       throw std::runtime_error(options_.run_dir + " already holds a run: --resume to continue it, --overwrite to "
                                "start again there, or another --run-dir");
@@ -285,6 +294,9 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   }
   fs::create_directories(run);
   device_ = resolve_device(config_.device);
+  if (parallel && device_.is_cuda() && !device_.has_index()) {
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(parallel->env().local_rank));
+  }
   const bool cuda = device_.is_cuda();
   const std::string precision = config_.precision == "auto" ? (cuda ? "bf16" : "fp32") : config_.precision;
   if (precision != "fp32" && !cuda) {
@@ -295,9 +307,26 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   loss_scale_ = precision == "fp16" ? 65536.0 : 1.0;
   torch::manual_seed(config_.seed);
 
-  prepare_tokenizer();
+  if (main_rank()) prepare_tokenizer();
+  if (parallel) {
+    // Rank 0's tokenizer (maybe just trained) for everyone, through the store.
+    const std::string bytes = parallel->share("tokenizer", main_rank() ? tokenizer_->model_bytes() : "");
+    if (!main_rank()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_serialized(bytes, "rank 0's tokenizer"));
+  }
   objective_ = resolve_objective(config_.objective, config_.model_config.family, !config_.init_from.empty());
-  data_ = std::make_unique<TaskData>(config_, objective_, *tokenizer_, options_.run_dir, log_);
+  auto prepare_data = [&] { data_ = std::make_unique<TaskData>(config_, objective_, *tokenizer_, options_.run_dir, log_); };
+  if (!parallel) {
+    prepare_data();
+  } else {
+    // Rank 0 tokenizes first; then the first rank of each other node (which finds rank 0's
+    // token files when the run directory is shared); then the rest, who find theirs.
+    const bool node_first = parallel->env().local_rank == 0;
+    if (main_rank()) prepare_data();
+    parallel->barrier();
+    if (!main_rank() && node_first) prepare_data();
+    parallel->barrier();
+    if (!main_rank() && !node_first) prepare_data();
+  }
   auto& model_config = config_.model_config;
   if (objective_ == Objective::kClassification) {
     model_config.head = BertHead::kSequenceClassification;
@@ -329,13 +358,31 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     if (!fs::exists(last)) throw std::runtime_error(options_.run_dir + ": nothing to resume (no checkpoints/last)");
     restore(fs::canonical(last).string());
   }
+  if (parallel) {
+    // Everyone starts from rank 0's weights, and gradients are averaged from here on.
+    std::vector<torch::Tensor> state;
+    for (const auto& p : model_.module()->parameters()) state.push_back(p);
+    for (const auto& b : model_.module()->buffers()) state.push_back(b);
+    parallel->broadcast(state);
+    parallel->attach(trainable(*model_.module()));
+  }
   // On resume too: overrides given then (more steps) hold for the next resume.
-  write_file_atomically((run / "run.yaml").string(), to_yaml(config_));
+  if (main_rank()) write_file_atomically((run / "run.yaml").string(), to_yaml(config_));
   log_ << "run: " << options_.run_dir << "\n"
        << describe(model_config) << "parameters: " << count_parameters(*model_.module()) << "\n"
        << "data: " << data_->describe() << "\n"
        << "device: " << device_ << " (" << precision << "), " << at::get_num_threads() << " threads\n";
+  if (parallel) {
+    const int64_t sequences = config_.batch_size * parallel->world_size() * config_.grad_accum;
+    log_ << "data parallel: " << parallel->world_size() << " processes (" << parallel->backend()
+         << "); global batch " << config_.batch_size << " per rank x " << parallel->world_size() << " ranks x "
+         << config_.grad_accum << " accumulation = " << sequences << " sequences\n";
+  }
 }
+
+bool Trainer::main_rank() const { return options_.parallel == nullptr || options_.parallel->rank() == 0; }
+
+int64_t Trainer::world_size() const { return options_.parallel ? options_.parallel->world_size() : 1; }
 
 Trainer::~Trainer() = default;
 
@@ -429,6 +476,13 @@ void Trainer::restore(const std::string& dir) {
   try {
     s = nlohmann::json::parse(read_file(state_path));
     step_ = s.at("step").get<int64_t>();
+    const int64_t trained_with = s.value("world_size", int64_t{1});
+    if (trained_with != world_size()) {
+      throw std::runtime_error(
+          options_.run_dir + ": the run was trained with " + std::to_string(trained_with) + " process(es) and this launch has " +
+          std::to_string(world_size()) + "; resuming would change the global batch and the data order. Resume with " +
+          std::to_string(trained_with) + " (torchrun --nproc_per_node=...), or start a new run with init_from=" + dir);
+    }
     ShuffledSampler::State position;
     position.epoch = s.at("sampler").at("epoch").get<int64_t>();
     position.index = s.at("sampler").at("index").get<int64_t>();
@@ -449,6 +503,13 @@ void Trainer::restore(const std::string& dir) {
 
 bool Trainer::stop_pending() const { return stop_requested_ || g_stop_signal != 0; }
 
+bool Trainer::stop_agreed() const {
+  if (!options_.parallel) return stop_pending();
+  // Every rank must stop after the same step, or the others would wait on it forever.
+  auto votes = torch::tensor({stop_pending() ? 1.0 : 0.0}, torch::kDouble);
+  return options_.parallel->all_reduce_sum(votes).item<double>() > 0;
+}
+
 bool Trainer::better(const EvalResult& r) const {
   if (std::isnan(metric(r, objective_))) return false;
   if (!best_) return true;
@@ -466,23 +527,56 @@ bool Trainer::step() {
   double loss = 0;
   int64_t tokens = 0;
   bool finite = true;
+  DataParallel* parallel = options_.parallel;
+  const int64_t world = world_size();
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     const int64_t epoch = sampler_->state().epoch;
-    const Batch batch = data_->train_batch(sampler_->next(config_.batch_size), epoch);
+    // Every rank draws the whole global batch in the same order and keeps its own slice.
+    std::vector<int64_t> indices = sampler_->next(config_.batch_size * world);
+    if (parallel) {
+      const int64_t first = parallel->rank() * config_.batch_size;
+      indices = std::vector<int64_t>(indices.begin() + first, indices.begin() + first + config_.batch_size);
+    }
+    const Batch batch = data_->train_batch(indices, epoch);
     LossOutput out;
     {
       AutocastScope autocast(autocast_, autocast_dtype_);
       out = compute_loss(model_, batch, objective_, config_.label_smoothing, device_);
     }
-    const double value = out.loss.item<double>();
+    double value = out.loss.item<double>();
+    double share = 1.0;  // this rank's weight in the global mean
+    int64_t micro_tokens = out.tokens;
+    if (parallel) {
+      // The global batch's mean over its targets, as one process would compute it: ranks with
+      // more targets (MLM masks vary) weigh more. One small all-reduce per micro-step, which
+      // also makes a non-finite loss on any rank everyone's.
+      const bool ok = std::isfinite(value);
+      auto sums = torch::tensor({ok ? value * static_cast<double>(out.targets) : 0.0, static_cast<double>(out.targets),
+                                 ok ? 0.0 : 1.0, static_cast<double>(out.tokens)},
+                                torch::kDouble);
+      parallel->all_reduce_sum(sums);
+      const double targets = sums[1].item<double>();
+      micro_tokens = static_cast<int64_t>(sums[3].item<double>());
+      if (sums[2].item<double>() > 0) {
+        value = ok ? NAN : value;
+      } else if (targets > 0) {
+        value = sums[0].item<double>() / targets;
+        share = static_cast<double>(out.targets) * static_cast<double>(world) / targets;
+      }
+    }
     if (!std::isfinite(value)) {
       finite = false;
       loss = value;
       break;
     }
-    (out.loss * (loss_scale_ / static_cast<double>(config_.grad_accum))).backward();
+    if (parallel) parallel->set_sync(micro + 1 == config_.grad_accum);
+    (out.loss * (share * loss_scale_ / static_cast<double>(config_.grad_accum))).backward();
     loss += value / static_cast<double>(config_.grad_accum);
-    tokens += out.tokens;
+    tokens += micro_tokens;
+  }
+  if (parallel) {
+    if (finite) parallel->finish_gradients();
+    else parallel->discard_gradients();
   }
   ++step_;
   last_loss_ = loss;
@@ -537,7 +631,12 @@ std::string Trainer::save(bool is_best) {
   const fs::path checkpoints = fs::path(options_.run_dir) / "checkpoints";
   const std::string name = "step-" + std::to_string(step_);
   const std::string dir = (checkpoints / name).string();
+  if (!main_rank()) {
+    if (is_best) best_dir_ = dir;
+    return dir;
+  }
   nlohmann::json state = {{"step", step_},
+                          {"world_size", world_size()},
                           {"sampler", {{"epoch", sampler_->state().epoch}, {"index", sampler_->state().index}}},
                           {"rng", generator_state()},
                           {"skipped", skipped_},
@@ -572,7 +671,8 @@ TrainSummary Trainer::run() {
   SignalScope signals(options_.handle_signals);
   TrainSummary summary;
   summary.start_step = step_;
-  MetricsLog metrics((fs::path(options_.run_dir) / "metrics.jsonl").string(), step_);
+  MetricsLog metrics = main_rank() ? MetricsLog((fs::path(options_.run_dir) / "metrics.jsonl").string(), step_)
+                                    : MetricsLog();
   const bool live = options_.live >= 0 ? options_.live == 1 : is_terminal(log_);
   ProgressLine progress(log_, live, config_.log_every);
   if (data_->val_size() == 0) progress.message("no validation data: evaluation is off");
@@ -598,7 +698,7 @@ TrainSummary Trainer::run() {
     progress.message("saved " + last_saved + (is_best ? " (best)" : ""));
   };
   while (step_ < config_.steps) {
-    if (stop_pending()) {
+    if (stop_agreed()) {
       summary.interrupted = true;
       break;
     }

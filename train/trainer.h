@@ -28,6 +28,8 @@
 
 namespace zoo {
 
+class DataParallel;
+
 struct TrainerOptions {
   std::string run_dir;
   bool resume = false;            // continue from RUN_DIR/checkpoints/last
@@ -38,6 +40,10 @@ struct TrainerOptions {
                                   // at once (the CLI sets it)
   // Called after every update with (step, loss); tests use it to stop a run part-way.
   std::function<void(int64_t, double)> on_step;
+  // Data-parallel training: this process's place in the group (nullptr: a single process).
+  // Every rank runs the same steps on its share of each global batch; only rank 0 logs and
+  // writes the run directory.
+  DataParallel* parallel = nullptr;
 };
 
 struct EvalResult {
@@ -96,6 +102,9 @@ class Trainer {
   void restore(const std::string& checkpoint);
   bool better(const EvalResult& result) const;
   bool stop_pending() const;
+  bool stop_agreed() const;  // stop_pending on any rank
+  bool main_rank() const;
+  int64_t world_size() const;
 
   RunConfig config_;
   TrainerOptions options_;

@@ -1,0 +1,92 @@
+#pragma once
+// Data-parallel training on PyTorch's distributed engine (c10d). Ranks meet through a TCPStore
+// at MASTER_ADDR:MASTER_PORT (the env:// rendezvous torchrun sets up), talk through
+// ProcessGroupGloo on CPU (ProcessGroupNCCL on CUDA where LibTorch was built with it), start
+// from rank 0's parameters, and all-reduce gradients in buckets while backward is still running:
+// a hook on each parameter's gradient accumulator marks it ready, and a bucket whose parameters
+// are all ready is reduced asynchronously, buckets always in the same order on every rank.
+//
+// Failures name the rank: each rank bumps a counter in the store every second, and when a
+// collective fails or times out, the ranks whose counter stopped moving are reported.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace zoo {
+
+struct DistributedEnv {
+  int64_t rank = 0, world_size = 1;
+  int64_t local_rank = 0, local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 29500;
+  bool agent_store = false;  // torchrun's agent hosts the store; every rank is a client
+  std::string store_prefix = "zoo/0";  // one namespace per torchrun restart
+  bool enabled() const { return world_size > 1; }
+};
+
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and torchrun's
+// TORCHELASTIC_USE_AGENT_STORE / TORCHELASTIC_RESTART_COUNT. No WORLD_SIZE (or 1) is a single
+// process. A malformed or inconsistent value is an error naming the variable.
+DistributedEnv distributed_env();
+
+// A collective or the rendezvous failed; the message names the ranks that stopped responding.
+class DistributedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DataParallelOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // rendezvous and each collective
+  double bucket_mb = 8.0;  // gradient bytes reduced together
+};
+
+class DataParallel {
+ public:
+  // Joins the process group: waits for every rank up to the timeout.
+  DataParallel(const DistributedEnv& env, const torch::Device& device, DataParallelOptions options = {});
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  const DistributedEnv& env() const { return env_; }
+  int64_t rank() const { return env_.rank; }
+  int64_t world_size() const { return env_.world_size; }
+  std::string backend() const;
+
+  // Rank 0's values into `tensors` on every rank (in place).
+  void broadcast(const std::vector<torch::Tensor>& tensors);
+  // Element-wise sum over ranks of a small tensor, in place; returns it.
+  torch::Tensor all_reduce_sum(torch::Tensor values);
+  void barrier();
+  // Rank 0's `value` on every rank (through the store: text, tokenizers).
+  std::string share(const std::string& key, const std::string& value);
+
+  // Gradient averaging for `params` (hooks on their gradient accumulators).
+  void attach(const std::vector<torch::Tensor>& params);
+  // Off for accumulation micro-steps: their backward passes communicate nothing.
+  void set_sync(bool on) { sync_ = on; }
+  // After the syncing backward: reduces what is left, waits, and writes the averages into the
+  // gradients. A parameter no rank produced a gradient for keeps an undefined gradient.
+  void finish_gradients();
+  // Forgets a syncing backward that did not happen (a skipped step).
+  void discard_gradients();
+
+ private:
+  struct Impl;
+  [[noreturn]] void fail(const std::string& what, const std::exception& error);
+  void on_gradient_ready(size_t index);
+  void launch_ready_buckets();
+
+  DistributedEnv env_;
+  DataParallelOptions options_;
+  std::unique_ptr<Impl> impl_;
+  bool sync_ = false;
+};
+
+}  // namespace zoo
