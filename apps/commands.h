@@ -17,7 +17,10 @@ struct Command {
 // train, finetune, eval, generate, plot.
 std::vector<Command> add_training_commands(CLI::App& app);
 
-// import-hf, export-hf.
+// import-hf, export-hf, export.
 std::vector<Command> add_interop_commands(CLI::App& app);
+
+// bench.
+std::vector<Command> add_bench_commands(CLI::App& app);
 
 }  // namespace zoo::cli

@@ -74,6 +74,7 @@ std::vector<std::string> data_or_default(const std::vector<std::string>& data) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zoo::configure_allocator();  // before the first large allocation
   CLI::App app{"zoo: train, fine-tune and export BERT-, GPT- and T5-style transformers"};
   app.set_version_flag("--version", "zoo " + zoo::version() + " (" + zoo::torch_description() + ")");
   int64_t threads = 0;
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
 
   auto commands = zoo::cli::add_training_commands(app);
   for (auto& c : zoo::cli::add_interop_commands(app)) commands.push_back(std::move(c));
+  for (auto& c : zoo::cli::add_bench_commands(app)) commands.push_back(std::move(c));
 
   try {
     app.parse(argc, argv);

@@ -1,8 +1,10 @@
 #include "core/runtime.h"
 
+#include <malloc.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -53,6 +55,22 @@ int64_t resolve_num_threads(int64_t requested) {
     if (*end == '\0' && n > 1) return std::max<int64_t>(1, available_cpus() / n);
   }
   return available_cpus();
+}
+
+bool configure_allocator() {
+#ifdef __GLIBC__
+  if (const char* keep = std::getenv("ZOO_MALLOC_DEFAULTS"); keep != nullptr && std::string(keep) == "1") return false;
+  // Each step frees and reallocates the same activations. By default glibc serves blocks of a
+  // few MiB with fresh mmaps and trims the heap at 128 KiB, so every step pays for munmap, mmap
+  // and page faults again; keeping freed memory for reuse removes that (PERF_NOTES: +40%
+  // training throughput at T=64). The peak stays the peak: nothing is held beyond it.
+  bool ok = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1;  // glibc's largest
+  ok = mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 && ok;
+  ok = mallopt(M_TOP_PAD, 64 * 1024 * 1024) == 1 && ok;
+  return ok;
+#else
+  return false;
+#endif
 }
 
 int64_t configure_threads(int64_t requested) {

@@ -21,6 +21,11 @@ int64_t available_cpus();
 // positive integer.
 int64_t resolve_num_threads(int64_t requested = 0);
 
+// Tunes glibc's allocator for training's allocate-free-reallocate pattern (large blocks kept
+// for reuse instead of being unmapped and faulted in again every step). Returns false where it
+// does not apply (not glibc). Set ZOO_MALLOC_DEFAULTS=1 to keep glibc's defaults.
+bool configure_allocator();
+
 // Applies resolve_num_threads(requested) with at::set_num_threads and returns the count.
 // LibTorch starts with 1 intra-op thread on some builds (Debian's), which wastes the machine.
 int64_t configure_threads(int64_t requested = 0);

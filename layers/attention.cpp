@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "layers/linear.h"
 #include "layers/masks.h"
 
 namespace zoo {
@@ -111,10 +112,10 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
   if (!options.cross_attention()) {
     TORCH_CHECK(!memory.defined(), "attention: memory given to self-attention");
     if (qkv) {
-      auto parts = qkv->forward(x).split_with_sizes({h * hd, hkv * hd, hkv * hd}, -1);
+      auto parts = project(qkv, x).split_with_sizes({h * hd, hkv * hd, hkv * hd}, -1);
       qh = heads(parts[0], h), kh = heads(parts[1], hkv), vh = heads(parts[2], hkv);
     } else {
-      qh = heads(q->forward(x), h), kh = heads(k->forward(x), hkv), vh = heads(v->forward(x), hkv);
+      qh = heads(project(q, x), h), kh = heads(project(k, x), hkv), vh = heads(project(v, x), hkv);
     }
     q_start = cache != nullptr ? cache->seen() : 0;
     if (rotary) {
@@ -131,7 +132,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
       k_start = cache->start();
     }
   } else {
-    qh = heads(q->forward(x), h);
+    qh = heads(project(q, x), h);
     if (cache != nullptr && cache->is_static()) {
       kh = cache->keys(), vh = cache->values();
     } else {
@@ -140,10 +141,10 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
                   "cross-attention: expected memory (", b, ", S, ", options.d_model(), "), got ",
                   memory.defined() ? memory.sizes() : c10::IntArrayRef{});
       if (kv) {
-        auto parts = kv->forward(memory).chunk(2, -1);
+        auto parts = project(kv, memory).chunk(2, -1);
         kh = heads(parts[0], hkv), vh = heads(parts[1], hkv);
       } else {
-        kh = heads(k->forward(memory), hkv), vh = heads(v->forward(memory), hkv);
+        kh = heads(project(k, memory), hkv), vh = heads(project(v, memory), hkv);
       }
       if (cache != nullptr) cache->set_static(kh, vh);
     }
@@ -182,7 +183,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
   auto backend = need_weights ? AttentionBackend::kMath : options.backend();
   auto [o, w] = scaled_dot_product(qh, kh, vh, bias, scale, p, kernel_causal, backend, need_weights);
   auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
-  return {out->forward(merged), w};
+  return {project(out, merged), w};
 }
 
 std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(

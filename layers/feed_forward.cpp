@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "layers/linear.h"
+
 namespace zoo {
 
 torch::Tensor activate(const torch::Tensor& x, Activation activation) {
@@ -46,9 +48,9 @@ void FeedForwardImpl::reset() {
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   auto h = is_gated(options.activation())
-               ? activate(gate->forward(x), options.activation()) * up->forward(x)
-               : activate(up->forward(x), options.activation());
-  return down->forward(dropout->forward(h));
+               ? activate(project(gate, x), options.activation()) * project(up, x)
+               : activate(project(up, x), options.activation());
+  return project(down, dropout->forward(h));
 }
 
 }  // namespace zoo

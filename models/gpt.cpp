@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "layers/linear.h"
 #include "models/init.h"
 
 namespace zoo {
@@ -82,8 +83,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
 }
 
 torch::Tensor GPTImpl::logits(const torch::Tensor& hidden) {
-  return lm_head ? lm_head->forward(hidden)
-                 : torch::nn::functional::linear(hidden, token_embedding->weight);
+  return lm_head ? project(lm_head, hidden) : project(hidden, token_embedding->weight);
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "layers/linear.h"
 #include "models/init.h"
 
 namespace zoo {
@@ -83,9 +84,9 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   for (auto& block : decoder_list_) x = block->forward(x, {}, bias, memory, memory_mask, cache);
   if (decoder_final_norm) x = decoder_final_norm->forward(x);
   x = dropout->forward(x);
-  if (lm_head) return lm_head->forward(x);
+  if (lm_head) return project(lm_head, x);
   if (config.scales_tied_head()) x = x * (1.0 / std::sqrt(static_cast<double>(config.d_model)));
-  return torch::nn::functional::linear(x, token_embedding->weight);
+  return project(x, token_embedding->weight);
 }
 
 torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& input_ids,

@@ -13,6 +13,7 @@ packages=(
   cmake g++ make pkg-config
   libtorch-dev
   libopenblas0-pthread      # without it Debian's reference BLAS makes matmuls ~35x slower
+  libopenblas0-openmp       # the same on LibTorch's OpenMP pool (selected below)
   libsentencepiece-dev sentencepiece
   libyaml-cpp-dev libgtest-dev libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   python3-torch python3-sentencepiece   # independent references for the tests
@@ -34,6 +35,25 @@ if [[ "${ZOO_SKIP_INSTALL:-0}" != 1 ]]; then
   else
     echo "setup: all packages present"
   fi
+fi
+
+# OpenBLAS on OpenMP shares LibTorch's thread pool; the pthread build (Debian's preferred
+# alternative) starts its own threads, and on 2 cores the two pools fight: gpt-tiny trains at
+# ~1,700 tokens/s with it against ~3,000 with the OpenMP build (README, Performance).
+# ZOO_BLAS=pthread keeps the system's choice.
+if [[ "${ZOO_SKIP_INSTALL:-0}" != 1 && "${ZOO_BLAS:-openmp}" == openmp ]]; then
+  multiarch="$(gcc -print-multiarch)"
+  for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+    want="/usr/lib/$multiarch/openblas-openmp/$lib"
+    name="$lib-$multiarch"
+    current="$(update-alternatives --query "$name" 2>/dev/null | sed -n 's/^Value: //p')"
+    if [[ -e "$want" && "$current" != "$want" ]]; then
+      echo "setup: selecting $want for $name"
+      sudo=""
+      [[ $(id -u) == 0 ]] || sudo="sudo"
+      $sudo update-alternatives --set "$name" "$want"
+    fi
+  done
 fi
 
 build_dir="${ZOO_BUILD_DIR:-build}"

@@ -28,6 +28,8 @@ struct OptimizerOptions {
   double eps = 1e-8;
 };
 
+// A torch::optim::AdamW (same state and checkpoints) whose CPU float32 update makes one fused
+// pass per parameter (optimizer.cpp); other cases take LibTorch's own update.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const OptimizerOptions& options);
 
 // Sets the learning rate of every parameter group.

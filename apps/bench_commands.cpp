@@ -1,0 +1,319 @@
+// zoo bench: throughput, model FLOPs utilisation, memory bandwidth and peak memory on this
+// machine, and with --compare the same workloads in PyTorch (scripts/bench_pytorch.py) in the
+// same session, interleaved. Every workload runs in a fresh process (this binary with --worker,
+// or python3), so its peak resident memory is its own and no allocator state carries over.
+//
+// Workloads (fp32):
+//   gemm                 2048^3 matmul: the FLOP/s that MFU is measured against
+//   bandwidth            512 MiB copies: the bytes/s that bounds batch-1 decoding
+//   train-gpt2-small     forward + backward + AdamW, B=4, T=256
+//   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
+//   forward-bert-base    inference, B=8, T=128
+//   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "apps/commands.h"
+#include "core/runtime.h"
+#include "models/generation.h"
+#include "models/model.h"
+#include "train/optimizer.h"
+#include "train/task.h"
+
+namespace zoo::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+struct BenchArgs {
+  bool compare = false, json_lines = false;
+  std::vector<std::string> only;
+  std::string worker;
+  int64_t steps = 0;  // measured repetitions; 0 = each workload's default
+  std::string python = "/usr/bin/python3";
+};
+
+const std::vector<std::string> kWorkloads = {"gemm", "bandwidth", "train-gpt2-small", "train-gpt-tiny",
+                                             "forward-bert-base", "generate-gpt2-small"};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double peak_rss_mb() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+// Median of `runs` timings of `f` after `warmup` untimed calls.
+template <typename F>
+double median_seconds(int64_t warmup, int64_t runs, F f) {
+  for (int64_t i = 0; i < warmup; ++i) f();
+  std::vector<double> times;
+  for (int64_t i = 0; i < runs; ++i) {
+    const auto start = Clock::now();
+    f();
+    times.push_back(seconds_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Parameters a token's forward multiplies by (nanoGPT's count: positions are looked up, not
+// multiplied), for 6N + 12 L T d FLOPs per trained token.
+int64_t matmul_parameters(const Model& model) {
+  int64_t n = count_parameters(*model.module());
+  for (const auto& p : model.module()->named_parameters())
+    if (p.key().find("positions.") != std::string::npos) n -= p.value().numel();
+  return n;
+}
+
+ModelConfig bench_config(const std::string& name) {
+  ModelConfig c = load_config(find_config(name));
+  c.dropout = 0.0, c.attention_dropout = 0.0;  // the same work on both sides
+  return c;
+}
+
+json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t steps) {
+  torch::manual_seed(0);
+  const ModelConfig config = bench_config(model_name);
+  Model model = build_model(config);
+  model.module()->train();
+  OptimizerOptions o;
+  o.lr = 6e-4, o.weight_decay = 0.1;
+  auto optimizer = make_adamw(*model.module(), o);
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model.module()->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  auto data = torch::randint(config.vocab_size, {b, t + 1}, torch::kLong);
+  Batch batch;
+  batch.input_ids = data.narrow(1, 0, t).contiguous();
+  batch.labels = data.narrow(1, 1, t).contiguous();
+  // Where the time goes: forward (with the loss), backward, optimizer (clipping + AdamW).
+  std::vector<double> forward_s, backward_s, optimizer_s;
+  auto step = [&] {
+    auto t0 = Clock::now();
+    optimizer->zero_grad();
+    auto out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU);
+    auto t1 = Clock::now();
+    out.loss.backward();
+    auto t2 = Clock::now();
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
+    optimizer->step();
+    forward_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    backward_s.push_back(std::chrono::duration<double>(t2 - t1).count());
+    optimizer_s.push_back(seconds_since(t2));
+  };
+  const double s = median_seconds(2, steps > 0 ? steps : 5, step);
+  auto median_ms = [](std::vector<double> v) {
+    v.erase(v.begin(), v.begin() + 2);  // the warm-up steps
+    std::sort(v.begin(), v.end());
+    return 1000.0 * v[v.size() / 2];
+  };
+  const int64_t n = matmul_parameters(model);
+  const double flops_per_token = 6.0 * static_cast<double>(n) +
+                                 12.0 * static_cast<double>(config.n_layers * t * config.d_model);
+  return {{"unit", "tokens/s"},
+          {"value", static_cast<double>(b * t) / s},
+          {"flops_per_token", flops_per_token},
+          {"split_ms", {{"forward", median_ms(forward_s)}, {"backward", median_ms(backward_s)},
+                        {"optimizer", median_ms(optimizer_s)}}}};
+}
+
+json forward_bert(int64_t steps) {
+  torch::manual_seed(0);
+  const ModelConfig config = bench_config("bert-base");
+  Model model = build_model(config);
+  model.module()->eval();
+  const int64_t b = 8, t = 128;
+  auto ids = torch::randint(config.vocab_size, {b, t}, torch::kLong);
+  auto mask = torch::ones({b, t}, torch::kLong);
+  c10::InferenceMode inference;
+  const double s = median_seconds(2, steps > 0 ? steps : 5, [&] { model.bert->forward(ids, mask); });
+  return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
+}
+
+json generate_gpt2(int64_t steps) {
+  torch::manual_seed(0);
+  const ModelConfig config = bench_config("gpt2-small");
+  Model model = build_model(config);
+  model.module()->eval();
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < 16; ++i) prompt.push_back((i * 7919) % config.vocab_size);
+  GenerationOptions o;
+  o.max_new_tokens = 128;
+  const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
+                                  [&] { generate(model.gpt, {prompt}, o); });
+  // Every weight is read once per token (the tied embedding as the output projection).
+  const double bytes = 4.0 * static_cast<double>(matmul_parameters(model));
+  return {{"unit", "tokens/s"}, {"value", 128.0 / s}, {"bytes_per_token", bytes}};
+}
+
+json gemm(int64_t steps) {
+  const int64_t n = 2048;
+  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  auto c = torch::empty({n, n});
+  const double s = median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { at::mm_out(c, a, b); });
+  return {{"unit", "GFLOP/s"}, {"value", 2.0 * n * n * n / s / 1e9}};
+}
+
+json bandwidth(int64_t steps) {
+  const int64_t n = 512ll * 1024 * 1024 / 4;
+  auto src = torch::ones({n}), dst = torch::empty({n});
+  const double s = median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { dst.copy_(src); });
+  return {{"unit", "GB/s"}, {"value", 2.0 * 4.0 * static_cast<double>(n) / s / 1e9}};  // read + write
+}
+
+int run_worker(const BenchArgs& a) {
+  json r;
+  if (a.worker == "gemm") r = gemm(a.steps);
+  else if (a.worker == "bandwidth") r = bandwidth(a.steps);
+  else if (a.worker == "train-gpt2-small") r = train_workload("gpt2-small", 4, 256, a.steps);
+  else if (a.worker == "train-gpt-tiny") r = train_workload("gpt-tiny", 16, 128, a.steps);
+  else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
+  else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps);
+  else throw std::invalid_argument("zoo bench: unknown workload '" + a.worker + "'");
+  r["name"] = a.worker;
+  r["peak_rss_mb"] = peak_rss_mb();
+  std::cout << r.dump() << std::endl;
+  return 0;
+}
+
+// Runs `argv` and returns the JSON object on the last line of its standard output.
+json run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::string command;
+  for (const auto& e : env) command += e + " ";
+  for (const auto& arg : argv) command += "'" + arg + "' ";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("zoo bench: cannot run " + command);
+  std::string out;
+  char buffer[4096];
+  while (size_t got = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, got);
+  const int status = ::pclose(pipe);
+  if (status != 0) throw std::runtime_error("zoo bench: '" + command + "' failed (exit " + std::to_string(WEXITSTATUS(status)) + ")");
+  // The result is the last line (a library may have printed before it).
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const auto start = out.rfind('\n');
+  try {
+    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
+  } catch (const json::exception&) {
+    throw std::runtime_error("zoo bench: '" + command + "' printed no result: " + out);
+  }
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+int run_bench(const BenchArgs& a) {
+  const std::vector<std::string> names = a.only.empty() ? kWorkloads : a.only;
+  for (const auto& n : names) {
+    if (std::find(kWorkloads.begin(), kWorkloads.end(), n) == kWorkloads.end()) {
+      throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: gemm, bandwidth, train-gpt2-small, "
+                                  "train-gpt-tiny, forward-bert-base, generate-gpt2-small)");
+    }
+  }
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const int64_t threads = at::get_num_threads();
+  const fs::path script = fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_pytorch.py";
+  if (a.compare && !fs::exists(script)) throw std::runtime_error("zoo bench --compare: " + script.string() + " not found");
+  // The PyTorch side runs under the settings zoo chooses for itself: its thread count, and
+  // glibc's allocator tuned as configure_allocator tunes it (through glibc's own variables).
+  std::vector<std::string> env = {"ZOO_BENCH_THREADS=" + std::to_string(threads)};
+  const char* keep = std::getenv("ZOO_MALLOC_DEFAULTS");
+  const bool tuned = keep == nullptr || std::string(keep) != "1";
+  if (tuned) {
+    env.insert(env.end(), {"MALLOC_MMAP_THRESHOLD_=33554432", "MALLOC_TRIM_THRESHOLD_=2147483647",
+                           "MALLOC_TOP_PAD_=67108864"});
+  }
+  const std::string steps = std::to_string(a.steps);
+
+  if (!a.json_lines) {
+    std::cout << "zoo bench: " << torch_description() << ", " << threads << " intra-op threads, "
+              << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << "\n";
+    std::cout << std::left << std::setw(22) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
+              << "zoo" << std::setw(10) << (a.compare ? "pytorch" : "") << std::setw(8) << (a.compare ? "ratio" : "")
+              << "  notes\n";
+  }
+  std::map<std::string, double> machine;  // gemm, bandwidth: for MFU and the decoding bound
+  for (const auto& name : names) {
+    json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps}, {});
+    json row = {{"name", name}, {"unit", zoo["unit"]}, {"zoo", zoo["value"]}, {"zoo_peak_rss_mb", zoo["peak_rss_mb"]}};
+    json torch_result;
+    if (a.compare) {
+      torch_result = run_child({a.python, script.string(), name, steps}, env);
+      row["pytorch"] = torch_result["value"];
+      row["ratio"] = zoo["value"].get<double>() / torch_result["value"].get<double>();
+      row["pytorch_peak_rss_mb"] = torch_result["peak_rss_mb"];
+    }
+    if (name == "gemm" || name == "bandwidth") machine[name] = zoo["value"].get<double>();
+    std::string notes;
+    if (zoo.contains("flops_per_token") && machine.count("gemm")) {
+      const double peak = machine["gemm"] * 1e9;
+      row["mfu"] = zoo["value"].get<double>() * zoo["flops_per_token"].get<double>() / peak;
+      notes += "MFU " + fixed(row["mfu"].get<double>(), 2);
+      if (a.compare) {
+        row["pytorch_mfu"] = torch_result["value"].get<double>() * zoo["flops_per_token"].get<double>() / peak;
+        notes += " (pytorch " + fixed(row["pytorch_mfu"].get<double>(), 2) + ")";
+      }
+    }
+    if (zoo.contains("bytes_per_token") && machine.count("bandwidth")) {
+      const double bound = machine["bandwidth"] * 1e9 / zoo["bytes_per_token"].get<double>();
+      row["bound"] = bound;
+      row["bound_fraction"] = zoo["value"].get<double>() / bound;
+      notes += "bandwidth bound " + fixed(bound, 1) + " tokens/s: " +
+               fixed(100.0 * row["bound_fraction"].get<double>(), 0) + "%";
+    }
+    if (zoo.contains("split_ms")) {
+      row["zoo_split_ms"] = zoo["split_ms"];
+      if (a.compare && torch_result.contains("split_ms")) row["pytorch_split_ms"] = torch_result["split_ms"];
+    }
+    if (name.rfind("train", 0) == 0) {
+      notes += std::string(notes.empty() ? "" : "; ") + "peak RSS " + fixed(zoo["peak_rss_mb"].get<double>(), 0) +
+               " MB" + (a.compare ? " (pytorch " + fixed(torch_result["peak_rss_mb"].get<double>(), 0) + ")" : "");
+    }
+    if (a.json_lines) {
+      std::cout << row.dump() << std::endl;
+    } else {
+      std::cout << std::left << std::setw(22) << name << std::setw(10) << row["unit"].get<std::string>() << std::right
+                << std::setw(10) << fixed(zoo["value"].get<double>(), 1) << std::setw(10)
+                << (a.compare ? fixed(row["pytorch"].get<double>(), 1) : "") << std::setw(8)
+                << (a.compare ? fixed(row["ratio"].get<double>(), 2) + "x" : "") << "  " << notes << std::endl;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> add_bench_commands(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "measure training, inference and generation speed (and against PyTorch)");
+  cmd->add_flag("--compare", a->compare, "run the same workloads in PyTorch (scripts/bench_pytorch.py), interleaved");
+  cmd->add_flag("--json", a->json_lines, "one JSON object per line: name, unit, zoo[, pytorch, ratio][, mfu]");
+  cmd->add_option("--only", a->only, "workloads to run (default: all)");
+  cmd->add_option("--steps", a->steps, "measured repetitions per workload (default: each workload's own)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--python", a->python, "python with torch for --compare");
+  cmd->add_option("--worker", a->worker, "run one workload in this process and print its JSON (internal)");
+  return {{cmd, [a] { return a->worker.empty() ? run_bench(*a) : run_worker(*a); }}};
+}
+
+}  // namespace zoo::cli

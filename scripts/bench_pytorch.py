@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""The PyTorch side of `zoo bench --compare`: the same workloads, shapes and steps in Python.
+
+    python3 scripts/bench_pytorch.py WORKLOAD [STEPS]
+
+Prints one JSON object (name, unit, value, peak_rss_mb). Threads come from ZOO_BENCH_THREADS
+(what zoo chose for itself). The models are written here the way a PyTorch user writes them
+(nanoGPT's GPT with its KV-cache decoding loop; BERT from torch.nn.TransformerEncoder), with
+zoo's configs' sizes: gpt2-small and gpt-tiny (pre-norm, GELU tanh, learned positions, tied
+head), bert-base (post-norm, exact GELU).
+"""
+import json
+import math
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+GPT_SIZES = {
+    "gpt2-small": dict(vocab=50257, d=768, layers=12, heads=12, ff=3072, positions=1024),
+    "gpt-tiny": dict(vocab=8192, d=256, layers=4, heads=4, ff=1024, positions=256),
+}
+
+
+class Attention(nn.Module):
+    def __init__(self, d, heads, positions):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.register_buffer("causal", torch.tril(torch.ones(positions, positions, dtype=torch.bool)))
+
+    def forward(self, x, cache=None):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+        if cache is not None:
+            if cache[0] is not None:
+                k = torch.cat([cache[0], k], dim=2)
+                v = torch.cat([cache[1], v], dim=2)
+            cache[0], cache[1] = k, v
+        past = k.size(2) - t
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        scores = scores.masked_fill(~self.causal[past:past + t, :past + t], float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.out(y.transpose(1, 2).contiguous().view(b, t, d))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, ff, positions):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = Attention(d, heads, positions)
+        self.up, self.down = nn.Linear(d, ff), nn.Linear(ff, d)
+
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln1(x), cache)
+        return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, d, layers, heads, ff, positions):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d)
+        self.positions = nn.Embedding(positions, d)
+        self.blocks = nn.ModuleList(Block(d, heads, ff, positions) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, ids, caches=None, start=0):
+        pos = torch.arange(start, start + ids.size(1))
+        x = self.tokens(ids) + self.positions(pos)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        return F.linear(self.ln(x), self.tokens.weight)
+
+
+def median_seconds(warmup, runs, f):
+    for _ in range(warmup):
+        f()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def train(name, b, t, steps):
+    torch.manual_seed(0)
+    model = GPT(**GPT_SIZES[name])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
+    data = torch.randint(GPT_SIZES[name]["vocab"], (b, t + 1))
+    x, y = data[:, :t].contiguous(), data[:, 1:].contiguous()
+
+    split = {"forward": [], "backward": [], "optimizer": []}
+
+    def step():
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        split["forward"].append(t1 - t0)
+        split["backward"].append(t2 - t1)
+        split["optimizer"].append(time.perf_counter() - t2)
+
+    rate = b * t / median_seconds(2, steps or 5, step)
+    extra = {k: 1000 * sorted(v[2:])[len(v[2:]) // 2] for k, v in split.items()}
+    return "tokens/s", rate, {"split_ms": extra}
+
+
+def forward_bert(steps):
+    torch.manual_seed(0)
+    d, vocab, b, t = 768, 30522, 8, 128
+    layer = nn.TransformerEncoderLayer(d, 12, 3072, dropout=0.0, activation="gelu", batch_first=True,
+                                       layer_norm_eps=1e-12)
+    encoder = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval()
+    tokens, positions, types = nn.Embedding(vocab, d), nn.Embedding(512, d), nn.Embedding(2, d)
+    norm, pooler = nn.LayerNorm(d, eps=1e-12), nn.Linear(d, d)
+    ids = torch.randint(vocab, (b, t))
+    mask = torch.zeros(b, t, dtype=torch.bool)  # no padding
+
+    def forward():
+        x = norm(tokens(ids) + positions(torch.arange(t)) + types(torch.zeros_like(ids)))
+        h = encoder(x, src_key_padding_mask=mask)
+        return torch.tanh(pooler(h[:, 0]))
+
+    with torch.inference_mode():
+        return "tokens/s", b * t / median_seconds(2, steps or 5, forward)
+
+
+def generate(steps):
+    torch.manual_seed(0)
+    model = GPT(**GPT_SIZES["gpt2-small"]).eval()
+    prompt = torch.tensor([[(i * 7919) % 50257 for i in range(16)]])
+
+    def decode():
+        caches = [[None, None] for _ in model.blocks]
+        logits = model(prompt, caches, 0)
+        ids = [prompt]
+        for step in range(128):
+            token = logits[:, -1].argmax(-1, keepdim=True)
+            ids.append(token)
+            if step + 1 < 128:
+                logits = model(token, caches, 16 + step)
+        return torch.cat(ids, 1)
+
+    with torch.no_grad():
+        return "tokens/s", 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
+
+
+def gemm(steps):
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    c = torch.empty(n, n)
+    return "GFLOP/s", 2 * n ** 3 / median_seconds(2, max(steps, 5) if steps else 10, lambda: torch.mm(a, b, out=c)) / 1e9
+
+
+def bandwidth(steps):
+    n = 512 * 1024 * 1024 // 4
+    src, dst = torch.ones(n), torch.empty(n)
+    return "GB/s", 8 * n / median_seconds(2, max(steps, 5) if steps else 10, lambda: dst.copy_(src)) / 1e9
+
+
+def main():
+    name = sys.argv[1]
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    torch.set_num_threads(int(os.environ.get("ZOO_BENCH_THREADS", torch.get_num_threads())))
+    workloads = {
+        "gemm": lambda: gemm(steps),
+        "bandwidth": lambda: bandwidth(steps),
+        "train-gpt2-small": lambda: train("gpt2-small", 4, 256, steps),
+        "train-gpt-tiny": lambda: train("gpt-tiny", 16, 128, steps),
+        "forward-bert-base": lambda: forward_bert(steps),
+        "generate-gpt2-small": lambda: generate(steps),
+    }
+    if name not in workloads:
+        sys.exit(f"unknown workload {name}; known: {', '.join(workloads)}")
+    unit, value, *extra = workloads[name]()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result = {"name": name, "unit": unit, "value": value, "peak_rss_mb": peak}
+    for more in extra:
+        result.update(more)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

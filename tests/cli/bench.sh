@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# zoo bench --compare --json: one JSON object per workload with the fields the README promises
+# (name, unit, zoo, pytorch, ratio; mfu for training, the bandwidth bound for decoding). Checks
+# the output's shape and that the numbers are positive, never how fast anything is.
+set -euo pipefail
+zoo="$1"
+python=/usr/bin/python3
+source "$(dirname "$0")/lib.sh"
+
+"$zoo" bench --compare --json --steps 1 --only gemm bandwidth train-gpt-tiny > "$work/bench.jsonl"
+"$python" - "$work/bench.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert [r["name"] for r in rows] == ["gemm", "bandwidth", "train-gpt-tiny"], rows
+for r in rows:
+    for key in ("unit", "zoo", "pytorch", "ratio", "zoo_peak_rss_mb", "pytorch_peak_rss_mb"):
+        assert key in r, (key, r)
+    assert r["zoo"] > 0 and r["pytorch"] > 0 and abs(r["ratio"] - r["zoo"] / r["pytorch"]) < 1e-9, r
+train = rows[2]
+assert train["unit"] == "tokens/s" and 0 < train["mfu"] < 1.5 and 0 < train["pytorch_mfu"] < 1.5, train
+PY
+"$zoo" bench --steps 1 --only gemm > "$work/table.txt"
+grep -q "^gemm .*GFLOP/s" "$work/table.txt"
+fails "unknown workload 'nope'" "$zoo" bench --only nope
+echo "bench: ok"
