@@ -108,7 +108,7 @@ json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t
   std::vector<double> forward_s, backward_s, optimizer_s;
   auto step = [&] {
     auto t0 = Clock::now();
-    optimizer->zero_grad();
+    clear_gradients(*optimizer);
     auto out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU);
     auto t1 = Clock::now();
     out.loss.backward();

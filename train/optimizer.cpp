@@ -145,6 +145,12 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, 
   return std::make_unique<FusedAdamW>(param_groups, torch::optim::AdamWOptions(o.lr));
 }
 
+void clear_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();
+  }
+}
+
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);

@@ -32,6 +32,11 @@ struct OptimizerOptions {
 // pass per parameter (optimizer.cpp); other cases take LibTorch's own update.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const OptimizerOptions& options);
 
+// Drops the gradients of every parameter the optimizer holds (set_to_none, as PyTorch's
+// zero_grad does by default): backward then writes fresh gradients instead of adding into
+// zero-filled ones, which costs a pass over all of them. LibTorch 1.13's zero_grad zero-fills.
+void clear_gradients(torch::optim::Optimizer& optimizer);
+
 // Sets the learning rate of every parameter group.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr);
 

@@ -522,7 +522,7 @@ bool Trainer::step() {
   const double lr = learning_rate(schedule_, step_);
   set_learning_rate(*optimizer_, lr);
   last_lr_ = lr;
-  optimizer_->zero_grad();
+  clear_gradients(*optimizer_);
 
   double loss = 0;
   int64_t tokens = 0;
@@ -581,7 +581,7 @@ bool Trainer::step() {
   ++step_;
   last_loss_ = loss;
   if (!finite) {
-    optimizer_->zero_grad();
+    clear_gradients(*optimizer_);
     if (config_.on_nonfinite == NonFinitePolicy::kStop) {
       throw NonFiniteLoss("non-finite loss (" + std::to_string(loss) + ") at step " + std::to_string(step_) +
                           "; the run stops without saving this state (on_nonfinite=skip skips such steps)");

@@ -69,6 +69,19 @@ TEST(AdamW, DecaysOnlyTheDecayGroupAndFollowsTheRate) {
   for (const auto& g : opt->param_groups()) EXPECT_DOUBLE_EQ(static_cast<const torch::optim::AdamWOptions&>(g.options()).lr(), 0.01);
 }
 
+TEST(AdamW, ClearGradientsLeavesThemUndefined) {
+  torch::nn::Linear net(3, 2);
+  auto opt = make_adamw(*net, OptimizerOptions());
+  net->forward(torch::ones({1, 3})).sum().backward();
+  ASSERT_TRUE(net->weight.grad().defined());
+  clear_gradients(*opt);
+  EXPECT_FALSE(net->weight.grad().defined());
+  EXPECT_FALSE(net->bias.grad().defined());
+  // The next backward writes fresh gradients: the same as from zero.
+  net->forward(torch::ones({1, 3})).sum().backward();
+  EXPECT_TRUE(net->weight.grad().equal(torch::ones({2, 3})));
+}
+
 TEST(AdamW, FusedUpdateEqualsLibTorchsAdamW) {
   // make_adamw's one-pass CPU update against torch::optim::AdamW with the same groups, fed the
   // same gradients (Adam divides by the gradient's scale, so gradients recomputed from weights
