@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's main job: install what is missing, build, then train gpt-tiny on the default
-# corpus (configs/runs/demo.yaml: 300 steps, ~7 minutes on 2 CPU cores), sample from it, plot
+# corpus (configs/runs/demo.yaml: 300 steps, ~4 minutes on 2 CPU cores), sample from it, plot
 # its curves, export it to TorchScript, generate from the export in plain Python (no zoo code),
 # and check it reached the validation loss the README states.
 set -euo pipefail
