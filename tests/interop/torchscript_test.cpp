@@ -333,11 +333,13 @@ TEST(TorchScriptSource, OnlyWritesTheVariantsTheConfigUses) {
   auto gpt = torchscript_source(shrunk("gpt-tiny", {}));
   EXPECT_EQ(gpt.find("_rope"), std::string::npos);
   EXPECT_EQ(gpt.find("reshape(b, 4, 1 * t"), std::string::npos);  // no GQA folding for MHA
-  EXPECT_NE(gpt.find("torch.gelu(torch.linear(x, up_w, up_b), approximate=\"tanh\")"), std::string::npos);
+  EXPECT_NE(gpt.find("torch.gelu(self._project(x, up_w, up_b), approximate=\"tanh\")"), std::string::npos);
   auto llama = torchscript_source(shrunk("llama-tiny", {}));
   EXPECT_NE(llama.find("def _rope"), std::string::npos);
-  EXPECT_NE(llama.find("torch.silu(torch.linear(x, gate_w, gate_b))"), std::string::npos);
+  EXPECT_NE(llama.find("torch.silu(self._project(x, gate_w, gate_b))"), std::string::npos);
   EXPECT_NE(llama.find("q.reshape(b, 2, 4 * t, 8)"), std::string::npos);
+  // Batch-1 projections take the matrix-vector path, as the native layers do.
+  EXPECT_NE(gpt.find("torch.addmv(bias, weight, x.reshape(-1))"), std::string::npos);
   auto mistral = torchscript_source(shrunk("mistral-tiny", {}));
   EXPECT_NE(mistral.find("allowed & (k > q - 5)"), std::string::npos);
 }
