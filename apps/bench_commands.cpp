@@ -237,6 +237,9 @@ int run_bench(const BenchArgs& a) {
   // The PyTorch side runs under the settings zoo chooses for itself: its thread count, and
   // glibc's allocator tuned as configure_allocator tunes it (through glibc's own variables).
   std::vector<std::string> env = {"ZOO_BENCH_THREADS=" + std::to_string(threads)};
+  // ... and the same BLAS library zoo loads (the OpenMP OpenBLAS its RPATH selects).
+  const std::string blas = loaded_library("libblas.so");
+  if (!blas.empty()) env.push_back("LD_LIBRARY_PATH=" + fs::path(blas).parent_path().string());
   const char* keep = std::getenv("ZOO_MALLOC_DEFAULTS");
   const bool tuned = keep == nullptr || std::string(keep) != "1";
   if (tuned) {
@@ -247,7 +250,8 @@ int run_bench(const BenchArgs& a) {
 
   if (!a.json_lines) {
     std::cout << "zoo bench: " << torch_description() << ", " << threads << " intra-op threads, "
-              << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << "\n";
+              << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << ", BLAS "
+              << (blas.empty() ? "none loaded" : blas) << "\n";
     std::cout << std::left << std::setw(22) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
               << "zoo" << std::setw(10) << (a.compare ? "pytorch" : "") << std::setw(8) << (a.compare ? "ratio" : "")
               << "  notes\n";

@@ -1,8 +1,12 @@
 #pragma once
-// Subcommands of the zoo command line that live outside zoo.cpp: each adds itself to the app
-// and returns what runs it once the command line is parsed.
+// The zoo command line's subcommands. Each file adds its commands to the app the same way and
+// returns what runs each one once the command line is parsed; zoo.cpp only collects them,
+// parses, and turns errors into messages and exit codes. Everything testable lives in the
+// library: these files parse options, check them, call the library and print.
 
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -14,13 +18,28 @@ struct Command {
   std::function<int()> run;
 };
 
+// env, info, schema.
+std::vector<Command> add_info_commands(CLI::App& app);
+// corpus, tokenizer train|encode|decode, data prepare.
+std::vector<Command> add_text_commands(CLI::App& app);
 // train, finetune, eval, generate, plot.
 std::vector<Command> add_training_commands(CLI::App& app);
-
 // import-hf, export-hf, export.
 std::vector<Command> add_interop_commands(CLI::App& app);
-
 // bench.
 std::vector<Command> add_bench_commands(CLI::App& app);
+
+// Option checks whose failures read as sentences ("--steps: must be a positive integer, got 0").
+CLI::Validator positive_integer();
+CLI::Validator non_negative_integer();
+CLI::Validator finite_number();
+CLI::Validator positive_number();
+CLI::Validator fraction();  // in [0, 1)
+
+// Adds --overwrite: "replace OUTPUT at the path when zoo wrote it (never anything else)".
+CLI::Option* add_overwrite_flag(CLI::App* command, bool& overwrite, const std::string& what);
+
+// The line a command prints after replacing an earlier output of its own at `path`.
+void say_replaced(const std::string& path, const std::string& what);
 
 }  // namespace zoo::cli

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "apps/commands.h"
+#include "core/outputs.h"
 #include "interop/hugging_face.h"
 #include "interop/torchscript.h"
 #include "train/checkpoint.h"
@@ -19,10 +20,12 @@ namespace fs = std::filesystem;
 
 struct ImportArgs {
   std::string dir, out, tokenizer;
+  bool overwrite = false;
 };
 
 struct ExportArgs {
   std::string checkpoint, out;
+  bool overwrite = false;
 };
 
 std::string list(const std::vector<std::string>& names) {
@@ -33,6 +36,8 @@ std::string list(const std::vector<std::string>& names) {
 }
 
 int import_hf_command(const ImportArgs& a) {
+  // Checked before any work: a user's file or folder at --out is never replaced.
+  const bool replacing = check_output(a.out, OutputKind::kCheckpoint, a.overwrite) == OutputState::kReplace;
   HfImportReport report;
   Model model = import_hf(a.dir, &report);
   if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << list(report.unexpected) << "\n";
@@ -47,6 +52,7 @@ int import_hf_command(const ImportArgs& a) {
   }
   save_checkpoint(a.out, model, nullptr, tokenizer.get(),
                   {{"step", 0}, {"imported_from", fs::absolute(a.dir).string()}, {"format", "huggingface"}});
+  if (replacing) say_replaced(a.out, "the checkpoint");
   std::cout << "wrote " << a.out << " (" << describe(model.config).substr(0, describe(model.config).find('\n'))
             << ", " << count_parameters(*model.module()) << " parameters)\n";
   if (!tokenizer) {
@@ -56,17 +62,21 @@ int import_hf_command(const ImportArgs& a) {
 }
 
 int export_hf_command(const ExportArgs& a) {
+  const bool replacing = check_output(a.out, OutputKind::kHuggingFaceDirectory, a.overwrite) == OutputState::kReplace;
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
   export_hf(c.model, a.out);
+  if (replacing) say_replaced(a.out, "the Hugging Face export");
   std::cout << "wrote " << a.out << "/config.json and " << a.out << "/model.safetensors\n";
   return 0;
 }
 
 int export_command(const ExportArgs& a) {
+  const bool replacing = check_output(a.out, OutputKind::kTorchScriptFile, a.overwrite) == OutputState::kReplace;
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
   export_torchscript(c.model, a.out, c.tokenizer_bytes);
+  if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
   const bool generates = config.family != Family::kBert;
   std::cout << "wrote " << a.out << " (" << family_name(config.family) << ", "
@@ -86,12 +96,14 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   import_cmd->add_option("dir", i->dir, "directory with config.json and model.safetensors (or shards)")->required();
   import_cmd->add_option("--out", i->out, "checkpoint directory to write")->required();
   import_cmd->add_option("--tokenizer", i->tokenizer, "a zoo SentencePiece model to store with it");
+  add_overwrite_flag(import_cmd, i->overwrite, "a checkpoint");
   commands.push_back({import_cmd, [i] { return import_hf_command(*i); }});
 
   auto e = std::make_shared<ExportArgs>();
   auto* export_cmd = app.add_subcommand("export-hf", "write a checkpoint in Hugging Face's layout (config.json + safetensors)");
   export_cmd->add_option("checkpoint", e->checkpoint, "checkpoint or run directory")->required();
   export_cmd->add_option("--out", e->out, "directory to write")->required();
+  add_overwrite_flag(export_cmd, e->overwrite, "an export");
   commands.push_back({export_cmd, [e] { return export_hf_command(*e); }});
 
   auto t = std::make_shared<ExportArgs>();
@@ -99,6 +111,7 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
       "export", "write a TorchScript module (torch::jit::load / torch.jit.load) with generation and the tokenizer inside");
   script_cmd->add_option("checkpoint", t->checkpoint, "checkpoint or run directory")->required();
   script_cmd->add_option("--out", t->out, "file to write (model.pt)")->required();
+  add_overwrite_flag(script_cmd, t->overwrite, "an export");
   commands.push_back({script_cmd, [t] { return export_command(*t); }});
   return commands;
 }

@@ -8,7 +8,9 @@
 #include <torch/torch.h>
 
 #include "apps/commands.h"
+#include "core/outputs.h"
 #include "models/generation.h"
+#include "text/text_generation.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/plot.h"
@@ -29,9 +31,9 @@ struct DistributedArgs {
 void add_distributed_options(CLI::App* command, DistributedArgs& d) {
   command->add_option("--dist-timeout", d.timeout_seconds,
                       "multi-process runs: seconds to wait for the other ranks (rendezvous, each collective)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   command->add_option("--bucket-mb", d.bucket_mb, "multi-process runs: gradient megabytes all-reduced together")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
 }
 
 struct TrainArgs {
@@ -144,7 +146,7 @@ int finetune(const FinetuneArgs& a) {
     config = load_run_config(a.config);
   } else {
     // Fine-tuning defaults (Hugging Face's Trainer: linear decay, light weight decay).
-    config.lr = 1e-4, config.schedule = "linear", config.warmup_steps = 30, config.weight_decay = 0.01;
+    config.lr = 1e-4, config.schedule = ScheduleKind::kLinear, config.warmup_steps = 30, config.weight_decay = 0.01;
     config.steps = 300, config.eval_every = 100, config.batch_size = 16;
   }
   config.model = (fs::path(checkpoint) / "config.yaml").string();
@@ -172,83 +174,45 @@ int eval(const EvalArgs& a) {
   return 0;
 }
 
-// Prints the newly decoded text as tokens arrive. The context is decoded with them (a piece's
-// leading space shows only after other text). SentencePiece decodes a prefix to a prefix of
-// the full text, except inside a multi-byte character split over byte pieces: wait for those.
-class StreamPrinter {
- public:
-  StreamPrinter(const Tokenizer& tokenizer, std::vector<int64_t> context)
-      : tokenizer_(tokenizer), ids_(std::move(context)), printed_(tokenizer.decode(ids_).size()) {}
-  void add(int64_t token) {
-    ids_.push_back(token);
-    const std::string text = tokenizer_.decode(ids_);
-    if (text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
-    if (text.size() > printed_ && text.compare(0, printed_, text, 0, printed_) == 0) {
-      std::cout << text.substr(printed_) << std::flush;
-      printed_ = text.size();
-    }
-  }
-
- private:
-  const Tokenizer& tokenizer_;
-  std::vector<int64_t> ids_;
-  size_t printed_ = 0;
-};
-
 // BERT has nothing to generate: it fills [MASK] (mlm heads) or classifies (classification).
-int bert_predict(Checkpoint& c, const Tokenizer& tokenizer, const GenerateArgs& a, const torch::Device& device) {
-  auto& model = c.model.bert;
-  model->eval();
-  torch::NoGradGuard no_grad;
+int bert_predict(Checkpoint& c, const Tokenizer& tokenizer, const GenerateArgs& a) {
   for (const auto& prompt : a.prompts) {
-    std::vector<int64_t> ids = {SpecialTokens::kCls};
-    for (int64_t id : tokenizer.encode(prompt)) ids.push_back(id);
-    ids.push_back(SpecialTokens::kSep);
-    const auto input = torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
-    const auto out = model->forward(input);
-    std::cout << prompt << "\n";
     if (c.model.config.head == BertHead::kSequenceClassification) {
-      const auto probs = out.logits[0].softmax(-1).cpu();
+      const auto probabilities = classify(c.model.bert, tokenizer, prompt);
       std::vector<std::string> labels;
       const fs::path labels_path = fs::path(c.dir) / "labels.json";
       if (fs::exists(labels_path)) labels = LabelSet::load(labels_path.string()).labels();
-      for (int64_t k = 0; k < probs.size(0); ++k) {
-        std::cout << "  " << (k < static_cast<int64_t>(labels.size()) ? labels[k] : std::to_string(k)) << "\t"
-                  << std::fixed << std::setprecision(4) << probs[k].item<double>() << std::defaultfloat << "\n";
+      std::cout << prompt << "\n";
+      for (size_t k = 0; k < probabilities.size(); ++k) {
+        std::cout << "  " << (k < labels.size() ? labels[k] : std::to_string(k)) << "\t" << std::fixed
+                  << std::setprecision(4) << probabilities[k] << std::defaultfloat << "\n";
       }
       continue;
     }
-    if (c.model.config.head != BertHead::kMaskedLM && c.model.config.head != BertHead::kPretraining) {
-      throw std::runtime_error(c.dir + ": a bert checkpoint without an mlm or classification head has nothing to predict");
-    }
-    bool any = false;
-    for (size_t t = 0; t < ids.size(); ++t) {
-      if (ids[t] != SpecialTokens::kMask) continue;
-      any = true;
-      const auto probs = out.logits[0][static_cast<int64_t>(t)].softmax(-1).cpu();
-      const auto top = probs.topk(a.show);
-      std::cout << "  [MASK] at token " << t << ":";
-      for (int64_t k = 0; k < a.show; ++k) {
-        const int64_t id = std::get<1>(top)[k].item<int64_t>();
-        std::cout << "  " << tokenizer.piece(id) << " (" << std::fixed << std::setprecision(3)
-                  << std::get<0>(top)[k].item<double>() << std::defaultfloat << ")";
+    const auto predictions = fill_masks(c.model.bert, tokenizer, prompt, a.show);
+    std::cout << prompt << "\n";
+    for (const auto& p : predictions) {
+      std::cout << "  [MASK] at token " << p.position << ":";
+      for (const auto& [piece, probability] : p.top) {
+        std::cout << "  " << piece << " (" << std::fixed << std::setprecision(3) << probability << std::defaultfloat
+                  << ")";
       }
       std::cout << "\n";
     }
-    if (!any) throw std::runtime_error("the prompt has no [MASK] for a masked-LM model to fill");
   }
   return 0;
 }
 
-int generate_text(const GenerateArgs& a) {
+int generate_command(const GenerateArgs& a) {
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
   if (c.tokenizer_bytes.empty()) throw std::runtime_error(dir + ": the checkpoint has no tokenizer.model");
   const Tokenizer tokenizer = Tokenizer::from_serialized(c.tokenizer_bytes, dir + "/tokenizer.model");
+  for (const auto& prompt : a.prompts) check_utf8(prompt, "--prompt");
   const torch::Device device = resolve_device(a.device);
   c.model.module()->to(device);
   c.model.module()->eval();
-  if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a, device);
+  if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a);
 
   GenerationOptions o;
   o.max_new_tokens = a.max_new_tokens;
@@ -259,33 +223,14 @@ int generate_text(const GenerateArgs& a) {
   o.seed = static_cast<uint64_t>(a.seed);
   o.use_cache = !a.no_cache;
   o.eos_ids = a.eos.empty() ? std::vector<int64_t>{SpecialTokens::kEos} : a.eos;
-  for (const auto& s : a.stops) o.stop_sequences.push_back(tokenizer.encode(s));
   torch::NoGradGuard no_grad;
   for (const auto& prompt : a.prompts) {
-    std::vector<int64_t> ids = tokenizer.encode(prompt);
-    const bool gpt = c.model.config.family == Family::kGpt;
-    StreamPrinter printer(tokenizer, gpt ? ids : std::vector<int64_t>{});
-    GenerationResult result;
-    if (gpt) {
-      // Documents are separated by </s> in training: an empty prompt starts a new one.
-      if (ids.empty()) ids.push_back(SpecialTokens::kEos);
-      const auto& m = c.model.config;
-      const bool table = m.position == PositionKind::kLearned || m.position == PositionKind::kSinusoidal;
-      if (table && static_cast<int64_t>(ids.size()) + o.max_new_tokens > m.max_positions) {
-        o.max_new_tokens = std::max<int64_t>(0, m.max_positions - static_cast<int64_t>(ids.size()));
-        std::cerr << "max_new_tokens lowered to " << o.max_new_tokens << " (max_positions " << m.max_positions << ")\n";
-      }
-      std::cout << prompt << std::flush;
-      o.on_token = [&](int64_t, int64_t token) { printer.add(token); };
-      result = generate(c.model.gpt, {ids}, o);
-    } else {
-      ids.push_back(SpecialTokens::kEos);
-      if (o.num_beams == 1) o.on_token = [&](int64_t, int64_t token) { printer.add(token); };
-      result = generate(c.model.seq2seq, {ids}, o);
-      if (o.num_beams > 1) std::cout << tokenizer.decode(result.tokens[0]);
-    }
+    if (c.model.config.family == Family::kGpt) std::cout << prompt << std::flush;
+    const auto result = generate_text(c.model, tokenizer, prompt, o, a.stops,
+                                      [](const std::string& text) { std::cout << text << std::flush; });
     std::cout << std::endl;
-    std::cerr << "[" << result.tokens[0].size() << " tokens, " << result.finish_reasons[0] << "]\n";
+    if (!result.note.empty()) std::cerr << result.note << "\n";
+    std::cerr << "[" << result.tokens.size() << " tokens, " << result.finish_reason << "]\n";
   }
   return 0;
 }
@@ -328,8 +273,9 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   auto* eval_cmd = app.add_subcommand("eval", "loss, perplexity and accuracy of a checkpoint on data");
   eval_cmd->add_option("checkpoint", e->checkpoint, "checkpoint or run directory")->required();
   eval_cmd->add_option("--data", e->data, "text, a token directory (its val.tokens), or .csv/.tsv/.jsonl")->required()->allow_extra_args(false);
-  eval_cmd->add_option("--batch-size", e->batch_size, "examples per batch")->check(CLI::PositiveNumber);
-  eval_cmd->add_option("--max-batches", e->max_batches, "stop after this many batches (0 = all)");
+  eval_cmd->add_option("--batch-size", e->batch_size, "examples per batch")->check(positive_integer());
+  eval_cmd->add_option("--max-batches", e->max_batches, "stop after this many batches (0 = all)")
+      ->check(non_negative_integer());
   eval_cmd->add_option("--device", e->device, "cpu, cuda, cuda:N or auto");
   commands.push_back({eval_cmd, [e] { return eval(*e); }});
 
@@ -337,28 +283,38 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   auto* gen_cmd = app.add_subcommand("generate", "generate text from a checkpoint (bert: fill [MASK] or classify)");
   gen_cmd->add_option("checkpoint", g->checkpoint, "checkpoint or run directory")->required();
   gen_cmd->add_option("--prompt", g->prompts, "prompt text (repeatable)")->required()->allow_extra_args(false);
-  gen_cmd->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate at most")->check(CLI::NonNegativeNumber);
+  gen_cmd->add_option("--max-new-tokens", g->max_new_tokens, "tokens to generate at most")->check(non_negative_integer());
   gen_cmd->add_flag("--greedy", g->greedy, "always take the most likely token (default: sample)");
-  gen_cmd->add_option("--temperature", g->temperature, "sampling temperature");
-  gen_cmd->add_option("--top-k", g->top_k, "sample from the k most likely tokens (0 = all)");
-  gen_cmd->add_option("--top-p", g->top_p, "sample from the smallest set with this much probability");
-  gen_cmd->add_option("--repetition-penalty", g->repetition_penalty, "> 1 discourages repeating the context");
-  gen_cmd->add_option("--num-beams", g->num_beams, "beam search width (t5 and transformer)");
-  gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty");
-  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: </s>)")->allow_extra_args(false);
-  gen_cmd->add_option("--stop", g->stops, "text that ends generation (repeatable)")->allow_extra_args(false);
-  gen_cmd->add_option("--seed", g->seed, "sampling seed");
+  gen_cmd->add_option("--temperature", g->temperature, "sampling temperature (> 0)")->check(positive_number());
+  gen_cmd->add_option("--top-k", g->top_k, "sample from the k most likely tokens (0 = all)")->check(non_negative_integer());
+  gen_cmd->add_option("--top-p", g->top_p, "sample from the smallest set with this much probability, in (0, 1]")
+      ->check(positive_number());
+  gen_cmd->add_option("--repetition-penalty", g->repetition_penalty, "> 1 discourages repeating the context")
+      ->check(positive_number());
+  gen_cmd->add_option("--num-beams", g->num_beams,
+                      "beam search width (t5 and transformer), at most " + std::to_string(GenerationOptions::kMaxBeams))
+      ->check(positive_integer());
+  gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty")->check(finite_number());
+  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: </s>)")
+      ->allow_extra_args(false)
+      ->check(non_negative_integer());
+  gen_cmd->add_option("--stop", g->stops, "text that ends generation (repeatable; not empty)")->allow_extra_args(false);
+  gen_cmd->add_option("--seed", g->seed, "sampling seed")->check(non_negative_integer());
   gen_cmd->add_flag("--no-cache", g->no_cache, "recompute every step instead of using the KV cache");
-  gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(CLI::PositiveNumber);
+  gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(positive_integer());
   gen_cmd->add_option("--device", g->device, "cpu, cuda, cuda:N or auto");
-  commands.push_back({gen_cmd, [g] { return generate_text(*g); }});
+  commands.push_back({gen_cmd, [g] { return generate_command(*g); }});
 
   auto plot_dir = std::make_shared<std::string>();
   auto plot_out = std::make_shared<std::string>();
+  auto plot_overwrite = std::make_shared<bool>(false);
   auto* plot_cmd = app.add_subcommand("plot", "draw a run's training and validation loss curves (PNG)");
   plot_cmd->add_option("run_dir", *plot_dir, "run directory")->required();
   plot_cmd->add_option("--out", *plot_out, "PNG path (default: RUN_DIR/curves.png)");
-  commands.push_back({plot_cmd, [plot_dir, plot_out] {
+  add_overwrite_flag(plot_cmd, *plot_overwrite, "a PNG");
+  commands.push_back({plot_cmd, [plot_dir, plot_out, plot_overwrite] {
+                        // The run's own curves.png is redrawn; any other path follows the output rule.
+                        if (!plot_out->empty()) check_output(*plot_out, OutputKind::kImageFile, *plot_overwrite);
                         std::cout << "wrote " << plot_run(*plot_dir, *plot_out) << "\n";
                         return 0;
                       }});

@@ -1,21 +1,57 @@
 #include "core/files.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
 namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The nearest part of `path` that exists (the path itself, a parent, or "." for a relative one).
+fs::path existing_ancestor(const fs::path& path) {
+  fs::path p = path;
+  std::error_code ec;
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
+  return p.empty() ? fs::path(".") : p;
+}
+
+}  // namespace
+
+std::string describe_write_error(const std::string& path, int error) {
+  const fs::path folder = existing_ancestor(fs::path(path).parent_path());
+  switch (error) {
+    case ENOSPC: return "the disk is full";
+    case EDQUOT: return "the disk quota is exhausted";
+    case EFBIG: return "the file-size limit (ulimit -f) was reached";
+    case EROFS: return "the file system of " + folder.string() + " is read-only";
+    case EACCES:
+    case EPERM: return "permission denied: the directory " + folder.string() + " is not writable";
+    case ENOTDIR: return "a part of the path is a file, not a directory";
+    case EISDIR: return "it is a directory";
+    case ENOENT: return "the directory " + fs::path(path).parent_path().string() + " does not exist";
+    default: return std::strerror(error);
+  }
+}
 
 std::string read_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw std::runtime_error(path + ": is a directory, not a file");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (!in) {
+    throw std::runtime_error(path + ": cannot open (" + std::string(errno == ENOENT ? "no such file" : std::strerror(errno)) + ")");
+  }
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) throw std::runtime_error(path + ": read error");
@@ -27,25 +63,147 @@ std::string temporary_path_for(const std::string& path) {
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = temporary_path_for(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::filesystem::remove(tmp);
-      throw std::runtime_error(path + ": write failed (disk full?)");
-    }
-  }
+namespace {
+
+// Creates `dir`; errors start with `named` (the path the user gave: the folder itself, or a file
+// to be written in it).
+void create_directories_named(const std::string& dir, const std::string& named) {
+  if (dir.empty()) return;
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw std::runtime_error(path + ": cannot move the finished file into place: " + ec.message());
+  if (fs::is_directory(dir, ec)) return;
+  // Find what is in the way before asking the file system, to say it in words.
+  const fs::path target(dir);
+  const fs::path existing = existing_ancestor(target);
+  if (fs::exists(existing, ec) && !fs::is_directory(existing, ec)) {
+    if (existing.string() == named) throw std::runtime_error(named + ": exists and is a file, not a directory");
+    throw std::runtime_error(named + ": cannot create the directory: " + existing.string() + " is a file, not a directory");
   }
+  fs::create_directories(target, ec);
+  if (ec) {
+    throw std::runtime_error(named + ": cannot create the directory: " + describe_write_error(dir, ec.value()));
+  }
+}
+
+}  // namespace
+
+void create_directories(const std::string& dir) { create_directories_named(dir, dir); }
+
+void create_parent_directories(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) create_directories_named(parent.string(), path);
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  std::error_code ec;
+  if (fs::is_directory(path_, ec)) throw std::runtime_error(path_ + ": is a directory, not a file");
+  temporary_ = temporary_path_for(path_);
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot write", errno);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!temporary_.empty()) ::unlink(temporary_.c_str());
+}
+
+void AtomicFile::fail(const std::string& doing, int error) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temporary_.empty()) ::unlink(temporary_.c_str());
+  temporary_.clear();
+  throw std::runtime_error(path_ + ": " + doing + ": " + describe_write_error(path_, error));
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  if (fd_ < 0) throw std::logic_error(path_ + ": written after it was committed or failed");
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    p += n, size -= static_cast<size_t>(n), size_ += static_cast<uint64_t>(n);
+  }
+}
+
+void AtomicFile::write_at(uint64_t offset, const void* data, size_t size) {
+  if (fd_ < 0) throw std::logic_error(path_ + ": written after it was committed or failed");
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd_, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    p += n, size -= static_cast<size_t>(n), offset += static_cast<uint64_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) throw std::logic_error(path_ + ": committed twice or after a failure");
+  // The data reaches the disk before the name does: a crash leaves the old file or the new one.
+  if (::fsync(fd_) != 0) fail("cannot write", errno);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail("cannot write", errno);
+  }
+  fd_ = -1;
+  std::error_code ec;
+  if (fs::is_directory(path_, ec)) {
+    ::unlink(temporary_.c_str());
+    throw std::runtime_error(path_ + ": is a directory, not a file");
+  }
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary_.c_str());
+    temporary_.clear();
+    throw std::runtime_error(path_ + ": cannot move the finished file into place: " + describe_write_error(path_, error));
+  }
+  temporary_.clear();
+}
+
+void replace_directory(const std::string& finished, const std::string& target) {
+  std::error_code ec;
+  auto move = [&](const std::string& from, const std::string& to) {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      const int error = errno;
+      fs::remove_all(finished, ec);
+      throw std::runtime_error(target + ": cannot move the finished directory into place: " +
+                               describe_write_error(target, error));
+    }
+  };
+  if (fs::exists(fs::symlink_status(target, ec))) {
+    const std::string old = temporary_path_for(target + ".old");
+    move(target, old);
+    move(finished, target);
+    fs::remove_all(old, ec);
+  } else {
+    move(finished, target);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+int64_t remove_stale_temporaries(const std::string& dir) {
+  static const std::regex pattern(R"(.*\.tmp\.([0-9]+)\.[0-9]+)");
+  std::error_code ec;
+  int64_t removed = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, pattern)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(m[1]));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer still runs
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+    ++removed;
+  }
+  return removed;
 }
 
 }  // namespace zoo

@@ -2,10 +2,13 @@
 
 #include <malloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -37,8 +40,17 @@ int64_t available_cpus() {
   return n > 0 ? static_cast<int64_t>(n) : 1;
 }
 
-int64_t resolve_num_threads(int64_t requested) {
-  if (requested > 0) return requested;
+int64_t resolve_num_threads(int64_t requested, std::string* note) {
+  const int64_t cpus = available_cpus();
+  auto capped = [&](int64_t n, const std::string& what) {
+    if (n <= cpus) return n;
+    if (note != nullptr) {
+      *note = what + " " + std::to_string(n) + " exceeds the " + std::to_string(cpus) +
+              " CPUs this process may use; using " + std::to_string(cpus) + " threads";
+    }
+    return cpus;
+  };
+  if (requested > 0) return capped(requested, "--threads");
   if (const char* env = std::getenv("ZOO_NUM_THREADS"); env != nullptr && *env != '\0') {
     char* end = nullptr;
     long n = std::strtol(env, &end, 10);
@@ -46,7 +58,7 @@ int64_t resolve_num_threads(int64_t requested) {
       throw std::invalid_argument(std::string("ZOO_NUM_THREADS must be a positive integer, got '") +
                                   env + "'");
     }
-    return n;
+    return capped(n, "ZOO_NUM_THREADS");
   }
   // Several processes per machine (torchrun --nproc_per_node): share the CPUs between them.
   if (const char* local = std::getenv("LOCAL_WORLD_SIZE"); local != nullptr && *local != '\0') {
@@ -73,10 +85,36 @@ bool configure_allocator() {
 #endif
 }
 
-int64_t configure_threads(int64_t requested) {
-  int64_t n = resolve_num_threads(requested);
+int64_t configure_threads(int64_t requested, std::string* note) {
+  int64_t n = resolve_num_threads(requested, note);
   if (at::get_num_threads() != n) at::set_num_threads(static_cast<int>(n));
   return n;
+}
+
+std::string describe_bytes(double bytes) {
+  const char* units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 5) bytes /= 1000, ++unit;
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+std::string loaded_library(const std::string& prefix) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    const auto name = path.substr(path.rfind('/') + 1);
+    if (name.rfind(prefix, 0) == 0) return path;
+  }
+  return "";
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 }  // namespace zoo

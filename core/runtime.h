@@ -17,9 +17,11 @@ std::string torch_description();
 int64_t available_cpus();
 
 // The intra-op thread count zoo uses: `requested` if > 0, else ZOO_NUM_THREADS if set and valid,
-// else available_cpus() shared among LOCAL_WORLD_SIZE processes (torchrun) when that is set. Throws std::invalid_argument naming ZOO_NUM_THREADS if it is not a
-// positive integer.
-int64_t resolve_num_threads(int64_t requested = 0);
+// else available_cpus() shared among LOCAL_WORLD_SIZE processes (torchrun) when that is set.
+// A count above available_cpus() is capped to it (more threads than CPUs only contend, and a
+// huge count would start that many threads); `note` then says so. Throws
+// std::invalid_argument naming ZOO_NUM_THREADS if it is not a positive integer.
+int64_t resolve_num_threads(int64_t requested = 0, std::string* note = nullptr);
 
 // Tunes glibc's allocator for training's allocate-free-reallocate pattern (large blocks kept
 // for reuse instead of being unmapped and faulted in again every step). Returns false where it
@@ -28,6 +30,16 @@ bool configure_allocator();
 
 // Applies resolve_num_threads(requested) with at::set_num_threads and returns the count.
 // LibTorch starts with 1 intra-op thread on some builds (Debian's), which wastes the machine.
-int64_t configure_threads(int64_t requested = 0);
+int64_t configure_threads(int64_t requested = 0, std::string* note = nullptr);
+
+// "1.5 GB", "340 MB", "12 kB" (decimal units).
+std::string describe_bytes(double bytes);
+
+// The file of the loaded shared library whose name starts with `prefix` (e.g. "libblas.so"),
+// from /proc/self/maps; "" when none is loaded.
+std::string loaded_library(const std::string& prefix);
+
+// Physical memory of this machine in bytes (0 when unknown).
+int64_t physical_memory_bytes();
 
 }  // namespace zoo

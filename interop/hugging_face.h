@@ -14,17 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include "interop/hf_config.h"
 #include "models/model.h"
 
 namespace zoo {
-
-// config.json -> ModelConfig. Throws ConfigError naming the file and the key for an unknown
-// model_type, a missing key or a setting zoo has no equivalent for.
-ModelConfig config_from_hf(const nlohmann::json& config, const std::string& source);
-
-// ModelConfig -> config.json, for configs with a Hugging Face equivalent; otherwise throws
-// ConfigError saying which setting has none.
-nlohmann::json config_to_hf(const ModelConfig& config);
 
 // Every tensor of DIR/model.safetensors, or of the shards DIR/model.safetensors.index.json lists.
 std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir);

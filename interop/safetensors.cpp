@@ -99,19 +99,14 @@ void save_safetensors(const std::string& path, const std::map<std::string, torch
     data.push_back(tensor.detach().to(torch::kCPU).contiguous());
   }
   const std::string header = safetensors_header_bytes(entries, metadata);
-  const std::string tmp = temporary_path_for(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw SafetensorsError(path + ": cannot write (" + std::strerror(errno) + ")");
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw SafetensorsError(path + ": write failed (disk full?)");
-    }
+  try {
+    AtomicFile out(path);
+    out.write(header);
+    for (const auto& t : data) out.write(t.data_ptr(), t.nbytes());
+    out.commit();
+  } catch (const std::runtime_error& e) {
+    throw SafetensorsError(e.what());
   }
-  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace zoo

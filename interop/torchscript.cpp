@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "core/files.h"
 #include "layers/position_bias.h"
 #include "text/tokenizer.h"
 
@@ -679,7 +680,7 @@ void export_torchscript(const Model& model, const std::string& path, const std::
   if (!tokenizer_bytes.empty()) extra["tokenizer.model"] = tokenizer_bytes;
 
   const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  create_parent_directories(path);
   if (fs::is_directory(target)) throw std::runtime_error(path + ": is a directory; give a file name (model.pt)");
   const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
   try {

@@ -1,9 +1,11 @@
 #pragma once
-// Architecture variants as typed enums. Configs name them by string; from_string is the one
-// parser, and its error lists the accepted spellings.
+// Architecture variants as typed enums. Configs name them by string through each enum's
+// EnumNames (core/enum_names.h, the one naming mechanism); from_string's error lists the
+// accepted spellings.
 
-#include <string>
-#include <vector>
+#include <utility>
+
+#include "core/enum_names.h"
 
 namespace zoo {
 
@@ -19,15 +21,45 @@ enum class RopeLayout { kHalf, kInterleaved };
 // fused: LibTorch's scaled-dot-product kernel; math: the explicit reference path.
 enum class AttentionBackend { kFused, kMath };
 
-// Parses a config spelling ("rmsnorm", "swiglu", ...). Throws std::invalid_argument naming the
-// variant kind, the bad value and the accepted values.
-template <typename E>
-E from_string(const std::string& name);
-template <typename E>
-std::string to_string(E value);
-// The accepted spellings, in declaration order.
-template <typename E>
-std::vector<std::string> variant_names();
+template <>
+struct EnumNames<NormKind> {
+  static constexpr const char* kWhat = "norm";
+  static constexpr std::pair<const char*, NormKind> kNames[] = {{"layernorm", NormKind::kLayerNorm},
+                                                                {"rmsnorm", NormKind::kRMSNorm}};
+};
+template <>
+struct EnumNames<NormPosition> {
+  static constexpr const char* kWhat = "norm_position";
+  static constexpr std::pair<const char*, NormPosition> kNames[] = {{"pre", NormPosition::kPre},
+                                                                    {"post", NormPosition::kPost}};
+};
+template <>
+struct EnumNames<Activation> {
+  static constexpr const char* kWhat = "activation";
+  static constexpr std::pair<const char*, Activation> kNames[] = {
+      {"relu", Activation::kReLU},   {"gelu", Activation::kGELU},     {"gelu_tanh", Activation::kGELUTanh},
+      {"silu", Activation::kSiLU},   {"swiglu", Activation::kSwiGLU}, {"geglu", Activation::kGeGLU},
+      {"geglu_tanh", Activation::kGeGLUTanh}};
+};
+template <>
+struct EnumNames<PositionKind> {
+  static constexpr const char* kWhat = "position";
+  static constexpr std::pair<const char*, PositionKind> kNames[] = {
+      {"none", PositionKind::kNone}, {"learned", PositionKind::kLearned}, {"sinusoidal", PositionKind::kSinusoidal},
+      {"rope", PositionKind::kRope}, {"alibi", PositionKind::kAlibi},     {"relative", PositionKind::kRelative}};
+};
+template <>
+struct EnumNames<RopeLayout> {
+  static constexpr const char* kWhat = "rope_layout";
+  static constexpr std::pair<const char*, RopeLayout> kNames[] = {{"half", RopeLayout::kHalf},
+                                                                  {"interleaved", RopeLayout::kInterleaved}};
+};
+template <>
+struct EnumNames<AttentionBackend> {
+  static constexpr const char* kWhat = "attention_backend";
+  static constexpr std::pair<const char*, AttentionBackend> kNames[] = {{"fused", AttentionBackend::kFused},
+                                                                        {"math", AttentionBackend::kMath}};
+};
 
 bool is_gated(Activation a);
 

@@ -11,7 +11,7 @@ BertMaskedLMHeadImpl::BertMaskedLMHeadImpl(const ModelConfig& config) : config(c
 
 void BertMaskedLMHeadImpl::reset() {
   dense = register_module("dense", torch::nn::Linear(config.d_model, config.d_model));
-  norm = register_module("norm", Norm(NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps)));
+  norm = register_module("norm", Norm(norm_options(config)));
   bias = register_parameter("bias", torch::zeros({config.vocab_size}));
 }
 
@@ -32,7 +32,7 @@ void BertImpl::reset() {
   token_type_embedding =
       register_module("token_type_embedding", torch::nn::Embedding(c.type_vocab_size, c.d_model));
   embedding_norm = register_module(
-      "embedding_norm", Norm(NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias)));
+      "embedding_norm", Norm(norm_options(c)));
   dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
   blocks = register_module("blocks", torch::nn::ModuleList());
   block_list_.clear();
@@ -43,7 +43,7 @@ void BertImpl::reset() {
   final_norm = nullptr;
   if (c.norm_position == NormPosition::kPre) {
     final_norm = register_module(
-        "final_norm", Norm(NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias)));
+        "final_norm", Norm(norm_options(c)));
   }
   pooler = c.pooler ? register_module("pooler", torch::nn::Linear(c.d_model, c.d_model)) : nullptr;
   mlm_head = nullptr;
@@ -66,8 +66,8 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   TORCH_CHECK(input_ids.dim() == 2, "BERT: input_ids must be (batch, tokens), got shape ",
               input_ids.sizes());
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
-  TORCH_CHECK(t <= config.max_positions, "BERT: cannot forward ", t,
-              " tokens, max_positions is ", config.max_positions);
+  TORCH_CHECK(t <= config.max_length(), "BERT: cannot forward ", t,
+              " tokens, max_positions is ", config.max_length());
   for (const auto* m : {&attention_mask, &token_type_ids}) {
     TORCH_CHECK(!m->defined() || m->sizes() == input_ids.sizes(),
                 "BERT: attention_mask and token_type_ids must match input_ids ", input_ids.sizes(),

@@ -15,6 +15,7 @@
 #include "layers/norm.h"
 #include "layers/position_encoding.h"
 #include "models/config.h"
+#include "models/layer_options.h"
 
 namespace zoo {
 

@@ -14,35 +14,6 @@
 namespace zoo {
 namespace {
 
-// Names of the enums that are only configs' business.
-const std::vector<std::pair<std::string, Family>> kFamilies = {
-    {"bert", Family::kBert}, {"gpt", Family::kGpt}, {"t5", Family::kT5},
-    {"transformer", Family::kTransformer}};
-const std::vector<std::pair<std::string, InitScheme>> kInits = {
-    {"normal", InitScheme::kNormal}, {"gpt2", InitScheme::kGpt2}, {"t5", InitScheme::kT5},
-    {"xavier", InitScheme::kXavier}};
-const std::vector<std::pair<std::string, BertHead>> kHeads = {
-    {"none", BertHead::kNone},
-    {"mlm", BertHead::kMaskedLM},
-    {"nsp", BertHead::kNextSentence},
-    {"pretraining", BertHead::kPretraining},
-    {"sequence_classification", BertHead::kSequenceClassification},
-    {"token_classification", BertHead::kTokenClassification}};
-
-template <typename E>
-std::string join_names(const std::vector<std::pair<std::string, E>>& table) {
-  std::string s;
-  for (const auto& [name, value] : table) s += (s.empty() ? "" : ", ") + name;
-  return s;
-}
-
-template <typename E>
-std::string name_of(const std::vector<std::pair<std::string, E>>& table, E value) {
-  for (const auto& [name, v] : table)
-    if (v == value) return name;
-  return "?";
-}
-
 std::string join(const std::vector<std::string>& names) {
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -63,38 +34,24 @@ using yaml::double_field;
 using yaml::format_double;
 using yaml::int_field;
 
-// Enums of layers/variants.h, through their one from_string.
+// Any enum, through its one EnumNames table (core/enum_names.h).
 template <typename E>
-Field variant_field(std::string name, E ModelConfig::*member, std::string doc) {
-  return {name, "one of: " + join(variant_names<E>()), std::move(doc), false,
+Field enum_field(std::string name, E ModelConfig::*member, std::string doc, bool required = false) {
+  return {name, "one of: " + enum_names_joined<E>(), std::move(doc), required,
           [member](ModelConfig& c, const YAML::Node& n) {
-            auto text = as_string(n);
-            for (const auto& v : variant_names<E>())
-              if (v == text) return void(c.*member = from_string<E>(text));
-            throw BadValue{"one of: " + join(variant_names<E>())};
+            try {
+              c.*member = from_string<E>(as_string(n));
+            } catch (const std::invalid_argument&) {
+              throw BadValue{"one of: " + enum_names_joined<E>()};
+            }
           },
           [member](const ModelConfig& c) { return to_string(c.*member); }};
-}
-// Enums local to configs.
-template <typename E>
-Field table_field(std::string name, E ModelConfig::*member,
-                  const std::vector<std::pair<std::string, E>>& table, std::string doc,
-                  bool required = false) {
-  return {name, "one of: " + join_names(table), std::move(doc), required,
-          [member, &table](ModelConfig& c, const YAML::Node& n) {
-            auto text = as_string(n);
-            for (const auto& [key, value] : table)
-              if (key == text) return void(c.*member = value);
-            throw BadValue{"one of: " + join_names(table)};
-          },
-          [member, &table](const ModelConfig& c) { return name_of(table, c.*member); }};
 }
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = [] {
     std::vector<Field> f;
-    f.push_back(table_field("family", &ModelConfig::family, kFamilies,
-                            "model family; sets the defaults of the other keys", true));
+    f.push_back(enum_field("family", &ModelConfig::family, "model family; sets the defaults of the other keys", true));
     f.push_back({"name", "string", "label shown by zoo info", false,
                  [](ModelConfig& c, const YAML::Node& n) { c.name = as_string(n); },
                  [](const ModelConfig& c) { return c.name.empty() ? "\"\"" : c.name; }});
@@ -116,23 +73,23 @@ const std::vector<Field>& fields() {
                           "longest sequence; the table size of learned/sinusoidal positions"));
     f.push_back(int_field("type_vocab_size", &ModelConfig::type_vocab_size,
                           "bert: segment (token type) embeddings"));
-    f.push_back(variant_field("norm", &ModelConfig::norm, "normalisation"));
+    f.push_back(enum_field("norm", &ModelConfig::norm, "normalisation"));
     f.push_back(double_field("norm_eps", &ModelConfig::norm_eps, "epsilon of every norm"));
-    f.push_back(variant_field("norm_position", &ModelConfig::norm_position,
+    f.push_back(enum_field("norm_position", &ModelConfig::norm_position,
                               "pre: x + f(norm(x)); post: norm(x + f(x))"));
-    f.push_back(variant_field("position", &ModelConfig::position, "position information"));
+    f.push_back(enum_field("position", &ModelConfig::position, "position information"));
     f.push_back(double_field("rope_base", &ModelConfig::rope_base, "rope: frequency base"));
-    f.push_back(variant_field("rope_layout", &ModelConfig::rope_layout,
+    f.push_back(enum_field("rope_layout", &ModelConfig::rope_layout,
                               "rope: which features are rotated together"));
     f.push_back(int_field("relative_buckets", &ModelConfig::relative_buckets,
                           "relative: number of position buckets"));
     f.push_back(int_field("relative_max_distance", &ModelConfig::relative_max_distance,
                           "relative: distance beyond which buckets stop growing"));
-    f.push_back(variant_field("activation", &ModelConfig::activation, "feed-forward activation"));
+    f.push_back(enum_field("activation", &ModelConfig::activation, "feed-forward activation"));
     f.push_back({"window", "integer or null",
                  "sliding attention window (causal decoders); null = unbounded", false,
                  [](ModelConfig& c, const YAML::Node& n) {
-                   if (n.IsNull()) c.window = c10::nullopt;
+                   if (n.IsNull()) c.window = std::nullopt;
                    else c.window = as_int(n);
                  },
                  [](const ModelConfig& c) {
@@ -146,13 +103,13 @@ const std::vector<Field>& fields() {
     f.push_back(bool_field("scale_attention", &ModelConfig::scale_attention,
                            "divide attention scores by sqrt(head_dim)"));
     f.push_back(bool_field("pooler", &ModelConfig::pooler, "bert: dense + tanh on the first token"));
-    f.push_back(table_field("head", &ModelConfig::head, kHeads, "bert: task head"));
+    f.push_back(enum_field("head", &ModelConfig::head, "bert: task head"));
     f.push_back(int_field("num_labels", &ModelConfig::num_labels, "classification heads: classes"));
     f.push_back(double_field("dropout", &ModelConfig::dropout,
                              "embeddings, residual branches and feed-forward hidden"));
     f.push_back(double_field("attention_dropout", &ModelConfig::attention_dropout,
                              "attention weights"));
-    f.push_back(table_field("init", &ModelConfig::init, kInits, "weight initialisation"));
+    f.push_back(enum_field("init", &ModelConfig::init, "weight initialisation"));
     f.push_back(double_field("init_std", &ModelConfig::init_std, "normal and gpt2 init: std"));
     f.push_back(int_field("pad_id", &ModelConfig::pad_id, "padding token id"));
     f.push_back(int_field("decoder_start_id", &ModelConfig::decoder_start_id,
@@ -171,13 +128,6 @@ void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
 }
 
 }  // namespace
-
-std::string family_name(Family family) {
-  for (const auto& [name, f] : kFamilies) {
-    if (f == family) return name;
-  }
-  throw std::logic_error("unhandled family");
-}
 
 ModelConfig family_defaults(Family family) {
   ModelConfig c;
@@ -216,11 +166,16 @@ void ModelConfig::validate(const std::string& source) const {
   auto fraction = [&](const char* key, double v) {
     if (!(v >= 0.0 && v < 1.0)) fail(std::string(key) + " (" + format_double(v) + ") must be in [0, 1)");
   };
-  const std::string fam = name_of(kFamilies, family);
+  const std::string fam = to_string(family);
   positive("vocab_size", vocab_size);
   positive("d_model", d_model);
   positive("n_heads", n_heads);
   positive("d_ff", d_ff);
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"n_layers", n_layers},
+                                   {"encoder_layers", encoder_layers},
+                                   {"decoder_layers", decoder_layers}}) {
+    if (value < 0) fail(std::string(key) + " (" + std::to_string(value) + ") must not be negative");
+  }
   if (is_encoder_decoder()) {
     if (resolved_encoder_layers() <= 0 || resolved_decoder_layers() <= 0) {
       fail("encoder_layers (" + std::to_string(encoder_layers) + ") and decoder_layers (" +
@@ -279,7 +234,7 @@ void ModelConfig::validate(const std::string& source) const {
   }
   if ((head == BertHead::kNextSentence || head == BertHead::kPretraining ||
        head == BertHead::kSequenceClassification) && !pooler) {
-    fail("head " + name_of(kHeads, head) + " reads the pooled output: set pooler: true");
+    fail("head " + to_string(head) + " reads the pooled output: set pooler: true");
   }
   positive("num_labels", num_labels);
   if (!(init_std > 0.0)) fail("init_std (" + format_double(init_std) + ") must be positive");
@@ -300,8 +255,7 @@ ModelConfig config_from_yaml(const YAML::Node& node, const std::string& source) 
   }
   const YAML::Node family_node = node["family"];
   if (!family_node) {
-    throw ConfigError(source + ": missing required key 'family' (one of: " +
-                      join_names(kFamilies) + ")");
+    throw ConfigError(source + ": missing required key 'family' (one of: " + enum_names_joined<Family>() + ")");
   }
   ModelConfig probe;
   set_field(probe, *find_field("family"), family_node, where(source, family_node));
@@ -390,38 +344,6 @@ std::string schema_documentation() {
     s << "    default: " << defaults << "\n";
   }
   return s.str();
-}
-
-TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
-                                      int64_t layer) {
-  auto attention = AttentionOptions(config.d_model, config.n_heads)
-                       .n_kv_heads(config.n_kv_heads)
-                       .head_dim(config.head_dim)
-                       .bias(config.bias)
-                       .scaled(config.scale_attention)
-                       .causal(causal)
-                       .window(causal ? config.window : c10::nullopt)
-                       .dropout(config.attention_dropout)
-                       .rope(config.position == PositionKind::kRope)
-                       .rope_base(config.rope_base)
-                       .rope_layout(config.rope_layout);
-  auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
-                          .activation(config.activation)
-                          .bias(config.bias)
-                          .dropout(config.dropout);
-  auto norm = NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps).bias(config.bias);
-  return TransformerBlockOptions(attention, feed_forward, norm)
-      .cross_attention(cross_attention)
-      .norm_position(config.norm_position)
-      .dropout(config.dropout)
-      .layer_index(layer);
-}
-
-PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {
-  return PositionEncodingOptions(config.position, config.d_model, config.n_heads, config.max_positions)
-      .num_buckets(config.relative_buckets)
-      .max_distance(config.relative_max_distance)
-      .bidirectional(bidirectional);
 }
 
 std::string find_config(const std::string& name_or_path) {

@@ -1,6 +1,7 @@
 #pragma once
 // The model schema: one config type for every family, read from YAML, validated once before any
-// module is built. Each field's name, meaning and default live in one table (config.cpp) that
+// module is built. No LibTorch here (the config fuzz target builds it alone); the layer options a
+// config implies are in models/layer_options.h. Each field's name, meaning and default live in one table (config.cpp) that
 // parsing, validation messages and `zoo schema` all read.
 
 #include <cstdint>
@@ -8,10 +9,9 @@
 #include <string>
 #include <vector>
 
-#include <c10/util/Optional.h>
+#include <optional>
+#include <utility>
 
-#include "layers/block.h"
-#include "layers/position_encoding.h"
 #include "layers/variants.h"
 
 namespace YAML {
@@ -28,6 +28,31 @@ enum class InitScheme { kNormal, kGpt2, kT5, kXavier };
 // What sits on top of a BERT encoder.
 enum class BertHead { kNone, kMaskedLM, kNextSentence, kPretraining, kSequenceClassification,
                       kTokenClassification };
+
+template <>
+struct EnumNames<Family> {
+  static constexpr const char* kWhat = "family";
+  static constexpr std::pair<const char*, Family> kNames[] = {
+      {"bert", Family::kBert}, {"gpt", Family::kGpt}, {"t5", Family::kT5}, {"transformer", Family::kTransformer}};
+};
+template <>
+struct EnumNames<InitScheme> {
+  static constexpr const char* kWhat = "init";
+  static constexpr std::pair<const char*, InitScheme> kNames[] = {
+      {"normal", InitScheme::kNormal}, {"gpt2", InitScheme::kGpt2}, {"t5", InitScheme::kT5},
+      {"xavier", InitScheme::kXavier}};
+};
+template <>
+struct EnumNames<BertHead> {
+  static constexpr const char* kWhat = "head";
+  static constexpr std::pair<const char*, BertHead> kNames[] = {
+      {"none", BertHead::kNone},
+      {"mlm", BertHead::kMaskedLM},
+      {"nsp", BertHead::kNextSentence},
+      {"pretraining", BertHead::kPretraining},
+      {"sequence_classification", BertHead::kSequenceClassification},
+      {"token_classification", BertHead::kTokenClassification}};
+};
 
 struct ModelConfig {
   Family family = Family::kGpt;
@@ -56,7 +81,7 @@ struct ModelConfig {
   int64_t relative_buckets = 32;
   int64_t relative_max_distance = 128;
   Activation activation = Activation::kGELUTanh;
-  c10::optional<int64_t> window;  // sliding window, causal decoders only
+  std::optional<int64_t> window;  // sliding window, causal decoders only
   bool bias = true;               // linear and LayerNorm biases
   bool tie_embeddings = true;     // output head shares the token embedding
   bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
@@ -80,6 +105,11 @@ struct ModelConfig {
   int64_t resolved_encoder_layers() const { return encoder_layers > 0 ? encoder_layers : n_layers; }
   int64_t resolved_decoder_layers() const { return decoder_layers > 0 ? decoder_layers : n_layers; }
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
+  // The longest sequence (tokens per stack) a model of this config takes: max_positions, for
+  // every position kind. Learned and sinusoidal tables have that many rows; the other kinds are
+  // held to it too, so a config means the same length whatever its positions. Models, batches,
+  // block sizes and generation all ask this one function.
+  int64_t max_length() const { return max_positions; }
   bool is_encoder_decoder() const { return family == Family::kT5 || family == Family::kTransformer; }
   // T5 v1.0 multiplies the decoder output by d_model^-0.5 before a tied head.
   bool scales_tied_head() const { return family == Family::kT5 && tie_embeddings; }
@@ -94,8 +124,8 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The family's spelling in configs: "bert", "gpt", "t5", "transformer".
-std::string family_name(Family family);
+// The family's spelling in configs: "bert", "gpt", "t5", "transformer" (to_string).
+inline std::string family_name(Family family) { return to_string(family); }
 
 // Family defaults applied before the file's keys, so a file states only what differs.
 ModelConfig family_defaults(Family family);
@@ -116,13 +146,6 @@ std::string to_yaml(const ModelConfig& config);
 
 // One line per field: name, type, default (per family where they differ), meaning.
 std::string schema_documentation();
-
-// The options of block `layer` of a stack: causal (decoder) or not, with cross-attention or not.
-TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
-                                      int64_t layer);
-
-// The options of a stack's position encoding; relative buckets look both ways in encoders.
-PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);
 
 // Finds a config by path, or by name in ZOO_CONFIG_DIR, ./configs and the installed configs.
 std::string find_config(const std::string& name_or_path);

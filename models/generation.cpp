@@ -53,6 +53,21 @@ struct Rows {
   std::vector<bool> done;
 };
 
+// EOS ids and stop sequences name tokens of the vocabulary.
+void check_token_options(const GenerationOptions& o, int64_t vocab) {
+  for (int64_t id : o.eos_ids) {
+    if (id < 0 || id >= vocab) {
+      throw std::invalid_argument(c10::str("generate: eos id ", id, " is not a token id (the vocabulary has ", vocab,
+                                           " tokens: 0..", vocab - 1, ")"));
+    }
+  }
+  for (const auto& stop : o.stop_sequences) {
+    for (int64_t id : stop) {
+      if (id < 0 || id >= vocab) throw std::invalid_argument(c10::str("generate: stop sequence token ", id, " outside the vocabulary"));
+    }
+  }
+}
+
 void check_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t vocab, const char* what) {
   if (prompts.empty()) throw std::invalid_argument(std::string("generate: no ") + what);
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -97,6 +112,14 @@ void GenerationOptions::validate() const {
   if (!(top_p > 0.0 && top_p <= 1.0)) fail(c10::str("top_p (", top_p, ") must be in (0, 1]"));
   if (!(repetition_penalty > 0.0)) fail(c10::str("repetition_penalty (", repetition_penalty, ") must be > 0"));
   if (num_beams < 1) fail(c10::str("num_beams (", num_beams, ") must be >= 1"));
+  // Each beam holds its own KV cache and vocabulary-wide scores: bound the width before any
+  // memory is asked for.
+  if (num_beams > kMaxBeams) fail(c10::str("num_beams (", num_beams, ") must be at most ", kMaxBeams));
+  if (!std::isfinite(length_penalty)) fail(c10::str("length_penalty (", length_penalty, ") must be a finite number"));
+  if (!std::isfinite(temperature)) fail(c10::str("temperature (", temperature, ") must be a finite number"));
+  for (const auto& stop : stop_sequences) {
+    if (stop.empty()) fail("a stop sequence is empty (it would end generation at once)");
+  }
   if (num_beams > 1 && sample) fail("beam search does not sample: set num_beams to 1 or sample to false");
 }
 
@@ -133,13 +156,14 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
   o.validate();
   if (o.num_beams > 1) throw std::invalid_argument("generate: beam search is for encoder-decoders");
   const auto& c = model->config;
+  check_token_options(o, c.vocab_size);
   check_prompts(prompts, c.vocab_size, "prompt");
   const auto device = model->token_embedding->weight.device();
   auto [ids, mask] = pad(prompts, c.pad_id, /*left=*/true, device);
   const int64_t n = ids.size(0);
-  if (ids.size(1) + o.max_new_tokens > c.max_positions) {
+  if (ids.size(1) + o.max_new_tokens > c.max_length()) {
     throw std::invalid_argument(c10::str("generate: prompt (", ids.size(1), " tokens) plus max_new_tokens (",
-                                         o.max_new_tokens, ") exceeds max_positions (", c.max_positions, ")"));
+                                         o.max_new_tokens, ") exceeds max_positions (", c.max_length(), ")"));
   }
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
@@ -287,10 +311,12 @@ GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<i
                           const GenerationOptions& o) {
   o.validate();
   const auto& c = model->config;
+  check_token_options(o, c.vocab_size);
   check_prompts(sources, c.vocab_size, "source");
-  if (o.max_new_tokens + 1 > c.max_positions && c.position != PositionKind::kRelative) {
+  // The decoder reads its start token and all but the last new token.
+  if (o.max_new_tokens > c.max_length()) {
     throw std::invalid_argument(c10::str("generate: max_new_tokens (", o.max_new_tokens,
-                                         ") exceeds max_positions (", c.max_positions, ")"));
+                                         ") exceeds max_positions (", c.max_length(), ")"));
   }
   const auto device = model->token_embedding->weight.device();
   auto [ids, mask] = pad(sources, c.pad_id, /*left=*/false, device);

@@ -17,6 +17,7 @@
 namespace zoo {
 
 struct GenerationOptions {
+  static constexpr int64_t kMaxBeams = 256;
   int64_t max_new_tokens = 32;
   bool sample = false;       // false: greedy (temperature, top_k and top_p are ignored)
   double temperature = 1.0;  // sampling: logits / temperature

@@ -31,7 +31,7 @@ void GPTImpl::reset() {
   final_norm = nullptr;
   if (c.norm_position == NormPosition::kPre) {
     final_norm = register_module(
-        "final_norm", Norm(NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias)));
+        "final_norm", Norm(norm_options(c)));
   }
   lm_head = nullptr;
   if (!c.tie_embeddings) {
@@ -48,8 +48,8 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
               input_ids.sizes());
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
   const int64_t past = cache != nullptr ? cache->seen() : 0;
-  TORCH_CHECK(past + t <= config.max_positions, "GPT: cannot forward ", past + t,
-              " tokens, max_positions is ", config.max_positions);
+  TORCH_CHECK(past + t <= config.max_length(), "GPT: cannot forward ", past + t,
+              " tokens, max_positions is ", config.max_length());
   if (attention_mask.defined()) {
     TORCH_CHECK(attention_mask.dim() == 2 && attention_mask.size(0) == b &&
                     attention_mask.size(1) == past + t,

@@ -5,6 +5,9 @@
 
 #include <torch/torch.h>
 
+#include "core/runtime.h"
+#include "models/parameter_count.h"
+
 namespace zoo {
 
 std::shared_ptr<torch::nn::Module> Model::module() const {
@@ -13,8 +16,21 @@ std::shared_ptr<torch::nn::Module> Model::module() const {
   return seq2seq.ptr();
 }
 
+void check_fits_in_memory(const ModelConfig& config) {
+  const int64_t parameters = count_parameters(config);
+  const double bytes = static_cast<double>(parameters) * 4;
+  const int64_t memory = physical_memory_bytes();
+  if (memory > 0 && bytes > static_cast<double>(memory)) {
+    throw ConfigError((config.name.empty() ? to_string(config.family) : config.name) + ": " +
+                      std::to_string(parameters) + " parameters need " + describe_bytes(bytes) +
+                      " in float32 for the weights alone, more than this machine's " +
+                      describe_bytes(static_cast<double>(memory)) + " of memory");
+  }
+}
+
 Model build_model(const ModelConfig& config) {
   config.validate();
+  check_fits_in_memory(config);
   Model m;
   m.config = config;
   switch (config.family) {
@@ -53,9 +69,8 @@ std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const torch::nn
 }
 
 std::string describe(const ModelConfig& c) {
-  static const char* kFamily[] = {"bert", "gpt", "t5", "transformer"};
   std::ostringstream s;
-  s << "family: " << kFamily[static_cast<int>(c.family)];
+  s << "family: " << to_string(c.family);
   if (!c.name.empty()) s << " (" << c.name << ")";
   s << "\n";
   if (c.is_encoder_decoder()) {

@@ -1,6 +1,6 @@
 #pragma once
-// Any family behind one handle, for what does not care which: zoo info, parameter counts,
-// moving between devices, and (later) training and export.
+// Any family behind one handle, for what does not care which: parameter counts, moving between
+// devices, training, checkpoints and export.
 
 #include <cstdint>
 #include <memory>
@@ -26,7 +26,11 @@ struct Model {
   std::shared_ptr<torch::nn::Module> module() const;
 };
 
-// Builds the family `config` names (config is validated first).
+// Throws ConfigError stating the size when the weights of `config` alone (float32) exceed this
+// machine's memory: said before anything is allocated, rather than by the allocator.
+void check_fits_in_memory(const ModelConfig& config);
+
+// Builds the family `config` names (config is validated and its size checked first).
 Model build_model(const ModelConfig& config);
 
 // Distinct parameters (a tied matrix counts once).

@@ -33,9 +33,8 @@ void EncoderDecoderImpl::reset() {
   }
   encoder_final_norm = decoder_final_norm = nullptr;
   if (c.norm_position == NormPosition::kPre) {
-    auto norm = NormOptions(c.d_model).kind(c.norm).eps(c.norm_eps).bias(c.bias);
-    encoder_final_norm = register_module("encoder_final_norm", Norm(norm));
-    decoder_final_norm = register_module("decoder_final_norm", Norm(norm));
+    encoder_final_norm = register_module("encoder_final_norm", Norm(norm_options(c)));
+    decoder_final_norm = register_module("decoder_final_norm", Norm(norm_options(c)));
   }
   lm_head = nullptr;
   if (!c.tie_embeddings) {
@@ -48,8 +47,8 @@ void EncoderDecoderImpl::reset() {
 torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
                                         PositionEncoding& positions) {
   const int64_t t = ids.size(1);
-  TORCH_CHECK(start + t <= config.max_positions, "encoder-decoder: cannot forward ", start + t,
-              " tokens, max_positions is ", config.max_positions);
+  TORCH_CHECK(start + t <= config.max_length(), "encoder-decoder: cannot forward ", start + t,
+              " tokens, max_positions is ", config.max_length());
   auto x = token_embedding->forward(ids);
   if (config.scale_embeddings) x = x * std::sqrt(static_cast<double>(config.d_model));
   auto position_ids = torch::arange(start, start + t, ids.options().dtype(torch::kLong)).unsqueeze(0);

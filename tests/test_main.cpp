@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -84,10 +85,21 @@ std::string shared_corpus() {
 
 std::vector<std::string> test_devices() { return {"cpu", "cuda"}; }
 
+ScopedFileSizeLimit::ScopedFileSizeLimit(uint64_t bytes) {
+  ::getrlimit(RLIMIT_FSIZE, &old_);
+  struct rlimit limit = old_;
+  limit.rlim_cur = static_cast<rlim_t>(bytes);
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+ScopedFileSizeLimit::~ScopedFileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &old_); }
+
 }  // namespace zoo::testing
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // Writes past a file-size limit fail with EFBIG (as in zoo's main) instead of a signal.
+  std::signal(SIGXFSZ, SIG_IGN);
   // ctest runs two test processes at once on a 2-core machine: one thread each.
   zoo::configure_threads(1);
   torch::manual_seed(0);

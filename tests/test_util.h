@@ -1,6 +1,8 @@
 #pragma once
 // Helpers shared by the tests: tolerances, devices, and reference data from python3-torch.
 
+#include <sys/resource.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -50,6 +52,17 @@ std::string error_of(const std::function<void()>& f);
 
 // The default corpus, built once per build tree (tests share it; building takes seconds).
 std::string shared_corpus();
+
+// Lowers the file-size limit (ulimit -f) of this process while it lives: writes past `bytes`
+// fail with EFBIG, as on a full disk.
+class ScopedFileSizeLimit {
+ public:
+  explicit ScopedFileSizeLimit(uint64_t bytes);
+  ~ScopedFileSizeLimit();
+
+ private:
+  struct rlimit old_ {};
+};
 
 // Devices to run device-parameterised tests on; CUDA tests skip themselves when absent.
 std::vector<std::string> test_devices();

@@ -39,40 +39,91 @@ uint64_t mix(uint64_t x) {  // splitmix64: a well-spread hash of (seed, index)
 
 }  // namespace
 
+// The tokens go to the target's temporary file as they arrive; the document index goes to a
+// second temporary file and is appended at commit, when the header is completed too.
+struct TokenFileWriter::Files {
+  explicit Files(const std::string& path) : tokens(path), index(temporary_path_for(path) + ".index") {}
+  AtomicFile tokens;
+  AtomicFile index;  // never committed: read back at the end, then removed with the writer
+};
+
+TokenFileWriter::TokenFileWriter(const std::string& path, int64_t vocab_size, uint64_t tokenizer_hash,
+                                 int64_t separator)
+    : files_(std::make_unique<Files>(path)),
+      path_(path),
+      vocab_(static_cast<uint64_t>(vocab_size)),
+      hash_(tokenizer_hash),
+      separator_(separator),
+      width_(static_cast<uint64_t>(vocab_size) <= 65536 ? 2 : 4) {
+  files_->tokens.write(std::string(kHeaderBytes, '\0'));  // completed at commit
+}
+
+TokenFileWriter::~TokenFileWriter() = default;
+
+void TokenFileWriter::add(const std::vector<int64_t>& tokens) {
+  if (!open_document_) {
+    std::string start;
+    put<uint64_t>(start, static_cast<uint64_t>(tokens_));
+    files_->index.write(start);
+    open_document_ = true;
+  }
+  for (int64_t t : tokens) {
+    if (t < 0 || static_cast<uint64_t>(t) >= vocab_) {
+      throw std::runtime_error(path_ + ": token " + std::to_string(t) + " outside the vocabulary of " +
+                               std::to_string(vocab_));
+    }
+    if (width_ == 2) put<uint16_t>(buffer_, static_cast<uint16_t>(t));
+    else put<uint32_t>(buffer_, static_cast<uint32_t>(t));
+  }
+  tokens_ += static_cast<int64_t>(tokens.size());
+  if (buffer_.size() >= (1u << 20)) {
+    files_->tokens.write(buffer_);
+    buffer_.clear();
+  }
+}
+
+void TokenFileWriter::end_document() {
+  add({separator_});
+  open_document_ = false;
+  ++documents_;
+}
+
+void TokenFileWriter::commit() {
+  if (open_document_) end_document();
+  files_->tokens.write(buffer_);
+  buffer_.clear();
+  std::string end;
+  put<uint64_t>(end, static_cast<uint64_t>(tokens_));
+  files_->index.write(end);
+  // Append the index, read back in chunks from its temporary file.
+  const std::string index_path = files_->index.temporary();
+  std::ifstream index(index_path, std::ios::binary);
+  if (!index) throw std::runtime_error(path_ + ": cannot read back its document index");
+  std::string chunk(1 << 20, '\0');
+  while (index) {
+    index.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    files_->tokens.write(chunk.data(), static_cast<size_t>(index.gcount()));
+  }
+  std::string header;
+  header.append(kMagic, 8);
+  put<uint32_t>(header, 1);
+  put<uint32_t>(header, width_);
+  put<uint64_t>(header, vocab_);
+  put<uint64_t>(header, hash_);
+  put<uint64_t>(header, static_cast<uint64_t>(tokens_));
+  put<uint64_t>(header, static_cast<uint64_t>(documents_));
+  files_->tokens.write_at(0, header.data(), header.size());
+  files_->tokens.commit();
+}
+
 void write_token_file(const std::string& path, const std::vector<std::vector<int64_t>>& documents,
                       int64_t vocab_size, uint64_t tokenizer_hash) {
-  const uint64_t vocab = static_cast<uint64_t>(vocab_size);
-  const uint32_t width = vocab <= 65536 ? 2 : 4;
-  uint64_t total = 0;
-  for (const auto& d : documents) total += d.size() + 1;
-  std::string out;
-  out.reserve(kHeaderBytes + total * width + (documents.size() + 1) * 8);
-  out.append(kMagic, 8);
-  put<uint32_t>(out, 1);
-  put<uint32_t>(out, width);
-  put<uint64_t>(out, vocab);
-  put<uint64_t>(out, tokenizer_hash);
-  put<uint64_t>(out, total);
-  put<uint64_t>(out, documents.size());
-  out.append(kHeaderBytes - out.size(), '\0');
-  std::vector<uint64_t> offsets;
-  uint64_t position = 0;
-  auto put_token = [&](int64_t t) {
-    if (t < 0 || static_cast<uint64_t>(t) >= vocab) {
-      throw std::runtime_error(path + ": token " + std::to_string(t) + " outside the vocabulary");
-    }
-    if (width == 2) put<uint16_t>(out, static_cast<uint16_t>(t));
-    else put<uint32_t>(out, static_cast<uint32_t>(t));
-  };
+  TokenFileWriter writer(path, vocab_size, tokenizer_hash);
   for (const auto& d : documents) {
-    offsets.push_back(position);
-    for (int64_t t : d) put_token(t);
-    put_token(SpecialTokens::kEos);
-    position += d.size() + 1;
+    writer.add(d);
+    writer.end_document();
   }
-  offsets.push_back(position);
-  for (uint64_t o : offsets) put<uint64_t>(out, o);
-  write_file_atomically(path, out);
+  writer.commit();
 }
 
 TokenFile TokenFile::open(const std::string& path, const Tokenizer* expected) {
@@ -110,8 +161,9 @@ TokenFile TokenFile::open(const std::string& path, const Tokenizer* expected) {
                              " bytes for " + std::to_string(i.num_tokens) + " tokens and " +
                              std::to_string(i.num_documents) + " documents)");
   }
-  f.offsets_ = reinterpret_cast<const uint64_t*>(f.data_ + kHeaderBytes + i.num_tokens * i.token_bytes);
-  if (f.offsets_[i.num_documents] != i.num_tokens) throw std::runtime_error(path + ": corrupt document index");
+  // The index follows 2- or 4-byte tokens, so it is read with memcpy, never through a uint64_t*.
+  f.offsets_ = f.data_ + kHeaderBytes + i.num_tokens * i.token_bytes;
+  if (f.offset(i.num_documents) != i.num_tokens) throw std::runtime_error(path + ": corrupt document index");
   if (expected != nullptr && expected->hash() != i.tokenizer_hash) {
     char have[17], want[17];
     std::snprintf(have, sizeof(have), "%016llx", static_cast<unsigned long long>(i.tokenizer_hash));
@@ -167,9 +219,13 @@ std::vector<int64_t> TokenFile::tokens(int64_t start, int64_t n) const {
   return out;
 }
 
+uint64_t TokenFile::offset(uint64_t d) const { return get<uint64_t>(offsets_ + 8 * d); }
+
 std::pair<int64_t, int64_t> TokenFile::document(int64_t d) const {
   if (d < 0 || d >= num_documents()) throw std::out_of_range(path_ + ": document " + std::to_string(d) + " out of range");
-  return {static_cast<int64_t>(offsets_[d]), static_cast<int64_t>(offsets_[d + 1]) - 1};
+  const auto begin = offset(static_cast<uint64_t>(d)), end = offset(static_cast<uint64_t>(d) + 1);
+  if (begin >= end || end > info_.num_tokens) throw std::runtime_error(path_ + ": corrupt document index at document " + std::to_string(d));
+  return {static_cast<int64_t>(begin), static_cast<int64_t>(end) - 1};
 }
 
 TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const Tokenizer& tokenizer,
@@ -177,21 +233,26 @@ TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const To
   if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0)) {
     throw std::runtime_error("val_fraction (" + std::to_string(o.val_fraction) + ") must be in [0, 1)");
   }
-  std::vector<std::vector<int64_t>> train, val;
-  TokenizeStats stats;
+  const auto files = list_text_files(inputs);
+  const auto dir = std::filesystem::path(out_dir);
+  create_directories(out_dir);
+  TokenFileWriter train((dir / "train.tokens").string(), tokenizer.vocab_size(), tokenizer.hash());
+  TokenFileWriter val((dir / "val.tokens").string(), tokenizer.vocab_size(), tokenizer.hash());
+  // A document goes to validation by a hash of (seed, its index), known when it starts, so its
+  // tokens stream straight into their file.
+  TokenFileWriter* current = nullptr;
   int64_t index = 0;
-  std::vector<int64_t> doc;
   auto finish = [&] {
-    if (doc.empty()) return;
-    const double u = static_cast<double>(mix(o.seed ^ mix(static_cast<uint64_t>(index++)))) / 18446744073709551616.0;
-    (u < o.val_fraction ? val : train).push_back(std::move(doc));
-    doc.clear();
+    if (current != nullptr) current->end_document();
+    current = nullptr;
   };
-  for (const auto& file : list_text_files(inputs)) {
+  std::vector<std::string> empty;
+  for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw std::runtime_error(file + ": cannot open");
     std::string line;
     int64_t line_number = 0, offset = 0;
+    bool any_text = false;
     while (std::getline(in, line)) {
       ++line_number;
       const int64_t line_offset = offset;
@@ -208,21 +269,24 @@ TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const To
         std::fprintf(stderr, "warning: skipping line, %s\n", where.c_str());
         continue;
       }
-      auto ids = tokenizer.encode(line);
-      doc.insert(doc.end(), ids.begin(), ids.end());
+      any_text = true;
+      if (current == nullptr) {
+        const double u = static_cast<double>(mix(o.seed ^ mix(static_cast<uint64_t>(index++)))) / 18446744073709551616.0;
+        current = u < o.val_fraction ? &val : &train;
+      }
+      current->add(tokenizer.encode(line));
     }
+    if (in.bad()) throw std::runtime_error(file + ": read error");
     finish();  // a file ends its last document
+    if (!any_text) empty.push_back(file);
   }
-  if (train.empty() && val.empty()) throw std::runtime_error("the inputs contain no text");
-  if (train.empty()) throw std::runtime_error("every document went to validation: lower val_fraction");
-  std::filesystem::create_directories(out_dir);
-  const auto dir = std::filesystem::path(out_dir);
-  write_token_file((dir / "train.tokens").string(), train, tokenizer.vocab_size(), tokenizer.hash());
-  write_token_file((dir / "val.tokens").string(), val, tokenizer.vocab_size(), tokenizer.hash());
-  stats.train_documents = static_cast<int64_t>(train.size());
-  stats.val_documents = static_cast<int64_t>(val.size());
-  for (const auto& d : train) stats.train_tokens += static_cast<int64_t>(d.size()) + 1;
-  for (const auto& d : val) stats.val_tokens += static_cast<int64_t>(d.size()) + 1;
+  if (train.documents() == 0 && val.documents() == 0) throw std::runtime_error(no_text_message(empty));
+  if (train.documents() == 0) throw std::runtime_error("every document went to validation: lower val_fraction");
+  train.commit();
+  val.commit();
+  TokenizeStats stats;
+  stats.train_documents = train.documents(), stats.train_tokens = train.tokens();
+  stats.val_documents = val.documents(), stats.val_tokens = val.tokens();
   return stats;
 }
 

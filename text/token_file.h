@@ -26,6 +26,38 @@ struct TokenFileInfo {
   uint64_t num_documents = 0;
 };
 
+// Writes a token file as tokens arrive, holding neither the tokens nor the document index in
+// memory (a corpus far larger than memory streams through). The file appears at `path` only
+// at commit(); a writer destroyed before that leaves nothing behind.
+class TokenFileWriter {
+ public:
+  // `separator` ends every document in the stream (the tokenizer's </s>).
+  TokenFileWriter(const std::string& path, int64_t vocab_size, uint64_t tokenizer_hash,
+                  int64_t separator = SpecialTokens::kEos);
+  ~TokenFileWriter();
+  TokenFileWriter(const TokenFileWriter&) = delete;
+  TokenFileWriter& operator=(const TokenFileWriter&) = delete;
+
+  // Tokens of the current document (a new one starts after end_document).
+  void add(const std::vector<int64_t>& tokens);
+  void end_document();
+  int64_t documents() const { return documents_; }
+  int64_t tokens() const { return tokens_; }
+  void commit();
+
+ private:
+  struct Files;
+  std::unique_ptr<Files> files_;
+  std::string path_;
+  uint64_t vocab_;
+  uint64_t hash_;
+  int64_t separator_;
+  uint32_t width_;
+  int64_t documents_ = 0, tokens_ = 0;
+  bool open_document_ = false;
+  std::string buffer_;  // tokens waiting to be written
+};
+
 // Writes documents (each a token list, without the separator) to `path` atomically, recording
 // the vocabulary size and the hash of the tokenizer that made them.
 void write_token_file(const std::string& path, const std::vector<std::vector<int64_t>>& documents,
@@ -60,7 +92,8 @@ class TokenFile {
   TokenFileInfo info_;
   const unsigned char* data_ = nullptr;  // the whole mapped file
   size_t mapped_size_ = 0;
-  const uint64_t* offsets_ = nullptr;
+  const unsigned char* offsets_ = nullptr;  // u64 document starts, not necessarily 8-byte aligned
+  uint64_t offset(uint64_t d) const;
 };
 
 struct TokenizeOptions {
@@ -74,7 +107,8 @@ struct TokenizeStats {
 };
 
 // Reads plain-text inputs (files or directories; documents are separated by blank lines),
-// tokenizes them and writes OUT_DIR/train.tokens and OUT_DIR/val.tokens. A document goes to
+// tokenizes them and writes OUT_DIR/train.tokens and OUT_DIR/val.tokens, streaming: memory stays
+// bounded whatever the corpus size. Inputs without text are an error naming each empty file. A document goes to
 // validation when a hash of (seed, its index) falls under val_fraction: deterministic, and
 // spread across the corpus. Errors name the file and line (invalid UTF-8 with its byte offset).
 TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const Tokenizer& tokenizer,

@@ -227,6 +227,18 @@ std::vector<std::string> list_text_files(const std::vector<std::string>& inputs)
   return files;
 }
 
+std::string no_text_message(const std::vector<std::string>& empty_files) {
+  std::string names;
+  const size_t shown = std::min<size_t>(empty_files.size(), 5);
+  for (size_t i = 0; i < shown; ++i) {
+    names += (i == 0 ? "" : i + 1 == shown && shown == empty_files.size() ? " and " : ", ") + empty_files[i];
+  }
+  if (empty_files.size() > shown) names += " and " + std::to_string(empty_files.size() - shown) + " more files";
+  if (empty_files.empty()) return "the inputs contain no text";
+  return "the inputs contain no text: " + names + (empty_files.size() == 1 ? " is" : " are") +
+         " empty (or only blank lines)";
+}
+
 Tokenizer Tokenizer::from_serialized(const std::string& model_bytes, const std::string& source) {
   const auto& m = spm();
   Tokenizer t;
@@ -298,7 +310,7 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
   }
   if (lines.sentences() == 0) {
     if (error != nullptr) m.free_buffer(error);
-    throw std::runtime_error("tokenizer: the inputs contain no text");
+    throw std::runtime_error("tokenizer: " + no_text_message(files));
   }
   if (!ok) {
     const std::string message = m.take(error);

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/enum_names.h"
 
 namespace zoo {
 
@@ -18,6 +21,13 @@ struct SpecialTokens {
 };
 
 enum class TokenizerKind { kUnigram, kBpe };
+
+template <>
+struct EnumNames<TokenizerKind> {
+  static constexpr const char* kWhat = "tokenizer type";
+  static constexpr std::pair<const char*, TokenizerKind> kNames[] = {{"unigram", TokenizerKind::kUnigram},
+                                                                     {"bpe", TokenizerKind::kBpe}};
+};
 
 struct TokenizerTrainOptions {
   std::vector<std::string> inputs;  // files or directories (read recursively)
@@ -76,5 +86,8 @@ int64_t invalid_utf8_offset(const std::string& text);
 // Text files under each input (a file itself, or every regular file below a directory, sorted).
 // Throws std::runtime_error naming an input that is missing, or a directory with no files.
 std::vector<std::string> list_text_files(const std::vector<std::string>& inputs);
+
+// "the inputs contain no text: a.txt and b.txt are empty", naming the files (the first few).
+std::string no_text_message(const std::vector<std::string>& empty_files);
 
 }  // namespace zoo

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "core/outputs.h"
 
 namespace zoo {
 namespace {
@@ -28,20 +29,33 @@ std::string join(const std::vector<std::string>& names) {
   return s;
 }
 
+// Writes the archive through an AtomicFile, whose errors name `path` and the reason (a full
+// disk, a file-size limit, a read-only directory) rather than LibTorch's temporary file name.
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  AtomicFile file(path);
+  // LibTorch's zip writer cannot take a short write (it aborts in a destructor), so after the
+  // first failure the rest is swallowed and the failure thrown once the archive is done.
+  std::string failure;
+  archive.save_to([&](const void* data, size_t size) -> size_t {
+    if (!failure.empty()) return size;
+    try {
+      file.write(data, size);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    return size;
+  });
+  if (!failure.empty()) throw std::runtime_error(failure);
+  file.commit();
+}
+
 }  // namespace
 
 void save_weights(const std::string& path, const torch::nn::Module& module) {
   torch::serialize::OutputArchive archive;
   for (const auto& p : module.named_parameters()) archive.write(p.key(), p.value().detach().cpu());
   for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), /*is_buffer=*/true);
-  const std::string tmp = temporary_path_for(path);
-  try {
-    archive.save_to(tmp);
-  } catch (const c10::Error& e) {
-    fs::remove(tmp);
-    throw std::runtime_error(path + ": cannot write weights: " + e.what_without_backtrace());
-  }
-  fs::rename(tmp, path);
+  save_archive(archive, path);
 }
 
 void load_weights(const std::string& path, torch::nn::Module& module) {
@@ -89,33 +103,41 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
                      const Tokenizer* tokenizer, const nlohmann::json& state,
                      const std::map<std::string, std::string>& extra_files) {
   const fs::path target(dir);
-  if (!target.parent_path().empty()) fs::create_directories(target.parent_path());
+  // Only a checkpoint is ever replaced: a user's file or folder of that name is refused.
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(target, ec)) && !holds_own_output(dir, OutputKind::kCheckpoint) &&
+      !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
+    throw std::runtime_error(dir + ": exists and is not a zoo checkpoint; a checkpoint is never written over it");
+  }
+  create_parent_directories(dir);
   const fs::path tmp = temporary_path_for(dir);
-  fs::create_directories(tmp);
+  create_directories(tmp.string());
+  // Errors name the checkpoint the user sees, not the temporary directory it is written in.
+  auto in_target = [&](const std::exception& e) {
+    std::string message = e.what();
+    const std::string temporary = tmp.string();
+    for (size_t at = message.find(temporary); at != std::string::npos; at = message.find(temporary, at)) {
+      message.replace(at, temporary.size(), dir);
+    }
+    return std::runtime_error(message);
+  };
   try {
     save_weights((tmp / "model.pt").string(), *model.module());
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive archive;
       optimizer->save(archive);
-      archive.save_to((tmp / "optimizer.pt").string());
+      save_archive(archive, (tmp / "optimizer.pt").string());
     }
     write_file_atomically((tmp / "config.yaml").string(), to_yaml(model.config));
     if (tokenizer != nullptr) write_file_atomically((tmp / "tokenizer.model").string(), tokenizer->model_bytes());
     for (const auto& [name, contents] : extra_files) write_file_atomically((tmp / name).string(), contents);
+    write_output_marker(tmp.string(), OutputKind::kCheckpoint);
     write_file_atomically((tmp / "state.json").string(), state.dump(2) + "\n");
-  } catch (...) {
-    fs::remove_all(tmp);
-    throw;
+  } catch (const std::exception& e) {
+    fs::remove_all(tmp, ec);
+    throw in_target(e);
   }
-  // Replace an older checkpoint of the same name only once the new one is complete.
-  if (fs::exists(target)) {
-    const fs::path old = temporary_path_for(dir + ".old");
-    fs::rename(target, old);
-    fs::rename(tmp, target);
-    fs::remove_all(old);
-  } else {
-    fs::rename(tmp, target);
-  }
+  replace_directory(tmp.string(), dir);
 }
 
 Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expected) {

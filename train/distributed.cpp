@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -395,5 +396,26 @@ void DataParallel::finish_gradients() {}
 void DataParallel::discard_gradients() {}
 
 #endif
+
+GlobalLoss reduce_loss(DataParallel* parallel, double value, int64_t targets, int64_t tokens) {
+  if (parallel == nullptr) return {value, 1.0, tokens};
+  const bool finite = std::isfinite(value);
+  auto sums = torch::tensor({finite ? value * static_cast<double>(targets) : 0.0, static_cast<double>(targets),
+                             finite ? 0.0 : 1.0, static_cast<double>(tokens)},
+                            torch::kDouble);
+  parallel->all_reduce_sum(sums);
+  const double all_targets = sums[1].item<double>();
+  GlobalLoss global;
+  global.tokens = static_cast<int64_t>(sums[3].item<double>());
+  if (sums[2].item<double>() > 0) {
+    global.value = finite ? NAN : value;
+  } else if (all_targets > 0) {
+    global.value = sums[0].item<double>() / all_targets;
+    global.share = static_cast<double>(targets) * static_cast<double>(parallel->world_size()) / all_targets;
+  } else {
+    global.value = value;
+  }
+  return global;
+}
 
 }  // namespace zoo

@@ -89,4 +89,16 @@ class DataParallel {
   bool sync_ = false;
 };
 
+// One micro-step's loss as the whole group computes it: the global batch's mean over its
+// targets, as one process with the global batch would. Ranks with more targets (MLM masks vary)
+// weigh more: `share` is this rank's weight in that mean (backward scales its loss by it). One
+// small all-reduce per micro-step, which also makes a non-finite loss on any rank everyone's
+// (value is then NaN). Without a group (nullptr) the local loss is returned as it is.
+struct GlobalLoss {
+  double value = 0;   // the global mean loss (non-finite when any rank's was)
+  double share = 1;   // this rank's weight
+  int64_t tokens = 0; // input tokens of the global micro-batch
+};
+GlobalLoss reduce_loss(DataParallel* parallel, double value, int64_t targets, int64_t tokens);
+
 }  // namespace zoo

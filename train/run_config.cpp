@@ -1,5 +1,6 @@
 #include "train/run_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -13,25 +14,6 @@ namespace zoo {
 namespace {
 
 using yaml::BadValue;
-
-template <typename E>
-using Names = std::vector<std::pair<std::string, E>>;
-
-const Names<Objective> kObjectives = {
-    {"auto", Objective::kAuto}, {"causal_lm", Objective::kCausalLM}, {"mlm", Objective::kMaskedLM},
-    {"span_corruption", Objective::kSpanCorruption}, {"classification", Objective::kClassification},
-    {"seq2seq", Objective::kSeq2Seq}};
-const Names<NonFinitePolicy> kNonFinite = {{"stop", NonFinitePolicy::kStop}, {"skip", NonFinitePolicy::kSkip}};
-const Names<SentencePairMode> kPairs = {
-    {"none", SentencePairMode::kNone}, {"nsp", SentencePairMode::kNextSentence},
-    {"sop", SentencePairMode::kSentenceOrder}};
-
-template <typename E>
-std::string join_names(const Names<E>& table) {
-  std::string s;
-  for (const auto& [name, value] : table) s += (s.empty() ? "" : ", ") + name;
-  return s;
-}
 
 using Field = yaml::Field<RunConfig>;
 using yaml::bool_field;
@@ -64,20 +46,18 @@ Field paths_field(std::string name, std::vector<std::string> RunConfig::*m, std:
             return s + "]";
           }};
 }
+// Any enum, through its one EnumNames table (core/enum_names.h).
 template <typename E>
-Field enum_field(std::string name, E RunConfig::*m, const Names<E>& table, std::string doc) {
-  return {name, "one of: " + join_names(table), doc, false,
-          [m, &table](RunConfig& c, const YAML::Node& n) {
-            const auto text = yaml::as_string(n);
-            for (const auto& [key, value] : table)
-              if (key == text) return void(c.*m = value);
-            throw BadValue{"one of: " + join_names(table)};
+Field enum_field(std::string name, E RunConfig::*m, std::string doc) {
+  return {name, "one of: " + enum_names_joined<E>(), doc, false,
+          [m](RunConfig& c, const YAML::Node& n) {
+            try {
+              c.*m = from_string<E>(yaml::as_string(n));
+            } catch (const std::invalid_argument&) {
+              throw BadValue{"one of: " + enum_names_joined<E>()};
+            }
           },
-          [m, &table](const RunConfig& c) {
-            for (const auto& [key, value] : table)
-              if (value == c.*m) return key;
-            return std::string("?");
-          }};
+          [m](const RunConfig& c) { return to_string(c.*m); }};
 }
 
 const std::vector<Field>& fields() {
@@ -93,15 +73,8 @@ const std::vector<Field>& fields() {
     f.push_back(double_field("val_fraction", &RunConfig::val_fraction, "share of documents held out for validation"));
     f.push_back(string_field("tokenizer", &RunConfig::tokenizer,
                              "SentencePiece .model; empty = trained into the run directory"));
-    f.push_back({"tokenizer_type", "one of: unigram, bpe", "kind of tokenizer trained when none is given", false,
-                 [](RunConfig& c, const YAML::Node& n) {
-                   auto t = yaml::as_string(n);
-                   if (t != "unigram" && t != "bpe") throw BadValue{"one of: unigram, bpe"};
-                   c.tokenizer_type = t;
-                 },
-                 [](const RunConfig& c) { return c.tokenizer_type; }});
-    f.push_back(enum_field("objective", &RunConfig::objective, kObjectives,
-                           "what is learned; auto picks by family"));
+    f.push_back(enum_field("tokenizer_type", &RunConfig::tokenizer_type, "kind of tokenizer trained when none is given"));
+    f.push_back(enum_field("objective", &RunConfig::objective, "what is learned; auto picks by family"));
     f.push_back(int_field("steps", &RunConfig::steps, "optimizer updates"));
     f.push_back(int_field("batch_size", &RunConfig::batch_size, "examples per micro-batch"));
     f.push_back(int_field("grad_accum", &RunConfig::grad_accum, "micro-batches accumulated per update"));
@@ -110,17 +83,7 @@ const std::vector<Field>& fields() {
     f.push_back(int_field("target_length", &RunConfig::target_length, "seq2seq fine-tuning: longest target"));
     f.push_back(double_field("lr", &RunConfig::lr, "peak learning rate (inverse_sqrt: multiplier)"));
     f.push_back(double_field("min_lr", &RunConfig::min_lr, "cosine/linear decay floor"));
-    f.push_back({"schedule", "one of: cosine, linear, constant, inverse_sqrt", "learning-rate schedule after warmup", false,
-                 [](RunConfig& c, const YAML::Node& n) {
-                   auto s = yaml::as_string(n);
-                   try {
-                     schedule_from_string(s);
-                   } catch (const std::exception&) {
-                     throw BadValue{"one of: cosine, linear, constant, inverse_sqrt"};
-                   }
-                   c.schedule = s;
-                 },
-                 [](const RunConfig& c) { return c.schedule; }});
+    f.push_back(enum_field("schedule", &RunConfig::schedule, "learning-rate schedule after warmup"));
     f.push_back(int_field("warmup_steps", &RunConfig::warmup_steps, "linear warmup updates"));
     f.push_back(double_field("weight_decay", &RunConfig::weight_decay, "AdamW decoupled decay (matrices only)"));
     f.push_back(double_field("beta1", &RunConfig::beta1, "AdamW beta1"));
@@ -130,7 +93,7 @@ const std::vector<Field>& fields() {
     f.push_back(double_field("label_smoothing", &RunConfig::label_smoothing, "cross-entropy label smoothing"));
     f.push_back(double_field("mask_probability", &RunConfig::mask_probability, "mlm: share of tokens predicted"));
     f.push_back(bool_field("whole_word_masking", &RunConfig::whole_word_masking, "mlm: mask whole words"));
-    f.push_back(enum_field("sentence_pairs", &RunConfig::sentence_pairs, kPairs,
+    f.push_back(enum_field("sentence_pairs", &RunConfig::sentence_pairs,
                            "mlm: next-sentence or sentence-order pairs (needs head: pretraining)"));
     f.push_back(double_field("noise_density", &RunConfig::noise_density, "span corruption: share of tokens dropped"));
     f.push_back(double_field("mean_span_length", &RunConfig::mean_span_length, "span corruption: mean span"));
@@ -139,8 +102,7 @@ const std::vector<Field>& fields() {
     f.push_back(int_field("log_every", &RunConfig::log_every, "progress lines every N updates (not a terminal)"));
     f.push_back(int_field("save_every", &RunConfig::save_every, "checkpoint every N updates; 0 = at evaluations"));
     f.push_back(int_field("keep_last", &RunConfig::keep_last, "checkpoints kept besides the best"));
-    f.push_back(enum_field("on_nonfinite", &RunConfig::on_nonfinite, kNonFinite,
-                           "a NaN/inf loss stops the run, or skips the update"));
+    f.push_back(enum_field("on_nonfinite", &RunConfig::on_nonfinite, "a NaN/inf loss stops the run, or skips the update"));
     f.push_back(int_field("max_skipped", &RunConfig::max_skipped, "skip: stop after this many skips in a row"));
     f.push_back({"seed", "integer", "seeds weights, data order, masking and dropout", false,
                  [](RunConfig& c, const YAML::Node& n) {
@@ -150,15 +112,7 @@ const std::vector<Field>& fields() {
                  },
                  [](const RunConfig& c) { return std::to_string(c.seed); }});
     f.push_back(string_field("device", &RunConfig::device, "cpu, cuda, cuda:N or auto"));
-    f.push_back({"precision", "one of: auto, fp32, bf16, fp16", "auto: bf16 autocast on CUDA, fp32 on CPU", false,
-                 [](RunConfig& c, const YAML::Node& n) {
-                   auto p = yaml::as_string(n);
-                   if (p != "auto" && p != "fp32" && p != "bf16" && p != "fp16") {
-                     throw BadValue{"one of: auto, fp32, bf16, fp16"};
-                   }
-                   c.precision = p;
-                 },
-                 [](const RunConfig& c) { return c.precision; }});
+    f.push_back(enum_field("precision", &RunConfig::precision, "auto: bf16 autocast on CUDA, fp32 on CPU"));
     return f;
   }();
   return kFields;
@@ -200,16 +154,33 @@ YAML::Node load_yaml(const std::string& text, const std::string& source) {
 
 }  // namespace
 
-std::string to_string(Objective objective) {
-  for (const auto& [name, value] : kObjectives)
-    if (value == objective) return name;
-  return "?";
+Objective resolve_objective(Objective requested, const ModelConfig& model, Purpose purpose) {
+  if (requested != Objective::kAuto) return requested;
+  const bool fine_tuning = purpose == Purpose::kFineTuning;
+  switch (model.family) {
+    case Family::kGpt: return Objective::kCausalLM;
+    case Family::kBert:
+      return fine_tuning || model.head == BertHead::kSequenceClassification ? Objective::kClassification
+                                                                              : Objective::kMaskedLM;
+    case Family::kT5:
+    case Family::kTransformer: return fine_tuning ? Objective::kSeq2Seq : Objective::kSpanCorruption;
+  }
+  throw std::logic_error("unhandled family");
 }
 
 int64_t RunConfig::resolved_block_size() const {
-  if (block_size > 0) return block_size;
-  const bool table = model_config.position == PositionKind::kLearned || model_config.position == PositionKind::kSinusoidal;
-  return table ? std::min<int64_t>(128, model_config.max_positions) : 128;
+  return block_size > 0 ? block_size : std::min<int64_t>(128, model_config.max_length());
+}
+
+void RunConfig::make_paths_absolute() {
+  namespace fs = std::filesystem;
+  auto absolute = [](std::string& path) {
+    if (!path.empty()) path = fs::absolute(path).lexically_normal().string();
+  };
+  for (auto& p : data) absolute(p);
+  for (auto& p : val_data) absolute(p);
+  absolute(tokenizer);
+  absolute(init_from);
 }
 
 void RunConfig::validate(const std::string& source) const {
@@ -254,12 +225,10 @@ void RunConfig::validate(const std::string& source) const {
   if (device != "auto" && device != "cpu" && device.rfind("cuda", 0) != 0) {
     fail("device", "expected cpu, cuda, cuda:N or auto, got '" + device + "'");
   }
-  // Learned and sinusoidal tables bound the sequence length.
   const auto& m = model_config;
-  const bool table = m.position == PositionKind::kLearned || m.position == PositionKind::kSinusoidal;
-  if (table && block_size > m.max_positions) {
+  if (block_size > m.max_length()) {
     fail("block_size", std::to_string(block_size) + " exceeds the model's max_positions (" +
-                           std::to_string(m.max_positions) + ")");
+                           std::to_string(m.max_length()) + ")");
   }
   const auto fam = m.family;
   auto needs = [&](bool ok, const std::string& what) {

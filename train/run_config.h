@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "models/config.h"
+#include "text/tokenizer.h"
+#include "train/precision.h"
+#include "train/schedule.h"
 
 namespace zoo {
 
@@ -23,7 +26,40 @@ enum class Objective { kAuto, kCausalLM, kMaskedLM, kSpanCorruption, kClassifica
 enum class NonFinitePolicy { kStop, kSkip };
 enum class SentencePairMode { kNone, kNextSentence, kSentenceOrder };
 
-std::string to_string(Objective objective);
+template <>
+struct EnumNames<Objective> {
+  static constexpr const char* kWhat = "objective";
+  static constexpr std::pair<const char*, Objective> kNames[] = {
+      {"auto", Objective::kAuto},
+      {"causal_lm", Objective::kCausalLM},
+      {"mlm", Objective::kMaskedLM},
+      {"span_corruption", Objective::kSpanCorruption},
+      {"classification", Objective::kClassification},
+      {"seq2seq", Objective::kSeq2Seq}};
+};
+template <>
+struct EnumNames<NonFinitePolicy> {
+  static constexpr const char* kWhat = "on_nonfinite";
+  static constexpr std::pair<const char*, NonFinitePolicy> kNames[] = {{"stop", NonFinitePolicy::kStop},
+                                                                       {"skip", NonFinitePolicy::kSkip}};
+};
+template <>
+struct EnumNames<SentencePairMode> {
+  static constexpr const char* kWhat = "sentence_pairs";
+  static constexpr std::pair<const char*, SentencePairMode> kNames[] = {
+      {"none", SentencePairMode::kNone}, {"nsp", SentencePairMode::kNextSentence},
+      {"sop", SentencePairMode::kSentenceOrder}};
+};
+
+// Pretraining learns a family's own objective from text; fine-tuning learns a task from the
+// user's examples (or, for gpt, their text).
+enum class Purpose { kPretraining, kFineTuning };
+
+// The objective a run of `model` learns: `requested` unless it is kAuto, else by family and
+// purpose (gpt: causal_lm; bert: mlm, or classification when fine-tuning or when the model
+// already has a classification head; t5/transformer: span_corruption, or seq2seq when
+// fine-tuning). The one place this is decided.
+Objective resolve_objective(Objective requested, const ModelConfig& model, Purpose purpose);
 
 struct RunConfig {
   // Model.
@@ -36,7 +72,7 @@ struct RunConfig {
   std::vector<std::string> val_data;  // held-out data; [] = split off val_fraction of `data`
   double val_fraction = 0.05;
   std::string tokenizer;              // a .model file; "" = train one into RUN_DIR (or the checkpoint's)
-  std::string tokenizer_type = "unigram";
+  TokenizerKind tokenizer_type = TokenizerKind::kUnigram;
   Objective objective = Objective::kAuto;
 
   // Batches.
@@ -49,7 +85,7 @@ struct RunConfig {
   // Optimizer and schedule.
   double lr = 3e-4;
   double min_lr = 0.0;
-  std::string schedule = "cosine";  // cosine, linear, constant, inverse_sqrt
+  ScheduleKind schedule = ScheduleKind::kCosine;
   int64_t warmup_steps = 100;
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
@@ -75,10 +111,14 @@ struct RunConfig {
   // Runtime.
   uint64_t seed = 0;
   std::string device = "auto";     // cpu, cuda, cuda:N or auto
-  std::string precision = "auto";  // auto (bf16 on CUDA, fp32 on CPU), fp32, bf16, fp16
+  Precision precision = Precision::kAuto;
 
-  // block_size, or when 0: 128, or less when the model's position table is shorter.
+  // block_size, or when 0: 128, or less when the model's length limit is shorter.
   int64_t resolved_block_size() const;
+
+  // Relative paths (data, val_data, tokenizer, init_from) made absolute against the current
+  // directory, so a run.yaml written with them resumes from anywhere.
+  void make_paths_absolute();
 
   // Throws ConfigError naming `source` and the field.
   void validate(const std::string& source = "run config") const;

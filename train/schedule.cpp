@@ -6,25 +6,6 @@
 
 namespace zoo {
 
-ScheduleKind schedule_from_string(const std::string& name) {
-  if (name == "cosine") return ScheduleKind::kCosine;
-  if (name == "linear") return ScheduleKind::kLinear;
-  if (name == "constant") return ScheduleKind::kConstant;
-  if (name == "inverse_sqrt") return ScheduleKind::kInverseSqrt;
-  throw std::invalid_argument("unknown schedule '" + name +
-                              "' (expected one of: cosine, linear, constant, inverse_sqrt)");
-}
-
-std::string to_string(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kCosine: return "cosine";
-    case ScheduleKind::kLinear: return "linear";
-    case ScheduleKind::kConstant: return "constant";
-    case ScheduleKind::kInverseSqrt: return "inverse_sqrt";
-  }
-  return "?";
-}
-
 void ScheduleOptions::validate() const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
   if (!(lr > 0.0)) fail("lr (" + std::to_string(lr) + ") must be positive");
@@ -36,17 +17,21 @@ void ScheduleOptions::validate() const {
 }
 
 double learning_rate(const ScheduleOptions& o, int64_t step) {
-  if (o.kind == ScheduleKind::kInverseSqrt) {
-    const double s = static_cast<double>(step + 1);
-    return o.lr / std::sqrt(static_cast<double>(o.d_model)) *
-           std::min(1.0 / std::sqrt(s), s * std::pow(static_cast<double>(o.warmup_steps), -1.5));
-  }
-  if (step < o.warmup_steps) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-  if (o.kind == ScheduleKind::kConstant) return o.lr;
+  const bool warming_up = step < o.warmup_steps;
+  const double warmup = o.lr * static_cast<double>(step + 1) / static_cast<double>(std::max<int64_t>(1, o.warmup_steps));
   const int64_t span = std::max<int64_t>(1, o.total_steps - o.warmup_steps);
   const double p = std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(span));
-  if (o.kind == ScheduleKind::kLinear) return o.lr - (o.lr - o.min_lr) * p;
-  return o.min_lr + (o.lr - o.min_lr) * 0.5 * (1.0 + std::cos(M_PI * p));
+  switch (o.kind) {
+    case ScheduleKind::kInverseSqrt: {
+      const double s = static_cast<double>(step + 1);
+      return o.lr / std::sqrt(static_cast<double>(o.d_model)) *
+             std::min(1.0 / std::sqrt(s), s * std::pow(static_cast<double>(o.warmup_steps), -1.5));
+    }
+    case ScheduleKind::kConstant: return warming_up ? warmup : o.lr;
+    case ScheduleKind::kLinear: return warming_up ? warmup : o.lr - (o.lr - o.min_lr) * p;
+    case ScheduleKind::kCosine: return warming_up ? warmup : o.min_lr + (o.lr - o.min_lr) * 0.5 * (1.0 + std::cos(M_PI * p));
+  }
+  return o.lr;
 }
 
 }  // namespace zoo

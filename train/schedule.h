@@ -4,13 +4,22 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include "core/enum_names.h"
 
 namespace zoo {
 
 enum class ScheduleKind { kCosine, kLinear, kConstant, kInverseSqrt };
 
-ScheduleKind schedule_from_string(const std::string& name);  // throws listing the names
-std::string to_string(ScheduleKind kind);
+template <>
+struct EnumNames<ScheduleKind> {
+  static constexpr const char* kWhat = "schedule";
+  static constexpr std::pair<const char*, ScheduleKind> kNames[] = {{"cosine", ScheduleKind::kCosine},
+                                                                    {"linear", ScheduleKind::kLinear},
+                                                                    {"constant", ScheduleKind::kConstant},
+                                                                    {"inverse_sqrt", ScheduleKind::kInverseSqrt}};
+};
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::kCosine;

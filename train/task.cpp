@@ -35,17 +35,6 @@ bool has_token_files(const std::string& dir) { return fs::exists(fs::path(dir) /
 
 }  // namespace
 
-Objective resolve_objective(Objective requested, Family family, bool fine_tuning) {
-  if (requested != Objective::kAuto) return requested;
-  switch (family) {
-    case Family::kGpt: return Objective::kCausalLM;
-    case Family::kBert: return fine_tuning ? Objective::kClassification : Objective::kMaskedLM;
-    case Family::kT5:
-    case Family::kTransformer: return fine_tuning ? Objective::kSeq2Seq : Objective::kSpanCorruption;
-  }
-  return Objective::kCausalLM;
-}
-
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
                         const torch::Device& device, bool with_accuracy) {
   LossOutput out;
@@ -130,40 +119,96 @@ void prepare_token_files(const std::vector<std::string>& inputs, const std::vect
       << stats.val_documents << " documents, " << stats.val_tokens << " tokens\n";
 }
 
-TaskData::TaskData(const RunConfig& config, Objective objective, const Tokenizer& tokenizer,
-                   const std::string& run_dir, std::ostream& log, const LabelSet* labels)
-    : objective_(objective) {
-  const auto& model = config.model_config;
-  if (objective == Objective::kClassification || objective == Objective::kSeq2Seq) {
-    if (config.data.size() != 1) {
-      throw std::runtime_error(to_string(objective) + " needs data: one training file (.csv, .tsv or .jsonl)");
-    }
-    if (config.val_data.size() > 1) throw std::runtime_error("val_data: one validation file, got several");
-    const std::string train_file = config.data[0];
-    const std::string val_file = config.val_data.empty() ? "" : config.val_data[0];
-    if (objective == Objective::kClassification) {
-      const auto train = read_classification(train_file);
-      labels_ = labels != nullptr ? *labels : LabelSet::from_examples(train);
-      train_cls_ = std::make_unique<ClassificationDataset>(train, tokenizer, labels_, config.resolved_block_size(), train_file);
-      if (!val_file.empty()) {
-        val_cls_ = std::make_unique<ClassificationDataset>(read_classification(val_file), tokenizer, labels_,
-                                                           config.resolved_block_size(), val_file);
-      }
-    } else {
-      train_s2s_ = std::make_unique<Seq2SeqDataset>(read_seq2seq(train_file), tokenizer, config.resolved_block_size(),
-                                                    config.target_length);
-      if (!val_file.empty()) {
-        val_s2s_ = std::make_unique<Seq2SeqDataset>(read_seq2seq(val_file), tokenizer, config.resolved_block_size(),
-                                                    config.target_length);
-      }
-    }
-    description_ = to_string(objective) + " on " + train_file + " (" + std::to_string(train_size()) +
-                   " examples), validation " + (val_file.empty() ? "none" : val_file) + " (" +
-                   std::to_string(val_size()) + ")";
-    return;
-  }
+namespace {
 
-  // Token objectives: a token directory as it is, else text tokenized into the run.
+// The batch of each dataset kind, in one spelling.
+Batch batch_of(const CausalLMDataset& d, const std::vector<int64_t>& indices, int64_t) { return d.batch(indices); }
+Batch batch_of(const MaskedLMDataset& d, const std::vector<int64_t>& indices, int64_t epoch) {
+  return d.batch(indices, epoch);
+}
+Batch batch_of(const SpanCorruptionDataset& d, const std::vector<int64_t>& indices, int64_t epoch) {
+  return d.batch(indices, epoch);
+}
+Batch batch_of(const ClassificationDataset& d, const std::vector<int64_t>& indices, int64_t) { return d.batch(indices); }
+Batch batch_of(const Seq2SeqDataset& d, const std::vector<int64_t>& indices, int64_t) { return d.batch(indices); }
+
+// Training and (maybe) validation datasets of one kind, with what they read from.
+template <typename Dataset>
+class SplitData : public TaskData {
+ public:
+  SplitData(Objective objective, std::unique_ptr<Dataset> train, std::unique_ptr<Dataset> val,
+            std::vector<std::unique_ptr<TokenFile>> files, LabelSet labels, std::string description)
+      : objective_(objective), train_(std::move(train)), val_(std::move(val)), files_(std::move(files)),
+        labels_(std::move(labels)), description_(std::move(description)) {}
+
+  Objective objective() const override { return objective_; }
+  int64_t train_size() const override { return train_->size(); }
+  int64_t val_size() const override { return val_ ? val_->size() : 0; }
+  Batch train_batch(const std::vector<int64_t>& indices, int64_t epoch) const override {
+    return batch_of(*train_, indices, epoch);
+  }
+  Batch val_batch(const std::vector<int64_t>& indices) const override { return batch_of(*val_, indices, 0); }
+  const LabelSet* labels() const override { return objective_ == Objective::kClassification ? &labels_ : nullptr; }
+  std::string describe() const override { return description_; }
+
+ private:
+  Objective objective_;
+  std::unique_ptr<Dataset> train_, val_;
+  std::vector<std::unique_ptr<TokenFile>> files_;  // token files the datasets read (kept open)
+  LabelSet labels_;
+  std::string description_;
+};
+
+std::unique_ptr<TaskData> example_data(const RunConfig& config, Objective objective, const Tokenizer& tokenizer,
+                                       const LabelSet* labels) {
+  if (config.data.size() != 1 || !is_example_file(config.data)) {
+    throw std::runtime_error(to_string(objective) + " needs data: one training file (.csv, .tsv or .jsonl)" +
+                             (config.data.empty() ? std::string() : ", got " + config.data[0]));
+  }
+  if (config.val_data.size() > 1) throw std::runtime_error("val_data: one validation file, got several");
+  const std::string train_file = config.data[0];
+  const std::string val_file = config.val_data.empty() ? "" : config.val_data[0];
+  const int64_t block = config.resolved_block_size();
+  auto describe = [&](int64_t train, int64_t val) {
+    return to_string(objective) + " on " + train_file + " (" + std::to_string(train) + " examples), validation " +
+           (val_file.empty() ? "none" : val_file) + " (" + std::to_string(val) + ")";
+  };
+  switch (objective) {
+    case Objective::kClassification: {
+      const auto train = read_classification(train_file);
+      LabelSet set = labels != nullptr ? *labels : LabelSet::from_examples(train);
+      auto train_set = std::make_unique<ClassificationDataset>(train, tokenizer, set, block, train_file);
+      std::unique_ptr<ClassificationDataset> val_set;
+      if (!val_file.empty()) {
+        val_set = std::make_unique<ClassificationDataset>(read_classification(val_file), tokenizer, set, block, val_file);
+      }
+      const std::string description = describe(train_set->size(), val_set ? val_set->size() : 0);
+      return std::make_unique<SplitData<ClassificationDataset>>(objective, std::move(train_set), std::move(val_set),
+                                                                std::vector<std::unique_ptr<TokenFile>>{}, set,
+                                                                description);
+    }
+    case Objective::kSeq2Seq: {
+      auto train_set = std::make_unique<Seq2SeqDataset>(read_seq2seq(train_file), tokenizer, block, config.target_length);
+      std::unique_ptr<Seq2SeqDataset> val_set;
+      if (!val_file.empty()) {
+        val_set = std::make_unique<Seq2SeqDataset>(read_seq2seq(val_file), tokenizer, block, config.target_length);
+      }
+      const std::string description = describe(train_set->size(), val_set ? val_set->size() : 0);
+      return std::make_unique<SplitData<Seq2SeqDataset>>(objective, std::move(train_set), std::move(val_set),
+                                                         std::vector<std::unique_ptr<TokenFile>>{}, LabelSet(),
+                                                         description);
+    }
+    case Objective::kAuto:
+    case Objective::kCausalLM:
+    case Objective::kMaskedLM:
+    case Objective::kSpanCorruption: break;
+  }
+  throw std::logic_error(to_string(objective) + " does not read example files");
+}
+
+// Token objectives: a token directory as it is, else text tokenized into the run.
+std::unique_ptr<TaskData> token_data(const RunConfig& config, Objective objective, const Tokenizer& tokenizer,
+                                     const std::string& run_dir, std::ostream& log) {
   std::string dir;
   if (config.data.size() == 1 && fs::is_directory(config.data[0]) && has_token_files(config.data[0])) {
     dir = config.data[0];
@@ -176,37 +221,52 @@ TaskData::TaskData(const RunConfig& config, Objective objective, const Tokenizer
     dir = (fs::path(run_dir) / "data").string();
     prepare_token_files(inputs, config.val_data, config.val_fraction, config.seed, tokenizer, dir, log);
   }
-  train_tokens_ = std::make_unique<TokenFile>(TokenFile::open((fs::path(dir) / "train.tokens").string(), &tokenizer));
+  std::vector<std::unique_ptr<TokenFile>> files;
+  files.push_back(std::make_unique<TokenFile>(TokenFile::open((fs::path(dir) / "train.tokens").string(), &tokenizer)));
+  const TokenFile& train_tokens = *files.back();
+  const TokenFile* val_tokens = nullptr;
   const auto val_path = fs::path(dir) / "val.tokens";
   if (fs::exists(val_path)) {
-    val_tokens_ = std::make_unique<TokenFile>(TokenFile::open(val_path.string(), &tokenizer));
+    files.push_back(std::make_unique<TokenFile>(TokenFile::open(val_path.string(), &tokenizer)));
+    val_tokens = files.back().get();
+    if (val_tokens->size() < 2) {
+      log << val_tokens->path() << ": too few tokens to validate on; evaluation is off\n";
+      val_tokens = nullptr;
+    }
   }
-  if (val_tokens_ && val_tokens_->size() < 2) {
-    log << val_tokens_->path() << ": too few tokens to validate on; evaluation is off\n";
-    val_tokens_.reset();
+  if (train_tokens.info().vocab_size > static_cast<uint64_t>(config.model_config.vocab_size)) {
+    throw std::runtime_error(train_tokens.path() + ": tokens of a " + std::to_string(train_tokens.info().vocab_size) +
+                             "-piece vocabulary, but the model's vocab_size is " +
+                             std::to_string(config.model_config.vocab_size));
   }
-  if (train_tokens_->info().vocab_size > static_cast<uint64_t>(model.vocab_size)) {
-    throw std::runtime_error(train_tokens_->path() + ": tokens of a " + std::to_string(train_tokens_->info().vocab_size) +
-                             "-piece vocabulary, but the model's vocab_size is " + std::to_string(model.vocab_size));
-  }
+  const std::string description = to_string(objective) + " on " + dir + " (" + std::to_string(train_tokens.size()) +
+                                  " train tokens; " + std::to_string(val_tokens ? val_tokens->size() : 0) +
+                                  " validation tokens)";
   const int64_t block = config.resolved_block_size();
+  auto make = [&](auto train, auto val) -> std::unique_ptr<TaskData> {
+    using Dataset = typename decltype(train)::element_type;
+    if (train->size() == 0) throw std::runtime_error(train_tokens.path() + ": no training examples (the file is empty)");
+    return std::make_unique<SplitData<Dataset>>(objective, std::move(train), std::move(val), std::move(files),
+                                                LabelSet(), description);
+  };
   switch (objective) {
     case Objective::kCausalLM:
-      train_lm_ = std::make_unique<CausalLMDataset>(*train_tokens_, block);
-      if (val_tokens_) val_lm_ = std::make_unique<CausalLMDataset>(*val_tokens_, block);
-      break;
+      return make(std::make_unique<CausalLMDataset>(train_tokens, block),
+                  val_tokens ? std::make_unique<CausalLMDataset>(*val_tokens, block) : nullptr);
     case Objective::kMaskedLM: {
       MaskingOptions masking;
       masking.probability = config.mask_probability;
       masking.whole_word = config.whole_word_masking;
-      const auto pairs = config.sentence_pairs == SentencePairMode::kNextSentence ? SentencePairs::kNextSentence
-                         : config.sentence_pairs == SentencePairMode::kSentenceOrder ? SentencePairs::kSentenceOrder
-                                                                                     : SentencePairs::kNone;
-      train_mlm_ = std::make_unique<MaskedLMDataset>(*train_tokens_, tokenizer, block, masking, pairs, config.seed);
-      if (val_tokens_) {
-        val_mlm_ = std::make_unique<MaskedLMDataset>(*val_tokens_, tokenizer, block, masking, pairs, config.seed + 1);
+      SentencePairs pairs = SentencePairs::kNone;
+      switch (config.sentence_pairs) {
+        case SentencePairMode::kNone: pairs = SentencePairs::kNone; break;
+        case SentencePairMode::kNextSentence: pairs = SentencePairs::kNextSentence; break;
+        case SentencePairMode::kSentenceOrder: pairs = SentencePairs::kSentenceOrder; break;
       }
-      break;
+      return make(std::make_unique<MaskedLMDataset>(train_tokens, tokenizer, block, masking, pairs, config.seed),
+                  val_tokens ? std::make_unique<MaskedLMDataset>(*val_tokens, tokenizer, block, masking, pairs,
+                                                                 config.seed + 1)
+                             : nullptr);
     }
     case Objective::kSpanCorruption: {
       SpanCorruptionOptions spans;
@@ -215,53 +275,34 @@ TaskData::TaskData(const RunConfig& config, Objective objective, const Tokenizer
       // Raw length such that the corrupted input (spans collapsed to sentinels, plus </s>) fits the block.
       const int64_t raw = std::max<int64_t>(
           4, static_cast<int64_t>((block - 1) / (1.0 - config.noise_density + config.noise_density / config.mean_span_length)));
-      train_spans_ = std::make_unique<SpanCorruptionDataset>(*train_tokens_, raw, spans, config.seed);
-      if (val_tokens_) val_spans_ = std::make_unique<SpanCorruptionDataset>(*val_tokens_, raw, spans, config.seed + 1);
-      break;
+      return make(std::make_unique<SpanCorruptionDataset>(train_tokens, raw, spans, config.seed),
+                  val_tokens ? std::make_unique<SpanCorruptionDataset>(*val_tokens, raw, spans, config.seed + 1)
+                             : nullptr);
     }
-    default: throw std::runtime_error(to_string(objective) + " does not read token files");
+    case Objective::kAuto:
+    case Objective::kClassification:
+    case Objective::kSeq2Seq: break;
   }
-  if (train_size() == 0) throw std::runtime_error(train_tokens_->path() + ": no training examples (the file is empty)");
-  description_ = to_string(objective) + " on " + dir + " (" + std::to_string(train_tokens_->size()) + " train tokens, " +
-                 std::to_string(train_size()) + " examples; " +
-                 std::to_string(val_tokens_ ? val_tokens_->size() : 0) + " validation tokens)";
+  throw std::logic_error(to_string(objective) + " does not read token files");
 }
 
-int64_t TaskData::train_size() const {
-  if (train_lm_) return train_lm_->size();
-  if (train_mlm_) return train_mlm_->size();
-  if (train_spans_) return train_spans_->size();
-  if (train_cls_) return train_cls_->size();
-  if (train_s2s_) return train_s2s_->size();
-  return 0;
+}  // namespace
+
+bool is_example_file(const std::vector<std::string>& data) {
+  return data.size() == 1 && !fs::is_directory(data[0]) && data_format(data[0]).has_value();
 }
 
-int64_t TaskData::val_size() const {
-  if (val_lm_) return val_lm_->size();
-  if (val_mlm_) return val_mlm_->size();
-  if (val_spans_) return val_spans_->size();
-  if (val_cls_) return val_cls_->size();
-  if (val_s2s_) return val_s2s_->size();
-  return 0;
+std::unique_ptr<TaskData> make_task_data(const RunConfig& config, Objective objective, const Tokenizer& tokenizer,
+                                         const std::string& run_dir, std::ostream& log, const LabelSet* labels) {
+  switch (objective) {
+    case Objective::kClassification:
+    case Objective::kSeq2Seq: return example_data(config, objective, tokenizer, labels);
+    case Objective::kCausalLM:
+    case Objective::kMaskedLM:
+    case Objective::kSpanCorruption: return token_data(config, objective, tokenizer, run_dir, log);
+    case Objective::kAuto: break;
+  }
+  throw std::logic_error("make_task_data: resolve the objective first");
 }
-
-Batch TaskData::train_batch(const std::vector<int64_t>& indices, int64_t epoch) const {
-  if (train_lm_) return train_lm_->batch(indices);
-  if (train_mlm_) return train_mlm_->batch(indices, epoch);
-  if (train_spans_) return train_spans_->batch(indices, epoch);
-  if (train_cls_) return train_cls_->batch(indices);
-  return train_s2s_->batch(indices);
-}
-
-// Validation examples are corrupted the same way at every evaluation (epoch 0).
-Batch TaskData::val_batch(const std::vector<int64_t>& indices) const {
-  if (val_lm_) return val_lm_->batch(indices);
-  if (val_mlm_) return val_mlm_->batch(indices, 0);
-  if (val_spans_) return val_spans_->batch(indices, 0);
-  if (val_cls_) return val_cls_->batch(indices);
-  return val_s2s_->batch(indices);
-}
-
-std::string TaskData::describe() const { return description_; }
 
 }  // namespace zoo

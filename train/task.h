@@ -19,9 +19,6 @@
 
 namespace zoo {
 
-// kAuto resolved: by family, for pretraining or (fine_tuning) for fine-tuning.
-Objective resolve_objective(Objective requested, Family family, bool fine_tuning);
-
 struct LossOutput {
   torch::Tensor loss;   // scalar: mean over the targets (what backward() sees)
   int64_t targets = 0;  // predicted tokens, or examples for classification
@@ -36,36 +33,32 @@ struct LossOutput {
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
                         const torch::Device& device, bool with_accuracy = false);
 
+// A run's data, whatever the objective: training and validation examples by index, batched.
+// Token objectives read token files (tokenized once into RUN_DIR/data, or a token directory as
+// it is); classification and seq2seq read the user's example files.
 class TaskData {
  public:
-  // Prepares the data of `config` for `objective` (resolved). Text for token objectives is
-  // tokenized once into RUN_DIR/data and reused while the tokenizer is the same; a directory
-  // with train.tokens is read as it is. Fine-tuning files are read and tokenized in memory.
-  // Classification takes its classes from `labels` when given (a checkpoint's), else from the
-  // training file.
-  TaskData(const RunConfig& config, Objective objective, const Tokenizer& tokenizer, const std::string& run_dir,
-           std::ostream& log, const LabelSet* labels = nullptr);
-
-  Objective objective() const { return objective_; }
-  int64_t train_size() const;
-  int64_t val_size() const;
-  Batch train_batch(const std::vector<int64_t>& indices, int64_t epoch) const;
-  Batch val_batch(const std::vector<int64_t>& indices) const;
-  // Classification: the classes (inferred from the training file, or the checkpoint's).
-  const LabelSet& labels() const { return labels_; }
-  std::string describe() const;
-
- private:
-  Objective objective_;
-  std::unique_ptr<TokenFile> train_tokens_, val_tokens_;
-  std::unique_ptr<CausalLMDataset> train_lm_, val_lm_;
-  std::unique_ptr<MaskedLMDataset> train_mlm_, val_mlm_;
-  std::unique_ptr<SpanCorruptionDataset> train_spans_, val_spans_;
-  LabelSet labels_;
-  std::unique_ptr<ClassificationDataset> train_cls_, val_cls_;
-  std::unique_ptr<Seq2SeqDataset> train_s2s_, val_s2s_;
-  std::string description_;
+  virtual ~TaskData() = default;
+  virtual Objective objective() const = 0;
+  virtual int64_t train_size() const = 0;
+  virtual int64_t val_size() const = 0;
+  // Random parts of a batch (masks, corrupted spans) depend on (seed, epoch, example) only.
+  virtual Batch train_batch(const std::vector<int64_t>& indices, int64_t epoch) const = 0;
+  // Validation batches are the same at every evaluation.
+  virtual Batch val_batch(const std::vector<int64_t>& indices) const = 0;
+  // Classification's classes; nullptr for the other objectives.
+  virtual const LabelSet* labels() const { return nullptr; }
+  virtual std::string describe() const = 0;
 };
+
+// Prepares the data of `config` for `objective` (resolved). Classification takes its classes
+// from `labels` when given (a checkpoint's), else from the training file.
+std::unique_ptr<TaskData> make_task_data(const RunConfig& config, Objective objective, const Tokenizer& tokenizer,
+                                         const std::string& run_dir, std::ostream& log,
+                                         const LabelSet* labels = nullptr);
+
+// Whether `data` names one file of examples (.csv, .tsv, .jsonl), not text to tokenize.
+bool is_example_file(const std::vector<std::string>& data);
 
 // Runs `inputs` through tokenize_to_files into `out_dir` unless it already holds token files
 // made from the same files (paths, sizes, times), split and tokenizer (OUT_DIR/sources.json). With a separate validation set, `val_inputs` go to

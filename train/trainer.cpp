@@ -18,6 +18,7 @@
 #include "core/files.h"
 #include "models/generation.h"
 #include "text/corpus.h"
+#include "train/autocast.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/optimizer.h"
@@ -62,33 +63,6 @@ class SignalScope {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-// Mixed precision on CUDA for the forward pass and the loss (Micikevicius et al., 2018).
-class AutocastScope {
- public:
-  AutocastScope(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
-    if (!enabled_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-#else
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(dtype);
-#endif
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-#else
-    at::autocast::set_enabled(false);
-#endif
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool enabled_;
-};
-
 // The CPU generator's state (dropout) as hex, so state.json stays readable.
 std::string generator_state() {
   auto generator = at::detail::getDefaultCPUGenerator();
@@ -101,8 +75,7 @@ std::string generator_state() {
   return hex;
 }
 
-void restore_generator(const nlohmann::json& state, const std::string& where) {
-  const std::string hex = state.is_string() ? state.get<std::string>() : "";
+void restore_generator(const std::string& hex, const std::string& where) {
   auto nibble = [&](char c) -> uint8_t {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -133,42 +106,9 @@ std::vector<torch::Tensor> trainable(const torch::nn::Module& module) {
   return out;
 }
 
-// Replaces `link` by a symbolic link to `target` (a sibling name) atomically.
-void point_link(const fs::path& link, const std::string& target) {
-  const fs::path tmp = temporary_path_for(link.string());
-  fs::create_symlink(target, tmp);
-  fs::rename(tmp, link);
-}
-
-int64_t step_of(const fs::path& dir) {
-  static const std::regex pattern("step-([0-9]+)");
-  std::smatch m;
-  const std::string name = dir.filename().string();
-  return std::regex_match(name, m, pattern) ? std::stoll(m[1]) : -1;
-}
-
 bool maximizes(Objective objective) { return objective == Objective::kClassification; }
 
 double metric(const EvalResult& r, Objective objective) { return maximizes(objective) ? r.accuracy : r.loss; }
-
-nlohmann::json to_json(const EvalResult& r) {
-  nlohmann::json j = {{"step", r.step}, {"split", "val"}, {"loss", r.loss}, {"perplexity", r.perplexity},
-                      {"accuracy", r.accuracy}, {"targets", r.targets}};
-  if (!std::isnan(r.exact_match)) j["exact_match"] = r.exact_match;
-  return j;
-}
-
-EvalResult eval_from_json(const nlohmann::json& j) {
-  EvalResult r;
-  auto number = [&](const char* key) {
-    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
-  };
-  r.step = j.value("step", int64_t{0});
-  r.loss = number("loss"), r.perplexity = number("perplexity"), r.accuracy = number("accuracy");
-  r.exact_match = number("exact_match");
-  r.targets = j.value("targets", int64_t{0});
-  return r;
-}
 
 std::string describe(const EvalResult& r) {
   char line[200];
@@ -210,18 +150,6 @@ torch::Device resolve_device(const std::string& name) {
     }
   }
   throw std::runtime_error("device '" + name + "': expected cpu, cuda, cuda:N or auto");
-}
-
-std::string resolve_checkpoint(const std::string& path) {
-  const fs::path p(path);
-  if (fs::exists(p / "config.yaml") && fs::exists(p / "model.pt")) return path;
-  for (const char* link : {"best", "last"}) {
-    const fs::path candidate = p / "checkpoints" / link;
-    if (fs::exists(candidate)) return fs::canonical(candidate).string();
-  }
-  if (!fs::exists(p)) throw std::runtime_error(path + ": no such checkpoint or run directory");
-  throw std::runtime_error(path + ": not a checkpoint (no config.yaml and model.pt) nor a run directory "
-                                  "(no checkpoints/best or checkpoints/last)");
 }
 
 EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
@@ -281,30 +209,17 @@ std::ostream& log_of(const TrainerOptions& o) {
 
 Trainer::Trainer(RunConfig config, TrainerOptions options)
     : config_(std::move(config)), options_(std::move(options)), log_(log_of(options_)) {
-  if (options_.run_dir.empty()) throw std::runtime_error("the trainer needs a run directory");
   DataParallel* parallel = options_.parallel;
-  const fs::path run(options_.run_dir);
-  if (main_rank() && !options_.resume && fs::exists(run / "checkpoints")) {
-    if (!options_.overwrite) {
-      throw std::runtime_error(options_.run_dir + " already holds a run: --resume to continue it, --overwrite to "
-                               "start again there, or another --run-dir");
-    }
-    fs::remove_all(run / "checkpoints");
-    fs::remove(run / "metrics.jsonl");
-  }
-  fs::create_directories(run);
+  run_ = std::make_unique<RunDirectory>(options_.run_dir,
+                                        options_.resume ? RunDirectory::Mode::kResume : RunDirectory::Mode::kFresh,
+                                        options_.overwrite, main_rank(), log_);
+  config_.make_paths_absolute();
   device_ = resolve_device(config_.device);
   if (parallel && device_.is_cuda() && !device_.has_index()) {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(parallel->env().local_rank));
   }
-  const bool cuda = device_.is_cuda();
-  const std::string precision = config_.precision == "auto" ? (cuda ? "bf16" : "fp32") : config_.precision;
-  if (precision != "fp32" && !cuda) {
-    throw ConfigError("precision " + precision + " needs a CUDA device (CPU training runs in fp32)");
-  }
-  autocast_ = precision != "fp32";
-  autocast_dtype_ = precision == "fp16" ? at::kHalf : at::kBFloat16;
-  loss_scale_ = precision == "fp16" ? 65536.0 : 1.0;
+  precision_ = resolve_precision(config_.precision, device_.is_cuda());
+  scaler_ = LossScaler(precision_ == Precision::kFp16);
   torch::manual_seed(config_.seed);
 
   if (main_rank()) prepare_tokenizer();
@@ -313,26 +228,22 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     const std::string bytes = parallel->share("tokenizer", main_rank() ? tokenizer_->model_bytes() : "");
     if (!main_rank()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_serialized(bytes, "rank 0's tokenizer"));
   }
-  objective_ = resolve_objective(config_.objective, config_.model_config.family, !config_.init_from.empty());
-  auto prepare_data = [&] { data_ = std::make_unique<TaskData>(config_, objective_, *tokenizer_, options_.run_dir, log_); };
-  if (!parallel) {
-    prepare_data();
-  } else {
-    // Rank 0 tokenizes first; then the first rank of each other node (which finds rank 0's
-    // token files when the run directory is shared); then the rest, who find theirs.
-    const bool node_first = parallel->env().local_rank == 0;
-    if (main_rank()) prepare_data();
-    parallel->barrier();
-    if (!main_rank() && node_first) prepare_data();
-    parallel->barrier();
-    if (!main_rank() && !node_first) prepare_data();
-  }
+  const Purpose purpose = config_.init_from.empty() ? Purpose::kPretraining : Purpose::kFineTuning;
+  objective_ = resolve_objective(config_.objective, config_.model_config, purpose);
+  prepare_data();
   auto& model_config = config_.model_config;
-  if (objective_ == Objective::kClassification) {
-    model_config.head = BertHead::kSequenceClassification;
-    model_config.num_labels = data_->labels().size();
-  } else if (objective_ == Objective::kMaskedLM && model_config.head != BertHead::kPretraining) {
-    model_config.head = BertHead::kMaskedLM;
+  switch (objective_) {
+    case Objective::kClassification:
+      model_config.head = BertHead::kSequenceClassification;
+      model_config.num_labels = data_->labels()->size();
+      break;
+    case Objective::kMaskedLM:
+      if (model_config.head != BertHead::kPretraining) model_config.head = BertHead::kMaskedLM;
+      break;
+    case Objective::kAuto:
+    case Objective::kCausalLM:
+    case Objective::kSpanCorruption:
+    case Objective::kSeq2Seq: break;
   }
   config_.objective = objective_;
   config_.validate("run config");
@@ -347,17 +258,13 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   o.lr = config_.lr, o.weight_decay = config_.weight_decay;
   o.beta1 = config_.beta1, o.beta2 = config_.beta2, o.eps = config_.eps;
   optimizer_ = make_adamw(*model_.module(), o);
-  schedule_.kind = schedule_from_string(config_.schedule);
+  schedule_.kind = config_.schedule;
   schedule_.lr = config_.lr, schedule_.min_lr = config_.min_lr;
   schedule_.warmup_steps = config_.warmup_steps, schedule_.total_steps = config_.steps;
   schedule_.d_model = config_.model_config.d_model;
   sampler_ = std::make_unique<ShuffledSampler>(data_->train_size(), config_.seed);
 
-  if (options_.resume) {
-    const fs::path last = run / "checkpoints" / "last";
-    if (!fs::exists(last)) throw std::runtime_error(options_.run_dir + ": nothing to resume (no checkpoints/last)");
-    restore(fs::canonical(last).string());
-  }
+  if (options_.resume) restore(run_->last_checkpoint());
   if (parallel) {
     // Everyone starts from rank 0's weights, and gradients are averaged from here on.
     std::vector<torch::Tensor> state;
@@ -367,17 +274,32 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     parallel->attach(trainable(*model_.module()));
   }
   // On resume too: overrides given then (more steps) hold for the next resume.
-  if (main_rank()) write_file_atomically((run / "run.yaml").string(), to_yaml(config_));
+  if (main_rank()) write_file_atomically(run_->file("run.yaml"), to_yaml(config_));
   log_ << "run: " << options_.run_dir << "\n"
        << describe(model_config) << "parameters: " << count_parameters(*model_.module()) << "\n"
        << "data: " << data_->describe() << "\n"
-       << "device: " << device_ << " (" << precision << "), " << at::get_num_threads() << " threads\n";
+       << "device: " << device_ << " (" << to_string(precision_) << "), " << at::get_num_threads() << " threads\n";
   if (parallel) {
     const int64_t sequences = config_.batch_size * parallel->world_size() * config_.grad_accum;
     log_ << "data parallel: " << parallel->world_size() << " processes (" << parallel->backend()
          << "); global batch " << config_.batch_size << " per rank x " << parallel->world_size() << " ranks x "
          << config_.grad_accum << " accumulation = " << sequences << " sequences\n";
   }
+  run_->keep();  // set up: from here on the run directory stays whatever happens
+}
+
+void Trainer::prepare_data() {
+  auto prepare = [&] { data_ = make_task_data(config_, objective_, *tokenizer_, options_.run_dir, log_); };
+  DataParallel* parallel = options_.parallel;
+  if (!parallel) return prepare();
+  // Rank 0 tokenizes first; then the first rank of each other node (which finds rank 0's
+  // token files when the run directory is shared); then the rest, who find theirs.
+  const bool node_first = parallel->env().local_rank == 0;
+  if (main_rank()) prepare();
+  parallel->barrier();
+  if (!main_rank() && node_first) prepare();
+  parallel->barrier();
+  if (!main_rank() && !node_first) prepare();
 }
 
 bool Trainer::main_rank() const { return options_.parallel == nullptr || options_.parallel->rank() == 0; }
@@ -387,7 +309,7 @@ int64_t Trainer::world_size() const { return options_.parallel ? options_.parall
 Trainer::~Trainer() = default;
 
 void Trainer::prepare_tokenizer() {
-  const fs::path saved = fs::path(options_.run_dir) / "tokenizer.model";
+  const fs::path saved = run_->file("tokenizer.model");
   if (options_.resume && fs::exists(saved)) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(saved.string()));
   } else if (!config_.tokenizer.empty()) {
@@ -406,10 +328,10 @@ void Trainer::prepare_tokenizer() {
     TokenizerTrainOptions t;
     t.inputs = config_.data.empty() ? std::vector<std::string>{ensure_default_corpus()} : config_.data;
     t.vocab_size = config_.model_config.vocab_size;
-    t.kind = config_.tokenizer_type == "bpe" ? TokenizerKind::kBpe : TokenizerKind::kUnigram;
+    t.kind = config_.tokenizer_type;
     t.seed = config_.seed;
-    log_ << "training a " << config_.tokenizer_type << " tokenizer of " << t.vocab_size << " pieces...\n";
-    const std::string prefix = (fs::path(options_.run_dir) / "tokenizer").string();
+    log_ << "training a " << to_string(config_.tokenizer_type) << " tokenizer of " << t.vocab_size << " pieces...\n";
+    const std::string prefix = run_->file("tokenizer");
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::train(t, prefix));
   }
   if (tokenizer_->vocab_size() > config_.model_config.vocab_size) {
@@ -472,31 +394,25 @@ void Trainer::restore(const std::string& dir) {
   load_weights((fs::path(dir) / "model.pt").string(), *model_.module());
   load_optimizer_state(dir, *optimizer_, device_);
   const std::string state_path = (fs::path(dir) / "state.json").string();
-  nlohmann::json s;
-  try {
-    s = nlohmann::json::parse(read_file(state_path));
-    step_ = s.at("step").get<int64_t>();
-    const int64_t trained_with = s.value("world_size", int64_t{1});
-    if (trained_with != world_size()) {
-      throw std::runtime_error(
-          options_.run_dir + ": the run was trained with " + std::to_string(trained_with) + " process(es) and this launch has " +
-          std::to_string(world_size()) + "; resuming would change the global batch and the data order. Resume with " +
-          std::to_string(trained_with) + " (torchrun --nproc_per_node=...), or start a new run with init_from=" + dir);
-    }
-    ShuffledSampler::State position;
-    position.epoch = s.at("sampler").at("epoch").get<int64_t>();
-    position.index = s.at("sampler").at("index").get<int64_t>();
-    sampler_->restore(position);
-    restore_generator(s.at("rng"), state_path);
-    skipped_ = s.value("skipped", int64_t{0});
-    tokens_seen_ = s.value("tokens_seen", int64_t{0});
-    loss_scale_ = s.value("loss_scale", loss_scale_);
-    if (s.contains("best") && !s["best"].is_null()) {
-      best_ = eval_from_json(s["best"]);
-      best_dir_ = (fs::path(options_.run_dir) / "checkpoints" / ("step-" + std::to_string(best_->step))).string();
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(state_path + ": corrupt or incomplete trainer state (" + std::string(e.what()) + ")");
+  const TrainerState s = TrainerState::parse(read_file(state_path), state_path);
+  if (s.world_size != world_size()) {
+    throw std::runtime_error(
+        options_.run_dir + ": the run was trained with " + std::to_string(s.world_size) + " process(es) and this launch has " +
+        std::to_string(world_size()) + "; resuming would change the global batch and the data order. Resume with " +
+        std::to_string(s.world_size) + " (torchrun --nproc_per_node=...), or start a new run with init_from=" + dir);
+  }
+  step_ = s.step;
+  ShuffledSampler::State position;
+  position.epoch = s.sampler_epoch;
+  position.index = s.sampler_index;
+  sampler_->restore(position);
+  restore_generator(s.rng, state_path);
+  skipped_ = s.skipped;
+  tokens_seen_ = s.tokens_seen;
+  scaler_.restore(s.loss_scale);
+  if (s.best) {
+    best_ = *s.best;
+    best_dir_ = run_->checkpoint(best_->step);
   }
   log_ << "resumed from " << dir << " at step " << step_ << "\n";
 }
@@ -517,63 +433,44 @@ bool Trainer::better(const EvalResult& r) const {
                                : metric(r, objective_) < metric(*best_, objective_);
 }
 
+Batch Trainer::next_batch() {
+  const int64_t epoch = sampler_->state().epoch;
+  // Every rank draws the whole global batch in the same order and keeps its own slice.
+  std::vector<int64_t> indices = sampler_->next(config_.batch_size * world_size());
+  if (options_.parallel) {
+    const auto first = indices.begin() + options_.parallel->rank() * config_.batch_size;
+    indices = std::vector<int64_t>(first, first + config_.batch_size);
+  }
+  return data_->train_batch(indices, epoch);
+}
+
 bool Trainer::step() {
   const auto started = Clock::now();
-  const double lr = learning_rate(schedule_, step_);
-  set_learning_rate(*optimizer_, lr);
-  last_lr_ = lr;
+  last_lr_ = learning_rate(schedule_, step_);
+  set_learning_rate(*optimizer_, last_lr_);
   clear_gradients(*optimizer_);
 
+  DataParallel* parallel = options_.parallel;
+  const double micro_steps = static_cast<double>(config_.grad_accum);
   double loss = 0;
   int64_t tokens = 0;
-  bool finite = true;
-  DataParallel* parallel = options_.parallel;
-  const int64_t world = world_size();
-  for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
-    const int64_t epoch = sampler_->state().epoch;
-    // Every rank draws the whole global batch in the same order and keeps its own slice.
-    std::vector<int64_t> indices = sampler_->next(config_.batch_size * world);
-    if (parallel) {
-      const int64_t first = parallel->rank() * config_.batch_size;
-      indices = std::vector<int64_t>(indices.begin() + first, indices.begin() + first + config_.batch_size);
-    }
-    const Batch batch = data_->train_batch(indices, epoch);
+  for (int64_t micro = 0; micro < config_.grad_accum && std::isfinite(loss); ++micro) {
     LossOutput out;
     {
-      AutocastScope autocast(autocast_, autocast_dtype_);
-      out = compute_loss(model_, batch, objective_, config_.label_smoothing, device_);
+      AutocastScope autocast(precision_, device_);
+      out = compute_loss(model_, next_batch(), objective_, config_.label_smoothing, device_);
     }
-    double value = out.loss.item<double>();
-    double share = 1.0;  // this rank's weight in the global mean
-    int64_t micro_tokens = out.tokens;
-    if (parallel) {
-      // The global batch's mean over its targets, as one process would compute it: ranks with
-      // more targets (MLM masks vary) weigh more. One small all-reduce per micro-step, which
-      // also makes a non-finite loss on any rank everyone's.
-      const bool ok = std::isfinite(value);
-      auto sums = torch::tensor({ok ? value * static_cast<double>(out.targets) : 0.0, static_cast<double>(out.targets),
-                                 ok ? 0.0 : 1.0, static_cast<double>(out.tokens)},
-                                torch::kDouble);
-      parallel->all_reduce_sum(sums);
-      const double targets = sums[1].item<double>();
-      micro_tokens = static_cast<int64_t>(sums[3].item<double>());
-      if (sums[2].item<double>() > 0) {
-        value = ok ? NAN : value;
-      } else if (targets > 0) {
-        value = sums[0].item<double>() / targets;
-        share = static_cast<double>(out.targets) * static_cast<double>(world) / targets;
-      }
-    }
-    if (!std::isfinite(value)) {
-      finite = false;
-      loss = value;
+    const GlobalLoss global = reduce_loss(parallel, out.loss.item<double>(), out.targets, out.tokens);
+    if (!std::isfinite(global.value)) {
+      loss = global.value;
       break;
     }
     if (parallel) parallel->set_sync(micro + 1 == config_.grad_accum);
-    (out.loss * (share * loss_scale_ / static_cast<double>(config_.grad_accum))).backward();
-    loss += value / static_cast<double>(config_.grad_accum);
-    tokens += micro_tokens;
+    (out.loss * (global.share * scaler_.scale() / micro_steps)).backward();
+    loss += global.value / micro_steps;
+    tokens += global.tokens;
   }
+  const bool finite = std::isfinite(loss);
   if (parallel) {
     if (finite) parallel->finish_gradients();
     else parallel->discard_gradients();
@@ -582,9 +479,11 @@ bool Trainer::step() {
   last_loss_ = loss;
   if (!finite) {
     clear_gradients(*optimizer_);
-    if (config_.on_nonfinite == NonFinitePolicy::kStop) {
-      throw NonFiniteLoss("non-finite loss (" + std::to_string(loss) + ") at step " + std::to_string(step_) +
-                          "; the run stops without saving this state (on_nonfinite=skip skips such steps)");
+    switch (config_.on_nonfinite) {
+      case NonFinitePolicy::kStop:
+        throw NonFiniteLoss("non-finite loss (" + std::to_string(loss) + ") at step " + std::to_string(step_) +
+                            "; the run stops without saving this state (on_nonfinite=skip skips such steps)");
+      case NonFinitePolicy::kSkip: break;
     }
     ++skipped_;
     if (++skipped_in_a_row_ > config_.max_skipped) {
@@ -596,23 +495,11 @@ bool Trainer::step() {
     return false;
   }
   skipped_in_a_row_ = 0;
-  auto params = trainable(*model_.module());
-  if (loss_scale_ != 1.0) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : params)
-      if (p.grad().defined()) p.grad().div_(loss_scale_);
-  }
+  const auto params = trainable(*model_.module());
+  scaler_.unscale(params);
   const double max_norm = config_.grad_clip > 0 ? config_.grad_clip : std::numeric_limits<double>::infinity();
   last_grad_norm_ = torch::nn::utils::clip_grad_norm_(params, max_norm);
-  bool updated = true;
-  if (autocast_dtype_ == at::kHalf && autocast_) {
-    // Dynamic loss scaling: an overflow halves the scale and skips the update.
-    if (!std::isfinite(last_grad_norm_)) {
-      loss_scale_ /= 2, clean_steps_ = 0, updated = false;
-    } else if (++clean_steps_ >= 2000) {
-      loss_scale_ *= 2, clean_steps_ = 0;
-    }
-  }
+  const bool updated = scaler_.update(last_grad_norm_);  // an fp16 overflow skips the update
   if (updated) optimizer_->step();
   tokens_seen_ += tokens;
   last_step_tokens_ = tokens;
@@ -628,42 +515,30 @@ EvalResult Trainer::evaluate() {
 }
 
 std::string Trainer::save(bool is_best) {
-  const fs::path checkpoints = fs::path(options_.run_dir) / "checkpoints";
-  const std::string name = "step-" + std::to_string(step_);
-  const std::string dir = (checkpoints / name).string();
+  const std::string dir = run_->checkpoint(step_);
   if (!main_rank()) {
     if (is_best) best_dir_ = dir;
     return dir;
   }
-  nlohmann::json state = {{"step", step_},
-                          {"world_size", world_size()},
-                          {"sampler", {{"epoch", sampler_->state().epoch}, {"index", sampler_->state().index}}},
-                          {"rng", generator_state()},
-                          {"skipped", skipped_},
-                          {"tokens_seen", tokens_seen_},
-                          {"loss_scale", loss_scale_},
-                          {"objective", to_string(objective_)},
-                          {"best", best_ ? to_json(*best_) : nlohmann::json()}};
+  TrainerState state;
+  state.step = step_;
+  state.world_size = world_size();
+  state.sampler_epoch = sampler_->state().epoch;
+  state.sampler_index = sampler_->state().index;
+  state.rng = generator_state();
+  state.skipped = skipped_;
+  state.tokens_seen = tokens_seen_;
+  state.loss_scale = scaler_.scale();
+  state.objective = to_string(objective_);
+  state.best = best_ ? std::optional<EvalResult>(*best_) : std::nullopt;
   std::map<std::string, std::string> extra = {{"run.yaml", to_yaml(config_)}};
-  if (objective_ == Objective::kClassification) {
-    extra["labels.json"] = nlohmann::json{{"labels", data_->labels().labels()}}.dump(2) + "\n";
+  if (const LabelSet* labels = data_->labels()) {
+    extra["labels.json"] = nlohmann::json{{"labels", labels->labels()}}.dump(2) + "\n";
   }
-  save_checkpoint(dir, model_, optimizer_.get(), tokenizer_.get(), state, extra);
-  point_link(checkpoints / "last", name);
-  if (is_best) {
-    point_link(checkpoints / "best", name);
-    best_dir_ = dir;
-  }
-  // Keep the last K and the best.
-  std::vector<fs::path> saved;
-  for (const auto& entry : fs::directory_iterator(checkpoints))
-    if (entry.is_directory() && !entry.is_symlink() && step_of(entry.path()) >= 0) saved.push_back(entry.path());
-  std::sort(saved.begin(), saved.end(), [](const fs::path& a, const fs::path& b) { return step_of(a) > step_of(b); });
-  const int64_t keep = std::max<int64_t>(1, config_.keep_last);
-  for (size_t i = static_cast<size_t>(keep); i < saved.size(); ++i) {
-    if (!best_dir_.empty() && saved[i].filename() == fs::path(best_dir_).filename()) continue;
-    fs::remove_all(saved[i]);
-  }
+  save_checkpoint(dir, model_, optimizer_.get(), tokenizer_.get(), state.to_json(), extra);
+  if (is_best) best_dir_ = dir;
+  run_->commit_checkpoint(step_, is_best, config_.keep_last,
+                          best_dir_.empty() ? std::nullopt : std::optional<int64_t>(checkpoint_step(best_dir_)));
   return dir;
 }
 
@@ -671,8 +546,7 @@ TrainSummary Trainer::run() {
   SignalScope signals(options_.handle_signals);
   TrainSummary summary;
   summary.start_step = step_;
-  MetricsLog metrics = main_rank() ? MetricsLog((fs::path(options_.run_dir) / "metrics.jsonl").string(), step_)
-                                    : MetricsLog();
+  MetricsLog metrics = main_rank() ? MetricsLog(run_->file("metrics.jsonl"), step_) : MetricsLog();
   const bool live = options_.live >= 0 ? options_.live == 1 : is_terminal(log_);
   ProgressLine progress(log_, live, config_.log_every);
   if (data_->val_size() == 0) progress.message("no validation data: evaluation is off");
@@ -728,7 +602,7 @@ TrainSummary Trainer::run() {
     last_saved = save(false);
     progress.message("stopped at step " + std::to_string(step_) + (g_stop_signal ? " by a signal" : "") +
                      "; saved " + last_saved + "; continue with --resume " + options_.run_dir);
-  } else if (last_saved.empty() || step_of(last_saved) != step_) {
+  } else if (last_saved.empty() || checkpoint_step(last_saved) != step_) {
     evaluate_and_save(true);
   }
   progress.finish();
@@ -753,40 +627,21 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<
   config.model_config = c.model.config;
   config.data = data;
   config.val_data = data;
-  Objective objective = Objective::kCausalLM;
-  switch (c.model.config.family) {
-    case Family::kGpt: objective = Objective::kCausalLM; break;
-    case Family::kBert:
-      objective = c.model.config.head == BertHead::kSequenceClassification ? Objective::kClassification
-                                                                            : Objective::kMaskedLM;
-      break;
-    case Family::kT5:
-    case Family::kTransformer: {
-      bool pairs = false;
-      if (data.size() == 1 && !fs::is_directory(data[0])) {
-        try {
-          format_of(data[0]);
-          pairs = true;
-        } catch (const std::exception&) {
-        }
-      }
-      objective = pairs ? Objective::kSeq2Seq : Objective::kSpanCorruption;
-      break;
-    }
-  }
+  const Purpose purpose = is_example_file(data) ? Purpose::kFineTuning : Purpose::kPretraining;
+  const Objective objective = resolve_objective(Objective::kAuto, c.model.config, purpose);
   // Token objectives tokenize into a scratch directory removed afterwards.
   const fs::path scratch = temporary_path_for((fs::temp_directory_path() / "zoo-eval").string());
-  fs::create_directories(scratch);
+  create_directories(scratch.string());
   try {
     std::unique_ptr<LabelSet> labels;
     const fs::path labels_path = fs::path(dir) / "labels.json";
     if (objective == Objective::kClassification && fs::exists(labels_path)) {
       labels = std::make_unique<LabelSet>(LabelSet::load(labels_path.string()));
     }
-    TaskData task(config, objective, tokenizer, scratch.string(), log, labels.get());
+    const auto task = make_task_data(config, objective, tokenizer, scratch.string(), log, labels.get());
     const torch::Device device = resolve_device(device_name);
     c.model.module()->to(device);
-    EvalResult r = evaluate(c.model, task, batch_size, max_batches, device, config.target_length);
+    EvalResult r = evaluate(c.model, *task, batch_size, max_batches, device, config.target_length);
     r.step = c.state.value("step", int64_t{0});
     fs::remove_all(scratch);
     return r;

@@ -1,11 +1,10 @@
 #pragma once
 // The training loop behind `zoo train` and `zoo finetune`: AdamW with the run's schedule,
-// gradient accumulation and global-norm clipping, periodic evaluation, checkpoints under
-// RUN_DIR/checkpoints/step-N (the last K and the best kept, `last` and `best` links), exact
-// resume, clean stops on SIGINT/SIGTERM and on non-finite losses.
-//
-// A run directory holds: run.yaml (the resolved run config), tokenizer.model, data/ (token
-// files), metrics.jsonl, checkpoints/.
+// gradient accumulation and global-norm clipping, periodic evaluation and checkpoints, exact
+// resume, clean stops on SIGINT/SIGTERM and on non-finite losses. What is not the loop lives
+// beside it: the run directory and its checkpoints (train/run_directory.h), the saved state
+// (train/trainer_state.h), the data (train/task.h), precision and loss scaling
+// (train/precision.h, train/loss_scaler.h), the data-parallel group (train/distributed.h).
 
 #include <cmath>
 #include <cstdint>
@@ -22,9 +21,13 @@
 
 #include "models/model.h"
 #include "text/tokenizer.h"
+#include "train/loss_scaler.h"
+#include "train/precision.h"
 #include "train/run_config.h"
+#include "train/run_directory.h"
 #include "train/schedule.h"
 #include "train/task.h"
+#include "train/trainer_state.h"
 
 namespace zoo {
 
@@ -44,15 +47,6 @@ struct TrainerOptions {
   // Every rank runs the same steps on its share of each global batch; only rank 0 logs and
   // writes the run directory.
   DataParallel* parallel = nullptr;
-};
-
-struct EvalResult {
-  int64_t step = 0;
-  double loss = NAN;
-  double perplexity = NAN;
-  double accuracy = NAN;     // argmax accuracy over the predicted tokens or examples
-  double exact_match = NAN;  // seq2seq: greedy outputs equal to the targets
-  int64_t targets = 0;       // tokens (or examples) evaluated
 };
 
 struct TrainSummary {
@@ -98,8 +92,10 @@ class Trainer {
 
  private:
   void prepare_tokenizer();
+  void prepare_data();
   void initialize_from(const std::string& checkpoint);
   void restore(const std::string& checkpoint);
+  Batch next_batch();
   bool better(const EvalResult& result) const;
   bool stop_pending() const;
   bool stop_agreed() const;  // stop_pending on any rank
@@ -109,6 +105,7 @@ class Trainer {
   RunConfig config_;
   TrainerOptions options_;
   std::ostream& log_;
+  std::unique_ptr<RunDirectory> run_;  // first in, last out: removed if setting up fails
   std::unique_ptr<Tokenizer> tokenizer_;
   Objective objective_ = Objective::kAuto;
   std::unique_ptr<TaskData> data_;
@@ -117,10 +114,8 @@ class Trainer {
   ScheduleOptions schedule_;
   std::unique_ptr<ShuffledSampler> sampler_;
   torch::Device device_{torch::kCPU};
-  bool autocast_ = false;
-  at::ScalarType autocast_dtype_ = at::kFloat;
-  double loss_scale_ = 1.0;  // fp16 only
-  int64_t clean_steps_ = 0;  // fp16: updates since the scale last changed
+  Precision precision_ = Precision::kFp32;
+  LossScaler scaler_{false};
   int64_t step_ = 0;
   int64_t skipped_ = 0, skipped_in_a_row_ = 0;
   int64_t tokens_seen_ = 0;
@@ -130,10 +125,6 @@ class Trainer {
   std::string best_dir_;
   bool stop_requested_ = false;
 };
-
-// Where a checkpoint path leads: a checkpoint directory itself, or a run directory (its best
-// checkpoint, else its last). Throws naming the path when it is neither.
-std::string resolve_checkpoint(const std::string& path);
 
 // The checkpoint's model on `data` with the objective of its family and head (causal LM for
 // gpt, MLM or classification for bert, span corruption or seq2seq for t5). Token objectives

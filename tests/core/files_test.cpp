@@ -1,8 +1,14 @@
 #include "core/files.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 
 namespace zoo {
 namespace {
@@ -30,8 +36,78 @@ TEST(Files, ErrorsNameThePath) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("/nonexistent/zoo/file.txt: cannot open", 0), 0u) << e.what();
   }
-  EXPECT_THROW(write_file_atomically("/nonexistent/zoo/out.txt", "x"), std::runtime_error);
+  EXPECT_EQ(testing::error_of([] { write_file_atomically("/nonexistent/zoo/out.txt", "x"); }),
+            "/nonexistent/zoo/out.txt: cannot write: the directory /nonexistent/zoo does not exist");
+  EXPECT_FALSE(fs::exists("/nonexistent/zoo"));
   EXPECT_THROW(read_file("/tmp"), std::runtime_error);
+}
+
+// A write that fails part-way (here the file-size limit, as a full disk would) names the target
+// and the cause, keeps the previous file whole and leaves no temporary behind.
+TEST(Files, AFailedWriteKeepsTheOldFileAndNamesTheCause) {
+  const auto dir = testing::scratch_path("files-limit");
+  fs::create_directories(dir);
+  const auto path = (dir / "model.pt").string();
+  write_file_atomically(path, "previous");
+  {
+    testing::ScopedFileSizeLimit limit(4096);
+    EXPECT_EQ(testing::error_of([&] { write_file_atomically(path, std::string(100000, 'x')); }),
+              path + ": cannot write: the file-size limit (ulimit -f) was reached");
+  }
+  EXPECT_EQ(read_file(path), "previous");
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 1);
+}
+
+// The reasons, worded for the user, for what the system calls say.
+TEST(Files, WriteErrorsAreSaidInWords) {
+  EXPECT_EQ(describe_write_error("out/x", ENOSPC), "the disk is full");
+  EXPECT_EQ(describe_write_error("out/x", EFBIG), "the file-size limit (ulimit -f) was reached");
+  EXPECT_EQ(describe_write_error("/tmp/x", EACCES), "permission denied: the directory /tmp is not writable");
+  EXPECT_EQ(describe_write_error("/tmp/x", EROFS), "the file system of /tmp is read-only");
+}
+
+TEST(Files, DirectoriesNameWhatIsInTheWay) {
+  const auto file = testing::scratch_path("in-the-way");
+  write_file_atomically(file.string(), "a file");
+  EXPECT_EQ(testing::error_of([&] { create_directories((file / "runs" / "x").string()); }),
+            (file / "runs" / "x").string() + ": cannot create the directory: " + file.string() +
+                " is a file, not a directory");
+  EXPECT_EQ(testing::error_of([&] { create_directories(file.string()); }),
+            file.string() + ": exists and is a file, not a directory");
+  create_directories((testing::scratch_path("new-dirs") / "a" / "b").string());
+  EXPECT_TRUE(fs::is_directory(testing::scratch_path("new-dirs") / "a" / "b"));
+}
+
+TEST(Files, AFinishedDirectoryReplacesTheOldOneWhole) {
+  const auto target = testing::scratch_path("replace-target");
+  fs::create_directories(target);
+  write_file_atomically((target / "old.txt").string(), "old");
+  const auto finished = testing::scratch_path("replace-finished");
+  fs::create_directories(finished);
+  write_file_atomically((finished / "new.txt").string(), "new");
+  replace_directory(finished.string(), target.string());
+  EXPECT_FALSE(fs::exists(finished));
+  EXPECT_FALSE(fs::exists(target / "old.txt"));
+  EXPECT_EQ(read_file((target / "new.txt").string()), "new");
+}
+
+// What a killed writer left (NAME.tmp.PID.N of a process that is gone) is cleared; what a
+// running process writes is not.
+TEST(Files, StaleTemporariesOfDeadWritersAreRemoved) {
+  const auto dir = testing::scratch_path("stale");
+  fs::create_directories(dir);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  fs::create_directories(dir / ("step-4.tmp." + std::to_string(child) + ".0"));
+  write_file_atomically((dir / ("step-4.tmp." + std::to_string(::getpid()) + ".7")).string(), "mine");
+  write_file_atomically((dir / "step-2").string(), "a checkpoint");
+  EXPECT_EQ(remove_stale_temporaries(dir.string()), 1);
+  EXPECT_FALSE(fs::exists(dir / ("step-4.tmp." + std::to_string(child) + ".0")));
+  EXPECT_TRUE(fs::exists(dir / ("step-4.tmp." + std::to_string(::getpid()) + ".7")));
+  EXPECT_TRUE(fs::exists(dir / "step-2"));
 }
 
 }  // namespace

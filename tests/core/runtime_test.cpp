@@ -30,15 +30,32 @@ TEST(Runtime, ThreadsDefaultToTheAvailableCpus) {
 }
 
 TEST(Runtime, ExplicitRequestBeatsEnvironment) {
-  ScopedEnv env("ZOO_NUM_THREADS", "3");
-  EXPECT_EQ(resolve_num_threads(), 3);
-  EXPECT_EQ(resolve_num_threads(5), 5);
+  ScopedEnv env("ZOO_NUM_THREADS", "1");
+  EXPECT_EQ(resolve_num_threads(), 1);
+  EXPECT_EQ(resolve_num_threads(available_cpus()), available_cpus());
+}
+
+// More threads than CPUs only contend; 100000 would start 100000 threads (it hung before).
+TEST(Runtime, CountsAboveTheCpusAreCappedWithANote) {
+  ScopedEnv env("ZOO_NUM_THREADS", nullptr);
+  std::string note;
+  EXPECT_EQ(resolve_num_threads(100000, &note), available_cpus());
+  EXPECT_EQ(note, "--threads 100000 exceeds the " + std::to_string(available_cpus()) +
+                      " CPUs this process may use; using " + std::to_string(available_cpus()) + " threads");
+  ScopedEnv lots("ZOO_NUM_THREADS", "5000");
+  note.clear();
+  EXPECT_EQ(resolve_num_threads(0, &note), available_cpus());
+  EXPECT_NE(note.find("ZOO_NUM_THREADS 5000 exceeds"), std::string::npos) << note;
+  note.clear();
+  EXPECT_EQ(resolve_num_threads(1, &note), 1);
+  EXPECT_TRUE(note.empty()) << note;
 }
 
 TEST(Runtime, ConfigureSetsLibTorchThreads) {
   ScopedEnv env("ZOO_NUM_THREADS", nullptr);
-  EXPECT_EQ(configure_threads(2), 2);
-  EXPECT_EQ(at::get_num_threads(), 2);
+  const int64_t all = available_cpus();
+  EXPECT_EQ(configure_threads(all), all);
+  EXPECT_EQ(at::get_num_threads(), all);
   configure_threads(1);
   EXPECT_EQ(at::get_num_threads(), 1);
 }

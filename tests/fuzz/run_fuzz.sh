@@ -1,20 +1,68 @@
 #!/usr/bin/env bash
-# Runs a libFuzzer target briefly from a few seed files: a valid safetensors file and variants.
-# Usage: run_fuzz.sh FUZZER SECONDS
+# Runs a libFuzzer target for SECONDS from seed inputs made for it (valid files of its format and
+# a few variants), with the sanitizers' findings fatal. Usage: run_fuzz.sh FUZZER SECONDS
+# A crash leaves its input beside the fuzzer (crash-*), which reproduces it: FUZZER crash-...
 set -euo pipefail
 fuzzer="$1"
 seconds="$2"
+source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/corpus"
-seed() {  # seed NAME JSON DATA_BYTES
+corpus="$work/corpus"
+mkdir "$corpus"
+
+safetensors_seed() {  # NAME JSON DATA_BYTES
   local json="$2" n
   n=${#json}
-  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" > "$work/corpus/$1"
-  printf '%s' "$json" >> "$work/corpus/$1"
-  head -c "$3" /dev/zero >> "$work/corpus/$1"
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) $((n >> 16 & 255)) $((n >> 24 & 255)))" > "$corpus/$1"
+  printf '%s' "$json" >> "$corpus/$1"
+  head -c "$3" /dev/zero >> "$corpus/$1"
 }
-seed one '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 8
-seed two '{"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},"b":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}' 16
-seed empty '{}' 0
-"$fuzzer" -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 "$work/corpus" 2>&1 | tail -15
+
+u32() { printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)))"; }
+u64() { u32 "$1"; u32 0; }
+
+case "$(basename "$fuzzer")" in
+  safetensors_fuzz)
+    safetensors_seed one '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 8
+    safetensors_seed two '{"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},"b":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}' 16
+    safetensors_seed empty '{}' 0
+    ;;
+  config_fuzz)
+    for f in "$source_dir"/configs/*.yaml "$source_dir"/configs/runs/*.yaml; do cp "$f" "$corpus/"; done
+    printf 'family: gpt\nvocab_size: 64\nd_model: 8\nn_heads: 2\nd_ff: 16\nn_layers: 1\n---overrides\nsteps=3\nmodel.window=4\nprecision=bf16\nschedule=linear\n' > "$corpus/overrides"
+    ;;
+  trainer_state_fuzz)
+    printf '{"step": 12, "world_size": 1, "sampler": {"epoch": 0, "index": 48}, "rng": "0a0b", "skipped": 0, "tokens_seen": 1536, "loss_scale": 1.0, "objective": "causal_lm", "best": {"step": 10, "split": "val", "loss": 5.5, "perplexity": 244.7, "accuracy": 0.1, "targets": 256}}' > "$corpus/state.json"
+    printf '{"step": 0, "sampler": {"epoch": 0, "index": 0}, "rng": "00", "best": null}' > "$corpus/minimal.json"
+    ;;
+  token_file_fuzz)
+    # Header (magic, version 1, 2-byte tokens, vocab 512, hash, 5 tokens, 2 documents, reserved),
+    # the tokens (documents end with </s> = 3), then the document starts and the total.
+    {
+      printf 'ZOOTOKEN'; u32 1; u32 2; u64 512; u64 42; u64 5; u64 2; head -c 16 /dev/zero
+      printf '\x09\x00\x0a\x00\x03\x00\x0b\x00\x03\x00'
+      u64 0; u64 3; u64 5
+    } > "$corpus/two-documents.tokens"
+    { printf 'ZOOTOKEN'; u32 1; u32 4; u64 70000; u64 0; u64 0; u64 0; head -c 16 /dev/zero; u64 0; } > "$corpus/empty.tokens"
+    ;;
+  example_files_fuzz)
+    printf 'c%s' $'text,label\n"a, quoted ""one""",pos\nplain,neg\n' > "$corpus/classification.csv"
+    printf 't%s' $'text\ttext_pair\tlabel\nfirst\tsecond\tyes\n' > "$corpus/pairs.tsv"
+    printf 'j%s' $'{"text": "hello", "label": "greeting"}\n{"source": "copy 1", "target": "1"}\n' > "$corpus/examples.jsonl"
+    ;;
+  hf_config_fuzz)
+    printf '{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 512, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}' > "$corpus/gpt2.json"
+    printf '{"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64}' > "$corpus/bert.json"
+    printf '{"model_type": "t5", "vocab_size": 512, "d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false}' > "$corpus/t5.json"
+    ;;
+  *)
+    echo "run_fuzz.sh: no seeds for $(basename "$fuzzer")" >&2
+    exit 2
+    ;;
+esac
+
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+cd "$(dirname "$fuzzer")"
+"$fuzzer" -max_total_time="$seconds" -max_len=8192 -timeout=20 -print_final_stats=1 "$corpus" 2>&1 | tail -15
+exit "${PIPESTATUS[0]}"

@@ -6,8 +6,8 @@ namespace zoo {
 namespace {
 
 TEST(Variants, RoundTripEverySpelling) {
-  for (const auto& name : variant_names<Activation>()) EXPECT_EQ(to_string(from_string<Activation>(name)), name);
-  for (const auto& name : variant_names<PositionKind>()) EXPECT_EQ(to_string(from_string<PositionKind>(name)), name);
+  for (const auto& name : enum_names<Activation>()) EXPECT_EQ(to_string(from_string<Activation>(name)), name);
+  for (const auto& name : enum_names<PositionKind>()) EXPECT_EQ(to_string(from_string<PositionKind>(name)), name);
   EXPECT_EQ(from_string<NormKind>("rmsnorm"), NormKind::kRMSNorm);
   EXPECT_EQ(from_string<NormPosition>("post"), NormPosition::kPost);
   EXPECT_EQ(from_string<RopeLayout>("interleaved"), RopeLayout::kInterleaved);

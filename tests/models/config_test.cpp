@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include "models/model.h"
+#include "models/parameter_count.h"
+#include "test_util.h"
+
 namespace zoo {
 namespace {
 
@@ -82,6 +86,20 @@ TEST(ModelConfig, InconsistentValuesAreNamed) {
   EXPECT_EQ(error_of("family: gpt\nvocab_size: 10\nd_model: 12\nn_layers: 1\nn_heads: 2\nhead_dim: 3\nd_ff: 8\nposition: rope\n"),
             "x.yaml: position rope needs an even head dimension, got 3");
   EXPECT_EQ(error_of(std::string(kGood) + "n_layers: 3\n"), "x.yaml:7: key 'n_layers' appears twice");
+  // A negative layer count is refused, not silently replaced by n_layers.
+  const std::string t5 = "family: t5\nvocab_size: 200\nd_model: 16\nn_layers: 2\nn_heads: 2\nd_ff: 32\n";
+  EXPECT_EQ(error_of(t5 + "encoder_layers: -3\n"), "x.yaml: encoder_layers (-3) must not be negative");
+  EXPECT_EQ(error_of(t5 + "decoder_layers: -1\n"), "x.yaml: decoder_layers (-1) must not be negative");
+}
+
+// The weights' size is stated before anything is allocated.
+TEST(ModelConfig, AModelLargerThanMemoryIsRefusedBeforeAllocating) {
+  ModelConfig huge = parse_config(std::string(kGood), "x.yaml");
+  huge.name = "huge", huge.vocab_size = 50000, huge.d_model = 16384, huge.n_heads = 128, huge.d_ff = 65536;
+  huge.n_layers = 200;  // ~650 billion parameters
+  const auto message = testing::error_of([&] { build_model(huge); });
+  EXPECT_EQ(message.rfind("huge: " + std::to_string(count_parameters(huge)) + " parameters need ", 0), 0u) << message;
+  EXPECT_NE(message.find("in float32 for the weights alone, more than this machine's"), std::string::npos) << message;
 }
 
 TEST(ModelConfig, MalformedAndEmptyInput) {

@@ -123,6 +123,20 @@ TEST(Generate, BadOptionsAndPromptsAreNamed) {
   EXPECT_THROW(generate(model, {{}}, o), std::invalid_argument);
   o.max_new_tokens = 100;
   EXPECT_THROW(generate(model, {{1, 2}}, o), std::invalid_argument);
+  // Options that were accepted without a word before: each is named with its value.
+  auto error = [&](const std::function<void(GenerationOptions&)>& edit) {
+    GenerationOptions bad;
+    edit(bad);
+    return testing::error_of([&] { generate(model, {{1, 2}}, bad); });
+  };
+  EXPECT_EQ(error([](auto& b) { b.eos_ids = {-7}; }),
+            "generate: eos id -7 is not a token id (the vocabulary has 30 tokens: 0..29)");
+  EXPECT_EQ(error([](auto& b) { b.eos_ids = {99999}; }),
+            "generate: eos id 99999 is not a token id (the vocabulary has 30 tokens: 0..29)");
+  EXPECT_EQ(error([](auto& b) { b.length_penalty = std::nan(""); }), "generate: length_penalty (nan) must be a finite number");
+  EXPECT_EQ(error([](auto& b) { b.stop_sequences = {{}}; }),
+            "generate: a stop sequence is empty (it would end generation at once)");
+  EXPECT_EQ(error([](auto& b) { b.num_beams = 1000000; }), "generate: num_beams (1000000) must be at most 256");
 }
 
 // Beam search with beams enough to keep every live hypothesis is exhaustive: it must return the

@@ -38,6 +38,36 @@ TEST(TokenFile, RoundTripsDocumentsInBothWidths) {
   }
 }
 
+// The layout, byte for byte, from the format's description: an odd number of 2-byte tokens puts
+// the document index at an offset that is not 8-byte aligned (read with memcpy, not a cast).
+TEST(TokenFile, LayoutByHandWithAnUnalignedIndex) {
+  auto path = scratch("by-hand.tokens").string();
+  write_token_file(path, {{9, 10}, {11, 12, 13, 14}}, 512, 0x1122334455667788ULL);  // 8 tokens with </s>
+  const auto bytes = read_file(path);
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+    return v;
+  };
+  ASSERT_EQ(bytes.size(), 64u + 8 * 2 + 3 * 8);
+  EXPECT_EQ(bytes.substr(0, 8), "ZOOTOKEN");
+  EXPECT_EQ(u64(16), 512u);                    // vocabulary
+  EXPECT_EQ(u64(24), 0x1122334455667788ULL);   // tokenizer hash
+  EXPECT_EQ(u64(32), 8u);                      // tokens
+  EXPECT_EQ(u64(40), 2u);                      // documents
+  EXPECT_EQ(static_cast<unsigned char>(bytes[64 + 2 * 2]), SpecialTokens::kEos);  // the first document's </s>
+  EXPECT_EQ(u64(80), 0u);  // document starts, then the total
+  EXPECT_EQ(u64(88), 3u);
+  EXPECT_EQ(u64(96), 8u);
+
+  auto odd = scratch("odd.tokens").string();
+  write_token_file(odd, {{1, 2}, {4, 5}, {6, 7, 8, 9}}, 512, 1);  // 11 tokens: the index starts at byte 86
+  const auto f = TokenFile::open(odd);
+  EXPECT_EQ(f.document(0), (std::pair<int64_t, int64_t>{0, 2}));
+  EXPECT_EQ(f.document(1), (std::pair<int64_t, int64_t>{3, 5}));
+  EXPECT_EQ(f.document(2), (std::pair<int64_t, int64_t>{6, 10}));
+}
+
 TEST(TokenFile, CorruptFilesAreRefusedWithTheReason) {
   auto path = scratch("good.tokens").string();
   write_token_file(path, {{5, 6, 7, 8}, {9}}, 1000, 42);
@@ -82,6 +112,15 @@ TEST(TokenFile, TokenizesTextIntoSplitsAndRefusesAnotherTokenizer) {
   EXPECT_NE(slice.find(first.substr(0, 20)), std::string::npos) << first.substr(0, 80);
   // The same split again with the same seed; another seed moves documents.
   auto again = tokenize_to_files({text.string()}, tokenizer, scratch("data2").string(), t);
+  // Inputs without text are named, each of them, and nothing is written.
+  const auto empties = scratch("empties");
+  fs::create_directories(empties);
+  write_file_atomically((empties / "a.txt").string(), "");
+  write_file_atomically((empties / "b.txt").string(), "\n  \n");
+  EXPECT_EQ(error_of([&] { tokenize_to_files({empties.string()}, tokenizer, scratch("empties-out").string(), t); }),
+            "the inputs contain no text: " + (empties / "a.txt").string() + " and " + (empties / "b.txt").string() +
+                " are empty (or only blank lines)");
+  EXPECT_FALSE(fs::exists(scratch("empties-out") / "train.tokens"));
   EXPECT_EQ(again.val_documents, stats.val_documents);
   t.seed = 99;
   EXPECT_NE(tokenize_to_files({text.string()}, tokenizer, scratch("data3").string(), t).val_tokens, stats.val_tokens);

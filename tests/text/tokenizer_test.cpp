@@ -125,7 +125,14 @@ TEST(Tokenizer, BadInputsAreClearErrors) {
   auto empty = dir / "empty.txt";
   std::ofstream(empty) << "\n\n";
   o.inputs = {empty.string()};
-  EXPECT_EQ(error_of([&] { Tokenizer::train(o, scratch("bad").string()); }), "tokenizer: the inputs contain no text");
+  EXPECT_EQ(error_of([&] { Tokenizer::train(o, scratch("bad").string()); }),
+            "tokenizer: the inputs contain no text: " + empty.string() + " is empty (or only blank lines)");
+  auto also_empty = dir / "also-empty.txt";
+  std::ofstream(also_empty) << " \t\n";
+  o.inputs = {empty.string(), also_empty.string()};
+  EXPECT_EQ(error_of([&] { Tokenizer::train(o, scratch("bad").string()); }),
+            "tokenizer: the inputs contain no text: " + empty.string() + " and " + also_empty.string() +
+                " are empty (or only blank lines)");
   auto small = dir / "small.txt";
   std::ofstream(small) << "a tiny corpus with few words\nand not many more\n";
   o.inputs = {small.string()};

@@ -21,7 +21,7 @@ TEST(RunConfig, ReadsEveryKindOfField) {
   EXPECT_EQ(c.data, (std::vector<std::string>{"a.txt", "b.txt"}));
   EXPECT_EQ(c.steps, 50);
   EXPECT_DOUBLE_EQ(c.lr, 1e-3);
-  EXPECT_EQ(c.schedule, "inverse_sqrt");
+  EXPECT_EQ(c.schedule, ScheduleKind::kInverseSqrt);
   EXPECT_EQ(c.objective, Objective::kCausalLM);
   EXPECT_EQ(c.on_nonfinite, NonFinitePolicy::kSkip);
   EXPECT_TRUE(c.whole_word_masking);

@@ -68,7 +68,7 @@ TEST(Schedule, BadOptionsAreNamed) {
   o.warmup_steps = 0;
   EXPECT_THROW(o.validate(), std::invalid_argument);
   try {
-    schedule_from_string("exponential");
+    from_string<ScheduleKind>("exponential");
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "unknown schedule 'exponential' (expected one of: cosine, linear, constant, inverse_sqrt)");

@@ -361,6 +361,106 @@ TEST(Trainer, RefusesToOverwriteOrResumeWhatIsNotThere) {
   EXPECT_NE(message.find("model.pt: cannot read weights"), std::string::npos) << message;
 }
 
+// A run that cannot be set up (bad data here) leaves nothing behind: the run directory it
+// created goes again, and a directory that was there before stays as it was.
+TEST(Trainer, FailedSetupRemovesTheRunDirectoryItCreated) {
+  std::ostringstream log;
+  const auto empty = testing::scratch_path("setup/empty.txt");
+  fs::create_directories(empty.parent_path());
+  write_file_atomically(empty.string(), "\n\n");
+  auto config = tiny_run(kModels[0]);
+  config.data = {empty.string()};
+  config.val_data = {};
+  const auto dir = testing::scratch_path("setup/runs/new");
+  const auto message = error_of([&] { Trainer t(config, quiet(dir.string(), log)); });
+  EXPECT_NE(message.find("the inputs contain no text: " + empty.string() + " is empty"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(testing::scratch_path("setup/runs"))) << "the folders the run created are removed";
+  const auto existing = testing::scratch_path("setup/existing");
+  fs::create_directories(existing);
+  EXPECT_THROW(Trainer(config, quiet(existing.string(), log)), std::runtime_error);
+  EXPECT_TRUE(fs::is_directory(existing));
+}
+
+// A directory of the user's is never taken for a run.
+TEST(Trainer, RefusesADirectoryItDidNotWrite) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("users-dir");
+  fs::create_directories(dir);
+  write_file_atomically((dir / "thesis.tex").string(), "years of work");
+  for (bool overwrite : {false, true}) {
+    auto options = quiet(dir.string(), log);
+    options.overwrite = overwrite;
+    const auto message = error_of([&] { Trainer t(tiny_run(kModels[0]), options); });
+    EXPECT_NE(message.find("exists and is not a zoo run directory"), std::string::npos) << message;
+  }
+  EXPECT_EQ(read_file((dir / "thesis.tex").string()), "years of work");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+// run.yaml holds absolute paths, so `--resume` works from any working directory.
+TEST(Trainer, RunConfigPathsAreAbsolute) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("absolute").string();
+  const auto cwd = fs::current_path();
+  fs::current_path(fs::path(slice().text).parent_path());
+  auto config = tiny_run(kModels[0], "steps: 1\n");
+  config.data = {fs::path(slice().text).filename().string()};
+  config.tokenizer = fs::path(slice().tokenizer).filename().string();
+  {
+    Trainer t(config, quiet(dir, log));
+    t.run();
+  }
+  fs::current_path(cwd);
+  const auto saved = load_run_config((fs::path(dir) / "run.yaml").string());
+  ASSERT_EQ(saved.data.size(), 1u);
+  EXPECT_EQ(saved.data[0], fs::canonical(slice().text).string());
+  EXPECT_EQ(saved.tokenizer, fs::canonical(slice().tokenizer).string());
+}
+
+// A checkpoint write that fails part-way (the file-size limit here; a full disk alike) names the
+// cause and leaves the previous checkpoint and the `last` link as they were.
+TEST(Trainer, AFailedCheckpointWriteKeepsThePreviousOne) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("full-disk").string();
+  Trainer trainer(tiny_run(kModels[0], "steps: 20\n"), quiet(dir, log));
+  trainer.step();
+  const std::string first = trainer.save(/*is_best=*/true);
+  trainer.step();
+  {
+    testing::ScopedFileSizeLimit limit(8192);
+    const auto message = error_of([&] { trainer.save(/*is_best=*/true); });
+    EXPECT_EQ(message, (fs::path(dir) / "checkpoints" / "step-2" / "model.pt").string() +
+                           ": cannot write: the file-size limit (ulimit -f) was reached");
+  }
+  const auto checkpoints = fs::path(dir) / "checkpoints";
+  EXPECT_EQ(fs::canonical(checkpoints / "last"), fs::canonical(first));
+  EXPECT_EQ(fs::canonical(checkpoints / "best"), fs::canonical(first));
+  EXPECT_FALSE(fs::exists(checkpoints / "step-2"));
+  for (const auto& entry : fs::directory_iterator(checkpoints)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+  const Checkpoint c = load_checkpoint(first);
+  EXPECT_EQ(c.state.at("step"), 1);
+}
+
+// A state.json that says something impossible is refused by name, not resumed from.
+TEST(Trainer, ResumeRefusesAnImpossibleState) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("bad-state").string();
+  {
+    Trainer t(tiny_run(kModels[0], "steps: 2\n"), quiet(dir, log));
+    t.run();
+  }
+  const auto state_path = (fs::canonical(fs::path(dir) / "checkpoints" / "last") / "state.json").string();
+  auto state = nlohmann::json::parse(read_file(state_path));
+  state["step"] = -5;
+  write_file_atomically(state_path, state.dump());
+  auto options = quiet(dir, log);
+  options.resume = true;
+  EXPECT_EQ(error_of([&] { Trainer t(load_run_config((fs::path(dir) / "run.yaml").string()), options); }),
+            state_path + ": step (-5) must be >= 0");
+}
+
 // Fine-tuning: a pretrained BERT gets a fresh classification head, keeps its encoder, and
 // learns a task it can only solve by reading the text.
 TEST(Trainer, FineTunesAClassifierFromAPretrainedEncoder) {

@@ -1,0 +1,40 @@
+#include "models/layer_options.h"
+
+namespace zoo {
+
+TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
+                                      int64_t layer) {
+  auto attention = AttentionOptions(config.d_model, config.n_heads)
+                       .n_kv_heads(config.n_kv_heads)
+                       .head_dim(config.head_dim)
+                       .bias(config.bias)
+                       .scaled(config.scale_attention)
+                       .causal(causal)
+                       .window(causal && config.window ? c10::optional<int64_t>(*config.window) : c10::nullopt)
+                       .dropout(config.attention_dropout)
+                       .rope(config.position == PositionKind::kRope)
+                       .rope_base(config.rope_base)
+                       .rope_layout(config.rope_layout);
+  auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
+                          .activation(config.activation)
+                          .bias(config.bias)
+                          .dropout(config.dropout);
+  return TransformerBlockOptions(attention, feed_forward, norm_options(config))
+      .cross_attention(cross_attention)
+      .norm_position(config.norm_position)
+      .dropout(config.dropout)
+      .layer_index(layer);
+}
+
+NormOptions norm_options(const ModelConfig& config) {
+  return NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps).bias(config.bias);
+}
+
+PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {
+  return PositionEncodingOptions(config.position, config.d_model, config.n_heads, config.max_positions)
+      .num_buckets(config.relative_buckets)
+      .max_distance(config.relative_max_distance)
+      .bidirectional(bidirectional);
+}
+
+}  // namespace zoo

@@ -1,0 +1,25 @@
+#pragma once
+// The layer options a model config implies: one function per kind of layer, so each rule
+// derived from the config (norm kind, eps and bias; attention shape and masks; positions) is
+// written once and every model family builds its layers through it.
+
+#include <cstdint>
+
+#include "layers/block.h"
+#include "layers/norm.h"
+#include "layers/position_encoding.h"
+#include "models/config.h"
+
+namespace zoo {
+
+// The options of block `layer` of a stack: causal (decoder) or not, with cross-attention or not.
+TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
+                                      int64_t layer);
+
+// The options of every norm of a model (blocks, final norms, embedding norm, heads).
+NormOptions norm_options(const ModelConfig& config);
+
+// The options of a stack's position encoding; relative buckets look both ways in encoders.
+PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);
+
+}  // namespace zoo

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# What a user owns is never lost, and every bad input is named: each command that writes refuses
+# a path it did not write (and --overwrite replaces only zoo's own output), a failed checkpoint
+# write keeps the previous checkpoint, a failed run leaves no run directory, runs resume from
+# any directory, and bad options, prompts, states and inputs get errors that name them.
+set -euo pipefail
+zoo="$(readlink -f "$1")"
+corpus="$2"
+reference="$3"
+python=/usr/bin/python3
+source "$(dirname "$0")/lib.sh"
+
+slice "$corpus"
+"$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 512 --out "$work/tok" > /dev/null 2>&1
+tiny="model.vocab_size=512 model.d_model=32 model.n_layers=1 model.n_heads=2 model.d_ff=64"
+common="batch_size=4 block_size=32 eval_batches=2 log_every=2 tokenizer=$work/tok.model"
+
+# --- Outputs: zoo never replaces what it did not write ---------------------------------------
+echo "my notes" > "$work/notes.txt"
+mkdir -p "$work/mine" && echo "years of work" > "$work/mine/thesis.tex"
+ZOO_HF_VOCAB=512 "$python" "$reference" "$work/ref.pt" write gpt2 "$work/hf"
+fails "notes.txt: exists and is a file; a directory is expected here" "$zoo" import-hf "$work/hf" --out "$work/notes.txt"
+fails "mine: exists and is not a zoo checkpoint \(it holds thesis.tex\)" "$zoo" import-hf "$work/hf" --out "$work/mine" --overwrite
+"$zoo" import-hf "$work/hf" --out "$work/ckpt" --tokenizer "$work/tok.model" > /dev/null 2>&1
+fails "ckpt: holds a zoo checkpoint already; --overwrite replaces it" "$zoo" import-hf "$work/hf" --out "$work/ckpt"
+"$zoo" import-hf "$work/hf" --out "$work/ckpt" --tokenizer "$work/tok.model" --overwrite 2> "$work/replace.err" > /dev/null
+grep -q "replaced the checkpoint at $work/ckpt" "$work/replace.err"
+fails "mine: exists and is not a Hugging Face directory written by zoo" "$zoo" export-hf "$work/ckpt" --out "$work/mine" --overwrite
+fails "hf: exists and is not a Hugging Face directory written by zoo" "$zoo" export-hf "$work/ckpt" --out "$work/hf" --overwrite
+"$zoo" export-hf "$work/ckpt" --out "$work/back" > /dev/null
+"$zoo" export-hf "$work/ckpt" --out "$work/back" --overwrite > /dev/null 2>&1
+fails "mine: is a directory; a file name is expected here" "$zoo" export "$work/ckpt" --out "$work/mine"
+fails "notes.txt: exists and is not a TorchScript export written by zoo" "$zoo" export "$work/ckpt" --out "$work/notes.txt" --overwrite
+fails "notes.txt/model.pt: cannot create the directory: .*notes.txt is a file, not a directory" "$zoo" export "$work/ckpt" --out "$work/notes.txt/model.pt"
+fails "mine: exists and is not zoo token files" "$zoo" data prepare --tokenizer "$work/tok" --data "$work/slice.txt" --out "$work/mine"
+echo "my model" > "$work/user.model"
+fails "user.model: exists and is not a tokenizer trained by zoo" "$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 512 --out "$work/user" --overwrite
+fails "tok.model: holds a tokenizer trained by zoo already; --overwrite replaces it" "$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 512 --out "$work/tok"
+# shellcheck disable=SC2086
+fails "mine: exists and is not a zoo run directory" "$zoo" train gpt-tiny $tiny $common steps=1 --data "$work/slice.txt" --run-dir "$work/mine" --overwrite
+fails "notes.txt: exists and is not a PNG image" "$zoo" plot "$work/ckpt" --out "$work/notes.txt" --overwrite
+[[ "$(cat "$work/notes.txt")" == "my notes" && "$(cat "$work/mine/thesis.tex")" == "years of work" ]]
+[[ "$(ls "$work/mine")" == "thesis.tex" && "$(cat "$work/user.model")" == "my model" ]]
+test -s "$work/hf/config.json" && test -s "$work/hf/model.safetensors"
+
+# --- A failed checkpoint write keeps the previous checkpoint and the links --------------------
+# shellcheck disable=SC2086
+"$zoo" train gpt-tiny $tiny $common steps=2 eval_every=2 --data "$work/slice.txt" --run-dir "$work/run" > /dev/null 2>&1
+before=$(readlink "$work/run/checkpoints/last")
+status=0
+(ulimit -f 64; "$zoo" train --resume "$work/run" steps=4 > /dev/null 2> "$work/limit.err") || status=$?
+[[ $status -ne 0 ]] || { echo "a checkpoint write past the file-size limit succeeded"; exit 1; }
+grep -q "checkpoints/step-4/model.pt: cannot write: the file-size limit (ulimit -f) was reached" "$work/limit.err"
+[[ "$(readlink "$work/run/checkpoints/last")" == "$before" && "$(readlink "$work/run/checkpoints/best")" == "$before" ]]
+test ! -e "$work/run/checkpoints/step-4"
+! ls "$work/run/checkpoints" | grep -q "\.tmp\." || { echo "a temporary checkpoint was left"; exit 1; }
+"$zoo" eval "$work/run" --data "$work/slice.txt" --max-batches 1 > /dev/null 2>&1
+
+# --- Resume from another working directory --------------------------------------------------
+mkdir -p "$work/project" && cp "$work/slice.txt" "$work/project/small.txt"
+# shellcheck disable=SC2086
+(cd "$work/project" && "$zoo" train gpt-tiny $tiny $common steps=1 --data small.txt --run-dir run > /dev/null 2>&1)
+(cd / && "$zoo" train --resume "$work/project/run" steps=2 > /dev/null 2>&1)
+grep -qF "data: [$work/project/small.txt]" "$work/project/run/run.yaml"
+
+# --- A failed run leaves no run directory ----------------------------------------------------
+: > "$work/empty.txt"
+# shellcheck disable=SC2086
+fails "the inputs contain no text: .*empty.txt is empty" "$zoo" train gpt-tiny $tiny $common --data "$work/empty.txt" --run-dir "$work/runs/failed"
+test ! -e "$work/runs"
+fails "the inputs contain no text: .*empty.txt is empty" "$zoo" finetune "$work/run" --train "$work/empty.txt" --task lm --run-dir "$work/ft-failed"
+test ! -e "$work/ft-failed"
+fails "the inputs contain no text: .*empty.txt is empty" "$zoo" tokenizer train --input "$work/empty.txt" --out "$work/t2"
+fails "the inputs contain no text: .*empty.txt is empty" "$zoo" eval "$work/run" --data "$work/empty.txt"
+fails "the inputs contain no text: .*empty.txt is empty" "$zoo" data prepare --tokenizer "$work/tok" --data "$work/empty.txt" --out "$work/d2"
+test ! -e "$work/d2" && test ! -e "$work/t2.model"
+
+# --- Impossible values are named ------------------------------------------------------------
+state="$(readlink -f "$work/run/checkpoints/last")/state.json"
+cp -r "$work/run" "$work/run-bad"
+bad_state="$(readlink -f "$work/run-bad/checkpoints/last")/state.json"
+sed -i 's/"step": [0-9]*/"step": -5/' "$bad_state"
+fails "state.json: step \(-5\) must be >= 0" "$zoo" train --resume "$work/run-bad"
+test -s "$state"
+fails "encoder_layers \(-3\) must not be negative" "$zoo" info t5-tiny encoder_layers=-3
+fails "eos id -7 is not a token id|--eos: must be 0 or a positive integer" "$zoo" generate "$work/run" --prompt hi --eos -7
+fails "eos id 99999 is not a token id \(the vocabulary has 512 tokens" "$zoo" generate "$work/run" --prompt hi --eos 99999
+fails "--length-penalty: must be a finite number, got 'nan'" "$zoo" generate "$work/run" --prompt hi --length-penalty nan
+fails "stop text '' is empty" "$zoo" generate "$work/run" --prompt hi --stop ''
+fails "--max-batches: must be 0 or a positive integer, got '-1'" "$zoo" eval "$work/run" --data "$work/slice.txt" --max-batches -1
+fails "--max-sentences: must be 0 or a positive integer, got '-1'" "$zoo" tokenizer train --input "$work/slice.txt" --out "$work/t3" --max-sentences -1
+fails "--prompt: invalid UTF-8 at byte offset 2" "$zoo" generate "$work/run" --prompt "$(printf 'ab\xffc')"
+fails "--batch-size: must be a positive integer, got '0'" "$zoo" eval "$work/run" --data "$work/slice.txt" --batch-size 0
+fails "num_beams \(1000000\) must be at most 256" "$zoo" generate "$work/ckpt" --prompt hi --num-beams 1000000
+
+# --- Huge configs are described, not allocated; threads are capped ----------------------------
+out=$(timeout 20 "$zoo" info gpt2-small n_heads=16 d_model=5120 n_layers=40 d_ff=20480)
+grep -q "^parameters: 12848143360 " <<<"$out" || { echo "zoo info of a 12.8B config: $out"; exit 1; }
+grep -q "51.4 GB in float32" <<<"$out"
+err=$(timeout 20 "$zoo" --threads 100000 env 2>&1 >/dev/null)
+grep -q "exceeds the [0-9]* CPUs this process may use" <<<"$err"
+echo "reliability: ok"

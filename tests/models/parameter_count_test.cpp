@@ -1,0 +1,74 @@
+#include "models/parameter_count.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "models/model.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The count from the config equals the built modules' own count, row by row, for every shipped
+// config (shrunk where large, keeping its variants) and for variants no shipped config uses.
+void expect_same_as_built(ModelConfig c, const std::string& what) {
+  const auto built = build_model(c);
+  EXPECT_EQ(parameter_breakdown(c), parameter_breakdown(*built.module())) << what;
+  EXPECT_EQ(count_parameters(c), count_parameters(*built.module())) << what;
+}
+
+ModelConfig smaller(ModelConfig c) {
+  if (c.vocab_size > 1000) c.vocab_size = 1000;
+  if (c.n_layers > 2) c.n_layers = 2;
+  if (c.encoder_layers > 2) c.encoder_layers = 2;
+  if (c.decoder_layers > 3) c.decoder_layers = 3;
+  return c;
+}
+
+TEST(ParameterCountFromConfig, EveryShippedConfigMatchesTheBuiltModel) {
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(ZOO_SOURCE_DIR) / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    expect_same_as_built(smaller(load_config(entry.path().string())), entry.path().filename().string());
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"gpt-tiny", {"bias=false"}},
+      {"gpt-tiny", {"norm=rmsnorm", "activation=swiglu", "tie_embeddings=false", "n_kv_heads=1"}},
+      {"gpt-tiny", {"position=alibi", "norm_position=post"}},
+      {"gpt-tiny", {"position=relative", "head_dim=24"}},
+      {"bert-tiny", {"head=pretraining"}},
+      {"bert-tiny", {"head=mlm", "pooler=false", "bias=false"}},
+      {"bert-tiny", {"head=token_classification", "num_labels=7", "pooler=false"}},
+      {"bert-tiny", {"head=sequence_classification", "norm_position=pre", "norm=rmsnorm"}},
+      {"t5-tiny", {"encoder_layers=1", "decoder_layers=3", "activation=geglu_tanh", "tie_embeddings=false"}},
+      {"t5-tiny", {"n_kv_heads=2", "bias=true", "norm=layernorm"}},
+  };
+  for (const auto& [name, overrides] : cases) {
+    ModelConfig c = load_config(find_config(name));
+    for (const auto& o : overrides) apply_override(c, o);
+    std::string what = name;
+    for (const auto& o : overrides) what += " " + o;
+    expect_same_as_built(c, what);
+  }
+}
+
+// Published counts, from the config alone: no weights are allocated.
+TEST(ParameterCountFromConfig, KnownModelsAndAConfigFarLargerThanMemory) {
+  EXPECT_EQ(count_parameters(load_config(find_config("gpt2-small"))), 124439808);
+  EXPECT_EQ(count_parameters(load_config(find_config("t5-small"))), 60506624);
+  ModelConfig huge = load_config(find_config("gpt2-small"));
+  huge.d_model = 5120, huge.n_layers = 40, huge.n_heads = 40, huge.d_ff = 20480, huge.vocab_size = 50257;
+  // 40 blocks of 12 d^2 + 13 d, embeddings (V + 1024) d, a final norm: ~12.85 billion.
+  const int64_t d = 5120;
+  EXPECT_EQ(count_parameters(huge), 40 * (12 * d * d + 13 * d) + (50257 + 1024) * d + 2 * d);
+}
+
+}  // namespace
+}  // namespace zoo

@@ -1,0 +1,132 @@
+#include "train/run_directory.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <stdexcept>
+#include <vector>
+
+#include "core/files.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(p, ec));
+}
+
+// Replaces `link` by a symbolic link to `target` (a sibling name) atomically.
+void point_link(const fs::path& link, const std::string& target) {
+  const std::string tmp = temporary_path_for(link.string());
+  if (::symlink(target.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), link.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(link.string() + ": cannot point it at " + target + ": " +
+                             describe_write_error(link.string(), error));
+  }
+}
+
+// Checks `path` for a fresh run and clears an old run there when overwriting (its checkpoints,
+// metrics and curves; its token files and tokenizer are reused when they still fit).
+void prepare_fresh(const std::string& path, bool overwrite, std::ostream& log) {
+  const fs::path run(path);
+  std::error_code ec;
+  if (!path_exists(run) || (fs::is_directory(run, ec) && fs::is_empty(run, ec))) return;
+  if (!fs::is_directory(run, ec)) {
+    throw std::runtime_error(path + ": exists and is a file; a run directory is expected here");
+  }
+  const bool own = holds_own_output(path, OutputKind::kRunDirectory) || path_exists(run / "checkpoints");
+  if (!own) check_output(path, OutputKind::kRunDirectory, overwrite);  // throws: not zoo's
+  if (!path_exists(run / "checkpoints") && !path_exists(run / "metrics.jsonl")) return;  // set up, never trained
+  if (!overwrite) {
+    throw std::runtime_error(path + " already holds a run: --resume to continue it, --overwrite to start again "
+                                    "there, or another --run-dir");
+  }
+  for (const char* name : {"checkpoints", "metrics.jsonl", "curves.png"}) fs::remove_all(run / name, ec);
+  log << "replaced the run in " << path << " (its checkpoints and metrics)\n";
+}
+
+}  // namespace
+
+int64_t checkpoint_step(const std::string& dir) {
+  static const std::regex pattern("step-([0-9]+)");
+  std::smatch m;
+  const std::string name = fs::path(dir).filename().string();
+  return std::regex_match(name, m, pattern) ? std::stoll(m[1]) : -1;
+}
+
+RunDirectory::RunDirectory(std::string path, Mode mode, bool overwrite, bool writer, std::ostream& log)
+    : path_(std::move(path)) {
+  if (path_.empty()) throw std::runtime_error("the trainer needs a run directory");
+  switch (mode) {
+    case Mode::kFresh:
+      if (writer) prepare_fresh(path_, overwrite, log);
+      break;
+    case Mode::kResume: last_checkpoint(); break;  // throws when there is nothing to resume
+  }
+  if (!writer) return;  // rank 0 creates and writes the directory
+  created_.emplace(path_);
+  write_output_marker(path_, OutputKind::kRunDirectory);
+  if (path_exists(checkpoints())) remove_stale_temporaries(checkpoints());
+}
+
+std::string RunDirectory::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+std::string RunDirectory::checkpoints() const { return file("checkpoints"); }
+
+std::string RunDirectory::checkpoint(int64_t step) const {
+  return (fs::path(checkpoints()) / ("step-" + std::to_string(step))).string();
+}
+
+std::string RunDirectory::last_checkpoint() const {
+  const fs::path last = fs::path(checkpoints()) / "last";
+  std::error_code ec;
+  const fs::path target = fs::canonical(last, ec);
+  if (ec) throw std::runtime_error(path_ + ": nothing to resume (no checkpoints/last)");
+  return target.string();
+}
+
+void RunDirectory::commit_checkpoint(int64_t step, bool is_best, int64_t keep_last,
+                                     std::optional<int64_t> best_step) {
+  const fs::path dir(checkpoints());
+  const std::string name = "step-" + std::to_string(step);
+  point_link(dir / "last", name);
+  if (is_best) point_link(dir / "best", name);
+  std::vector<fs::path> saved;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory() && !entry.is_symlink() && checkpoint_step(entry.path().string()) >= 0) {
+      saved.push_back(entry.path());
+    }
+  }
+  std::sort(saved.begin(), saved.end(), [](const fs::path& a, const fs::path& b) {
+    return checkpoint_step(a.string()) > checkpoint_step(b.string());
+  });
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(1, keep_last)); i < saved.size(); ++i) {
+    if (best_step && checkpoint_step(saved[i].string()) == *best_step) continue;
+    fs::remove_all(saved[i], ec);
+  }
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  const fs::path p(path);
+  if (path_exists(p / "config.yaml") && path_exists(p / "model.pt")) return path;
+  for (const char* link : {"best", "last"}) {
+    const fs::path candidate = p / "checkpoints" / link;
+    std::error_code ec;
+    const fs::path target = fs::canonical(candidate, ec);
+    if (!ec) return target.string();
+  }
+  if (!path_exists(p)) throw std::runtime_error(path + ": no such checkpoint or run directory");
+  throw std::runtime_error(path + ": not a checkpoint (no config.yaml and model.pt) nor a run directory "
+                                  "(no checkpoints/best or checkpoints/last)");
+}
+
+}  // namespace zoo
