@@ -9,8 +9,9 @@ namespace zoo {
 nlohmann::json JsonView::parse(const std::string& text, const std::string& file) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line 1, column 5: ...".
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number too large for any type (out_of_range.406). e.what() reads
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ...".
     std::string detail = e.what();
     if (const size_t p = detail.find("] "); p != std::string::npos) detail = detail.substr(p + 2);
     throw std::runtime_error(file + ": not valid JSON (" + detail + ")");

@@ -74,12 +74,6 @@ PostProcessorKind kind_from_json(const JsonView& type) {
 
 }  // namespace
 
-void Encoding::append(const Encoding& other) {
-  ids.insert(ids.end(), other.ids.begin(), other.ids.end());
-  type_ids.insert(type_ids.end(), other.type_ids.begin(), other.type_ids.end());
-  special_mask.insert(special_mask.end(), other.special_mask.begin(), other.special_mask.end());
-}
-
 PostProcessor PostProcessor::from_json(const JsonView& json) {
   PostProcessor p;
   p.kind = kind_from_json(json.at("type"));

@@ -8,20 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "text/encoding.h"
 #include "text/json_view.h"
 
 namespace zoo {
-
-// Ids with their token type ids and which of them are special, as they flow through the
-// post-processors (tokenizers' Encoding, without offsets).
-struct Encoding {
-  std::vector<int64_t> ids;
-  std::vector<int64_t> type_ids;
-  std::vector<uint8_t> special_mask;  // 1 where a post-processor added the token
-
-  void append(const Encoding& other);
-  size_t size() const { return ids.size(); }
-};
 
 enum class PostProcessorKind {
   kTemplate,   // a template per single/pair input: "[CLS]:0 $A:0 [SEP]:0" and the like

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "text/post_processors.h"
+#include "text/encoding.h"
 #include "text/sentencepiece_module.h"
 #include "text/tokenizer_files.h"
 #include "text/unicode.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "text/post_processors.h"
+#include "text/encoding.h"
 
 namespace zoo {
 

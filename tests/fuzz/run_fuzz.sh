@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Runs a libFuzzer target briefly from a few seed files: a valid safetensors file and variants.
-# Usage: run_fuzz.sh FUZZER SECONDS
+# Runs a libFuzzer target briefly from a few seed files: those in SEEDS_DIR, or by default a
+# valid safetensors file and variants.
+# Usage: run_fuzz.sh FUZZER SECONDS [SEEDS_DIR]
 set -euo pipefail
 fuzzer="$1"
 seconds="$2"
+seeds="${3:-}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus"
+if [[ -n "$seeds" ]]; then
+  cp "$seeds"/* "$work/corpus/"
+  "$fuzzer" -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 "$work/corpus" 2>&1 | tail -15
+  exit "${PIPESTATUS[0]}"
+fi
 seed() {  # seed NAME JSON DATA_BYTES
   local json="$2" n
   n=${#json}
