@@ -37,7 +37,7 @@ std::string normalizer_space_marker(const Normalizer& n) {
       return "";
     case NormalizerKind::kNfc: case NormalizerKind::kNfd: case NormalizerKind::kNfkc: case NormalizerKind::kNfkd:
     case NormalizerKind::kLowercase: case NormalizerKind::kStripAccents: case NormalizerKind::kBert:
-    case NormalizerKind::kStrip:
+    case NormalizerKind::kStrip: case NormalizerKind::kPrecompiled:
       return "";
   }
   return "";

@@ -120,7 +120,8 @@ NormalizerKind kind_from_json(const JsonView& type) {
              {"NFKD", NormalizerKind::kNfkd}, {"Lowercase", NormalizerKind::kLowercase},
              {"StripAccents", NormalizerKind::kStripAccents}, {"BertNormalizer", NormalizerKind::kBert},
              {"Replace", NormalizerKind::kReplace}, {"Prepend", NormalizerKind::kPrepend},
-             {"Strip", NormalizerKind::kStrip}, {"Sequence", NormalizerKind::kSequence}});
+             {"Strip", NormalizerKind::kStrip}, {"Precompiled", NormalizerKind::kPrecompiled},
+             {"Sequence", NormalizerKind::kSequence}});
 }
 
 }  // namespace
@@ -170,6 +171,12 @@ Normalizer Normalizer::from_json(const JsonView& json) {
       n.strip_left = json.bool_at("strip_left");
       n.strip_right = json.bool_at("strip_right");
       break;
+    case NormalizerKind::kPrecompiled: {
+      const auto charsmap = json.at("precompiled_charsmap");
+      n.charsmap = std::make_shared<const PrecompiledCharsmap>(
+          PrecompiledCharsmap::from_base64(charsmap.as_string(), json.file() + ": " + charsmap.where()));
+      break;
+    }
     case NormalizerKind::kSequence:
       for (const auto& child : json.at("normalizers").elements()) n.children.push_back(from_json(child));
       break;
@@ -208,6 +215,11 @@ void Normalizer::apply(TextPiece& piece) const {
       break;
     case NormalizerKind::kStrip:
       apply_strip(*this, piece);
+      break;
+    case NormalizerKind::kPrecompiled:
+      // tokenizers keeps the input's start on the first output character even when the first
+      // grapheme maps to nothing, so at_input_start stands.
+      piece.text = charsmap->normalize(piece.text);
       break;
     case NormalizerKind::kSequence:
       for (const auto& child : children) child.apply(piece);

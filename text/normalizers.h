@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "text/json_view.h"
+#include "text/precompiled_charsmap.h"
 #include "text/regex.h"
 #include "text/text_piece.h"
 
@@ -21,6 +22,7 @@ enum class NormalizerKind {
   kReplace,       // every match of a pattern replaced by a string
   kPrepend,       // a string put before non-empty text
   kStrip,         // White_Space removed from the left and/or right end
+  kPrecompiled,   // a SentencePiece model's compiled rules (precompiled_charsmap)
   kSequence,      // children in order
 };
 
@@ -39,6 +41,8 @@ struct Normalizer {
   std::string content;
   // kPrepend
   std::string prepend;
+  // kPrecompiled
+  std::shared_ptr<const PrecompiledCharsmap> charsmap;
   // kSequence
   std::vector<Normalizer> children;
 

@@ -152,6 +152,25 @@ std::string normalize(const std::string& text, NormalizationForm form) {
   return result;
 }
 
+std::vector<std::pair<size_t, size_t>> grapheme_spans(const std::string& text) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  utf8proc_int32_t state = 0;
+  char32_t previous = 0;
+  size_t begin = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto [c, n] = decode_at(text, i);
+    if (i > 0 && utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(previous),
+                                                  static_cast<utf8proc_int32_t>(c), &state)) {
+      spans.emplace_back(begin, i);
+      begin = i;
+    }
+    previous = c;
+    i += n;
+  }
+  if (begin < text.size()) spans.emplace_back(begin, text.size());
+  return spans;
+}
+
 std::string utf8_lossy(const std::string& bytes) {
   const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace zoo {
 // Byte offset of the first invalid UTF-8 sequence in `text` (truncated, overlong, surrogate,
@@ -48,6 +50,10 @@ bool is_ascii_punctuation(char32_t c);  // !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
 enum class NormalizationForm { kNfc, kNfd, kNfkc, kNfkd };
 // `text` in the given normalization form. `text` must be valid UTF-8.
 std::string normalize(const std::string& text, NormalizationForm form);
+
+// The extended grapheme clusters of `text` (valid UTF-8), as [begin, end) byte ranges, by
+// Unicode's segmentation rules (UAX #29).
+std::vector<std::pair<size_t, size_t>> grapheme_spans(const std::string& text);
 
 // `bytes` as UTF-8 with each maximal invalid subsequence replaced by U+FFFD, as Rust's
 // String::from_utf8_lossy does (Unicode's "substitution of maximal subparts").

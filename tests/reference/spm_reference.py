@@ -7,14 +7,17 @@ Shares no code with zoo.
           LLaMA's layout: <unk> 0, <s> 1, </s> 2, byte fallback, no normalization, spaces kept.
           tokenizer.json in LLaMA-2's form: Prepend("▁") + Replace(" " -> "▁") normalizer, no
           pre-tokenizer, Unigram, "<s> $A" template, Replace/ByteFallback/Fuse/Strip decoder.
-        t5/m.model, t5/tokenizer.json, t5-dir/{spiece.model,tokenizer_config.json}
-          T5's layout: <pad> 0, </s> 1, <unk> 2, no byte fallback, extra whitespace removed.
-          tokenizer.json as transformers converts such a model: Strip(right) + Replace(" {2,}" ->
-          "▁") normalizer, Metaspace (always), Unigram, "$A </s>" template, 100 sentinels
-          <extra_id_N> after the vocabulary (<extra_id_0> last).
+        t5/m.model, t5/charsmap.bin, t5/tokenizer.json, t5-dir/{spiece.model,tokenizer_config.json}
+          T5's layout: <pad> 0, </s> 1, <unk> 2, no byte fallback, SentencePiece's default
+          normalization (nmt_nfkc), extra whitespace removed. charsmap.bin is the model's
+          precompiled_charsmap. tokenizer.json as transformers converts such a model:
+          Precompiled + Strip(right) + Replace(" {2,}" -> "▁") normalizer, Metaspace (always),
+          Unigram, "$A </s>" template, 100 sentinels <extra_id_N> after the vocabulary
+          (<extra_id_0> last).
   spm_reference.py encode MODEL IN.json OUT.json
       The ids python3-sentencepiece gives each text of IN (a JSON array of strings).
 """
+import base64
 import json
 import os
 import sys
@@ -49,6 +52,48 @@ def sequence(name, type_id=0):
 def template(single, pair, tokens):
     return {"type": "TemplateProcessing", "single": single, "pair": pair,
             "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in tokens}}
+
+
+def protobuf_fields(data):
+    """(field number, value) of a serialized protobuf message; values of length-delimited
+    fields as bytes (python3-sentencepiece here has no protobuf module to parse the model)."""
+    def varint(i):
+        shift = value = 0
+        while True:
+            b = data[i]
+            value |= (b & 0x7F) << shift
+            i += 1
+            if b < 0x80:
+                return value, i
+            shift += 7
+    i = 0
+    while i < len(data):
+        key, i = varint(i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(i)
+        elif wire == 1:
+            value, i = data[i:i + 8], i + 8
+        elif wire == 2:
+            n, i = varint(i)
+            value, i = data[i:i + n], i + n
+        elif wire == 5:
+            value, i = data[i:i + 4], i + 4
+        else:
+            raise ValueError("unexpected wire type %d" % wire)
+        yield number, value
+
+
+def precompiled_charsmap(model_file):
+    """ModelProto.normalizer_spec (field 3) .precompiled_charsmap (field 2)."""
+    with open(model_file, "rb") as f:
+        model = f.read()
+    for number, value in protobuf_fields(model):
+        if number == 3:
+            for n, v in protobuf_fields(value):
+                if n == 2:
+                    return v
+    raise ValueError(model_file + " has no precompiled_charsmap")
 
 
 def vocab_of(sp):
@@ -94,9 +139,12 @@ def llama(corpus, out_dir):
 
 
 def t5(corpus, out_dir):
-    model = train(corpus, out_dir, "t5", byte_fallback=False, normalization_rule_name="identity",
+    model = train(corpus, out_dir, "t5", byte_fallback=False, normalization_rule_name="nmt_nfkc",
                   remove_extra_whitespaces=True, add_dummy_prefix=True,
                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    charsmap = precompiled_charsmap(model)
+    with open(os.path.join(out_dir, "t5", "charsmap.bin"), "wb") as f:
+        f.write(charsmap)
     sp = spm.SentencePieceProcessor(model_file=model)
     size = sp.get_piece_size()
     sentinels = [added(size + 99 - n, "<extra_id_%d>" % n) for n in range(99, -1, -1)]
@@ -105,6 +153,7 @@ def t5(corpus, out_dir):
         "version": "1.0", "truncation": None, "padding": None,
         "added_tokens": [added(0, "<pad>"), added(1, "</s>"), added(2, "<unk>")] + sentinels,
         "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")},
             {"type": "Strip", "strip_left": False, "strip_right": True},
             {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": SPACE}]},
         "pre_tokenizer": metaspace,

@@ -70,11 +70,13 @@ TEST(Normalizer, TracksTheInputStart) {
 }
 
 TEST(Normalizer, UnsupportedOrIncompleteIsAnError) {
+  EXPECT_EQ(error_of([] { parse(R"({"type":"Nmt"})"); }),
+            "t.json: normalizer.type: unsupported 'Nmt' (zoo reads NFC, NFD, NFKC, NFKD, Lowercase, "
+            "StripAccents, BertNormalizer, Replace, Prepend, Strip, Precompiled, Sequence)");
   EXPECT_EQ(error_of([] { parse(R"({"type":"Precompiled","precompiled_charsmap":"AAAA"})"); }),
-            "t.json: normalizer.type: unsupported 'Precompiled' (zoo reads NFC, NFD, NFKC, NFKD, Lowercase, "
-            "StripAccents, BertNormalizer, Replace, Prepend, Strip, Sequence)");
-  EXPECT_EQ(error_of([] { parse(R"({"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Nmt"}]})"); })
-                .rfind("t.json: normalizer.normalizers[1].type: unsupported 'Nmt' (", 0),
+            "t.json: normalizer.precompiled_charsmap: precompiled_charsmap is truncated (no trie size)");
+  EXPECT_EQ(error_of([] { parse(R"({"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"ByteLevel"}]})"); })
+                .rfind("t.json: normalizer.normalizers[1].type: unsupported 'ByteLevel' (", 0),
             0u);
   EXPECT_EQ(error_of([] { parse(R"({"type":"BertNormalizer","clean_text":true})"); }),
             "t.json: normalizer: missing 'handle_chinese_chars'");

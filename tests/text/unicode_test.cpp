@@ -78,6 +78,17 @@ TEST(Unicode, LowercaseIsRustsCharToLowercase) {
   EXPECT_EQ(lower(0x65E5), "\xE6\x97\xA5");     // 日 unchanged
 }
 
+// UAX #29's extended grapheme clusters, worked by hand.
+TEST(Unicode, GraphemeClusters) {
+  using Spans = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(grapheme_spans("e\xCC\x81x"), (Spans{{0, 3}, {3, 4}}));          // e + combining acute
+  EXPECT_EQ(grapheme_spans("\r\na"), (Spans{{0, 2}, {2, 3}}));               // CR LF stay together
+  EXPECT_EQ(grapheme_spans("\xF0\x9F\x87\xAB\xF0\x9F\x87\xB7\xF0\x9F\x87\xAB"),
+            (Spans{{0, 8}, {8, 12}}));                                       // flags pair regional indicators
+  EXPECT_EQ(grapheme_spans("\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9"), (Spans{{0, 11}}));  // ZWJ sequence
+  EXPECT_EQ(grapheme_spans(""), Spans{});
+}
+
 TEST(Unicode, LossyDecodingReplacesMaximalSubparts) {
   const std::string r = "\xEF\xBF\xBD";  // U+FFFD
   EXPECT_EQ(utf8_lossy("ok \xC3\xA9"), "ok \xC3\xA9");
