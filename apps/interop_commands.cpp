@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "core/outputs.h"
+#include "core/strings.h"
 #include "interop/hugging_face.h"
 #include "interop/torchscript.h"
 #include "train/checkpoint.h"
@@ -28,19 +29,12 @@ struct ExportArgs {
   bool overwrite = false;
 };
 
-std::string list(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 20; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 20) s += ", ... (" + std::to_string(names.size()) + " in all)";
-  return s;
-}
-
 int import_hf_command(const ImportArgs& a) {
   // Checked before any work: a user's file or folder at --out is never replaced.
   const bool replacing = check_output(a.out, OutputKind::kCheckpoint, a.overwrite) == OutputState::kReplace;
   HfImportReport report;
   Model model = import_hf(a.dir, &report);
-  if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << list(report.unexpected) << "\n";
+  if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << join(report.unexpected, ", ", 20) << "\n";
   if (!report.ignored.empty()) std::cerr << "ignored (tied copies, mask buffers): " << report.ignored.size() << " tensors\n";
   std::unique_ptr<Tokenizer> tokenizer;
   if (!a.tokenizer.empty()) {

@@ -10,6 +10,7 @@
 #include "core/outputs.h"
 #include "text/corpus.h"
 #include "text/token_file.h"
+#include "text/tokenize.h"
 #include "text/token_lines.h"
 #include "text/tokenizer.h"
 

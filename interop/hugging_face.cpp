@@ -7,6 +7,7 @@
 
 #include "core/files.h"
 #include "core/outputs.h"
+#include "core/strings.h"
 #include "interop/safetensors.h"
 
 namespace zoo {
@@ -141,15 +142,15 @@ std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base
 
 // Extras Hugging Face files carry that a model does not need: tied copies and mask buffers.
 bool ignorable(const std::string& name, const ModelConfig& c) {
-  auto ends_with = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (c.family == Family::kGpt) {
-    return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || (c.tie_embeddings && name == "lm_head.weight");
-  }
-  if (c.family == Family::kBert) {
-    return ends_with("embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
-           name == "cls.predictions.decoder.bias";
+  switch (c.family) {
+    case Family::kGpt:
+      return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
+             (c.tie_embeddings && name == "lm_head.weight");
+    case Family::kBert:
+      return ends_with(name, "embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
+             name == "cls.predictions.decoder.bias";
+    case Family::kT5:
+    case Family::kTransformer: break;
   }
   return name == "encoder.embed_tokens.weight" || name == "decoder.embed_tokens.weight" ||
          (c.tie_embeddings && name == "lm_head.weight");
@@ -161,9 +162,9 @@ const torch::Tensor* find_weight(const std::map<std::string, torch::Tensor>& wei
   auto it = weights.find(name);
   if (it == weights.end() && name.find("LayerNorm.") != std::string::npos) {
     std::string legacy = name;
-    if (legacy.size() > 7 && legacy.compare(legacy.size() - 7, 7, ".weight") == 0) {
+    if (ends_with(legacy, ".weight")) {
       legacy.replace(legacy.size() - 7, 7, ".gamma");
-    } else if (legacy.size() > 5 && legacy.compare(legacy.size() - 5, 5, ".bias") == 0) {
+    } else if (ends_with(legacy, ".bias")) {
       legacy.replace(legacy.size() - 5, 5, ".beta");
     }
     it = weights.find(legacy);
@@ -262,10 +263,7 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
     target->copy_(value.to(target->dtype()));
   }
   if (!missing.empty()) {
-    std::string names;
-    for (size_t i = 0; i < missing.size() && i < 12; ++i) names += (i ? ", " : "") + missing[i];
-    if (missing.size() > 12) names += ", ... (" + std::to_string(missing.size()) + " in all)";
-    throw std::runtime_error(dir + ": missing tensors the model needs: " + names);
+    throw std::runtime_error(dir + ": missing tensors the model needs: " + join(missing, ", ", 12));
   }
   HfImportReport local;
   for (const auto& [name, t] : weights) {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
-#include "interop/hf_config.h"
+#include "interop/hf_model_config.h"
 #include "models/model.h"
 
 namespace zoo {

@@ -9,16 +9,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/strings.h"
 #include "core/yaml_values.h"
 
 namespace zoo {
 namespace {
-
-std::string join(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 
 using yaml::as_bool;
 using yaml::as_double;

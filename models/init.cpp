@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "core/strings.h"
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
 #include "layers/norm.h"
@@ -12,10 +13,6 @@
 
 namespace zoo {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 void normal(torch::Tensor& w, double std) { w.normal_(0.0, std); }
 

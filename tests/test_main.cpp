@@ -11,7 +11,6 @@
 #include <torch/torch.h>
 
 #include "core/runtime.h"
-#include "text/corpus.h"
 #include "test_util.h"
 
 namespace zoo::testing {
@@ -62,37 +61,7 @@ void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source)
   for (const auto& b : source.named_buffers()) copy_into(target, b.key(), b.value());
 }
 
-std::filesystem::path scratch_path(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("zoo_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir / name;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-std::string shared_corpus() {
-  const auto path = std::filesystem::path(ZOO_TEST_BINARY_DIR) / "python-docs.txt";
-  if (!std::filesystem::exists(path)) zoo::build_default_corpus(path.string());  // atomic: safe in parallel
-  return path.string();
-}
-
 std::vector<std::string> test_devices() { return {"cpu", "cuda"}; }
-
-ScopedFileSizeLimit::ScopedFileSizeLimit(uint64_t bytes) {
-  ::getrlimit(RLIMIT_FSIZE, &old_);
-  struct rlimit limit = old_;
-  limit.rlim_cur = static_cast<rlim_t>(bytes);
-  ::setrlimit(RLIMIT_FSIZE, &limit);
-}
-
-ScopedFileSizeLimit::~ScopedFileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &old_); }
 
 }  // namespace zoo::testing
 

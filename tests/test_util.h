@@ -1,8 +1,6 @@
 #pragma once
 // Helpers shared by the tests: tolerances, devices, and reference data from python3-torch.
 
-#include <sys/resource.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -13,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "base_test_util.h"
 #include "layers/variants.h"
 
 namespace zoo {
@@ -43,26 +42,6 @@ void copy_into(torch::nn::Module& module, const std::string& name, const torch::
 
 // Copies every parameter and buffer of `source` into the same-named one of `target`.
 void copy_parameters(torch::nn::Module& target, const torch::nn::Module& source);
-
-// `name` inside a folder of this test process under the system's temporary directory.
-std::filesystem::path scratch_path(const std::string& name);
-
-// The message of the exception `f` throws, or "no error".
-std::string error_of(const std::function<void()>& f);
-
-// The default corpus, built once per build tree (tests share it; building takes seconds).
-std::string shared_corpus();
-
-// Lowers the file-size limit (ulimit -f) of this process while it lives: writes past `bytes`
-// fail with EFBIG, as on a full disk.
-class ScopedFileSizeLimit {
- public:
-  explicit ScopedFileSizeLimit(uint64_t bytes);
-  ~ScopedFileSizeLimit();
-
- private:
-  struct rlimit old_ {};
-};
 
 // Devices to run device-parameterised tests on; CUDA tests skip themselves when absent.
 std::vector<std::string> test_devices();

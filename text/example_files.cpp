@@ -7,15 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
 #include "core/files.h"
 #include "text/tokenizer.h"
 
 namespace zoo {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 [[noreturn]] void fail(const std::string& path, int64_t line, const std::string& message) {
   throw std::runtime_error(path + ":" + std::to_string(line) + ": " + message);

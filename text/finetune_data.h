@@ -2,7 +2,7 @@
 // Fine-tuning datasets: classification and sequence-to-sequence examples (read by
 // text/example_files.h) tokenized, and batches padded to the longest example or bucketed by
 // length. Plain text
-// for language modelling goes through tokenize_to_files (token_file.h).
+// for language modelling goes through tokenize_to_files (text/tokenize.h).
 
 #include <cstdint>
 #include <optional>

@@ -1,105 +1,19 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <type_traits>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <thread>
-#include <unordered_map>
-
-#include <dlfcn.h>
 
 #include "core/files.h"
+#include "text/hf_directory.h"
+#include "text/sentencepiece_tokenizer.h"
 
 namespace zoo {
 namespace {
-
-// SentencePiece lives in its own module, loaded into a link-map namespace of its own: Debian's
-// libsentencepiece bundles a protobuf that clashes with LibTorch's (text/sentencepiece_shim.cpp).
-struct SentencePieceModule {
-  std::string path;
-  void (*free_buffer)(void*);
-  void* (*load)(const char*, size_t, char**);
-  void (*free)(void*);
-  int (*vocab_size)(void*);
-  char* (*piece)(void*, int);
-  float (*score)(void*, int);
-  int (*encode_ids)(void*, const char*, size_t, int**, size_t*, char**);
-  int (*encode_pieces)(void*, const char*, size_t, char**, size_t*, char**);
-  int (*decode)(void*, const int*, size_t, char**, size_t*, char**);
-  int (*train)(const char*, int (*)(void*, const char**, size_t*), void*, unsigned, char**, size_t*, char**);
-  void (*set_log_level)(int);
-
-  // A malloc'd string from the module, freed on the way out.
-  std::string take(char* p, size_t n) const {
-    std::string s(p, n);
-    free_buffer(p);
-    return s;
-  }
-  std::string take(char* p) const { return take(p, std::strlen(p)); }
-};
-
-const SentencePieceModule& spm() {
-  static const SentencePieceModule module = [] {
-    // In order: an explicit choice, beside the program or in ../lib of it (an installed tree,
-    // wherever it was moved), the install prefix, the build tree, the loader's search path.
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("ZOO_SENTENCEPIECE_MODULE"); env && *env) candidates.push_back(env);
-    std::error_code ec;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-      candidates.push_back((exe.parent_path() / "libzoo_sentencepiece.so").string());
-      candidates.push_back((exe.parent_path().parent_path() / "lib" / "libzoo_sentencepiece.so").string());
-    }
-#ifdef ZOO_SENTENCEPIECE_INSTALL_PATH
-    candidates.push_back(ZOO_SENTENCEPIECE_INSTALL_PATH);
-#endif
-#ifdef ZOO_SENTENCEPIECE_BUILD_PATH
-    candidates.push_back(ZOO_SENTENCEPIECE_BUILD_PATH);
-#endif
-    candidates.push_back("libzoo_sentencepiece.so");
-    void* handle = nullptr;
-    std::string tried, chosen;
-    for (const auto& c : candidates) {
-      handle = ::dlmopen(LM_ID_NEWLM, c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) {
-        chosen = c;
-        break;
-      }
-      tried += "\n  " + c + ": " + ::dlerror();
-    }
-    if (handle == nullptr) {
-      throw std::runtime_error("cannot load zoo's SentencePiece module (set ZOO_SENTENCEPIECE_MODULE to "
-                               "libzoo_sentencepiece.so); tried:" + tried);
-    }
-    SentencePieceModule m;
-    m.path = chosen;
-    auto bind = [&](auto& fn, const char* name) {
-      void* sym = ::dlsym(handle, name);
-      if (sym == nullptr) throw std::runtime_error(chosen + ": missing symbol " + name);
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(sym);
-    };
-    bind(m.free_buffer, "zoo_spm_free_buffer");
-    bind(m.load, "zoo_spm_load");
-    bind(m.free, "zoo_spm_free");
-    bind(m.vocab_size, "zoo_spm_vocab_size");
-    bind(m.piece, "zoo_spm_piece");
-    bind(m.score, "zoo_spm_score");
-    bind(m.encode_ids, "zoo_spm_encode_ids");
-    bind(m.encode_pieces, "zoo_spm_encode_pieces");
-    bind(m.decode, "zoo_spm_decode");
-    bind(m.train, "zoo_spm_train");
-    bind(m.set_log_level, "zoo_spm_set_log_level");
-    return m;
-  }();
-  return module;
-}
-
-const char* kWordStart = "\xE2\x96\x81";  // U+2581, SentencePiece's word boundary mark
 
 // Feeds SentencePiece the non-empty lines of the input files, checking UTF-8 as it goes.
 class LineReader {
@@ -179,32 +93,6 @@ uint64_t fnv1a64(const std::string& bytes) {
   return h;
 }
 
-int64_t invalid_utf8_offset(const std::string& text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-    else return static_cast<int64_t>(i);
-    if (i + len > n) return static_cast<int64_t>(i);
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are invalid too.
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return static_cast<int64_t>(i);
-    i += len;
-  }
-  return -1;
-}
-
 std::vector<std::string> list_text_files(const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   if (inputs.empty()) throw std::runtime_error("no input files given");
@@ -239,37 +127,63 @@ std::string no_text_message(const std::vector<std::string>& empty_files) {
          " empty (or only blank lines)";
 }
 
-Tokenizer Tokenizer::from_serialized(const std::string& model_bytes, const std::string& source) {
-  const auto& m = spm();
-  Tokenizer t;
-  char* error = nullptr;
-  void* processor = m.load(model_bytes.data(), model_bytes.size(), &error);
-  if (processor == nullptr) {
-    throw std::runtime_error(source + ": not a SentencePiece model (" + m.take(error) + ")");
-  }
-  t.processor_ = std::shared_ptr<void>(processor, m.free);
-  t.model_bytes_ = model_bytes;
-  t.hash_ = fnv1a64(model_bytes);
+Tokenizer Tokenizer::from_zoo_model(const std::string& bytes, const std::string& source) {
+  auto processor = SentencePieceProcessor::load(bytes, source);
   // The special tokens must sit at their fixed ids, or batches would be built wrong.
-  const std::pair<int64_t, const char*> expected[] = {
-      {SpecialTokens::kPad, "<pad>"}, {SpecialTokens::kUnk, "<unk>"}, {SpecialTokens::kBos, "<s>"},
-      {SpecialTokens::kEos, "</s>"},  {SpecialTokens::kCls, "[CLS]"}, {SpecialTokens::kSep, "[SEP]"},
-      {SpecialTokens::kMask, "[MASK]"}, {SpecialTokens::kFirstSentinel, "<extra_id_0>"},
-      {SpecialTokens::kCount - 1, "<extra_id_99>"}};
-  for (const auto& [id, piece] : expected) {
-    if (id >= t.vocab_size() || t.piece(id) != piece) {
-      throw std::runtime_error(source + ": special token " + piece + " is not at id " + std::to_string(id) +
-                               " (not a zoo tokenizer; train one with 'zoo tokenizer train')");
-    }
+  if (std::string why; !SentencePieceTokenizer::has_zoo_layout(processor, &why)) {
+    throw std::runtime_error(source + ": " + why +
+                             " (not a zoo tokenizer; train one with 'zoo tokenizer train', or load a Hugging Face "
+                             "tokenizer by its directory)");
   }
-  t.starts_word_.resize(t.vocab_size());
-  for (int64_t i = 0; i < t.vocab_size(); ++i) t.starts_word_[i] = t.piece(i).rfind(kWordStart, 0) == 0;
+  Tokenizer t;
+  t.kind_ = TokenizerBackend::kZooSentencePiece;
+  t.engine_ = SentencePieceTokenizer::zoo(std::move(processor));
+  t.files_ = {{"tokenizer.model", bytes}};
+  t.model_bytes_ = bytes;
+  t.hash_ = fnv1a64(bytes);
+  auto& s = t.special_;
+  s.pad = SpecialTokens::kPad;
+  s.unk = SpecialTokens::kUnk;
+  s.bos = SpecialTokens::kBos;
+  s.eos = SpecialTokens::kEos;
+  s.cls = SpecialTokens::kCls;
+  s.sep = SpecialTokens::kSep;
+  s.mask = SpecialTokens::kMask;
+  for (int64_t i = 0; i < SpecialTokens::kSentinels; ++i) s.sentinels.push_back(SpecialTokens::kFirstSentinel + i);
   return t;
 }
 
+Tokenizer Tokenizer::from_files(TokenizerFiles files, const std::string& dir, const std::string& json_name) {
+  HfDirectory d = read_hf_directory(files, dir, json_name);
+  if (d.kind == TokenizerBackend::kZooSentencePiece) return from_zoo_model(d.files.begin()->second, dir);
+  Tokenizer t;
+  t.kind_ = d.kind;
+  t.engine_ = std::move(d.engine);
+  t.files_ = std::move(d.files);
+  t.model_bytes_ = serialize_tokenizer_files(t.files_);
+  t.hash_ = fnv1a64(t.model_bytes_);
+  t.special_ = std::move(d.special);
+  t.chat_template_ = std::move(d.chat_template);
+  t.model_max_length_ = d.model_max_length;
+  return t;
+}
+
+Tokenizer Tokenizer::from_serialized(const std::string& model_bytes, const std::string& source) {
+  if (is_tokenizer_files(model_bytes)) return from_files(parse_tokenizer_files(model_bytes, source), source);
+  // A tokenizer.json on its own is a JSON object; a SentencePiece model (a protobuf) never
+  // starts with '{'.
+  const size_t first = model_bytes.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && model_bytes[first] == '{') {
+    return from_files({{"tokenizer.json", model_bytes}}, std::filesystem::path(source).parent_path().string(), source);
+  }
+  return from_zoo_model(model_bytes, source);
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) return from_files(read_tokenizer_files(path, hf_tokenizer_file_names()), path);
   std::string file = path;
-  if (!std::filesystem::exists(file) && std::filesystem::exists(path + ".model")) file = path + ".model";
+  if (!fs::exists(file) && fs::exists(path + ".model")) file = path + ".model";
   const std::string bytes = read_file(file);
   if (bytes.empty()) throw std::runtime_error(file + ": tokenizer model is empty");
   return from_serialized(bytes, file);
@@ -298,22 +212,12 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
   };
   std::string arg_lines;
   for (const auto& [key, value] : args) arg_lines += std::string(key) + "=" + value + "\n";
-  const auto& m = spm();
-  m.set_log_level(o.verbose ? 0 : 1);
-  char *model_out = nullptr, *error = nullptr;
-  size_t model_length = 0;
-  const int ok = m.train(arg_lines.c_str(), &LineReader::next, &lines, static_cast<unsigned>(o.seed),
-                         &model_out, &model_length, &error);
-  if (!lines.error().empty()) {
-    if (error != nullptr) m.free_buffer(error);
-    throw std::runtime_error(lines.error());
-  }
-  if (lines.sentences() == 0) {
-    if (error != nullptr) m.free_buffer(error);
-    throw std::runtime_error("tokenizer: " + no_text_message(files));
-  }
-  if (!ok) {
-    const std::string message = m.take(error);
+  const auto result = SentencePieceProcessor::train(arg_lines, &LineReader::next, &lines,
+                                                    static_cast<unsigned>(o.seed), o.verbose);
+  if (!lines.error().empty()) throw std::runtime_error(lines.error());
+  if (lines.sentences() == 0) throw std::runtime_error("tokenizer: " + no_text_message(files));
+  if (!result.ok) {
+    const std::string& message = result.message;
     if (message.find("smaller than required_chars") != std::string::npos) {
       throw std::runtime_error("tokenizer: vocab_size " + std::to_string(o.vocab_size) +
                                " is too small for this corpus's characters: " + message);
@@ -324,79 +228,67 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
     }
     throw std::runtime_error("tokenizer: training failed: " + message);
   }
-  const std::string model = m.take(model_out, model_length);
-  Tokenizer t = from_serialized(model, "trained tokenizer");
+  Tokenizer t = from_zoo_model(result.model, "trained tokenizer");
+  const auto processor = SentencePieceProcessor::load(result.model, "trained tokenizer");
   std::string vocab;
-  for (int64_t i = 0; i < t.vocab_size(); ++i) {
-    vocab += t.piece(i) + "\t" + std::to_string(spm().score(t.processor_.get(), static_cast<int>(i))) + "\n";
+  for (int64_t i = 0; i < processor.size(); ++i) {
+    vocab += processor.piece(i) + "\t" + std::to_string(processor.score(i)) + "\n";
   }
-  write_file_atomically(out_prefix + ".model", model);
+  write_file_atomically(out_prefix + ".model", result.model);
   write_file_atomically(out_prefix + ".vocab", vocab);
   return t;
 }
 
-std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
-  const auto& m = spm();
-  int* ids = nullptr;
-  size_t count = 0;
-  char* error = nullptr;
-  if (!m.encode_ids(processor_.get(), text.data(), text.size(), &ids, &count, &error)) {
-    throw std::runtime_error("tokenizer: encode failed: " + m.take(error));
-  }
-  std::vector<int64_t> out(ids, ids + count);
-  m.free_buffer(ids);
-  return out;
+std::vector<int64_t> Tokenizer::encode(const std::string& text) const { return encode(text, false); }
+
+std::vector<int64_t> Tokenizer::encode(const std::string& text, bool add_special_tokens) const {
+  return engine_->encode(text, add_special_tokens).ids;
+}
+
+Encoding Tokenizer::encode_with_types(const std::string& text, bool add_special_tokens) const {
+  return engine_->encode(text, add_special_tokens);
+}
+
+Encoding Tokenizer::encode_pair(const std::string& first, const std::string& second, bool add_special_tokens) const {
+  return engine_->encode_pair(first, second, add_special_tokens);
 }
 
 std::vector<std::string> Tokenizer::encode_pieces(const std::string& text) const {
-  const auto& m = spm();
-  char *joined = nullptr, *error = nullptr;
-  size_t length = 0;
-  if (!m.encode_pieces(processor_.get(), text.data(), text.size(), &joined, &length, &error)) {
-    throw std::runtime_error("tokenizer: encode failed: " + m.take(error));
-  }
-  const std::string all = m.take(joined, length);
-  std::vector<std::string> pieces;
-  size_t start = 0;
-  while (start <= all.size() && !all.empty()) {
-    const size_t end = std::min(all.find('\n', start), all.size());
-    pieces.push_back(all.substr(start, end - start));
-    start = end + 1;
-  }
-  return pieces;
+  return engine_->encode_tokens(text);
 }
 
-std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
-  std::vector<int> narrow;
-  narrow.reserve(ids.size());
-  for (int64_t id : ids) {
-    if (id < 0 || id >= vocab_size()) {
-      throw std::runtime_error("tokenizer: id " + std::to_string(id) + " is outside the vocabulary (" +
-                               std::to_string(vocab_size()) + ")");
-    }
-    narrow.push_back(static_cast<int>(id));
-  }
-  const auto& m = spm();
-  char *text = nullptr, *error = nullptr;
-  size_t length = 0;
-  if (!m.decode(processor_.get(), narrow.data(), narrow.size(), &text, &length, &error)) {
-    throw std::runtime_error("tokenizer: decode failed: " + m.take(error));
-  }
-  return m.take(text, length);
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const { return decode(ids, false); }
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
+  return engine_->decode(ids, skip_special_tokens);
 }
 
-int64_t Tokenizer::vocab_size() const { return spm().vocab_size(processor_.get()); }
+int64_t Tokenizer::vocab_size() const { return engine_->vocab_size(); }
 
 std::string Tokenizer::piece(int64_t id) const {
-  const auto& m = spm();
-  return m.take(m.piece(processor_.get(), static_cast<int>(id)));
+  const std::string* token = engine_->id_to_token(id);
+  if (token == nullptr) {
+    throw std::runtime_error("tokenizer: id " + std::to_string(id) + " is not in the vocabulary (" +
+                             std::to_string(vocab_size()) + " ids)");
+  }
+  return *token;
 }
 
-std::string sentencepiece_module_path() { return spm().path; }
+std::optional<int64_t> Tokenizer::token_to_id(const std::string& token) const { return engine_->token_to_id(token); }
 
-bool Tokenizer::starts_word(int64_t id) const {
-  return id >= 0 && id < static_cast<int64_t>(starts_word_.size()) && starts_word_[id];
+int64_t Tokenizer::sentinel(int64_t i) const {
+  if (i < 0 || i >= static_cast<int64_t>(special_.sentinels.size())) {
+    throw std::runtime_error("tokenizer: no sentinel <extra_id_" + std::to_string(i) + "> (it has " +
+                             std::to_string(special_.sentinels.size()) + ")");
+  }
+  return special_.sentinels[i];
 }
+
+bool Tokenizer::is_special(int64_t id) const { return engine_->is_special(id); }
+
+bool Tokenizer::starts_word(int64_t id) const { return engine_->starts_word(id); }
+
+void Tokenizer::save(const std::string& dir) const { write_tokenizer_files(files_, dir); }
 
 std::string Tokenizer::hash_hex() const {
   char buf[17];

@@ -1,18 +1,33 @@
 #pragma once
-// SentencePiece tokenization with the special tokens every family needs, at fixed ids:
-//   0 <pad>, 1 <unk>, 2 <s>, 3 </s>, 4 [CLS], 5 [SEP], 6 [MASK], 7.. <extra_id_0>..<extra_id_99>
-// (T5's span-corruption sentinels). Byte fallback is on, so no input is unrepresentable.
+// Tokenizers behind one facade:
+//   - zoo's own SentencePiece models (unigram or BPE, byte fallback on), with the special tokens
+//     every family needs at fixed ids:
+//       0 <pad>, 1 <unk>, 2 <s>, 3 </s>, 4 [CLS], 5 [SEP], 6 [MASK], 7.. <extra_id_0>..<extra_id_99>
+//     (T5's span-corruption sentinels);
+//   - Hugging Face tokenizers, encoding and decoding as the reference implementations do: a
+//     tokenizer.json (the tokenizers library's pipeline), or the older files (GPT-2's vocab.json
+//     + merges.txt, BERT's vocab.txt, a SentencePiece spiece.model / tokenizer.model), with
+//     tokenizer_config.json and special_tokens_map.json naming their special tokens.
+// Special tokens are properties (special()), each possibly absent for Hugging Face tokenizers.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/enum_names.h"
+#include "text/encoding.h"
+#include "text/sentencepiece_module.h"
+#include "text/tokenizer_files.h"
+#include "text/unicode.h"
 
 namespace zoo {
 
+class TokenizerEngine;
+
+// The fixed ids of zoo's own SentencePiece tokenizers.
 struct SpecialTokens {
   static constexpr int64_t kPad = 0, kUnk = 1, kBos = 2, kEos = 3, kCls = 4, kSep = 5, kMask = 6;
   static constexpr int64_t kFirstSentinel = 7;
@@ -20,6 +35,13 @@ struct SpecialTokens {
   static constexpr int64_t kCount = kFirstSentinel + kSentinels;  // ids below this are special
 };
 
+// The special tokens of a tokenizer, by role; absent where the tokenizer has none.
+struct SpecialTokenIds {
+  std::optional<int64_t> pad, unk, bos, eos, cls, sep, mask;
+  std::vector<int64_t> sentinels;  // <extra_id_0>, <extra_id_1>, ... in order
+};
+
+// The algorithm `zoo tokenizer train` trains.
 enum class TokenizerKind { kUnigram, kBpe };
 
 template <>
@@ -27,6 +49,24 @@ struct EnumNames<TokenizerKind> {
   static constexpr const char* kWhat = "tokenizer type";
   static constexpr std::pair<const char*, TokenizerKind> kNames[] = {{"unigram", TokenizerKind::kUnigram},
                                                                      {"bpe", TokenizerKind::kBpe}};
+};
+// Which backend a tokenizer was read as, by its files.
+enum class TokenizerBackend {
+  kZooSentencePiece,  // zoo's .model (special tokens at fixed ids)
+  kTokenizerJson,     // Hugging Face tokenizer.json
+  kGpt2Files,         // GPT-2's vocab.json + merges.txt (byte-level BPE)
+  kBertVocab,         // BERT's vocab.txt (WordPiece)
+  kHfSentencePiece,   // a Hugging Face directory's spiece.model / tokenizer.model (T5, LLaMA)
+};
+template <>
+struct EnumNames<TokenizerBackend> {
+  static constexpr const char* kWhat = "tokenizer backend";
+  static constexpr std::pair<const char*, TokenizerBackend> kNames[] = {
+      {"zoo-sentencepiece", TokenizerBackend::kZooSentencePiece},
+      {"tokenizer.json", TokenizerBackend::kTokenizerJson},
+      {"vocab.json+merges.txt", TokenizerBackend::kGpt2Files},
+      {"vocab.txt", TokenizerBackend::kBertVocab},
+      {"hf-sentencepiece", TokenizerBackend::kHfSentencePiece}};
 };
 
 struct TokenizerTrainOptions {
@@ -44,44 +84,80 @@ struct TokenizerTrainOptions {
 
 class Tokenizer {
  public:
-  // Loads PREFIX.model (or a path to the .model file). Throws std::runtime_error naming the file.
+  // Loads a zoo tokenizer (PREFIX.model, or a path to the .model file), a tokenizer.json, a
+  // file written from model_bytes(), or a Hugging Face directory, from which it takes, in
+  // order: tokenizer.json; vocab.json + merges.txt; vocab.txt; spiece.model or tokenizer.model
+  // (a tokenizer.model with zoo's layout and no transformers config is zoo's own). Throws
+  // std::runtime_error naming the file, and the JSON path or key at fault.
   static Tokenizer load(const std::string& path);
+  // Reads model_bytes() back: zoo's SentencePiece model bytes, or the file container of a
+  // Hugging Face tokenizer. `source` names it in errors.
   static Tokenizer from_serialized(const std::string& model_bytes, const std::string& source);
-  // Trains on the options' inputs and writes PREFIX.model and PREFIX.vocab atomically.
+  // Trains a zoo tokenizer on the options' inputs and writes PREFIX.model and PREFIX.vocab atomically.
   static Tokenizer train(const TokenizerTrainOptions& options, const std::string& out_prefix);
 
+  // The ids of `text` with no special tokens added (zoo's callers add their own).
   std::vector<int64_t> encode(const std::string& text) const;
+  // With add_special_tokens, what the tokenizer's post-processing adds (BERT's [CLS] ... [SEP],
+  // LLaMA's <s>, T5's </s>); zoo's own tokenizers add nothing.
+  std::vector<int64_t> encode(const std::string& text, bool add_special_tokens) const;
+  // The same with token type ids and the mask of added special tokens.
+  Encoding encode_with_types(const std::string& text, bool add_special_tokens = true) const;
+  // A pair of sequences: [CLS] A [SEP] B [SEP] with type ids 0 for A's part and 1 for B's,
+  // or as the tokenizer's post-processor defines (without one, the two concatenated).
+  Encoding encode_pair(const std::string& first, const std::string& second, bool add_special_tokens = true) const;
+  // The token strings of encode(text).
   std::vector<std::string> encode_pieces(const std::string& text) const;
   std::string decode(const std::vector<int64_t>& ids) const;
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
 
+  // One past the largest id (the embedding rows a model needs).
   int64_t vocab_size() const;
+  // The token of `id`; throws for an id no token has.
   std::string piece(int64_t id) const;
-  int64_t sentinel(int64_t i) const { return SpecialTokens::kFirstSentinel + i; }
-  bool is_special(int64_t id) const { return id < SpecialTokens::kCount; }
-  // True when the piece starts a word (SentencePiece marks that with U+2581).
+  std::optional<int64_t> token_to_id(const std::string& token) const;
+  // The id of T5's sentinel <extra_id_i>; throws when the tokenizer has fewer sentinels.
+  int64_t sentinel(int64_t i) const;
+  bool is_special(int64_t id) const;
+  // True when the token starts a word (a leading U+2581 or 'Ġ', or no "##" continuation).
   bool starts_word(int64_t id) const;
+  const SpecialTokenIds& special() const { return special_; }
+  TokenizerBackend kind() const { return kind_; }
 
-  // The serialized model and a 64-bit FNV-1a hash of it, recorded in token files.
+  // tokenizer_config.json's chat template (kept as written; rendering is elsewhere).
+  const std::optional<std::string>& chat_template() const { return chat_template_; }
+  // tokenizer_config.json's model_max_length, when it states a finite one.
+  std::optional<int64_t> model_max_length() const { return model_max_length_; }
+
+  // Writes the tokenizer into `dir` as the files it came from: tokenizer.model for zoo's own,
+  // the Hugging Face files (tokenizer.json, configs, ...) otherwise.
+  void save(const std::string& dir) const;
+  // Those files by name.
+  const TokenizerFiles& files() const { return files_; }
+
+  // The serialized tokenizer (zoo's: the SentencePiece model; Hugging Face's: the container of
+  // its files, text/tokenizer_files.h) and a 64-bit FNV-1a hash of it, recorded in token files.
   const std::string& model_bytes() const { return model_bytes_; }
   uint64_t hash() const { return hash_; }
   std::string hash_hex() const;
 
  private:
   Tokenizer() = default;
-  std::shared_ptr<void> processor_;  // owned by the SentencePiece module (see tokenizer.cpp)
+  static Tokenizer from_zoo_model(const std::string& bytes, const std::string& source);
+  // `json_name` names a tokenizer.json read on its own in errors.
+  static Tokenizer from_files(TokenizerFiles files, const std::string& dir, const std::string& json_name = "");
+
+  TokenizerBackend kind_ = TokenizerBackend::kZooSentencePiece;
+  std::shared_ptr<const TokenizerEngine> engine_;
+  TokenizerFiles files_;
   std::string model_bytes_;
   uint64_t hash_ = 0;
-  std::vector<bool> starts_word_;
+  SpecialTokenIds special_;
+  std::optional<std::string> chat_template_;
+  std::optional<int64_t> model_max_length_;
 };
 
 uint64_t fnv1a64(const std::string& bytes);
-
-// Where the SentencePiece module (libzoo_sentencepiece.so) was loaded from; loads it first.
-// Throws std::runtime_error saying where it looked when it cannot be loaded.
-std::string sentencepiece_module_path();
-
-// Byte offset of the first invalid UTF-8 sequence in `text`, or -1 when it is valid.
-int64_t invalid_utf8_offset(const std::string& text);
 
 // Text files under each input (a file itself, or every regular file below a directory, sorted).
 // Throws std::runtime_error naming an input that is missing, or a directory with no files.

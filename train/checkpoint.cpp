@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "core/strings.h"
 #include "core/files.h"
 #include "core/outputs.h"
 
@@ -20,13 +21,6 @@ std::string shape(const torch::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
   return s + "]";
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > 10) s += ", ... (" + std::to_string(names.size()) + " in all)";
-  return s;
 }
 
 // Writes the archive through an AtomicFile, whose errors name `path` and the reason (a full
@@ -80,8 +74,8 @@ void load_weights(const std::string& path, torch::nn::Module& module) {
     if (!wanted.count(k)) unexpected.push_back(k);
   if (!missing.empty() || !unexpected.empty()) {
     std::string message = path + ": the weights do not match the model;";
-    if (!missing.empty()) message += " missing tensors: " + join(missing) + ";";
-    if (!unexpected.empty()) message += " unexpected tensors: " + join(unexpected) + ";";
+    if (!missing.empty()) message += " missing tensors: " + join(missing, ", ", 10) + ";";
+    if (!unexpected.empty()) message += " unexpected tensors: " + join(unexpected, ", ", 10) + ";";
     message.pop_back();
     throw std::runtime_error(message);
   }

@@ -14,6 +14,7 @@
 #include "text/finetune_data.h"
 #include "text/objectives.h"
 #include "text/token_file.h"
+#include "text/tokenize.h"
 #include "text/tokenizer.h"
 #include "train/run_config.h"
 

@@ -16,6 +16,7 @@
 #include <torch/version.h>
 
 #include "core/files.h"
+#include "core/strings.h"
 #include "models/generation.h"
 #include "text/corpus.h"
 #include "train/autocast.h"
@@ -380,13 +381,8 @@ void Trainer::initialize_from(const std::string& path) {
   for (const auto& [name, value] : available)
     if (!used.count(name)) dropped.push_back(name);
   log_ << "initialized from " << dir << "\n";
-  auto list = [](const std::vector<std::string>& names) {
-    std::string s;
-    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  };
-  if (!fresh.empty()) log_ << "  newly initialized: " << list(fresh) << "\n";
-  if (!dropped.empty()) log_ << "  not used: " << list(dropped) << "\n";
+  if (!fresh.empty()) log_ << "  newly initialized: " << join(fresh) << "\n";
+  if (!dropped.empty()) log_ << "  not used: " << join(dropped) << "\n";
 }
 
 void Trainer::restore(const std::string& dir) {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/files.h"
-#include "test_util.h"
+#include "base_test_util.h"
 
 namespace zoo {
 namespace {

@@ -51,10 +51,13 @@ case "$(basename "$fuzzer")" in
     printf 't%s' $'text\ttext_pair\tlabel\nfirst\tsecond\tyes\n' > "$corpus/pairs.tsv"
     printf 'j%s' $'{"text": "hello", "label": "greeting"}\n{"source": "copy 1", "target": "1"}\n' > "$corpus/examples.jsonl"
     ;;
-  hf_config_fuzz)
+  hf_model_config_fuzz)
     printf '{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 512, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}' > "$corpus/gpt2.json"
     printf '{"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64}' > "$corpus/bert.json"
     printf '{"model_type": "t5", "vocab_size": 512, "d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false}' > "$corpus/t5.json"
+    ;;
+  tokenizer_json_fuzz)
+    cp "$source_dir"/tests/fuzz/tokenizer_json_seeds/* "$corpus/"
     ;;
   *)
     echo "run_fuzz.sh: no seeds for $(basename "$fuzzer")" >&2

@@ -3,12 +3,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "base_test_util.h"
 #include "core/files.h"
-#include "test_util.h"
+#include "reference_texts.h"
 
 namespace zoo {
 namespace {
@@ -154,6 +156,131 @@ TEST(Tokenizer, InvalidLinesCanBeSkipped) {
   o.vocab_size = 800;
   o.skip_invalid_utf8 = true;
   EXPECT_EQ(Tokenizer::train(o, scratch("skipped").string()).vocab_size(), 800);
+}
+
+// Old checkpoints store zoo's SentencePiece model as tokenizer.model: it loads as a file or as
+// the only file of a directory, keeps its raw bytes (and so its hash) and its fixed ids.
+TEST(Tokenizer, ZooModelsLoadAsBefore) {
+  auto t = trained();
+  const auto dir = scratch("checkpoint");
+  fs::create_directories(dir);
+  write_file_atomically((dir / "tokenizer.model").string(), t.model_bytes());
+  for (const auto& path : {(dir / "tokenizer.model").string(), dir.string()}) {
+    const auto again = Tokenizer::load(path);
+    EXPECT_EQ(again.kind(), TokenizerBackend::kZooSentencePiece) << path;
+    EXPECT_EQ(again.model_bytes(), t.model_bytes());
+    EXPECT_EQ(again.hash(), t.hash());
+  }
+  EXPECT_EQ(read_file(scratch("unigram.model").string()), t.model_bytes());
+  const auto& s = t.special();
+  EXPECT_EQ(s.pad, SpecialTokens::kPad);
+  EXPECT_EQ(s.mask, SpecialTokens::kMask);
+  EXPECT_EQ(s.sentinels.size(), 100u);
+  EXPECT_EQ(t.sentinel(99), 106);
+  EXPECT_EQ(t.encode("a sentence", true), t.encode("a sentence"));  // zoo's tokenizers add nothing
+  EXPECT_EQ(*t.token_to_id("[CLS]"), SpecialTokens::kCls);
+  EXPECT_EQ(t.decode({SpecialTokens::kCls, t.encode("word").front()}, true), t.decode({t.encode("word").front()}));
+  const auto saved = scratch("saved_zoo");
+  t.save(saved.string());
+  EXPECT_EQ(read_file((saved / "tokenizer.model").string()), t.model_bytes());
+  EXPECT_NE(error_of([&] { t.sentinel(100); }).find("no sentinel <extra_id_100>"), std::string::npos);
+}
+
+// Every Hugging Face backend through the facade: loaded from a directory or a tokenizer.json,
+// encoding as the JavaScript references do (GPT-2, BERT), serialized and saved and read back.
+TEST(Tokenizer, HuggingFaceTokenizersBehindTheFacade) {
+  const std::vector<std::string> texts{"Hello, world! It's 2024.", "caf\xC3\xA9 na\xC3\xAFve"};
+  const auto gpt2_ids = testing::run_reference(testing::node_reference("gpt2_js_encode.js"), texts);
+  const auto bert_ids = testing::run_reference(testing::node_reference("bert_js_encode.js"), texts);
+  const std::pair<std::string, TokenizerBackend> cases[] = {
+      {testing::npm_reference("gpt2-json"), TokenizerBackend::kTokenizerJson},
+      {testing::npm_reference("gpt2-json/tokenizer.json"), TokenizerBackend::kTokenizerJson},
+      {testing::npm_reference("gpt2-files"), TokenizerBackend::kGpt2Files},
+      {testing::npm_reference("bert-json"), TokenizerBackend::kTokenizerJson},
+      {testing::npm_reference("bert-vocab"), TokenizerBackend::kBertVocab},
+      {testing::spm_references() + "/t5-dir", TokenizerBackend::kHfSentencePiece},
+      {testing::spm_references() + "/llama-dir", TokenizerBackend::kHfSentencePiece}};
+  std::set<uint64_t> hashes;
+  int saved = 0;
+  for (const auto& [path, kind] : cases) {
+    SCOPED_TRACE(path);
+    const auto t = Tokenizer::load(path);
+    EXPECT_EQ(t.kind(), kind);
+    if (path.find("gpt2") != std::string::npos) {
+      for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(t.encode(texts[i], true), gpt2_ids[i].get<std::vector<int64_t>>());
+      EXPECT_EQ(t.decode(t.encode(texts[1])), texts[1]);
+    } else if (path.find("bert") != std::string::npos) {
+      for (size_t i = 0; i < texts.size(); ++i) {
+        if (bert_ids[i].is_null()) continue;
+        EXPECT_EQ(t.encode(bert_ids[i]["text"].get<std::string>(), true), bert_ids[i]["ids"].get<std::vector<int64_t>>());
+      }
+      const Encoding pair = t.encode_pair("a b", "c", true);
+      EXPECT_EQ(pair.type_ids, (std::vector<int64_t>{0, 0, 0, 0, 1, 1}));
+      EXPECT_EQ(t.special().cls, 101);
+      EXPECT_TRUE(t.is_special(101));
+      EXPECT_EQ(t.piece(101), "[CLS]");
+    }
+    // Serialized, saved and read back: the same tokenizer.
+    const auto again = Tokenizer::from_serialized(t.model_bytes(), "bytes");
+    EXPECT_EQ(again.kind(), kind);
+    EXPECT_EQ(again.hash(), t.hash());
+    const auto dir = scratch("saved_" + std::to_string(saved++));
+    t.save(dir.string());
+    const auto reloaded = Tokenizer::load(dir.string());
+    EXPECT_EQ(reloaded.model_bytes(), t.model_bytes());
+    for (const auto& text : texts) {
+      EXPECT_EQ(again.encode(text, true), t.encode(text, true));
+      EXPECT_EQ(reloaded.encode(text, true), t.encode(text, true));
+      const auto pieces = t.encode_pieces(text);
+      const auto ids = t.encode(text);
+      ASSERT_EQ(pieces.size(), ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(t.piece(ids[i]), pieces[i]);
+    }
+    hashes.insert(t.hash());
+  }
+  EXPECT_EQ(hashes.size(), 6u);  // the two GPT-2 tokenizer.json loads are the same tokenizer
+}
+
+TEST(Tokenizer, HuggingFaceSpecialTokensAndConfig) {
+  const auto t5 = Tokenizer::load(testing::spm_references() + "/t5-dir");
+  EXPECT_EQ(t5.sentinel(0), 2099);
+  EXPECT_EQ(t5.sentinel(99), 2000);
+  EXPECT_EQ(t5.special().eos, 1);
+  EXPECT_FALSE(t5.special().bos);
+  EXPECT_EQ(t5.vocab_size(), 2100);
+  EXPECT_EQ(t5.model_max_length(), 512);
+  EXPECT_FALSE(t5.chat_template());
+  const auto llama = Tokenizer::load(testing::spm_references() + "/llama-dir");
+  EXPECT_EQ(llama.special().bos, 1);
+  ASSERT_TRUE(llama.chat_template());
+  EXPECT_EQ(llama.encode("hi", true).front(), 1);
+  EXPECT_EQ(llama.encode("hi").front() == 1, false);
+  EXPECT_NE(error_of([&] { llama.sentinel(0); }).find("no sentinel <extra_id_0> (it has 0)"), std::string::npos);
+  EXPECT_NE(error_of([&] { llama.piece(99999); }).find("id 99999 is not in the vocabulary"), std::string::npos);
+}
+
+TEST(Tokenizer, BadHuggingFaceInputsAreClearErrors) {
+  const auto empty = scratch("no_tokenizer");
+  fs::create_directories(empty);
+  EXPECT_EQ(error_of([&] { Tokenizer::load(empty.string()); }),
+            empty.string() + ": no tokenizer (looked for tokenizer.json, vocab.json + merges.txt, vocab.txt, "
+                             "spiece.model, tokenizer.model)");
+  const auto bad = scratch("bad_tok.json");
+  const std::string json = read_file(testing::npm_reference("bert-json/tokenizer.json"));
+  write_file_atomically(bad.string(), json.substr(0, json.size() / 3));
+  EXPECT_NE(error_of([&] { Tokenizer::load(bad.string()); }).find(bad.string() + ": not valid JSON"), std::string::npos);
+  std::string unsupported = json;
+  unsupported.replace(unsupported.find("\"BertPreTokenizer\""), 18, "\"UnicodeScripts\"");
+  write_file_atomically(bad.string(), unsupported);
+  EXPECT_EQ(error_of([&] { Tokenizer::load(bad.string()); }),
+            bad.string() + ": pre_tokenizer.type: unsupported 'UnicodeScripts' (zoo reads ByteLevel, BertPreTokenizer, "
+                           "Whitespace, WhitespaceSplit, Metaspace, Digits, Punctuation, Split, Sequence)");
+  const auto gpt2 = Tokenizer::load(testing::npm_reference("gpt2-files"));
+  const std::string bytes = gpt2.model_bytes();
+  EXPECT_NE(error_of([&] { Tokenizer::from_serialized(bytes.substr(0, bytes.size() - 100), "rank 0's tokenizer"); })
+                .find("rank 0's tokenizer: truncated tokenizer file container (vocab.json should have"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Tokenizer::load(scratch("absent.model").string()); }).find("cannot open"), std::string::npos);
 }
 
 TEST(Utf8, FindsTheFirstInvalidByte) {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
+#include "base_test_util.h"
 
 namespace zoo {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "interop/hf_config.h"
+#include "interop/hf_model_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto json = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);

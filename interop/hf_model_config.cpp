@@ -1,8 +1,10 @@
-#include "interop/hf_config.h"
+#include "interop/hf_model_config.h"
 
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "text/tokenizer.h"
 
 namespace zoo {
 namespace {
@@ -162,7 +164,7 @@ json config_to_hf(const ModelConfig& c) {
           {"n_positions", c.max_positions}, {"n_ctx", c.max_positions}, {"layer_norm_epsilon", c.norm_eps},
           {"activation_function", act}, {"resid_pdrop", c.dropout}, {"embd_pdrop", c.dropout},
           {"attn_pdrop", c.attention_dropout}, {"initializer_range", c.init_std},
-          {"tie_word_embeddings", c.tie_embeddings}, {"bos_token_id", 2}, {"eos_token_id", 3}};
+          {"tie_word_embeddings", c.tie_embeddings}, {"bos_token_id", SpecialTokens::kBos}, {"eos_token_id", SpecialTokens::kEos}};
   } else if (c.family == Family::kBert) {
     if (c.position != PositionKind::kLearned) none("bert has learned positions");
     if (c.norm != NormKind::kLayerNorm || c.norm_position != NormPosition::kPost) none("bert is post-norm LayerNorm");
@@ -200,7 +202,7 @@ json config_to_hf(const ModelConfig& c) {
           {"num_heads", c.n_heads}, {"relative_attention_num_buckets", c.relative_buckets},
           {"relative_attention_max_distance", c.relative_max_distance}, {"layer_norm_epsilon", c.norm_eps},
           {"feed_forward_proj", ff}, {"tie_word_embeddings", c.tie_embeddings}, {"dropout_rate", c.dropout},
-          {"pad_token_id", c.pad_id}, {"eos_token_id", 3}, {"decoder_start_token_id", c.decoder_start_id},
+          {"pad_token_id", c.pad_id}, {"eos_token_id", SpecialTokens::kEos}, {"decoder_start_token_id", c.decoder_start_id},
           {"is_encoder_decoder", true}};
   } else {
     none("the original Transformer has no Hugging Face model class");

