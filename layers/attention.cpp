@@ -53,28 +53,30 @@ void AttentionImpl::reset() {
   const int64_t hd = options.resolved_head_dim();
   const int64_t q_width = options.n_heads() * hd;
   const int64_t kv_width = options.resolved_n_kv_heads() * hd;
-  auto linear = [&](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(options.bias()));
+  const bool in_bias = options.bias() || options.qkv_bias();
+  auto linear = [&](int64_t in, int64_t out, bool bias) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
   };
   qkv = q = kv = k = v = nullptr;
   if (options.fused_projections() && !options.cross_attention()) {
-    qkv = register_module("qkv", linear(d, q_width + 2 * kv_width));
+    qkv = register_module("qkv", linear(d, q_width + 2 * kv_width, in_bias));
   } else {
-    q = register_module("q", linear(d, q_width));
+    q = register_module("q", linear(d, q_width, in_bias));
     if (options.fused_projections()) {
-      kv = register_module("kv", linear(d, 2 * kv_width));
+      kv = register_module("kv", linear(d, 2 * kv_width, in_bias));
     } else {
-      k = register_module("k", linear(d, kv_width));
-      v = register_module("v", linear(d, kv_width));
+      k = register_module("k", linear(d, kv_width, in_bias));
+      v = register_module("v", linear(d, kv_width, in_bias));
     }
   }
-  out = register_module("out", linear(q_width, d));
+  out = register_module("out", linear(q_width, d, options.bias()));
   rotary = nullptr;
   if (options.rope()) {
     rotary = register_module(
         "rotary", RotaryEmbedding(RotaryEmbeddingOptions(hd)
                                       .base(options.rope_base())
-                                      .layout(options.rope_layout())));
+                                      .layout(options.rope_layout())
+                                      .scaling(options.rope_scaling())));
   }
 }
 

@@ -33,6 +33,9 @@ struct AttentionOptions {
   // One matmul for q, k, v (self) or for k, v (cross): fewer, larger GEMMs.
   TORCH_ARG(bool, fused_projections) = true;
   TORCH_ARG(bool, bias) = true;
+  // Biases on the query, key and value projections even without `bias` (Qwen2: q/k/v biased,
+  // the output projection not).
+  TORCH_ARG(bool, qkv_bias) = false;
   // Multiply scores by 1/sqrt(head_dim). T5 does not (its initialisation absorbs it).
   TORCH_ARG(bool, scaled) = true;
   TORCH_ARG(bool, causal) = false;
@@ -43,6 +46,7 @@ struct AttentionOptions {
   TORCH_ARG(bool, rope) = false;
   TORCH_ARG(double, rope_base) = 10000.0;
   TORCH_ARG(RopeLayout, rope_layout) = RopeLayout::kHalf;
+  TORCH_ARG(RopeScaling, rope_scaling) = {};
   // fused: LibTorch's scaled-dot-product kernel; math: the explicit path tests compare against.
   TORCH_ARG(AttentionBackend, backend) = AttentionBackend::kFused;
 

@@ -1,17 +1,14 @@
 #include "layers/rotary.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include <torch/torch.h>
 
 namespace zoo {
+namespace {
 
-RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
-    : options(options) {
-  reset();
-}
-
-void RotaryEmbeddingImpl::reset() {
+void validate(const RotaryEmbeddingOptions& options) {
   if (options.head_dim() <= 0 || options.head_dim() % 2 != 0) {
     throw std::invalid_argument(
         c10::str("rope: head_dim (", options.head_dim(), ") must be positive and even"));
@@ -19,15 +16,47 @@ void RotaryEmbeddingImpl::reset() {
   if (!(options.base() > 1.0)) {
     throw std::invalid_argument(c10::str("rope: rope_base (", options.base(), ") must be > 1"));
   }
+  if (const auto problem = rope_scaling_problem(options.scaling()); !problem.empty()) {
+    throw std::invalid_argument("rope: " + problem);
+  }
+}
+
+}  // namespace
+
+torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options) {
+  validate(options);
+  const int64_t d = options.head_dim();
+  const auto& s = options.scaling();
+  auto theta = torch::pow(options.base(), -torch::arange(0, d, 2, torch::kDouble) / double(d));
+  switch (s.kind) {
+    case RopeScalingKind::kNone: return theta;
+    case RopeScalingKind::kLinear: return theta / s.factor;
+    case RopeScalingKind::kLlama3: {
+      const double original = static_cast<double>(s.original_max_positions);
+      auto wavelength = 2.0 * M_PI / theta;
+      auto blend = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      auto medium = (1.0 - blend) * theta / s.factor + blend * theta;
+      auto scaled = torch::where(wavelength > original / s.low_freq_factor, theta / s.factor, medium);
+      return torch::where(wavelength < original / s.high_freq_factor, theta, scaled);
+    }
+  }
+  throw std::logic_error("unhandled rope_scaling");
+}
+
+RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
+    : options(options) {
+  reset();
+}
+
+void RotaryEmbeddingImpl::reset() {
+  validate(options);
   cos_ = sin_ = torch::Tensor();
 }
 
 void RotaryEmbeddingImpl::ensure_table(int64_t n, torch::Device device) {
   if (cos_.defined() && cos_.size(0) >= n && cos_.device() == device) return;
   int64_t size = cos_.defined() ? std::max<int64_t>(n, 2 * cos_.size(0)) : std::max<int64_t>(n, 256);
-  const int64_t d = options.head_dim();
-  auto inv_freq = torch::pow(options.base(), -torch::arange(0, d, 2, torch::kDouble) / double(d));
-  auto angle = torch::arange(size, torch::kDouble).unsqueeze(1) * inv_freq;  // (size, d/2)
+  auto angle = torch::arange(size, torch::kDouble).unsqueeze(1) * rope_inverse_frequencies(options);  // (size, d/2)
   cos_ = angle.cos().to(torch::kFloat).to(device);
   sin_ = angle.sin().to(torch::kFloat).to(device);
 }

@@ -6,6 +6,7 @@
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
+#include <torch/types.h>
 
 #include "layers/variants.h"
 
@@ -17,7 +18,18 @@ struct RotaryEmbeddingOptions {
   // theta_i = base^(-2i / head_dim); 10000 in the paper, 500000 in LLaMA 3.
   TORCH_ARG(double, base) = 10000.0;
   TORCH_ARG(RopeLayout, layout) = RopeLayout::kHalf;
+  // Frequencies stretched for longer contexts (position interpolation, LLaMA 3.1).
+  TORCH_ARG(RopeScaling, scaling) = {};
 };
+
+// theta_i for i < head_dim / 2, in double: base^(-2i / head_dim), then scaled. linear divides
+// each by the factor; llama3 (Meta's llama-models apply_scaling for LLaMA 3.1) divides those
+// whose wavelength 2 pi / theta exceeds original_max_positions / low_freq_factor, keeps those
+// under original_max_positions / high_freq_factor, and in between blends the two with weight
+// s = (original_max_positions / wavelength - low_freq_factor) / (high_freq_factor -
+// low_freq_factor): (1 - s) theta / factor + s theta. Throws std::invalid_argument for
+// inconsistent options.
+torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options);
 
 // No parameters: the cos/sin table is built on demand, grown as positions require, and kept
 // on the device of use.

@@ -3,6 +3,8 @@
 // EnumNames (core/enum_names.h, the one naming mechanism); from_string's error lists the
 // accepted spellings.
 
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "core/enum_names.h"
@@ -18,6 +20,10 @@ enum class PositionKind { kNone, kLearned, kSinusoidal, kRope, kAlibi, kRelative
 // half: rotate the first half of each head against the second (GPT-NeoX, LLaMA in HF);
 // interleaved: rotate adjacent pairs (x0,x1), (x2,x3), ... (RoFormer, GPT-J, Meta's LLaMA).
 enum class RopeLayout { kHalf, kInterleaved };
+// How RoPE's frequencies are stretched for contexts longer than the one trained at. linear:
+// every frequency divided by the factor (Chen et al., 2023, position interpolation); llama3:
+// LLaMA 3.1's rule, long wavelengths divided by the factor, short ones kept, a blend between.
+enum class RopeScalingKind { kNone, kLinear, kLlama3 };
 // fused: LibTorch's scaled-dot-product kernel; math: the explicit reference path.
 enum class AttentionBackend { kFused, kMath };
 
@@ -55,6 +61,12 @@ struct EnumNames<RopeLayout> {
                                                                   {"interleaved", RopeLayout::kInterleaved}};
 };
 template <>
+struct EnumNames<RopeScalingKind> {
+  static constexpr const char* kWhat = "rope_scaling";
+  static constexpr std::pair<const char*, RopeScalingKind> kNames[] = {
+      {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3}};
+};
+template <>
 struct EnumNames<AttentionBackend> {
   static constexpr const char* kWhat = "attention_backend";
   static constexpr std::pair<const char*, AttentionBackend> kNames[] = {{"fused", AttentionBackend::kFused},
@@ -62,5 +74,20 @@ struct EnumNames<AttentionBackend> {
 };
 
 bool is_gated(Activation a);
+
+// RoPE frequency scaling, as a model config states it and the rotary layer applies it
+// (layers/rotary.h: rope_inverse_frequencies). Defaults are LLaMA 3.1's except the factor.
+struct RopeScaling {
+  RopeScalingKind kind = RopeScalingKind::kNone;
+  double factor = 1.0;           // linear, llama3: how many times the trained context is stretched
+  double low_freq_factor = 1.0;  // llama3: wavelengths over original_max_positions / this are scaled
+  double high_freq_factor = 4.0;  // llama3: wavelengths under original_max_positions / this are kept
+  int64_t original_max_positions = 8192;  // llama3: the context length the model was trained at
+};
+
+// Empty when `scaling` is consistent, else what is wrong, naming the config keys (rope_scaling,
+// rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_positions)
+// and their values: a kind's own keys out of range, or another kind's keys set.
+std::string rope_scaling_problem(const RopeScaling& scaling);
 
 }  // namespace zoo

@@ -30,17 +30,24 @@ using yaml::format_double;
 using yaml::int_field;
 
 // Any enum, through its one EnumNames table (core/enum_names.h).
-template <typename E>
-Field enum_field(std::string name, E ModelConfig::*member, std::string doc, bool required = false) {
+template <typename E, typename C = ModelConfig>
+yaml::Field<C> enum_field(std::string name, E C::*member, std::string doc, bool required = false) {
   return {name, "one of: " + enum_names_joined<E>(), std::move(doc), required,
-          [member](ModelConfig& c, const YAML::Node& n) {
+          [member](C& c, const YAML::Node& n) {
             try {
               c.*member = from_string<E>(as_string(n));
             } catch (const std::invalid_argument&) {
               throw BadValue{"one of: " + enum_names_joined<E>()};
             }
           },
-          [member](const ModelConfig& c) { return to_string(c.*member); }};
+          [member](const C& c) { return to_string(c.*member); }};
+}
+
+// A key of the RoPE scaling group, kept in ModelConfig::rope_scaling as the rotary layer takes it.
+Field rope_scaling_field(yaml::Field<RopeScaling> f) {
+  return {f.name, f.type, f.doc, f.required,
+          [set = f.set](ModelConfig& c, const YAML::Node& n) { set(c.rope_scaling, n); },
+          [get = f.get](const ModelConfig& c) { return get(c.rope_scaling); }};
 }
 
 const std::vector<Field>& fields() {
@@ -76,6 +83,18 @@ const std::vector<Field>& fields() {
     f.push_back(double_field("rope_base", &ModelConfig::rope_base, "rope: frequency base"));
     f.push_back(enum_field("rope_layout", &ModelConfig::rope_layout,
                               "rope: which features are rotated together"));
+    f.push_back(rope_scaling_field(enum_field("rope_scaling", &RopeScaling::kind,
+                                              "rope: frequency scaling for contexts past the trained one")));
+    f.push_back(rope_scaling_field(double_field("rope_scaling_factor", &RopeScaling::factor,
+                                                "rope_scaling linear, llama3: context stretch factor")));
+    f.push_back(rope_scaling_field(double_field(
+        "rope_low_freq_factor", &RopeScaling::low_freq_factor,
+        "rope_scaling llama3: wavelengths over rope_original_max_positions / this are scaled")));
+    f.push_back(rope_scaling_field(double_field(
+        "rope_high_freq_factor", &RopeScaling::high_freq_factor,
+        "rope_scaling llama3: wavelengths under rope_original_max_positions / this are kept")));
+    f.push_back(rope_scaling_field(int_field("rope_original_max_positions", &RopeScaling::original_max_positions,
+                                             "rope_scaling llama3: the context length trained at")));
     f.push_back(int_field("relative_buckets", &ModelConfig::relative_buckets,
                           "relative: number of position buckets"));
     f.push_back(int_field("relative_max_distance", &ModelConfig::relative_max_distance,
@@ -91,6 +110,8 @@ const std::vector<Field>& fields() {
                    return c.window ? std::to_string(*c.window) : std::string("null");
                  }});
     f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
+    f.push_back(bool_field("qkv_bias", &ModelConfig::qkv_bias,
+                           "biases on the query, key and value projections only (Qwen2), with bias: false"));
     f.push_back(bool_field("tie_embeddings", &ModelConfig::tie_embeddings,
                            "output head shares the token embedding matrix"));
     f.push_back(bool_field("scale_embeddings", &ModelConfig::scale_embeddings,
@@ -208,6 +229,12 @@ void ModelConfig::validate(const std::string& source) const {
       fail("position rope needs an even head dimension, got " + std::to_string(resolved_head_dim()));
     }
     if (!(rope_base > 1.0)) fail("rope_base (" + format_double(rope_base) + ") must be > 1");
+  } else if (rope_scaling.kind != RopeScalingKind::kNone) {
+    fail("rope_scaling " + to_string(rope_scaling.kind) + " applies to position rope, not " + to_string(position));
+  }
+  if (const auto problem = rope_scaling_problem(rope_scaling); !problem.empty()) fail(problem);
+  if (qkv_bias && bias) {
+    fail("qkv_bias adds query/key/value biases to a model without biases; bias: true has them already");
   }
   if (position == PositionKind::kSinusoidal && d_model % 2 != 0) {
     fail("position sinusoidal needs an even d_model, got " + std::to_string(d_model));

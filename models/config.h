@@ -78,11 +78,13 @@ struct ModelConfig {
   PositionKind position = PositionKind::kLearned;
   double rope_base = 10000.0;
   RopeLayout rope_layout = RopeLayout::kHalf;
+  RopeScaling rope_scaling;  // contexts longer than trained at (LLaMA 3.1): the rope_scaling* keys
   int64_t relative_buckets = 32;
   int64_t relative_max_distance = 128;
   Activation activation = Activation::kGELUTanh;
   std::optional<int64_t> window;  // sliding window, causal decoders only
   bool bias = true;               // linear and LayerNorm biases
+  bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
   bool tie_embeddings = true;     // output head shares the token embedding
   bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
   bool scale_attention = true;    // scores / sqrt(head_dim); T5 folds it into its init

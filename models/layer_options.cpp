@@ -8,13 +8,15 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .n_kv_heads(config.n_kv_heads)
                        .head_dim(config.head_dim)
                        .bias(config.bias)
+                       .qkv_bias(config.qkv_bias)
                        .scaled(config.scale_attention)
                        .causal(causal)
                        .window(causal && config.window ? c10::optional<int64_t>(*config.window) : c10::nullopt)
                        .dropout(config.attention_dropout)
                        .rope(config.position == PositionKind::kRope)
                        .rope_base(config.rope_base)
-                       .rope_layout(config.rope_layout);
+                       .rope_layout(config.rope_layout)
+                       .rope_scaling(config.rope_scaling);
   auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
                           .activation(config.activation)
                           .bias(config.bias)

@@ -88,8 +88,11 @@ std::string describe(const ModelConfig& c) {
   if (!c.scale_attention) s << ", unscaled";
   s << "\n";
   s << "norm: " << to_string(c.norm) << " (" << to_string(c.norm_position) << "-norm, eps "
-    << c.norm_eps << "), position: " << to_string(c.position)
-    << ", activation: " << to_string(c.activation) << ", bias: " << (c.bias ? "yes" : "no")
+    << c.norm_eps << "), position: " << to_string(c.position);
+  if (c.rope_scaling.kind != RopeScalingKind::kNone) {
+    s << " (" << to_string(c.rope_scaling.kind) << " scaling x" << c.rope_scaling.factor << ")";
+  }
+  s << ", activation: " << to_string(c.activation) << ", bias: " << (c.bias ? "yes" : c.qkv_bias ? "q/k/v only" : "no")
     << ", head: " << (c.tie_embeddings ? "tied" : "untied") << "\n";
   return s.str();
 }

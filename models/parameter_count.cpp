@@ -17,8 +17,10 @@ int64_t attention(const ModelConfig& c, bool cross) {
   const int64_t hd = c.resolved_head_dim();
   const int64_t q = c.n_heads * hd, kv = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
   // Self-attention projects q, k and v together; cross-attention q apart from k and v.
-  const int64_t in = cross ? linear(c.d_model, q, c.bias) + linear(c.d_model, 2 * kv, c.bias)
-                           : linear(c.d_model, q + 2 * kv, c.bias);
+  // qkv_bias (Qwen2) biases those projections and not the output.
+  const bool in_bias = c.bias || c.qkv_bias;
+  const int64_t in = cross ? linear(c.d_model, q, in_bias) + linear(c.d_model, 2 * kv, in_bias)
+                           : linear(c.d_model, q + 2 * kv, in_bias);
   return in + linear(q, c.d_model, c.bias);
 }
 

@@ -39,6 +39,15 @@ std::map<std::string, torch::Tensor> python_reference(const std::string& script,
   return tensors;
 }
 
+ModelConfig at_test_size(ModelConfig c) {
+  if (c.vocab_size > 1000) c.vocab_size = 1000;
+  while (c.d_model > 1024) c.d_model /= 2, c.d_ff /= 2;  // heads keep their count, narrower
+  if (c.n_layers > 2) c.n_layers = 2;
+  if (c.encoder_layers > 2) c.encoder_layers = 2;
+  if (c.decoder_layers > 3) c.decoder_layers = 3;
+  return c;
+}
+
 void copy_into(torch::nn::Module& module, const std::string& name, const torch::Tensor& source) {
   torch::NoGradGuard no_grad;
   auto params = module.named_parameters();

@@ -13,6 +13,7 @@
 
 #include "base_test_util.h"
 #include "layers/variants.h"
+#include "models/config.h"
 
 namespace zoo {
 // Readable test names and messages for parameterised tests over variants.
@@ -36,6 +37,10 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
 // tensors (names with '.' stored as '__'), which C++ reads back with torch::jit::load.
 std::map<std::string, torch::Tensor> python_reference(const std::string& script,
                                                       const std::vector<std::string>& args = {});
+
+// `config` small enough to build in moments, its variants kept: at most 1000 tokens of
+// vocabulary, 2 layers (3 decoder layers), d_model and d_ff halved until d_model is 1024 or less.
+ModelConfig at_test_size(ModelConfig config);
 
 // Copies `source` into the parameter or buffer `name` of `module` (shapes must match).
 void copy_into(torch::nn::Module& module, const std::string& name, const torch::Tensor& source);

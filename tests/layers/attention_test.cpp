@@ -205,6 +205,24 @@ TEST(Attention, FusedAndMathBackendsAgreeWithEveryInput) {
             1e-5);
 }
 
+// Qwen2: q, k and v projections biased, the output projection not; the biases reach the output.
+TEST(Attention, QkvBiasBiasesTheInputProjectionsOnly) {
+  Attention self(AttentionOptions(8, 2).n_kv_heads(1).bias(false).qkv_bias(true).causal(true));
+  ASSERT_TRUE(self->qkv->bias.defined());
+  EXPECT_EQ(self->qkv->bias.size(0), 8 + 2 * 4);
+  EXPECT_FALSE(self->out->bias.defined());
+  Attention cross(AttentionOptions(8, 2).bias(false).qkv_bias(true).cross_attention(true));
+  EXPECT_TRUE(cross->q->bias.defined() && cross->kv->bias.defined());
+  EXPECT_FALSE(cross->out->bias.defined());
+  auto x = torch::randn({1, 5, 8});
+  auto expected = reference_attention(self, x, band(5, 0));
+  EXPECT_LE(max_abs_diff(self->forward(x), expected), 1e-5);
+  torch::NoGradGuard no_grad;
+  auto before = self->forward(x);
+  self->qkv->bias.fill_(0.5);
+  EXPECT_GT(max_abs_diff(self->forward(x), before), 1e-3);
+}
+
 TEST(Attention, UnscaledMatchesExplicitScores) {
   // T5 does not divide scores by sqrt(head_dim).
   Attention attn(AttentionOptions(8, 2).scaled(false).bias(false));

@@ -75,5 +75,54 @@ TEST(RotaryEmbedding, RejectsOddHeadDim) {
   EXPECT_THROW(RotaryEmbedding(RotaryEmbeddingOptions(8).base(1.0)), std::invalid_argument);
 }
 
+RopeScaling llama3(double factor, int64_t original) {
+  RopeScaling s;
+  s.kind = RopeScalingKind::kLlama3, s.factor = factor, s.original_max_positions = original;
+  return s;  // low_freq_factor 1, high_freq_factor 4, as LLaMA 3.1
+}
+
+// LLaMA 3.1's rule worked by hand. head_dim 16, base 10^4, factor 8, original context 100:
+// theta_i = 10^(-i/2); wavelengths 2 pi / theta under 100 / 4 = 25 are kept (i = 0, 1), over
+// 100 / 1 divided by 8 (i >= 3), and theta_2 = 0.1 (wavelength 62.83) is blended with
+// s = (100 / 62.83 - 1) / (4 - 1) = 0.1971831: (1 - s) 0.1 / 8 + s 0.1 = 0.0297535.
+TEST(RotaryEmbedding, Llama3ScalingKeepsHighFrequenciesAndDividesLowOnes) {
+  auto theta = rope_inverse_frequencies(RotaryEmbeddingOptions(16).base(1e4).scaling(llama3(8, 100)));
+  ASSERT_EQ(theta.size(0), 8);
+  const double expected[] = {1.0, std::pow(10.0, -0.5), 0.029753525068469, std::pow(10.0, -1.5) / 8,
+                             1e-2 / 8, std::pow(10.0, -2.5) / 8, 1e-3 / 8, std::pow(10.0, -3.5) / 8};
+  for (int64_t i = 0; i < 8; ++i) EXPECT_NEAR(theta[i].item<double>(), expected[i], 1e-12) << i;
+  // Llama 3.2 (head_dim 128, base 500000, factor 32, original 8192): theta_32 = 500000^-0.5 =
+  // 0.00141421, wavelength 4442.88 between 2048 and 8192, s = (8192 / 4442.88 - 1) / 3 = 0.281283,
+  // (1 - s) theta / 32 + s theta = 0.000429557. theta_28 (wavelength 1956) is kept, theta_35
+  // (8219) divided by the factor.
+  auto real = rope_inverse_frequencies(RotaryEmbeddingOptions(128).base(5e5).scaling(llama3(32, 8192)));
+  EXPECT_NEAR(real[32].item<double>(), 0.001414213562373 * (0.718717394836749 / 32 + 0.281282605163251), 1e-15);
+  EXPECT_DOUBLE_EQ(real[28].item<double>(), std::pow(5e5, -28.0 / 64));
+  EXPECT_DOUBLE_EQ(real[35].item<double>(), std::pow(5e5, -35.0 / 64) / 32);
+}
+
+// Linear scaling is position interpolation: position p turns as p / factor did unscaled.
+TEST(RotaryEmbedding, LinearScalingDividesPositions) {
+  RopeScaling linear;
+  linear.kind = RopeScalingKind::kLinear, linear.factor = 2.0;
+  RotaryEmbedding scaled(RotaryEmbeddingOptions(8).scaling(linear));
+  RotaryEmbedding plain(RotaryEmbeddingOptions(8));
+  auto x = torch::randn({1, 2, 3, 8}, torch::kDouble);
+  EXPECT_LE(max_abs_diff(scaled->forward(x, torch::tensor({6, 10, 14})), plain->forward(x, torch::tensor({3, 5, 7}))),
+            1e-6);
+  EXPECT_GT(max_abs_diff(scaled->forward(x, 6), plain->forward(x, 6)), 1e-2);
+}
+
+TEST(RotaryEmbedding, RejectsInconsistentScaling) {
+  auto bad = llama3(8, 8192);
+  bad.high_freq_factor = 1.0;
+  EXPECT_EQ(testing::error_of([&] { RotaryEmbedding(RotaryEmbeddingOptions(8).scaling(bad)); }),
+            "rope: rope_high_freq_factor (1) must exceed rope_low_freq_factor (1)");
+  RopeScaling stray;
+  stray.factor = 4.0;  // with kind none
+  EXPECT_EQ(testing::error_of([&] { rope_inverse_frequencies(RotaryEmbeddingOptions(8).scaling(stray)); }),
+            "rope: rope_scaling_factor (4) applies to rope_scaling linear or llama3, not none");
+}
+
 }  // namespace
 }  // namespace zoo

@@ -92,6 +92,36 @@ TEST(ModelConfig, InconsistentValuesAreNamed) {
   EXPECT_EQ(error_of(t5 + "decoder_layers: -1\n"), "x.yaml: decoder_layers (-1) must not be negative");
 }
 
+// RoPE scaling (LLaMA 3.1) and q/k/v biases alone (Qwen2): read, and refused where they do not fit.
+TEST(ModelConfig, RopeScalingAndQkvBias) {
+  const std::string rope = std::string(kGood) + "position: rope\n";
+  auto c = parse_config(rope + "rope_scaling: llama3\nrope_scaling_factor: 32\nrope_original_max_positions: 4096\n"
+                               "bias: false\nqkv_bias: true\n", "x.yaml");
+  EXPECT_EQ(c.rope_scaling.kind, RopeScalingKind::kLlama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_positions, 4096);
+  EXPECT_TRUE(c.qkv_bias);
+  const std::string llama3 = rope + "rope_scaling: llama3\n";
+  const std::pair<std::string, std::string> refused[] = {
+      {rope + "rope_scaling: yarn\n", "x.yaml:8: rope_scaling: expected one of: none, linear, llama3, got 'yarn'"},
+      {std::string(kGood) + "rope_scaling: linear\n", "x.yaml: rope_scaling linear applies to position rope, not learned"},
+      {rope + "rope_scaling_factor: 8\n",
+       "x.yaml: rope_scaling_factor (8) applies to rope_scaling linear or llama3, not none"},
+      {rope + "rope_scaling: linear\nrope_low_freq_factor: 2\n",
+       "x.yaml: rope_low_freq_factor applies to rope_scaling llama3, not linear"},
+      {rope + "rope_scaling: linear\nrope_scaling_factor: 0.5\n",
+       "x.yaml: rope_scaling_factor (0.5) must be >= 1 for rope_scaling linear"},
+      {llama3 + "rope_high_freq_factor: 0.5\n", "x.yaml: rope_high_freq_factor (0.5) must exceed rope_low_freq_factor (1)"},
+      {llama3 + "rope_low_freq_factor: 0\n", "x.yaml: rope_low_freq_factor (0) must be positive"},
+      {llama3 + "rope_original_max_positions: -1\n", "x.yaml: rope_original_max_positions (-1) must be positive"},
+      {std::string(kGood) + "qkv_bias: true\n",
+       "x.yaml: qkv_bias adds query/key/value biases to a model without biases; bias: true has them already"},
+  };
+  for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
+}
+
 // The weights' size is stated before anything is allocated.
 TEST(ModelConfig, AModelLargerThanMemoryIsRefusedBeforeAllocating) {
   ModelConfig huge = parse_config(std::string(kGood), "x.yaml");
@@ -147,16 +177,21 @@ TEST(ModelConfig, OverridesUseTheSameChecks) {
 }
 
 TEST(ModelConfig, ResolvedYamlRoundTrips) {
-  auto c = parse_config(std::string(kGood) + "window: 16\nposition: rope\nnorm: rmsnorm\n", "x.yaml");
+  auto c = parse_config(std::string(kGood) + "window: 16\nposition: rope\nnorm: rmsnorm\nrope_scaling: llama3\n"
+                                               "rope_high_freq_factor: 8\nbias: false\nqkv_bias: true\n", "x.yaml");
   auto again = parse_config(to_yaml(c), "resolved");
   EXPECT_EQ(to_yaml(again), to_yaml(c));
   EXPECT_EQ(again.window.value_or(-1), 16);
   EXPECT_EQ(again.norm, NormKind::kRMSNorm);
+  EXPECT_EQ(again.rope_scaling.kind, RopeScalingKind::kLlama3);
+  EXPECT_DOUBLE_EQ(again.rope_scaling.high_freq_factor, 8.0);
+  EXPECT_TRUE(again.qkv_bias);
 }
 
 TEST(ModelConfig, SchemaDocumentsEveryKeyWithDefaults) {
   auto doc = schema_documentation();
-  for (const char* key : {"family", "d_model", "n_kv_heads", "window", "norm_position", "init"}) {
+  for (const char* key : {"family", "d_model", "n_kv_heads", "window", "norm_position", "init", "rope_scaling",
+                          "rope_original_max_positions", "qkv_bias"}) {
     EXPECT_NE(doc.find(std::string("\n") + key + " ("), std::string::npos) << key;
   }
   // Per-family defaults where they differ: bert / gpt / t5 / transformer.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "models/parameter_count.h"
 #include "test_util.h"
 
 namespace zoo {
@@ -38,7 +39,8 @@ TEST(ParameterCount, TiedHeadSharesTheEmbedding) {
   EXPECT_EQ(count_for("gpt2-small", {"tie_embeddings=false"}) - count_for("gpt2-small"), 50257 * 768);
 }
 
-// Every shipped config builds and maps tokens to logits of the right shape.
+// Every shipped config builds and maps tokens to logits of the right shape; those of real models
+// past 400 M parameters at test size.
 TEST(ShippedConfigs, EveryConfigBuildsAndRuns) {
   const auto dir = std::filesystem::path(ZOO_SOURCE_DIR) / "configs";
   int seen = 0;
@@ -47,6 +49,7 @@ TEST(ShippedConfigs, EveryConfigBuildsAndRuns) {
     ++seen;
     SCOPED_TRACE(entry.path().filename().string());
     auto config = load_config(entry.path().string());
+    if (count_parameters(config) > 400'000'000) config = testing::at_test_size(config);
     auto model = build_model(config);
     model.module()->eval();
     torch::NoGradGuard no_grad;
@@ -72,6 +75,11 @@ TEST(ShippedConfigs, DescribeNamesTheVariants) {
   EXPECT_NE(text.find("GQA"), std::string::npos) << text;
   EXPECT_NE(text.find("sliding window 64"), std::string::npos) << text;
   EXPECT_NE(text.find("rmsnorm (pre-norm"), std::string::npos) << text;
+  auto scaled = load_config(find_config("llama-tiny"));
+  for (const char* o : {"rope_scaling=llama3", "rope_scaling_factor=32", "qkv_bias=true"}) apply_override(scaled, o);
+  text = describe(scaled);
+  EXPECT_NE(text.find("position: rope (llama3 scaling x32)"), std::string::npos) << text;
+  EXPECT_NE(text.find("bias: q/k/v only, head: untied"), std::string::npos) << text;
 }
 
 TEST(Initialisation, FollowsEachFamilysRecipe) {
