@@ -69,6 +69,11 @@ int export_command(const ExportArgs& a) {
   const bool replacing = check_output(a.out, OutputKind::kTorchScriptFile, a.overwrite) == OutputState::kReplace;
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
+  // The TorchScript source builds its RoPE tables from rope_base alone: refused, not exported wrong.
+  if (const auto kind = c.model.config.rope_scaling.kind; kind != RopeScalingKind::kNone) {
+    throw ConfigError(dir + ": the TorchScript export does not apply rope_scaling " + to_string(kind) +
+                      " yet; its outputs would differ from zoo's");
+  }
   export_torchscript(c.model, a.out, c.tokenizer_bytes);
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;

@@ -1,5 +1,8 @@
 #include "interop/hf_model_config.h"
 
+#include <algorithm>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,22 +14,52 @@ namespace {
 
 using nlohmann::json;
 
+// A JSON value as the file spells it, shortened for messages.
+std::string shown(const json& value) {
+  const std::string text = value.dump();
+  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+}
+
+// Each JSON type a key may hold: nlohmann would turn 2.5 into the integer 2 without a word.
 template <typename T>
-T get(const json& config, const char* key, const std::string& source) {
-  if (!config.contains(key) || config[key].is_null()) {
-    throw ConfigError(source + ": missing key '" + key + "'");
+struct JsonType;
+template <>
+struct JsonType<int64_t> {
+  static bool holds(const json& v) { return v.is_number_integer(); }
+  static constexpr const char* kName = "an integer";
+};
+template <>
+struct JsonType<double> {
+  static bool holds(const json& v) { return v.is_number(); }
+  static constexpr const char* kName = "a number";
+};
+template <>
+struct JsonType<bool> {
+  static bool holds(const json& v) { return v.is_boolean(); }
+  static constexpr const char* kName = "true or false";
+};
+template <>
+struct JsonType<std::string> {
+  static bool holds(const json& v) { return v.is_string(); }
+  static constexpr const char* kName = "a string";
+};
+
+bool present(const json& object, const char* key) { return object.contains(key) && !object[key].is_null(); }
+
+// object[key] as T; `prefix` names the enclosing object in messages ("rope_scaling.").
+template <typename T>
+T get(const json& object, const char* key, const std::string& source, const std::string& prefix = "") {
+  if (!present(object, key)) throw ConfigError(source + ": missing key '" + prefix + key + "'");
+  const json& value = object[key];
+  if (!JsonType<T>::holds(value)) {
+    throw ConfigError(source + ": key '" + prefix + key + "' must be " + JsonType<T>::kName + ", got " + shown(value));
   }
-  try {
-    return config[key].get<T>();
-  } catch (const json::exception&) {
-    throw ConfigError(source + ": key '" + std::string(key) + "' has the wrong type");
-  }
+  return value.get<T>();
 }
 
 template <typename T>
-T get_or(const json& config, const char* key, T fallback, const std::string& source) {
-  if (!config.contains(key) || config[key].is_null()) return fallback;
-  return get<T>(config, key, source);
+T get_or(const json& object, const char* key, T fallback, const std::string& source, const std::string& prefix = "") {
+  return present(object, key) ? get<T>(object, key, source, prefix) : fallback;
 }
 
 std::string architecture(const json& config, const std::string& source) {
@@ -54,6 +87,225 @@ std::string activation_to_hf(Activation activation) {
   for (const auto& [n, a] : kActivations)
     if (a == activation) return n;
   return "";
+}
+
+// The LLaMA family in Hugging Face: one layout (pre-norm RMSNorm, RoPE rotating half against
+// half, SwiGLU, grouped-query attention, no biases), three model types with a feature each:
+// Mistral a sliding window, Qwen2 biases on q, k and v. zoo builds all three as family gpt.
+enum class LlamaType { kLlama, kMistral, kQwen2 };
+
+}  // namespace
+
+template <>
+struct EnumNames<LlamaType> {
+  static constexpr const char* kWhat = "model_type";
+  static constexpr std::pair<const char*, LlamaType> kNames[] = {
+      {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2}};
+};
+
+namespace {
+
+const char* causal_lm_class(LlamaType type) {
+  switch (type) {
+    case LlamaType::kLlama: return "LlamaForCausalLM";
+    case LlamaType::kMistral: return "MistralForCausalLM";
+    case LlamaType::kQwen2: return "Qwen2ForCausalLM";
+  }
+  return "";
+}
+
+// transformers' default max_position_embeddings (LlamaConfig, MistralConfig, Qwen2Config).
+int64_t default_max_positions(LlamaType type) {
+  switch (type) {
+    case LlamaType::kLlama: return 2048;
+    case LlamaType::kMistral: return 4096 * 32;
+    case LlamaType::kQwen2: return 32768;
+  }
+  return 0;
+}
+
+// RoPE's base and scaling: rope_theta and rope_scaling (transformers 4), or both inside
+// rope_parameters (transformers 5). rope_type "default" (or none at all) is unscaled.
+void rope_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
+  const bool v5 = present(hf, "rope_parameters");
+  const std::string key = v5 ? "rope_parameters" : "rope_scaling";
+  const std::string prefix = key + ".";
+  c.rope_base = v5 ? get_or<double>(hf[key], "rope_theta", 10000.0, source, prefix)
+                   : get_or<double>(hf, "rope_theta", 10000.0, source);
+  if (!present(hf, key.c_str())) return;
+  const json& rope = hf[key];
+  if (!rope.is_object()) throw ConfigError(source + ": key '" + key + "' must be an object or null, got " + shown(rope));
+  // Older files say "type", newer ones "rope_type".
+  const char* kind_key = rope.contains("type") && !rope.contains("rope_type") ? "type" : "rope_type";
+  if (v5 && !rope.contains(kind_key)) return;
+  const auto kind = get<std::string>(rope, kind_key, source, prefix);
+  RopeScaling& s = c.rope_scaling;
+  if (kind == "default") {
+    s.kind = RopeScalingKind::kNone;
+  } else if (kind == "linear") {
+    s.kind = RopeScalingKind::kLinear;
+    s.factor = get<double>(rope, "factor", source, prefix);
+  } else if (kind == "llama3") {
+    s.kind = RopeScalingKind::kLlama3;
+    s.factor = get<double>(rope, "factor", source, prefix);
+    s.low_freq_factor = get<double>(rope, "low_freq_factor", source, prefix);
+    s.high_freq_factor = get<double>(rope, "high_freq_factor", source, prefix);
+    s.original_max_positions = get<int64_t>(rope, "original_max_position_embeddings", source, prefix);
+  } else {
+    throw ConfigError(source + ": " + prefix + kind_key + " '" + kind +
+                      "' is not supported (zoo implements default, linear and llama3)");
+  }
+}
+
+// pad_token_id becomes the model's pad_id; bos_token_id and eos_token_id (an id or, for eos, a
+// list of ids) belong to the tokenizer, so they are only checked.
+void special_tokens_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
+  if (present(hf, "pad_token_id")) {
+    const auto pad = get<int64_t>(hf, "pad_token_id", source);
+    if (pad < 0 || pad >= c.vocab_size) {
+      throw ConfigError(source + ": key 'pad_token_id' (" + std::to_string(pad) +
+                        ") must be a token id below vocab_size (" + std::to_string(c.vocab_size) + ")");
+    }
+    c.pad_id = pad;
+  }
+  get_or<int64_t>(hf, "bos_token_id", 0, source);
+  if (present(hf, "eos_token_id") && hf["eos_token_id"].is_array()) {
+    for (const auto& id : hf["eos_token_id"]) {
+      if (!id.is_number_integer()) {
+        throw ConfigError(source + ": key 'eos_token_id' must be an integer or a list of integers, got " +
+                          shown(hf["eos_token_id"]));
+      }
+    }
+  } else {
+    get_or<int64_t>(hf, "eos_token_id", 0, source);
+  }
+}
+
+ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arch, const std::string& source) {
+  const std::string type_name = to_string(type);
+  if (!arch.empty() && arch != causal_lm_class(type)) {
+    throw ConfigError(source + ": architecture '" + arch + "' is not supported for " + type_name + " (" +
+                      causal_lm_class(type) + ")");
+  }
+  ModelConfig c = family_defaults(Family::kGpt);
+  c.norm = NormKind::kRMSNorm, c.norm_position = NormPosition::kPre;
+  c.position = PositionKind::kRope, c.rope_layout = RopeLayout::kHalf;
+  c.activation = Activation::kSwiGLU, c.bias = false, c.init = InitScheme::kNormal, c.dropout = 0.0;
+  c.vocab_size = get<int64_t>(hf, "vocab_size", source);
+  c.d_model = get<int64_t>(hf, "hidden_size", source);
+  c.n_layers = get<int64_t>(hf, "num_hidden_layers", source);
+  c.n_heads = get<int64_t>(hf, "num_attention_heads", source);
+  c.n_kv_heads = get_or<int64_t>(hf, "num_key_value_heads", c.n_heads, source);
+  c.head_dim = get_or<int64_t>(hf, "head_dim", 0, source);
+  if (c.n_heads > 0 && c.d_model % c.n_heads == 0 && c.head_dim == c.d_model / c.n_heads) c.head_dim = 0;  // the default
+  c.d_ff = get<int64_t>(hf, "intermediate_size", source);
+  c.max_positions = get_or<int64_t>(hf, "max_position_embeddings", default_max_positions(type), source);
+  c.norm_eps = get_or<double>(hf, "rms_norm_eps", 1e-6, source);
+  rope_from_hf(hf, c, source);
+  const auto act = get_or<std::string>(hf, "hidden_act", "silu", source);
+  if (act != "silu") {
+    throw ConfigError(source + ": hidden_act '" + act + "' is not supported for " + type_name +
+                      " (zoo's SwiGLU feed-forward gates with silu)");
+  }
+  c.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", false, source);  // each config class's default
+  c.attention_dropout = get_or<double>(hf, "attention_dropout", 0.0, source);
+  c.init_std = get_or<double>(hf, "initializer_range", 0.02, source);
+  special_tokens_from_hf(hf, c, source);
+  // A sliding window: null or a number of keys, the query's own included.
+  auto window = [&](int64_t fallback) -> std::optional<int64_t> {
+    if (!hf.contains("sliding_window")) return fallback;
+    if (hf["sliding_window"].is_null()) return std::nullopt;
+    return get<int64_t>(hf, "sliding_window", source);
+  };
+  switch (type) {
+    case LlamaType::kLlama: {
+      // zoo biases every projection or none: both flags true, or both false.
+      const bool attention_bias = get_or<bool>(hf, "attention_bias", false, source);
+      const bool mlp_bias = get_or<bool>(hf, "mlp_bias", false, source);
+      if (attention_bias != mlp_bias) {
+        throw ConfigError(source + ": attention_bias (" + (attention_bias ? "true" : "false") + ") with mlp_bias (" +
+                          (mlp_bias ? "true" : "false") +
+                          ") is not supported: zoo has biases on every projection (both true) or none (both false)");
+      }
+      c.bias = attention_bias;
+      break;
+    }
+    case LlamaType::kMistral: c.window = window(4096); break;
+    case LlamaType::kQwen2: {
+      c.qkv_bias = true;
+      if (!get_or<bool>(hf, "use_sliding_window", false, source)) break;
+      // transformers slides the window in layers max_window_layers and up only; newer files
+      // spell that out as layer_types.
+      int64_t full = get_or<int64_t>(hf, "max_window_layers", 28, source), sliding = 0;
+      if (present(hf, "layer_types")) {
+        if (!hf["layer_types"].is_array()) {
+          throw ConfigError(source + ": key 'layer_types' must be a list, got " + shown(hf["layer_types"]));
+        }
+        full = 0;
+        for (const auto& kind : hf["layer_types"]) {
+          if (kind == "full_attention") ++full;
+          else if (kind == "sliding_attention") ++sliding;
+          else throw ConfigError(source + ": layer_types holds " + shown(kind) + " (full_attention or sliding_attention)");
+        }
+      } else {
+        full = std::min(std::max<int64_t>(full, 0), c.n_layers);
+        sliding = c.n_layers - full;
+      }
+      if (full > 0 && sliding > 0) {
+        throw ConfigError(source + ": use_sliding_window with " + std::to_string(full) + " full and " +
+                          std::to_string(sliding) + " sliding layers (max_window_layers, layer_types) is not "
+                          "supported: zoo has one window for every layer");
+      }
+      if (sliding > 0) c.window = window(4096);
+      break;
+    }
+  }
+  return c;
+}
+
+// The LLaMA-family config.json of a family gpt config with rotary positions.
+json llama_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
+  if (c.rope_layout != RopeLayout::kHalf) none("Hugging Face's LLaMA rotates half against half (rope_layout half)");
+  if (c.norm != NormKind::kRMSNorm || c.norm_position != NormPosition::kPre || c.activation != Activation::kSwiGLU ||
+      c.scale_embeddings || !c.scale_attention) {
+    none("the LLaMA family is pre-norm RMSNorm with a swiglu feed-forward, unscaled embeddings and scaled attention");
+  }
+  if (c.bias && c.window) none("Mistral has no biases");
+  const LlamaType type = c.qkv_bias ? LlamaType::kQwen2 : c.window ? LlamaType::kMistral : LlamaType::kLlama;
+  json rope_scaling;  // null unless scaled
+  switch (c.rope_scaling.kind) {
+    case RopeScalingKind::kNone: break;
+    case RopeScalingKind::kLinear: rope_scaling = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}}; break;
+    case RopeScalingKind::kLlama3:
+      rope_scaling = {{"rope_type", "llama3"},
+                      {"factor", c.rope_scaling.factor},
+                      {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                      {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                      {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
+      break;
+  }
+  json hf = {{"model_type", to_string(type)}, {"architectures", {causal_lm_class(type)}},
+             {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"intermediate_size", c.d_ff},
+             {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
+             {"num_key_value_heads", c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads}, {"head_dim", c.resolved_head_dim()},
+             {"max_position_embeddings", c.max_positions}, {"rms_norm_eps", c.norm_eps}, {"rope_theta", c.rope_base},
+             {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", c.tie_embeddings},
+             {"attention_dropout", c.attention_dropout}, {"initializer_range", c.init_std},
+             {"pad_token_id", c.pad_id}, {"bos_token_id", SpecialTokens::kBos}, {"eos_token_id", SpecialTokens::kEos},
+             {"torch_dtype", "float32"}};
+  switch (type) {
+    case LlamaType::kLlama:
+      hf["attention_bias"] = c.bias;
+      hf["mlp_bias"] = c.bias;
+      break;
+    case LlamaType::kMistral: hf["sliding_window"] = *c.window; break;
+    case LlamaType::kQwen2:
+      hf["use_sliding_window"] = c.window.has_value();
+      hf["sliding_window"] = c.window ? json(*c.window) : json(nullptr);
+      hf["max_window_layers"] = c.window ? 0 : c.n_layers;  // the window from layer 0, or in none
+      break;
+  }
+  return hf;
 }
 
 }  // namespace
@@ -135,9 +387,11 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     c.dropout = c.attention_dropout = get_or<double>(hf, "dropout_rate", 0.1, source);
     c.pad_id = get_or<int64_t>(hf, "pad_token_id", 0, source);
     c.decoder_start_id = get_or<int64_t>(hf, "decoder_start_token_id", 0, source);
-    if (hf.contains("n_positions")) c.max_positions = std::max<int64_t>(c.max_positions, hf["n_positions"].get<int64_t>());
+    c.max_positions = std::max<int64_t>(c.max_positions, get_or<int64_t>(hf, "n_positions", 0, source));
+  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+    c = llama_from_hf(hf, from_string<LlamaType>(type), arch, source);
   } else {
-    throw ConfigError(source + ": model_type '" + type + "' is not supported (gpt2, bert, t5)");
+    throw ConfigError(source + ": model_type '" + type + "' is not supported (gpt2, bert, t5, llama, mistral, qwen2)");
   }
   c.name = type + (arch.empty() ? "" : " (" + arch + ")");
   c.validate(source);
@@ -148,8 +402,10 @@ json config_to_hf(const ModelConfig& c) {
   auto none = [&](const std::string& what) {
     throw ConfigError("config '" + c.name + "' has no Hugging Face equivalent: " + what);
   };
+  if (c.family == Family::kGpt && c.position == PositionKind::kRope) return llama_to_hf(c, none);
   const bool mha = c.n_kv_heads == 0 || c.n_kv_heads == c.n_heads;
   if (!mha) none("grouped-query attention");
+  if (c.qkv_bias) none("biases on q, k and v alone (qkv_bias) are Qwen2's");
   json hf;
   if (c.family == Family::kGpt) {
     if (c.position != PositionKind::kLearned) none("gpt2 has learned positions");

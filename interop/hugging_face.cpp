@@ -17,11 +17,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // One zoo parameter made of Hugging Face tensors: concatenated along rows, each transposed
-// first when `transpose` (Conv1D).
+// first when `transpose` (Conv1D). `rows` gives each part's rows where they differ (grouped-
+// query q, k, v); empty for equal parts.
 struct TensorMap {
   std::string zoo;
   std::vector<std::string> hf;
   bool transpose = false;
+  std::vector<int64_t> rows;
 };
 
 // The prefix a family's base model sits under in a file with a head ("transformer.", "bert.").
@@ -34,36 +36,61 @@ std::string base_prefix(const ModelConfig& c, const std::map<std::string, torch:
 std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base) {
   std::vector<TensorMap> m;
   auto add = [&](std::string zoo, std::vector<std::string> hf, bool transpose = false) {
-    m.push_back({std::move(zoo), std::move(hf), transpose});
+    m.push_back({std::move(zoo), std::move(hf), transpose, {}});
   };
-  auto norm = [&](const std::string& zoo, const std::string& hf, bool bias) {
+  // A weight, and its bias when `bias` (norms, and linears named alike).
+  auto weights = [&](const std::string& zoo, const std::string& hf, bool bias) {
     add(zoo + ".weight", {hf + ".weight"});
     if (bias) add(zoo + ".bias", {hf + ".bias"});
   };
-  if (c.family == Family::kGpt) {
+  if (c.family == Family::kGpt && c.position == PositionKind::kRope) {
+    // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: separate q/k/v (k and v narrower
+    // under grouped-query attention) into zoo's fused projection.
+    const int64_t hd = c.resolved_head_dim(), kv_rows = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
+    const std::vector<int64_t> qkv_rows = {c.n_heads * hd, kv_rows, kv_rows};
+    add("token_embedding.weight", {"model.embed_tokens.weight"});
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      const std::string z = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+      const std::string a = h + "self_attn.";
+      weights(z + "self_attn_norm", h + "input_layernorm", false);
+      auto qkv = [&](const std::string& kind) {
+        m.push_back({z + "self_attn.qkv" + kind, {a + "q_proj" + kind, a + "k_proj" + kind, a + "v_proj" + kind},
+                     false, qkv_rows});
+      };
+      qkv(".weight");
+      if (c.bias || c.qkv_bias) qkv(".bias");
+      weights(z + "self_attn.out", a + "o_proj", c.bias);
+      weights(z + "ff_norm", h + "post_attention_layernorm", false);
+      weights(z + "ff.gate", h + "mlp.gate_proj", c.bias);
+      weights(z + "ff.up", h + "mlp.up_proj", c.bias);
+      weights(z + "ff.down", h + "mlp.down_proj", c.bias);
+    }
+    weights("final_norm", "model.norm", false);
+    if (!c.tie_embeddings) add("lm_head.weight", {"lm_head.weight"});
+  } else if (c.family == Family::kGpt) {
     add("token_embedding.weight", {base + "wte.weight"});
     add("positions.learned.embedding.weight", {base + "wpe.weight"});
     for (int64_t i = 0; i < c.n_layers; ++i) {
       const std::string z = "blocks." + std::to_string(i) + ".", h = base + "h." + std::to_string(i) + ".";
-      norm(z + "self_attn_norm", h + "ln_1", true);
+      weights(z + "self_attn_norm", h + "ln_1", true);
       add(z + "self_attn.qkv.weight", {h + "attn.c_attn.weight"}, true);
       add(z + "self_attn.qkv.bias", {h + "attn.c_attn.bias"});
       add(z + "self_attn.out.weight", {h + "attn.c_proj.weight"}, true);
       add(z + "self_attn.out.bias", {h + "attn.c_proj.bias"});
-      norm(z + "ff_norm", h + "ln_2", true);
+      weights(z + "ff_norm", h + "ln_2", true);
       add(z + "ff.up.weight", {h + "mlp.c_fc.weight"}, true);
       add(z + "ff.up.bias", {h + "mlp.c_fc.bias"});
       add(z + "ff.down.weight", {h + "mlp.c_proj.weight"}, true);
       add(z + "ff.down.bias", {h + "mlp.c_proj.bias"});
     }
-    norm("final_norm", base + "ln_f", true);
+    weights("final_norm", base + "ln_f", true);
     if (!c.tie_embeddings) add("lm_head.weight", {"lm_head.weight"});
   } else if (c.family == Family::kBert) {
     const std::string e = base + "embeddings.";
     add("token_embedding.weight", {e + "word_embeddings.weight"});
     add("positions.learned.embedding.weight", {e + "position_embeddings.weight"});
     add("token_type_embedding.weight", {e + "token_type_embeddings.weight"});
-    norm("embedding_norm", e + "LayerNorm", true);
+    weights("embedding_norm", e + "LayerNorm", true);
     for (int64_t i = 0; i < c.n_layers; ++i) {
       const std::string z = "blocks." + std::to_string(i) + ".", h = base + "encoder.layer." + std::to_string(i) + ".";
       const std::string s = h + "attention.self.";
@@ -71,12 +98,12 @@ std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base
       add(z + "self_attn.qkv.bias", {s + "query.bias", s + "key.bias", s + "value.bias"});
       add(z + "self_attn.out.weight", {h + "attention.output.dense.weight"});
       add(z + "self_attn.out.bias", {h + "attention.output.dense.bias"});
-      norm(z + "self_attn_norm", h + "attention.output.LayerNorm", true);
+      weights(z + "self_attn_norm", h + "attention.output.LayerNorm", true);
       add(z + "ff.up.weight", {h + "intermediate.dense.weight"});
       add(z + "ff.up.bias", {h + "intermediate.dense.bias"});
       add(z + "ff.down.weight", {h + "output.dense.weight"});
       add(z + "ff.down.bias", {h + "output.dense.bias"});
-      norm(z + "ff_norm", h + "output.LayerNorm", true);
+      weights(z + "ff_norm", h + "output.LayerNorm", true);
     }
     if (c.pooler) {
       add("pooler.weight", {base + "pooler.dense.weight"});
@@ -85,7 +112,7 @@ std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base
     if (c.head == BertHead::kMaskedLM || c.head == BertHead::kPretraining) {
       add("mlm_head.dense.weight", {"cls.predictions.transform.dense.weight"});
       add("mlm_head.dense.bias", {"cls.predictions.transform.dense.bias"});
-      norm("mlm_head.norm", "cls.predictions.transform.LayerNorm", true);
+      weights("mlm_head.norm", "cls.predictions.transform.LayerNorm", true);
       add("mlm_head.bias", {"cls.predictions.bias"});
     }
     if (c.head == BertHead::kNextSentence || c.head == BertHead::kPretraining) {
@@ -144,8 +171,9 @@ std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base
 bool ignorable(const std::string& name, const ModelConfig& c) {
   switch (c.family) {
     case Family::kGpt:
+      // GPT-2's mask buffers; the inverse frequencies older LLaMA files saved.
       return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
-             (c.tie_embeddings && name == "lm_head.weight");
+             ends_with(name, ".rotary_emb.inv_freq") || (c.tie_embeddings && name == "lm_head.weight");
     case Family::kBert:
       return ends_with(name, "embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
              name == "cls.predictions.decoder.bias";
@@ -287,7 +315,8 @@ void export_hf(const Model& model, const std::string& dir) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
     const auto value = source->detach().to(torch::kCPU, torch::kFloat);
-    const auto parts = value.chunk(static_cast<int64_t>(map.hf.size()), 0);
+    const auto parts = map.rows.empty() ? value.chunk(static_cast<int64_t>(map.hf.size()), 0)
+                                        : value.split_with_sizes(map.rows, 0);
     for (size_t i = 0; i < map.hf.size(); ++i) {
       out[map.hf[i]] = (map.transpose ? parts[i].t() : parts[i]).contiguous();
     }

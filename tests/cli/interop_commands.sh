@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # zoo import-hf, export-hf and export end to end: a GPT-2 directory in Hugging Face's layout
 # (written by python3-torch) becomes a zoo checkpoint that generates and fine-tunes like any
-# other, and exports back to files the reference forward reads to the same logits. `zoo export`
-# writes TorchScript that generates, in plain Python with its own tokenizer, what zoo generates.
+# other, and exports back to files the reference forward reads to the same logits; so do Qwen2
+# and LLaMA directories. `zoo export` writes TorchScript that generates, in plain Python with its
+# own tokenizer, what zoo generates.
 set -euo pipefail
 zoo="$1"
 corpus="$2"
@@ -52,6 +53,25 @@ ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/t5-ref.pt" write t5 "$work/t5-hf
 "$zoo" import-hf "$work/t5-hf" --out "$work/t5" --tokenizer "$work/tok.model" > /dev/null 2>&1
 "$zoo" export "$work/t5" --out "$work/t5.pt" | grep -q "methods: forward, encode, decode, generate"
 same_text "$work/t5" "$work/t5.pt" "Return the list"
+
+# The LLaMA family: Qwen2 (q/k/v biases) and LLaMA (3.1's rope scaling) import, generate and
+# export back to the reference's logits; the TorchScript export refuses both, by name.
+for flavor in qwen2 llama; do
+  ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/$flavor-ref.pt" write $flavor "$work/$flavor-hf"
+  "$zoo" import-hf "$work/$flavor-hf" --out "$work/$flavor" --tokenizer "$work/tok.model" > /dev/null 2>&1
+  "$zoo" generate "$work/$flavor" --prompt "The module" --max-new-tokens 5 --seed 1 > /dev/null 2>&1
+  "$zoo" export-hf "$work/$flavor" --out "$work/$flavor-back" > /dev/null
+  ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/$flavor-back.pt" check $flavor "$work/$flavor-back"
+  "$python" - "$work/$flavor-ref.pt" "$work/$flavor-back.pt" <<'PY'
+import sys, torch
+a, b = torch.jit.load(sys.argv[1]), torch.jit.load(sys.argv[2])
+diff = (a.logits - b.logits).abs().max().item()
+assert diff < 1e-6, f"exported logits differ by {diff}"
+PY
+done
+fails "blocks.0.self_attn.qkv.bias of the model is not used by the generated source" \
+  "$zoo" export "$work/qwen2" --out "$work/x.pt"
+fails "the TorchScript export does not apply rope_scaling llama3 yet" "$zoo" export "$work/llama" --out "$work/x.pt"
 fails "no such checkpoint or run directory" "$zoo" export "$work/nothing" --out "$work/x.pt"
 head -c 5000 "$work/gpt.pt" > "$work/cut.pt"
 fails "cut.pt: not a TorchScript archive" "$python" "$generate_py" "$work/cut.pt" --prompt "x"

@@ -55,6 +55,9 @@ case "$(basename "$fuzzer")" in
     printf '{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 512, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64}' > "$corpus/gpt2.json"
     printf '{"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 64}' > "$corpus/bert.json"
     printf '{"model_type": "t5", "vocab_size": 512, "d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": false}' > "$corpus/t5.json"
+    printf '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "tie_word_embeddings": true, "eos_token_id": [1, 2]}' > "$corpus/llama.json"
+    printf '{"model_type": "mistral", "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1, "sliding_window": 16, "rope_scaling": {"type": "linear", "factor": 2.0}}' > "$corpus/mistral.json"
+    printf '{"model_type": "qwen2", "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "use_sliding_window": true, "sliding_window": 8, "layer_types": ["sliding_attention", "sliding_attention"], "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}' > "$corpus/qwen2.json"
     ;;
   tokenizer_json_fuzz)
     cp "$source_dir"/tests/fuzz/tokenizer_json_seeds/* "$corpus/"

@@ -2,12 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "core/files.h"
 #include "interop/safetensors.h"
+#include "models/parameter_count.h"
 #include "test_util.h"
 
 namespace zoo {
@@ -19,10 +21,15 @@ using testing::error_of;
 struct Flavor {
   std::string name;
   bool sharded = false;
+  std::string dtype;  // "bf16" or "fp16": the weights stored so; empty: float32
 };
 
+std::string flavor_id(const Flavor& f) {
+  return f.name + (f.sharded ? "_sharded" : "") + (f.dtype.empty() ? "" : "_" + f.dtype);
+}
+
 std::string flavor_dir(const Flavor& f, const std::string& tag = "hf") {
-  return testing::scratch_path(tag + "-" + f.name + (f.sharded ? "-sharded" : "")).string();
+  return testing::scratch_path(tag + "-" + flavor_id(f)).string();
 }
 
 // The model's outputs on the reference inputs, named like the reference script's.
@@ -46,7 +53,14 @@ std::map<std::string, torch::Tensor> outputs(Model& model, const std::map<std::s
   return out;
 }
 
-void PrintTo(const Flavor& f, std::ostream* os) { *os << f.name << (f.sharded ? " (sharded)" : ""); }
+void PrintTo(const Flavor& f, std::ostream* os) { *os << flavor_id(f); }
+
+// The files' tensors as zoo's parameter `zoo` is made of them, in float32.
+torch::Tensor stored_as_float(const std::map<std::string, torch::Tensor>& stored, const std::vector<std::string>& names) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& name : names) parts.push_back(stored.at(name).to(torch::kFloat));
+  return torch::cat(parts, 0);
+}
 
 class HuggingFace : public ::testing::TestWithParam<Flavor> {};
 
@@ -58,7 +72,10 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
   const auto dir = flavor_dir(f);
   std::vector<std::string> args = {"write", f.name, dir};
   if (f.sharded) args.push_back("--sharded");
+  if (!f.dtype.empty()) args.insert(args.end(), {"--dtype", f.dtype});
   const auto ref = testing::python_reference("hf_models.py", args);
+  // The flavor's feature (rope scaling, window, biases) changes the reference's outputs.
+  if (ref.count("logits_plain")) EXPECT_GT(testing::max_abs_diff(ref.at("logits"), ref.at("logits_plain")), 0.1);
 
   HfImportReport report;
   Model model = import_hf(dir, &report);
@@ -69,8 +86,28 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
     ASSERT_EQ(in_ref, in_zoo) << key;
     if (in_ref) EXPECT_ALLCLOSE(got[key], ref.at(key), 2e-5) << key;
   }
-  if (f.name == "gpt2") {
-    EXPECT_NE(std::find(report.ignored.begin(), report.ignored.end(), "transformer.h.0.attn.bias"), report.ignored.end());
+  const std::map<std::string, std::string> ignored = {{"gpt2", "transformer.h.0.attn.bias"},
+                                                       {"llama", "model.layers.0.self_attn.rotary_emb.inv_freq"},
+                                                       {"llama_tied", "lm_head.weight"}};
+  if (ignored.count(f.name)) {
+    EXPECT_NE(std::find(report.ignored.begin(), report.ignored.end(), ignored.at(f.name)), report.ignored.end());
+  }
+  if (!f.dtype.empty()) {
+    // Half-precision files keep their dtype on read; the float32 model holds their exact values.
+    const auto stored = read_hf_weights(dir);
+    const auto dtype = f.dtype == "bf16" ? torch::kBFloat16 : torch::kHalf;
+    EXPECT_EQ(stored.at("model.embed_tokens.weight").scalar_type(), dtype);
+    const auto params = model.module()->named_parameters();
+    const std::string a = "model.layers.1.self_attn.";
+    const std::vector<std::pair<std::string, std::vector<std::string>>> made_of = {
+        {"token_embedding.weight", {"model.embed_tokens.weight"}},
+        {"blocks.1.self_attn.qkv.weight", {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}},
+        {"blocks.1.ff.down.weight", {"model.layers.1.mlp.down_proj.weight"}},
+        {"final_norm.weight", {"model.norm.weight"}}};
+    for (const auto& [zoo, hf] : made_of) {
+      EXPECT_EQ(params[zoo].scalar_type(), torch::kFloat) << zoo;
+      EXPECT_TRUE(params[zoo].equal(stored_as_float(stored, hf))) << zoo;
+    }
   }
 
   const auto exported = flavor_dir(f, "export");
@@ -89,7 +126,16 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
 INSTANTIATE_TEST_SUITE_P(Families, HuggingFace,
                          ::testing::Values(Flavor{"gpt2"}, Flavor{"gpt2", true}, Flavor{"bert"}, Flavor{"bert_mlm"},
                                            Flavor{"bert_cls"}, Flavor{"t5"}, Flavor{"t5_v1_1", true}),
-                         [](const auto& info) { return info.param.name + (info.param.sharded ? "_sharded" : ""); });
+                         [](const auto& info) { return flavor_id(info.param); });
+
+// The LLaMA family (tests/reference/hf_models.py says what each flavor holds), from float32,
+// bfloat16 and float16 files, single and sharded.
+INSTANTIATE_TEST_SUITE_P(LlamaFamily, HuggingFace,
+                         ::testing::Values(Flavor{"llama"}, Flavor{"llama", true}, Flavor{"llama", false, "bf16"},
+                                           Flavor{"llama_tied", false, "fp16"}, Flavor{"mistral"},
+                                           Flavor{"mistral", true, "bf16"}, Flavor{"qwen2"},
+                                           Flavor{"qwen2", true, "fp16"}),
+                         [](const auto& info) { return flavor_id(info.param); });
 
 TEST(HuggingFaceErrors, NameTheTensorTheShapesAndTheKeys) {
   const auto dir = testing::scratch_path("hf-errors").string();
@@ -134,21 +180,208 @@ TEST(HuggingFaceErrors, NameTheTensorTheShapesAndTheKeys) {
             std::string::npos);
 }
 
-TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
-  for (const char* name : {"llama-tiny", "transformer-base"}) {
-    const auto config = load_config(find_config(name));
-    EXPECT_NE(error_of([&] { config_to_hf(config); }).find("has no Hugging Face equivalent"), std::string::npos) << name;
+// The LLaMA family's config.json problems name the file and the key, and a tensor the files
+// lack is named.
+TEST(HuggingFaceErrors, LlamaFamilyNamesTheFileTheKeyAndTheTensor) {
+  const auto dir = testing::scratch_path("hf-llama-errors").string();
+  testing::python_reference("hf_models.py", {"write", "llama", dir});
+  const auto weights_path = (fs::path(dir) / "model.safetensors").string();
+  const auto weights = load_safetensors(weights_path).tensors;
+  auto fewer = weights;
+  fewer.erase("model.layers.1.self_attn.k_proj.weight");
+  save_safetensors(weights_path, fewer);
+  auto message = error_of([&] { import_hf(dir); });
+  EXPECT_NE(message.find("missing tensors the model needs: model.layers.1.self_attn.k_proj.weight"), std::string::npos)
+      << message;
+  auto wrong = weights;
+  wrong["model.layers.0.self_attn.v_proj.weight"] = torch::zeros({64, 32});
+  save_safetensors(weights_path, wrong);
+  message = error_of([&] { import_hf(dir); });
+  const std::string a = "model.layers.0.self_attn.";
+  EXPECT_NE(message.find("tensor '" + a + "q_proj.weight + " + a + "k_proj.weight + " + a +
+                         "v_proj.weight' has shape [160, 32] but zoo's blocks.0.self_attn.qkv.weight needs [128, 32]"),
+            std::string::npos)
+      << message;
+  save_safetensors(weights_path, weights);
+
+  const auto config_path = (fs::path(dir) / "config.json").string();
+  const auto original = nlohmann::json::parse(read_file(config_path));
+  auto config_error = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto edited = original;
+    edit(edited);
+    write_file_atomically(config_path, edited.dump());
+    return error_of([&] { import_hf(dir); });
+  };
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2)"},
+      {[](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; },
+       "architecture 'LlamaForSequenceClassification' is not supported for llama (LlamaForCausalLM)"},
+      {[](auto& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
+       "rope_scaling.rope_type 'yarn' is not supported (zoo implements default, linear and llama3)"},
+      {[](auto& c) { c["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}}; },
+       "rope_scaling.type 'dynamic' is not supported (zoo implements default, linear and llama3)"},
+      {[](auto& c) { c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 1e4}}; },
+       "rope_parameters.rope_type 'longrope' is not supported (zoo implements default, linear and llama3)"},
+      {[](auto& c) { c.erase("hidden_size"); }, "missing key 'hidden_size'"},
+      {[](auto& c) { c["rope_scaling"].erase("low_freq_factor"); }, "missing key 'rope_scaling.low_freq_factor'"},
+      {[](auto& c) { c["num_attention_heads"] = "4"; }, "key 'num_attention_heads' must be an integer, got \"4\""},
+      {[](auto& c) { c["num_key_value_heads"] = 2.5; }, "key 'num_key_value_heads' must be an integer, got 2.5"},
+      {[](auto& c) { c["rope_scaling"]["factor"] = "8"; }, "key 'rope_scaling.factor' must be a number, got \"8\""},
+      {[](auto& c) { c["rope_scaling"] = 8; }, "key 'rope_scaling' must be an object or null, got 8"},
+      {[](auto& c) { c["tie_word_embeddings"] = 1; }, "key 'tie_word_embeddings' must be true or false, got 1"},
+      {[](auto& c) { c["eos_token_id"] = {2, "x"}; },
+       "key 'eos_token_id' must be an integer or a list of integers, got [2,\"x\"]"},
+      {[](auto& c) { c["hidden_act"] = "gelu"; },
+       "hidden_act 'gelu' is not supported for llama (zoo's SwiGLU feed-forward gates with silu)"},
+      {[](auto& c) { c["attention_bias"] = true; },
+       "attention_bias (true) with mlp_bias (false) is not supported: zoo has biases on every projection (both "
+       "true) or none (both false)"},
+      {[](auto& c) { c["pad_token_id"] = 96; }, "key 'pad_token_id' (96) must be a token id below vocab_size (96)"},
+      {[](auto& c) { c["rope_scaling"]["high_freq_factor"] = 0.5; },
+       "rope_high_freq_factor (0.5) must exceed rope_low_freq_factor (1)"},
+      {[](auto& c) {
+         c["model_type"] = "qwen2", c["architectures"] = {"Qwen2ForCausalLM"};
+         c["use_sliding_window"] = true, c["max_window_layers"] = 1;
+       },
+       "use_sliding_window with 1 full and 1 sliding layers (max_window_layers, layer_types) is not supported: zoo "
+       "has one window for every layer"},
+  };
+  for (const auto& [edit, expected] : cases) EXPECT_EQ(config_error(edit), config_path + ": " + expected);
+}
+
+// A config.json like Hugging Face's for each LLaMA-family spelling zoo reads.
+ModelConfig llama_config(const nlohmann::json& changes = nlohmann::json::object()) {
+  nlohmann::json c = {{"model_type", "llama"}, {"vocab_size", 96}, {"hidden_size", 32}, {"intermediate_size", 64},
+                      {"num_hidden_layers", 2}, {"num_attention_heads", 4}};
+  c.update(changes);
+  return config_from_hf(c, "config.json");
+}
+
+TEST(HuggingFaceConfig, ReadsEachLlamaFamilySpelling) {
+  // transformers' defaults when keys are absent.
+  const auto plain = llama_config();
+  EXPECT_EQ(plain.n_kv_heads, 4);
+  EXPECT_EQ(plain.max_positions, 2048);
+  EXPECT_DOUBLE_EQ(plain.norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(plain.rope_base, 10000.0);
+  EXPECT_FALSE(plain.tie_embeddings);
+  EXPECT_EQ(plain.rope_scaling.kind, RopeScalingKind::kNone);
+  EXPECT_EQ(plain.activation, Activation::kSwiGLU);
+  EXPECT_EQ(llama_config({{"rope_scaling", {{"rope_type", "default"}}}}).rope_scaling.kind, RopeScalingKind::kNone);
+  // transformers 5 keeps rope_theta and the scaling in rope_parameters.
+  const auto v5 = llama_config({{"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 5e5}}}});
+  EXPECT_DOUBLE_EQ(v5.rope_base, 5e5);
+  EXPECT_EQ(v5.rope_scaling.kind, RopeScalingKind::kLinear);
+  EXPECT_DOUBLE_EQ(v5.rope_scaling.factor, 4.0);
+  EXPECT_DOUBLE_EQ(llama_config({{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e6}}}}).rope_base, 1e6);
+  // Both biases true is zoo's bias: true.
+  EXPECT_TRUE(llama_config({{"attention_bias", true}, {"mlp_bias", true}}).bias);
+  // Mistral: a 4096 window unless the file says otherwise; null is none.
+  EXPECT_EQ(llama_config({{"model_type", "mistral"}}).window.value_or(0), 4096);
+  EXPECT_EQ(llama_config({{"model_type", "mistral"}}).max_positions, 131072);
+  EXPECT_FALSE(llama_config({{"model_type", "mistral"}, {"sliding_window", nullptr}}).window.has_value());
+  // Qwen2: q/k/v biases; a window only with use_sliding_window, in every layer or none.
+  const auto qwen = llama_config({{"model_type", "qwen2"}, {"sliding_window", 16}});
+  EXPECT_TRUE(qwen.qkv_bias);
+  EXPECT_FALSE(qwen.bias);
+  EXPECT_FALSE(qwen.window.has_value());
+  const nlohmann::json sliding = {{"model_type", "qwen2"}, {"use_sliding_window", true}, {"sliding_window", 16}};
+  auto with = [&](nlohmann::json changes) {
+    changes.update(sliding);
+    return llama_config(changes);
+  };
+  EXPECT_EQ(with({{"max_window_layers", 0}}).window.value_or(0), 16);
+  EXPECT_FALSE(with({{"max_window_layers", 2}}).window.has_value());
+  EXPECT_EQ(with({{"layer_types", {"sliding_attention", "sliding_attention"}}}).window.value_or(0), 16);
+  EXPECT_FALSE(with({{"layer_types", {"full_attention", "full_attention"}}}).window.has_value());
+}
+
+// Hugging Face's config.json of three published models, as on the Hub (meta-llama/Llama-3.2-1B,
+// Qwen/Qwen2-0.5B, mistralai/Mistral-7B-v0.1), less keys that do not describe the architecture.
+struct PublishedModel {
+  const char* name;     // on the Hub
+  int64_t parameters;   // the published count (Hugging Face's model.num_parameters())
+  const char* shipped;  // zoo's config of the same model in configs/, if any
+  const char* json;
+};
+
+const PublishedModel kPublished[] = {
+    {"meta-llama/Llama-3.2-1B", 1235814400, nullptr, R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+      "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072,
+      "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
+      "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+      "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                       "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+      "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256})"},
+    {"Qwen/Qwen2-0.5B", 494032768, nullptr, R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+      "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896,
+      "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 131072,
+      "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+      "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
+      "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_sliding_window": false, "vocab_size": 151936})"},
+    {"mistralai/Mistral-7B-v0.1", 7241732096, "mistral-7b", R"({"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+      "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+      "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
+      "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 32000})"},
+};
+
+// The published parameter counts, from the config alone (nothing is allocated); the shipped
+// configs are what import-hf makes of these files; exported, they read back the same.
+TEST(HuggingFaceConfig, PublishedModelsGiveThePublishedCountsAndTheShippedConfigs) {
+  for (const auto& model : kPublished) {
+    const auto hf = nlohmann::json::parse(model.json);
+    auto config = config_from_hf(hf, model.name);
+    EXPECT_EQ(count_parameters(config), model.parameters) << model.name;
+    if (model.shipped == nullptr) continue;
+    auto shipped = load_config(find_config(model.shipped));
+    EXPECT_EQ(count_parameters(shipped), model.parameters) << model.name;
+    config.name = shipped.name;
+    EXPECT_EQ(to_yaml(config), to_yaml(shipped)) << model.name;
+    const auto exported = config_to_hf(shipped);
+    EXPECT_EQ(exported["model_type"], hf["model_type"]) << model.name;
+    auto back = config_from_hf(exported, model.name);
+    back.name = shipped.name;
+    EXPECT_EQ(to_yaml(back), to_yaml(shipped)) << model.name;
   }
-  for (const char* name : {"gpt-tiny", "gpt2-small", "bert-base", "t5-small", "t5-v1_1-small"}) {
+}
+
+TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> refused = {
+      {"transformer-base", {}},
+      {"llama-tiny", {"rope_layout=interleaved"}},      // Meta's layout; Hugging Face's rotates halves
+      {"llama-tiny", {"norm=layernorm"}},
+      {"mistral-tiny", {"bias=true"}},                   // Mistral has no biases
+      {"t5-tiny", {"bias=false", "qkv_bias=true"}},      // q/k/v biases alone are Qwen2's
+      {"gpt-tiny", {"n_kv_heads=2"}},                     // GPT-2 has no grouped-query attention
+  };
+  for (const auto& [name, overrides] : refused) {
+    auto config = load_config(find_config(name));
+    for (const auto& o : overrides) apply_override(config, o);
+    EXPECT_NE(error_of([&] { config_to_hf(config); }).find("has no Hugging Face equivalent"), std::string::npos)
+        << name << " " << (overrides.empty() ? "" : overrides.front());
+  }
+  for (const char* name : {"gpt-tiny", "gpt2-small", "bert-base", "t5-small", "t5-v1_1-small", "llama-tiny",
+                           "mistral-tiny", "mistral-7b"}) {
     const auto config = load_config(find_config(name));
     EXPECT_NO_THROW(config_to_hf(config)) << name;
     // The Hugging Face config reads back to the same architecture.
     const auto back = config_from_hf(config_to_hf(config), name);
     EXPECT_EQ(back.d_model, config.d_model) << name;
     EXPECT_EQ(back.n_heads, config.n_heads) << name;
+    EXPECT_EQ(back.resolved_head_dim(), config.resolved_head_dim()) << name;
+    EXPECT_EQ(back.n_kv_heads == 0 ? back.n_heads : back.n_kv_heads,
+              config.n_kv_heads == 0 ? config.n_heads : config.n_kv_heads) << name;
     EXPECT_EQ(back.d_ff, config.d_ff) << name;
     EXPECT_EQ(back.activation, config.activation) << name;
     EXPECT_EQ(back.tie_embeddings, config.tie_embeddings) << name;
+    EXPECT_EQ(back.position, config.position) << name;
+    EXPECT_DOUBLE_EQ(back.rope_base, config.rope_base) << name;
+    EXPECT_EQ(back.rope_scaling.kind, config.rope_scaling.kind) << name;
+    EXPECT_EQ(back.window, config.window) << name;
+    EXPECT_EQ(back.bias, config.bias) << name;
+    EXPECT_EQ(back.qkv_bias, config.qkv_bias) << name;
   }
 }
 

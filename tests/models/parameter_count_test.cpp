@@ -59,6 +59,7 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
 TEST(ParameterCountFromConfig, KnownModelsAndAConfigFarLargerThanMemory) {
   EXPECT_EQ(count_parameters(load_config(find_config("gpt2-small"))), 124439808);
   EXPECT_EQ(count_parameters(load_config(find_config("t5-small"))), 60506624);
+  EXPECT_EQ(count_parameters(load_config(find_config("mistral-7b"))), 7241732096);  // MistralForCausalLM
   ModelConfig huge = load_config(find_config("gpt2-small"));
   huge.d_model = 5120, huge.n_layers = 40, huge.n_heads = 40, huge.d_ff = 20480, huge.vocab_size = 50257;
   // 40 blocks of 12 d^2 + 13 d, embeddings (V + 1024) d, a final norm: ~12.85 billion.

@@ -1,20 +1,33 @@
 """Tiny models in Hugging Face's layout, with reference forwards, for zoo's import/export tests.
 
 Usage:
-  hf_models.py OUT.pt write FLAVOR DIR [--sharded]
+  hf_models.py OUT.pt write FLAVOR DIR [--sharded] [--dtype bf16|fp16]
       Writes DIR/config.json and random weights in Hugging Face naming as safetensors (one
-      file, or two shards plus model.safetensors.index.json), and saves the inputs and the
-      reference outputs into OUT.pt.
+      file, or two shards plus model.safetensors.index.json; float32, or rounded to bfloat16 or
+      float16 and stored so), and saves the inputs and the reference outputs into OUT.pt. The
+      references read the stored values converted to float32. For the LLaMA family, OUT.pt also
+      holds logits_plain: the same model without its flavor's feature (rope scaling, sliding
+      window, q/k/v biases), so a test can see that the feature changes the outputs.
   hf_models.py OUT.pt check FLAVOR DIR
       Reads DIR (as written by zoo export-hf) and saves the reference outputs of those weights
       on the same inputs into OUT.pt.
 
-FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1.
+FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
+  llama       grouped-query attention, head_dim apart from hidden_size / heads, untied head,
+              LLaMA 3.1 rope scaling, and the inv_freq buffer older files carry
+  llama_tied  multi-query attention, tied head (with the tied copy in the file), linear rope
+              scaling spelled the old way ("type"), attention_bias and mlp_bias
+  mistral     grouped-query attention and a sliding window shorter than the inputs
+  qwen2       grouped-query attention, biases on q, k and v, tied head, a sliding window that
+              use_sliding_window turns off
 
 The forwards below are written from the published architectures (GPT-2: Radford et al. 2019
 with Hugging Face's Conv1D weight layout; BERT: Devlin et al. 2019; T5: Raffel et al. 2020 and
-its v1.1 changes), in plain tensor operations, independently of zoo. safetensors files are
-written and read by hand (8-byte little-endian header length, JSON header, raw data).
+its v1.1 changes; LLaMA: Touvron et al. 2023 with Hugging Face's half-rotation RoPE layout and
+LLaMA 3.1's rope scaling as Meta's llama-models applies it; Mistral: Jiang et al. 2023's sliding
+window, as transformers masks it; Qwen2: Yang et al. 2024's q/k/v biases), in plain tensor
+operations, independently of zoo. safetensors files are written and read by hand (8-byte
+little-endian header length, JSON header, raw data).
 """
 import json
 import math
@@ -93,7 +106,33 @@ def read_dir(directory):
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
 
+LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2")
+
+
+def llama_config(flavor):
+    base = {"vocab_size": VOCAB, "hidden_size": D, "intermediate_size": FF, "num_hidden_layers": LAYERS,
+            "num_attention_heads": HEADS, "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+            "max_position_embeddings": POSITIONS, "initializer_range": 0.02, "bos_token_id": 1, "eos_token_id": 2}
+    if flavor == "llama":
+        # head_dim 16 with 4 heads of hidden_size 32; frequencies: see check_llama3_frequencies.
+        return {**base, "model_type": "llama", "architectures": ["LlamaForCausalLM"], "head_dim": 16,
+                "max_position_embeddings": 256, "rope_theta": 10000.0, "tie_word_embeddings": False,
+                "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 100}}
+    if flavor == "llama_tied":
+        return {**base, "model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": 1,
+                "rope_theta": 500000.0, "tie_word_embeddings": True, "rope_scaling": {"type": "linear", "factor": 2.0},
+                "attention_bias": True, "mlp_bias": True, "pad_token_id": 0, "eos_token_id": [2, 3]}
+    if flavor == "mistral":
+        return {**base, "model_type": "mistral", "architectures": ["MistralForCausalLM"], "rms_norm_eps": 1e-5,
+                "rope_theta": 1000000.0, "sliding_window": 3, "tie_word_embeddings": False}
+    return {**base, "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "rope_theta": 1000000.0,
+            "tie_word_embeddings": True, "use_sliding_window": False, "sliding_window": 4, "max_window_layers": 28}
+
+
 def config_for(flavor):
+    if flavor in LLAMA_FAMILY:
+        return llama_config(flavor)
     if flavor == "gpt2":
         return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": VOCAB, "n_embd": D,
                 "n_layer": LAYERS, "n_head": HEADS, "n_inner": FF, "n_positions": POSITIONS,
@@ -122,6 +161,30 @@ def random_weights(flavor, cfg):
     def rand(name, *shape, scale=0.2, offset=0.0):
         w[name] = torch.randn(*shape, generator=g) * scale + offset
 
+    if flavor in LLAMA_FAMILY:
+        n, nkv, hd = llama_heads(cfg)
+        bias = llama_biases(cfg)
+        rand("model.embed_tokens.weight", VOCAB, D)
+        for i in range(LAYERS):
+            p = f"model.layers.{i}."
+            rand(p + "input_layernorm.weight", D, offset=1.0)
+            rand(p + "post_attention_layernorm.weight", D, offset=1.0)
+            for m, rows, cols in (("q", n * hd, D), ("k", nkv * hd, D), ("v", nkv * hd, D), ("o", D, n * hd)):
+                rand(p + f"self_attn.{m}_proj.weight", rows, cols)
+                if bias[m]:
+                    rand(p + f"self_attn.{m}_proj.bias", rows)
+            for m, rows, cols in (("gate", FF, D), ("up", FF, D), ("down", D, FF)):
+                rand(p + f"mlp.{m}_proj.weight", rows, cols)
+                if bias["mlp"]:
+                    rand(p + f"mlp.{m}_proj.bias", rows)
+        rand("model.norm.weight", D, offset=1.0)
+        if not cfg["tie_word_embeddings"]:
+            rand("lm_head.weight", VOCAB, D)
+        if flavor == "llama":  # a buffer older LLaMA files carry; an importer must ignore it
+            w["model.layers.0.self_attn.rotary_emb.inv_freq"] = rope_frequencies(cfg, hd).float()
+        if flavor == "llama_tied":  # the tied copy some files carry
+            w["lm_head.weight"] = w["model.embed_tokens.weight"].clone()
+        return w
     if flavor == "gpt2":
         rand("transformer.wte.weight", VOCAB, D)
         rand("transformer.wpe.weight", POSITIONS, D)
@@ -337,6 +400,124 @@ def t5_forward(w, cfg, ids, mask, dec_ids):
     return {"logits": y @ w["lm_head.weight"].T}
 
 
+def llama_heads(cfg):
+    n = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads", n)
+    return n, nkv, cfg.get("head_dim") or cfg["hidden_size"] // n
+
+
+def llama_biases(cfg):
+    """Which projections have biases: LLaMA's attention_bias covers q, k, v and o, its mlp_bias
+    the feed-forward; Qwen2 biases q, k and v only; Mistral none."""
+    if cfg["model_type"] == "qwen2":
+        return {"q": True, "k": True, "v": True, "o": False, "mlp": False}
+    attention = cfg["model_type"] == "llama" and cfg.get("attention_bias", False)
+    return {"q": attention, "k": attention, "v": attention, "o": attention,
+            "mlp": cfg["model_type"] == "llama" and cfg.get("mlp_bias", False)}
+
+
+def llama_window(cfg):
+    """Keys a query sees, itself included, or None. Mistral: sliding_window (4096 when absent).
+    Qwen2: only with use_sliding_window, in layers from max_window_layers on (all of them here)."""
+    if cfg["model_type"] == "mistral":
+        return cfg.get("sliding_window", 4096)
+    if cfg["model_type"] == "qwen2" and cfg.get("use_sliding_window", False):
+        assert cfg.get("max_window_layers", 28) == 0, "a window in some layers only is not modelled here"
+        return cfg.get("sliding_window", 4096)
+    return None
+
+
+def rope_frequencies(cfg, head_dim):
+    """theta_i = rope_theta^(-2i / head_dim), then rope_scaling, in float64, one at a time."""
+    base = cfg.get("rope_theta", 10000.0)
+    freqs = [base ** (-2 * i / head_dim) for i in range(head_dim // 2)]
+    scaling = cfg.get("rope_scaling")
+    kind = None if scaling is None else scaling.get("rope_type", scaling.get("type"))
+    if kind == "linear":  # position interpolation: positions / factor
+        freqs = [f / scaling["factor"] for f in freqs]
+    elif kind == "llama3":  # LLaMA 3.1, Meta's llama-models apply_scaling
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        scaled = []
+        for f in freqs:
+            wavelength = 2 * math.pi / f
+            if wavelength < old / high:
+                scaled.append(f)
+            elif wavelength > old / low:
+                scaled.append(f / factor)
+            else:
+                smooth = (old / wavelength - low) / (high - low)
+                scaled.append((1 - smooth) * f / factor + smooth * f)
+        freqs = scaled
+    else:
+        assert kind in (None, "default"), kind
+    return torch.tensor(freqs, dtype=torch.float64)
+
+
+def check_llama3_frequencies():
+    """The llama flavor's frequencies worked by hand: head_dim 16, rope_theta 10^4, factor 8,
+    low/high_freq_factor 1/4, original context 100: wavelengths under 25 are kept, over 100
+    divided by 8, and theta_2 = 0.1 (wavelength 20 pi = 62.83) blended with
+    s = (100 / 62.83 - 1) / 3 = 0.1971831: 0.1 / 8 + s (0.1 - 0.1 / 8) = 0.0297535."""
+    f = rope_frequencies(config_for("llama"), 16)
+    for i, expected in ((0, 1.0), (1, 10 ** -0.5), (2, 0.02975352514), (3, 10 ** -1.5 / 8), (7, 10 ** -3.5 / 8)):
+        assert abs(f[i].item() - expected) < 1e-10, (i, f[i].item(), expected)
+
+
+def rotate(x, freqs):
+    """RoPE in Hugging Face's layout: feature j turns with feature j + head_dim / 2 by
+    position * freqs[j]. x: (B, H, T, head_dim)."""
+    angles = torch.arange(x.shape[2], dtype=torch.float64)[:, None] * freqs[None, :]  # (T, head_dim / 2)
+    cos, sin = torch.cat([angles.cos()] * 2, -1).float(), torch.cat([angles.sin()] * 2, -1).float()
+    x1, x2 = x.chunk(2, -1)
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def llama_forward(w, cfg, ids):
+    n, nkv, hd = llama_heads(cfg)
+    eps, bias, freqs = cfg["rms_norm_eps"], llama_biases(cfg), rope_frequencies(cfg, hd)
+
+    def rms(x, name):
+        return w[name + ".weight"] * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def lin(x, name, biased):
+        return x @ w[name + ".weight"].T + (w[name + ".bias"] if biased else 0.0)
+
+    t = ids.shape[1]
+    query, key = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    allowed = key <= query
+    window = llama_window(cfg)
+    if window is not None:
+        allowed = allowed & (query - key < window)
+    x = w["model.embed_tokens.weight"][ids]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms(x, p + "input_layernorm")
+        q = rotate(heads(lin(h, p + "self_attn.q_proj", bias["q"]), n), freqs)
+        k = rotate(heads(lin(h, p + "self_attn.k_proj", bias["k"]), nkv), freqs)
+        v = heads(lin(h, p + "self_attn.v_proj", bias["v"]), nkv)
+        # Grouped queries: query head j reads key/value head j // (n / nkv).
+        k, v = k.repeat_interleave(n // nkv, 1), v.repeat_interleave(n // nkv, 1)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        a = merge(s.masked_fill(~allowed, float("-inf")).softmax(-1) @ v)
+        x = x + lin(a, p + "self_attn.o_proj", bias["o"])
+        h = rms(x, p + "post_attention_layernorm")
+        m = F.silu(lin(h, p + "mlp.gate_proj", bias["mlp"])) * lin(h, p + "mlp.up_proj", bias["mlp"])
+        x = x + lin(m, p + "mlp.down_proj", bias["mlp"])
+    x = rms(x, "model.norm")
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
+    return {"logits": x @ head.T}
+
+
+def without_feature(flavor, cfg, w):
+    """The flavor's model without the feature it tests: rope scaling, the window, the biases."""
+    if flavor in ("llama", "llama_tied"):
+        return {k: v for k, v in cfg.items() if k != "rope_scaling"}, w
+    if flavor == "mistral":
+        return {**cfg, "sliding_window": None}, w
+    return cfg, {k: torch.zeros_like(v) if k.endswith("_proj.bias") else v for k, v in w.items()}
+
+
 def inputs():
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(4, VOCAB, (BATCH, T), generator=g)
@@ -352,7 +533,9 @@ def inputs():
 def forward(flavor, cfg, w):
     ids, mask, types, dec_ids = inputs()
     with torch.no_grad():
-        if flavor == "gpt2":
+        if flavor in LLAMA_FAMILY:
+            out = llama_forward(w, cfg, ids)
+        elif flavor == "gpt2":
             out = gpt2_forward(w, cfg, ids)
         elif flavor.startswith("bert"):
             out = bert_forward(w, cfg, flavor, ids, mask, types)
@@ -362,10 +545,16 @@ def forward(flavor, cfg, w):
     return out
 
 
+STORED = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def main(out_path, command, flavor, directory, *flags):
     if command == "write":
         cfg = config_for(flavor)
         w = random_weights(flavor, cfg)
+        if "--dtype" in flags:
+            stored = STORED[flags[flags.index("--dtype") + 1]]
+            w = {k: v.to(stored) for k, v in w.items()}
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2)
@@ -378,14 +567,20 @@ def main(out_path, command, flavor, directory, *flags):
                 write_safetensors(os.path.join(directory, file), {k: w[k] for k in part})
                 weight_map.update({k: file for k in part})
             with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
-                json.dump({"metadata": {"total_size": sum(t.numel() * 4 for t in w.values())}, "weight_map": weight_map}, f)
+                total = sum(t.numel() * t.element_size() for t in w.values())
+                json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
         else:
             write_safetensors(os.path.join(directory, "model.safetensors"), w)
+        w = {k: v.float() for k, v in w.items()}  # the references compute on the stored values
     else:
         cfg, w = read_dir(directory)
         if cfg.get("tie_word_embeddings", True) and "lm_head.weight" in w and flavor == "gpt2":
             pass  # a tied head may be written; the reference uses wte
-    save_tensors(forward(flavor, cfg, w), out_path)
+    out = forward(flavor, cfg, w)
+    if command == "write" and flavor in LLAMA_FAMILY:
+        check_llama3_frequencies()
+        out["logits_plain"] = forward(flavor, *without_feature(flavor, cfg, w))["logits"]
+    save_tensors(out, out_path)
 
 
 if __name__ == "__main__":
