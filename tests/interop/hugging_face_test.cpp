@@ -306,7 +306,7 @@ struct PublishedModel {
 };
 
 const PublishedModel kPublished[] = {
-    {"meta-llama/Llama-3.2-1B", 1235814400, nullptr, R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false,
+    {"meta-llama/Llama-3.2-1B", 1235814400, "llama-3.2-1b", R"({"architectures": ["LlamaForCausalLM"], "attention_bias": false,
       "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
       "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072,
       "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
@@ -314,7 +314,7 @@ const PublishedModel kPublished[] = {
       "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                        "original_max_position_embeddings": 8192, "rope_type": "llama3"},
       "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256})"},
-    {"Qwen/Qwen2-0.5B", 494032768, nullptr, R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+    {"Qwen/Qwen2-0.5B", 494032768, "qwen2-0.5b", R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
       "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896,
       "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 131072,
       "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
@@ -363,7 +363,7 @@ TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
         << name << " " << (overrides.empty() ? "" : overrides.front());
   }
   for (const char* name : {"gpt-tiny", "gpt2-small", "bert-base", "t5-small", "t5-v1_1-small", "llama-tiny",
-                           "mistral-tiny", "mistral-7b"}) {
+                           "mistral-tiny", "llama-3.2-1b", "qwen2-0.5b", "mistral-7b"}) {
     const auto config = load_config(find_config(name));
     EXPECT_NO_THROW(config_to_hf(config)) << name;
     // The Hugging Face config reads back to the same architecture.

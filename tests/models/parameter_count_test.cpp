@@ -59,7 +59,14 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
 TEST(ParameterCountFromConfig, KnownModelsAndAConfigFarLargerThanMemory) {
   EXPECT_EQ(count_parameters(load_config(find_config("gpt2-small"))), 124439808);
   EXPECT_EQ(count_parameters(load_config(find_config("t5-small"))), 60506624);
-  EXPECT_EQ(count_parameters(load_config(find_config("mistral-7b"))), 7241732096);  // MistralForCausalLM
+  // Hugging Face's counts of Llama-3.2-1B, Qwen2-0.5B (q/k/v biases) and Mistral-7B-v0.1.
+  EXPECT_EQ(count_parameters(load_config(find_config("llama-3.2-1b"))), 1235814400);
+  EXPECT_EQ(count_parameters(load_config(find_config("qwen2-0.5b"))), 494032768);
+  EXPECT_EQ(count_parameters(load_config(find_config("mistral-7b"))), 7241732096);
+  // Qwen2-0.5B by the formula: per block q (d + 1) d, k and v (d + 1) kv each, o d d, a
+  // three-matrix SwiGLU and two norms; then the tied embeddings and the final norm.
+  const int64_t qd = 896, kv = 128, ff = 4864, v = 151936;
+  EXPECT_EQ(494032768, 24 * ((qd + 1) * qd + 2 * (qd + 1) * kv + qd * qd + 3 * qd * ff + 2 * qd) + v * qd + qd);
   ModelConfig huge = load_config(find_config("gpt2-small"));
   huge.d_model = 5120, huge.n_layers = 40, huge.n_heads = 40, huge.d_ff = 20480, huge.vocab_size = 50257;
   // 40 blocks of 12 d^2 + 13 d, embeddings (V + 1024) d, a final norm: ~12.85 billion.
