@@ -38,15 +38,20 @@ torch::Tensor RotaryEmbeddingImpl::rotate(const torch::Tensor& x, const torch::T
   const int64_t half = options.head_dim() / 2;
   auto c = cos.to(x.scalar_type());
   auto s = sin.to(x.scalar_type());
-  if (options.layout() == RopeLayout::kHalf) {
-    auto x1 = x.narrow(-1, 0, half);
-    auto x2 = x.narrow(-1, half, half);
-    return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+  switch (options.layout()) {
+    case RopeLayout::kHalf: {
+      auto x1 = x.narrow(-1, 0, half);
+      auto x2 = x.narrow(-1, half, half);
+      return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+    }
+    case RopeLayout::kInterleaved: {
+      auto pairs = x.unflatten(-1, {half, 2});  // (..., d/2, 2)
+      auto x1 = pairs.select(-1, 0);
+      auto x2 = pairs.select(-1, 1);
+      return torch::stack({x1 * c - x2 * s, x2 * c + x1 * s}, -1).flatten(-2);
+    }
   }
-  auto pairs = x.unflatten(-1, {half, 2});  // (..., d/2, 2)
-  auto x1 = pairs.select(-1, 0);
-  auto x2 = pairs.select(-1, 1);
-  return torch::stack({x1 * c - x2 * s, x2 * c + x1 * s}, -1).flatten(-2);
+  throw std::logic_error("unhandled rope layout");
 }
 
 torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {

@@ -30,6 +30,14 @@ NormOptions norm_options(const ModelConfig& config) {
   return NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps).bias(config.bias);
 }
 
+AttentionBiasInputs attention_bias_inputs(const ModelConfig& config, bool causal) {
+  AttentionBiasInputs in;
+  in.causal = causal;
+  in.window = causal ? config.window.value_or(0) : 0;
+  in.kernel_may_mask = config.n_kv_heads == 0 || config.n_kv_heads == config.n_heads;
+  return in;
+}
+
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {
   return PositionEncodingOptions(config.position, config.d_model, config.n_heads, config.max_positions)
       .num_buckets(config.relative_buckets)

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "layers/block.h"
+#include "layers/masks.h"
 #include "layers/norm.h"
 #include "layers/position_encoding.h"
 #include "models/config.h"
@@ -18,6 +19,12 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
 
 // The options of every norm of a model (blocks, final norms, embedding norm, heads).
 NormOptions norm_options(const ModelConfig& config);
+
+// What the attention bias of a stack's forward starts from: causal or not, the sliding window
+// of causal stacks, and whether the fused kernel may apply a plain causal mask itself (not with
+// grouped queries, which the kernel's mask would misalign). The caller adds the lengths, the
+// padding mask and the position terms, then builds the bias once for all the stack's layers.
+AttentionBiasInputs attention_bias_inputs(const ModelConfig& config, bool causal);
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

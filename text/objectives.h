@@ -11,6 +11,7 @@
 
 #include <torch/types.h>
 
+#include "text/sentence_pairs.h"
 #include "text/token_file.h"
 #include "text/tokenizer.h"
 
@@ -78,7 +79,6 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> mask_tokens(const std::vec
                                                                   const MaskingOptions& options,
                                                                   std::mt19937_64& rng);
 
-enum class SentencePairs { kNone, kNextSentence, kSentenceOrder };
 
 // BERT pretraining examples: [CLS] A [SEP] (B [SEP]) of at most block_size tokens, masked.
 // Without pairs, A is a block of the stream. With pairs, A and B are the two halves of a

@@ -199,7 +199,7 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
   LineReader lines(files, o.skip_invalid_utf8);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   const std::pair<const char*, std::string> args[] = {
-      {"model_type", o.kind == TokenizerKind::kBpe ? "bpe" : "unigram"},
+      {"model_type", to_string(o.kind)},  // zoo's names are SentencePiece's
       {"vocab_size", std::to_string(o.vocab_size)},
       {"byte_fallback", "true"},
       {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},

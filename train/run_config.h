@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/config.h"
+#include "text/sentence_pairs.h"
 #include "text/tokenizer.h"
 #include "train/precision.h"
 #include "train/schedule.h"
@@ -24,7 +25,6 @@ namespace zoo {
 // classification, t5/transformer: seq2seq).
 enum class Objective { kAuto, kCausalLM, kMaskedLM, kSpanCorruption, kClassification, kSeq2Seq };
 enum class NonFinitePolicy { kStop, kSkip };
-enum class SentencePairMode { kNone, kNextSentence, kSentenceOrder };
 
 template <>
 struct EnumNames<Objective> {
@@ -42,13 +42,6 @@ struct EnumNames<NonFinitePolicy> {
   static constexpr const char* kWhat = "on_nonfinite";
   static constexpr std::pair<const char*, NonFinitePolicy> kNames[] = {{"stop", NonFinitePolicy::kStop},
                                                                        {"skip", NonFinitePolicy::kSkip}};
-};
-template <>
-struct EnumNames<SentencePairMode> {
-  static constexpr const char* kWhat = "sentence_pairs";
-  static constexpr std::pair<const char*, SentencePairMode> kNames[] = {
-      {"none", SentencePairMode::kNone}, {"nsp", SentencePairMode::kNextSentence},
-      {"sop", SentencePairMode::kSentenceOrder}};
 };
 
 // Pretraining learns a family's own objective from text; fine-tuning learns a task from the
@@ -95,7 +88,7 @@ struct RunConfig {
   // Objectives.
   double mask_probability = 0.15;
   bool whole_word_masking = false;
-  SentencePairMode sentence_pairs = SentencePairMode::kNone;
+  SentencePairs sentence_pairs = SentencePairs::kNone;
   double noise_density = 0.15;
   double mean_span_length = 3.0;
 

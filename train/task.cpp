@@ -257,12 +257,7 @@ std::unique_ptr<TaskData> token_data(const RunConfig& config, Objective objectiv
       MaskingOptions masking;
       masking.probability = config.mask_probability;
       masking.whole_word = config.whole_word_masking;
-      SentencePairs pairs = SentencePairs::kNone;
-      switch (config.sentence_pairs) {
-        case SentencePairMode::kNone: pairs = SentencePairs::kNone; break;
-        case SentencePairMode::kNextSentence: pairs = SentencePairs::kNextSentence; break;
-        case SentencePairMode::kSentenceOrder: pairs = SentencePairs::kSentenceOrder; break;
-      }
+      const SentencePairs pairs = config.sentence_pairs;
       return make(std::make_unique<MaskedLMDataset>(train_tokens, tokenizer, block, masking, pairs, config.seed),
                   val_tokens ? std::make_unique<MaskedLMDataset>(*val_tokens, tokenizer, block, masking, pairs,
                                                                  config.seed + 1)
