@@ -44,5 +44,20 @@ TEST(Masks, BiasIsZeroOrLowestFinite) {
   EXPECT_TRUE(torch::isfinite(mask_to_bias(torch::zeros({2}, torch::kBool), torch::kHalf)).all().item<bool>());
 }
 
+TEST(Masks, BiasIsTheLowestFiniteOfEachDtype) {
+  // -(2 - 2^-(mantissa bits)) * 2^(largest exponent)
+  const std::vector<std::pair<torch::ScalarType, double>> lowest = {
+      {torch::kFloat, -(2 - std::ldexp(1.0, -23)) * std::ldexp(1.0, 127)},
+      {torch::kDouble, -std::numeric_limits<double>::max()},
+      {torch::kHalf, -(2 - std::ldexp(1.0, -10)) * std::ldexp(1.0, 15)},
+      {torch::kBFloat16, -(2 - std::ldexp(1.0, -7)) * std::ldexp(1.0, 127)}};
+  for (const auto& [dtype, expected] : lowest) {
+    auto bias = mask_to_bias(torch::tensor({1, 0}).to(torch::kBool), dtype);
+    EXPECT_EQ(bias.scalar_type(), dtype);
+    EXPECT_EQ(bias[0].item<double>(), 0.0) << dtype;
+    EXPECT_EQ(bias[1].item<double>(), expected) << dtype;
+  }
+}
+
 }  // namespace
 }  // namespace zoo
