@@ -54,17 +54,20 @@ struct ScriptResolver : torch::jit::Resolver {
 
 constexpr std::string_view kMarker = "# --- TorchScript below";
 
+std::string_view script_text(const std::string& name) {
+  for (const auto& file : script_files()) {
+    if (file.name == name) return file.text;
+  }
+  throw std::logic_error("TorchScript export: no interop/script/" + name);
+}
+
 // A file of interop/script as Module::define reads it: the Python-only lines above the marker
 // (imports, notes) blanked, so that TorchScript's line numbers are the file's.
 std::string script_methods(const std::string& name) {
-  for (const auto& file : script_files()) {
-    if (file.name != name) continue;
-    const size_t at = file.text.find(kMarker);
-    TORCH_CHECK(at != std::string_view::npos, "interop/script/", name, ": no line '", kMarker, "'");
-    const auto python_lines = std::count(file.text.begin(), file.text.begin() + at, '\n');
-    return std::string(python_lines, '\n') + std::string(file.text.substr(at));
-  }
-  throw std::logic_error("TorchScript export: no interop/script/" + name);
+  const auto text = script_text(name);
+  const size_t at = text.find(kMarker);
+  TORCH_CHECK(at != std::string_view::npos, "interop/script/", name, ": no line '", kMarker, "'");
+  return std::string(std::count(text.begin(), text.begin() + at, '\n'), '\n') + std::string(text.substr(at));
 }
 
 std::string flat(std::string name) {
@@ -322,16 +325,12 @@ torch::jit::Module build(const Model& model, nlohmann::json* files) {
 
 std::string torchscript_source(const ModelConfig& config) {
   config.validate();
-  std::vector<std::string> files = {"positions.py", "common.py", "blocks.py"};
+  std::vector<std::string> files = {"common.py", "positions.py", "blocks.py"};
   for (const auto& f : family_script(config.family).files) {
     if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
   }
   std::string source;
-  for (const auto& name : files) {
-    for (const auto& file : script_files()) {
-      if (file.name == name) source += "# interop/script/" + name + "\n" + std::string(file.text) + "\n";
-    }
-  }
+  for (const auto& name : files) source += "# interop/script/" + name + "\n" + std::string(script_text(name)) + "\n";
   return source;
 }
 

@@ -4,7 +4,8 @@
 # The files of interop/script are valid Python and valid TorchScript. `zoo export`
 # (interop/torchscript.cpp) defines the functions below the marker line as methods of the
 # exported module with torch::jit::Module::define; everything above the marker is for Python
-# only, so that tests/reference/torchscript_eager.py can run the same functions eagerly.
+# only, so that Python can run the same functions eagerly (tests/reference/torchscript_check.py
+# --eager binds them to an object that reads the export's weights).
 #
 # `self` holds, besides the methods:
 #   - the weights, named as in zoo with '.' written '_' (token_embedding_weight); a weight the
@@ -17,7 +18,7 @@
 #
 # Shapes: B batch, T tokens (queries), K keys, D d_model, H heads, Hkv key/value heads,
 # hs head_dim, V vocab_size, L layers.
-from typing import List, Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +50,12 @@ def _norm(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     low = x.dtype == torch.float16 or x.dtype == torch.bfloat16
     xf = x.float() if low else x
     return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.norm_eps)).to(x.dtype)
+
+
+def _final_norm(self, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor]) -> Tensor:
+    # a pre-norm stack ends with a norm; a post-norm one has none (weight None), its blocks'
+    # outputs being normalised already
+    return x if weight is None else self._norm(x, weight, bias)
 
 
 def _activate(self, x: Tensor) -> Tensor:

@@ -62,10 +62,7 @@ def _hidden(self, input_ids: Tensor, positions: Tensor, start: int, attention_ma
             cache: List[Tensor]) -> Tensor:
     # input_ids (B, T), the tokens at start .. start + T - 1 after the cached ones -> (B, T, D)
     t = input_ids.size(1)
-    x = torch.embedding(self.token_embedding_weight, input_ids)  # (B, T, D)
-    if self.scale_embeddings:
-        x = x * self.d_model ** 0.5
-    x = self.positions.embed(x, positions)
+    x = self.positions.embed(self._embed_tokens(input_ids), positions)  # (B, T, D)
     # one bias for every layer: causal (and windowed), padding, position terms
     allowed = self._causal_allowed(t, start + t, start, x.device)  # (1, 1, T, K)
     if attention_mask is not None:
@@ -76,7 +73,4 @@ def _hidden(self, input_ids: Tensor, positions: Tensor, start: int, attention_ma
         bias = bias + position_bias
     no_memory: List[Tensor] = []
     x = self.blocks.forward(x, bias, self.positions.rotary(positions), start, cache, no_memory, None)
-    final_norm = self.final_norm_weight
-    if final_norm is not None:
-        x = self._norm(x, final_norm, self.final_norm_bias)
-    return x
+    return self._final_norm(x, self.final_norm_weight, self.final_norm_bias)

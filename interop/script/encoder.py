@@ -54,9 +54,7 @@ def _encode(self, input_ids: Tensor, attention_mask: Optional[Tensor],
         bias = padding if bias is None else bias + padding
     no_cache: List[Tensor] = []
     x = self.blocks.forward(x, bias, self.positions.rotary(positions), 0, no_cache, no_cache, None)
-    final_norm = self.final_norm_weight
-    if final_norm is not None:
-        x = self._norm(x, final_norm, self.final_norm_bias)
+    x = self._final_norm(x, self.final_norm_weight, self.final_norm_bias)
     pooler = self.pooler_weight
     if pooler is None:
         return x, torch.zeros([0], dtype=x.dtype, device=x.device)

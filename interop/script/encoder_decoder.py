@@ -30,10 +30,7 @@ def encode(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None) -> 
     no_cache: List[Tensor] = []
     rope = self.encoder_positions.rotary(positions)
     x = self.encoder_blocks.forward(x, bias, rope, 0, no_cache, no_cache, None)
-    final_norm = self.encoder_final_norm_weight
-    if final_norm is not None:
-        x = self._norm(x, final_norm, self.encoder_final_norm_bias)
-    return x
+    return self._final_norm(x, self.encoder_final_norm_weight, self.encoder_final_norm_bias)
 
 
 def decode(self, decoder_input_ids: Tensor, memory: Tensor, attention_mask: Optional[Tensor] = None) -> Tensor:
@@ -67,14 +64,6 @@ def generate(self, input_ids: Tensor, max_new_tokens: int = 32, temperature: flo
     return out
 
 
-def _embed_tokens(self, ids: Tensor) -> Tensor:
-    # ids (B, T) -> (B, T, D); the Transformer scales them by sqrt(d_model)
-    x = torch.embedding(self.token_embedding_weight, ids)
-    if self.scale_embeddings:
-        x = x * self.d_model ** 0.5
-    return x
-
-
 def _decode(self, ids: Tensor, start: int, memory_kv: List[Tensor], memory_mask: Optional[Tensor],
             cache: List[Tensor]) -> Tensor:
     # ids (B, T), the decoder tokens at start .. start + T - 1 after the cached ones -> (B, T, V)
@@ -91,7 +80,4 @@ def _decode(self, ids: Tensor, start: int, memory_kv: List[Tensor], memory_mask:
         self._key_allowed(memory_mask, memory_kv[0].size(2)), x)  # (B, 1, 1, S)
     rope = self.decoder_positions.rotary(positions)
     x = self.decoder_blocks.forward(x, bias, rope, start, cache, memory_kv, memory_bias)
-    final_norm = self.decoder_final_norm_weight
-    if final_norm is not None:
-        x = self._norm(x, final_norm, self.decoder_final_norm_bias)
-    return self._logits(x)
+    return self._logits(self._final_norm(x, self.decoder_final_norm_weight, self.decoder_final_norm_bias))

@@ -1,13 +1,21 @@
-# What the language models (decoder.py, encoder_decoder.py) share: the output head and the
-# choice of the next token. The choice is the second form of models/generation.cpp's greedy
-# and sampling path (a deployed model runs without zoo); tests/interop/torchscript_test.cpp
-# checks the two agree.
+# What the language models (decoder.py, encoder_decoder.py) share: token embeddings in and
+# out, and the choice of the next token. The choice is the second form of
+# models/generation.cpp's greedy and sampling path (a deployed model runs without zoo);
+# tests/interop/torchscript_test.cpp checks the two agree.
 from typing import Tuple
 
 import torch
 from torch import Tensor
 
 # --- TorchScript below: Module::define reads this file from here on ---
+
+
+def _embed_tokens(self, ids: Tensor) -> Tensor:
+    # ids (B, T) -> (B, T, D); the Transformer scales them by sqrt(d_model) (Vaswani et al.)
+    x = torch.embedding(self.token_embedding_weight, ids)
+    if self.scale_embeddings:
+        x = x * self.d_model ** 0.5
+    return x
 
 
 def _logits(self, x: Tensor) -> Tensor:

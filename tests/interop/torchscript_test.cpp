@@ -19,12 +19,13 @@ namespace fs = std::filesystem;
 using testing::error_of;
 using testing::max_abs_diff;
 
-// Forward outputs of the export against the native model's, by dtype: float32 and float64 differ
-// in the order of a few sums; bfloat16 keeps 8 bits, and the native kernel and the script round
-// the attention scores at different steps.
 // Tokens each generate call of the parity tests adds (tests/reference/torchscript_check.py too).
 constexpr int64_t kNewTokens = 6;
 
+// Forward outputs of the export against the native model's, by dtype: float32 and float64 differ
+// in the order of a few sums; bfloat16 keeps 8 significant bits (0.125 is 4 of its units at the
+// outputs' magnitude of about 4), and the native attention kernel and the script round at
+// different steps.
 double tolerance(torch::ScalarType dtype) {
   if (dtype == torch::kDouble) return 1e-12;
   if (dtype == torch::kBFloat16) return 0.125;
