@@ -32,6 +32,9 @@
 // is an attribute set to None. The positions submodules also hold the tables the native layers
 // compute (sinusoidal_table, rope_cos and rope_sin, alibi_slopes, relative_buckets) as buffers.
 // The export refuses a model with a tensor no script reads: a variant the scripts do not know.
+// Python's module.to(torch.float64) converts the floating-point weights and tables; LibTorch's
+// torch::jit::Module::to(dtype) would convert the integer relative_buckets too, so in C++
+// convert the floating-point tensors only.
 //
 // The archive carries extra files: config.yaml (the zoo config), zoo.json (family, methods,
 // special token ids, the script files of each class) and tokenizer.model when the checkpoint

@@ -1,6 +1,6 @@
 """Runs a zoo TorchScript export in plain python3-torch (no zoo code) for the export tests.
 
-Usage: torchscript_check.py OUT.pt MODEL.pt [--eager]
+Usage: torchscript_check.py OUT.pt MODEL.pt [--eager] [--to DTYPE]
 
 Loads MODEL.pt with torch.jit.load, reads its extra files (zoo.json, config.yaml), runs every
 method on inputs built from a formula the C++ test repeats, and saves the outputs into OUT.pt
@@ -8,7 +8,8 @@ method on inputs built from a formula the C++ test repeats, and saves the output
 
 With --eager the methods are not the compiled ones: the functions of interop/script run as
 ordinary Python, bound to objects that read the export's weights and attributes (Eager below),
-so the files a user reads are checked to be the program that runs.
+so the files a user reads are checked to be the program that runs. With --to (float64, ...)
+the loaded module is converted first, as a user would with module.to(torch.float64).
 """
 import inspect
 import json
@@ -62,6 +63,8 @@ def main():
     meta = json.loads(extra["zoo.json"])
     if b"family:" not in extra["config.yaml"]:
         sys.exit("config.yaml missing from the archive")
+    if "--to" in sys.argv:
+        module.to(getattr(torch, sys.argv[sys.argv.index("--to") + 1]))
     if "--eager" in sys.argv[3:]:
         module = Eager(module, meta["script_files"])
     vocab = meta["vocab_size"]
