@@ -73,7 +73,7 @@ int export_command(const ExportArgs& a) {
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
   const bool generates = config.family != Family::kBert;
-  std::cout << "wrote " << a.out << " (" << family_name(config.family) << ", "
+  std::cout << "wrote " << a.out << " (" << to_string(config.family) << ", "
             << count_parameters(*c.model.module()) << " parameters; methods: forward"
             << (config.is_encoder_decoder() ? ", encode, decode" : "") << (generates ? ", generate" : "")
             << (c.tokenizer_bytes.empty() ? "" : "; tokenizer.model inside") << ")\n";

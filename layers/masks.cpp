@@ -1,5 +1,7 @@
 #include "layers/masks.h"
 
+#include <limits>
+
 #include <torch/torch.h>
 
 namespace zoo {
@@ -57,10 +59,9 @@ torch::Tensor mask_to_bias(const torch::Tensor& allowed, torch::ScalarType dtype
   TORCH_CHECK(allowed.scalar_type() == torch::kBool, "mask_to_bias expects a boolean mask, got ",
               allowed.scalar_type());
   auto bias = torch::zeros(allowed.sizes(), allowed.options().dtype(dtype));
-  auto lowest = at::Scalar(std::numeric_limits<float>::lowest());
-  if (dtype == torch::kDouble) lowest = at::Scalar(std::numeric_limits<double>::lowest());
-  if (dtype == torch::kHalf) lowest = at::Scalar(-65504.0);
-  if (dtype == torch::kBFloat16) lowest = at::Scalar(-3.38953139e38);
+  at::Scalar lowest;
+  AT_DISPATCH_FLOATING_TYPES_AND2(torch::kHalf, torch::kBFloat16, dtype, "mask_to_bias",
+                                  [&] { lowest = std::numeric_limits<scalar_t>::lowest(); });
   return bias.masked_fill_(allowed.logical_not(), lowest);
 }
 

@@ -6,6 +6,12 @@
 
 namespace zoo {
 
+std::pair<torch::Tensor, torch::Tensor> rotary_table(int64_t head_dim, double base, int64_t n) {
+  auto inv_freq = torch::pow(base, -torch::arange(0, head_dim, 2, torch::kDouble) / double(head_dim));
+  auto angle = torch::arange(n, torch::kDouble).unsqueeze(1) * inv_freq;  // (n, head_dim / 2)
+  return {angle.cos().to(torch::kFloat), angle.sin().to(torch::kFloat)};
+}
+
 RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
     : options(options) {
   reset();
@@ -25,11 +31,9 @@ void RotaryEmbeddingImpl::reset() {
 void RotaryEmbeddingImpl::ensure_table(int64_t n, torch::Device device) {
   if (cos_.defined() && cos_.size(0) >= n && cos_.device() == device) return;
   int64_t size = cos_.defined() ? std::max<int64_t>(n, 2 * cos_.size(0)) : std::max<int64_t>(n, 256);
-  const int64_t d = options.head_dim();
-  auto inv_freq = torch::pow(options.base(), -torch::arange(0, d, 2, torch::kDouble) / double(d));
-  auto angle = torch::arange(size, torch::kDouble).unsqueeze(1) * inv_freq;  // (size, d/2)
-  cos_ = angle.cos().to(torch::kFloat).to(device);
-  sin_ = angle.sin().to(torch::kFloat).to(device);
+  auto [cos, sin] = rotary_table(options.head_dim(), options.base(), size);
+  cos_ = cos.to(device);
+  sin_ = sin.to(device);
 }
 
 torch::Tensor RotaryEmbeddingImpl::rotate(const torch::Tensor& x, const torch::Tensor& cos,

@@ -3,6 +3,7 @@
 // key features by an angle proportional to the position, so q.k depends only on the distance.
 
 #include <cstdint>
+#include <utility>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
@@ -18,6 +19,11 @@ struct RotaryEmbeddingOptions {
   TORCH_ARG(double, base) = 10000.0;
   TORCH_ARG(RopeLayout, layout) = RopeLayout::kHalf;
 };
+
+// The rotation angles of positions 0 .. n - 1: their cos and sin, (n, head_dim / 2) each, computed
+// in double and stored in float32. RotaryEmbedding gathers from this table; the TorchScript export
+// stores it.
+std::pair<torch::Tensor, torch::Tensor> rotary_table(int64_t head_dim, double base, int64_t n);
 
 // No parameters: the cos/sin table is built on demand, grown as positions require, and kept
 // on the device of use.

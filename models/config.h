@@ -124,8 +124,6 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The family's spelling in configs: "bert", "gpt", "t5", "transformer" (to_string).
-inline std::string family_name(Family family) { return to_string(family); }
 
 // Family defaults applied before the file's keys, so a file states only what differs.
 ModelConfig family_defaults(Family family);

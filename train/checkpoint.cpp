@@ -143,8 +143,8 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
   if (!fs::exists(config_path)) throw std::runtime_error(config_path + ": missing (not a zoo checkpoint?)");
   auto config = load_config(config_path);
   if (expected && config.family != *expected) {
-    throw std::runtime_error(dir + ": a " + family_name(config.family) + " checkpoint, but this needs a " +
-                             family_name(*expected) + " model");
+    throw std::runtime_error(dir + ": a " + to_string(config.family) + " checkpoint, but this needs a " +
+                             to_string(*expected) + " model");
   }
   c.model = build_model(config);
   load_weights((root / "model.pt").string(), *c.model.module());
