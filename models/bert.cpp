@@ -84,11 +84,7 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   x = dropout->forward(embedding_norm->forward(x));
 
   // One bias for every layer; rotary attention numbers positions 0..T-1 by itself.
-  auto in = attention_bias_inputs(config, /*causal=*/false);
-  in.queries = t, in.keys = t;
-  in.key_padding_mask = attention_mask;
-  in.position_bias = positions->attention_bias(t, t, 0, 0, x.device(), x.scalar_type());
-  const auto bias = build_attention_bias(in, x.scalar_type(), x.device());
+  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x);
   for (auto& block : block_list_) x = block->forward_with_bias(x, bias);
   if (final_norm) x = final_norm->forward(x);
 

@@ -69,11 +69,8 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   x = dropout->forward(x);
 
   // One bias for every layer (masks and position terms): queries at past.., keys from position 0.
-  auto in = attention_bias_inputs(config, /*causal=*/true);
-  in.queries = t, in.keys = past + t, in.query_start = past;
-  in.key_padding_mask = attention_mask;
-  in.position_bias = positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
-  const auto bias = build_attention_bias(in, x.scalar_type(), x.device());
+  const auto bias =
+      stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x);
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();

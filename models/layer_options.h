@@ -20,11 +20,15 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
 // The options of every norm of a model (blocks, final norms, embedding norm, heads).
 NormOptions norm_options(const ModelConfig& config);
 
-// What the attention bias of a stack's forward starts from: causal or not, the sliding window
-// of causal stacks, and whether the fused kernel may apply a plain causal mask itself (not with
-// grouped queries, which the kernel's mask would misalign). The caller adds the lengths, the
-// padding mask and the position terms, then builds the bias once for all the stack's layers.
-AttentionBiasInputs attention_bias_inputs(const ModelConfig& config, bool causal);
+// The attention bias of one stack's forward, built once for all its layers: `queries` new
+// tokens after `past` cached ones against `keys` keys from position 0; causal (with the config's
+// sliding window) or not; the key padding mask (B, keys) when given; the position terms of
+// `positions` when given (none for cross-attention). The fused kernel may apply a plain causal
+// mask itself, but not with grouped queries, which its mask would misalign. In `like`'s dtype
+// and device.
+AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                   const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
+                                   int64_t keys, const torch::Tensor& like);
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

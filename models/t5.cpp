@@ -64,11 +64,8 @@ torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
               attention_mask.sizes());
   const int64_t s = input_ids.size(1);
   auto x = embed(input_ids, 0, encoder_positions);
-  auto in = attention_bias_inputs(config, /*causal=*/false);
-  in.queries = s, in.keys = s;
-  in.key_padding_mask = attention_mask;
-  in.position_bias = encoder_positions->attention_bias(s, s, 0, 0, x.device(), x.scalar_type());
-  const auto bias = build_attention_bias(in, x.scalar_type(), x.device());
+  const auto bias =
+      stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x);
   for (auto& block : encoder_list_) x = block->forward_with_bias(x, bias);
   if (encoder_final_norm) x = encoder_final_norm->forward(x);
   return dropout->forward(x);
@@ -83,15 +80,10 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   const int64_t past = cache != nullptr ? cache->seen() : 0;
   auto x = embed(decoder_input_ids, past, decoder_positions);
   // One bias for every layer's self-attention, one for its cross-attention over the memory.
-  auto self_in = attention_bias_inputs(config, /*causal=*/true);
-  self_in.queries = t, self_in.keys = past + t, self_in.query_start = past;
-  self_in.position_bias = decoder_positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
-  const auto self_bias = build_attention_bias(self_in, x.scalar_type(), x.device());
-  auto cross_in = attention_bias_inputs(config, /*causal=*/false);
-  cross_in.queries = t;
-  cross_in.keys = memory_mask.defined() ? memory_mask.size(1) : 0;
-  cross_in.key_padding_mask = memory_mask;
-  const auto cross_bias = build_attention_bias(cross_in, x.scalar_type(), x.device());
+  const auto self_bias =
+      stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, past, past + t, x);
+  const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
+  const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x);
   for (auto& block : decoder_list_) x = block->forward_with_bias(x, self_bias, memory, cross_bias, cache);
   if (decoder_final_norm) x = decoder_final_norm->forward(x);
   x = dropout->forward(x);

@@ -11,11 +11,8 @@ namespace zoo {
 
 enum class SentencePairs { kNone, kNextSentence, kSentenceOrder };
 
-template <>
-struct EnumNames<SentencePairs> {
-  static constexpr const char* kWhat = "sentence_pairs";
-  static constexpr std::pair<const char*, SentencePairs> kNames[] = {
-      {"none", SentencePairs::kNone}, {"nsp", SentencePairs::kNextSentence}, {"sop", SentencePairs::kSentenceOrder}};
-};
+ZOO_ENUM_NAMES(SentencePairs, "sentence_pairs",
+               {"none", SentencePairs::kNone}, {"nsp", SentencePairs::kNextSentence},
+               {"sop", SentencePairs::kSentenceOrder});
 
 }  // namespace zoo

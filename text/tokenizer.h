@@ -44,12 +44,7 @@ struct SpecialTokenIds {
 // The algorithm `zoo tokenizer train` trains.
 enum class TokenizerKind { kUnigram, kBpe };
 
-template <>
-struct EnumNames<TokenizerKind> {
-  static constexpr const char* kWhat = "tokenizer type";
-  static constexpr std::pair<const char*, TokenizerKind> kNames[] = {{"unigram", TokenizerKind::kUnigram},
-                                                                     {"bpe", TokenizerKind::kBpe}};
-};
+ZOO_ENUM_NAMES(TokenizerKind, "tokenizer type", {"unigram", TokenizerKind::kUnigram}, {"bpe", TokenizerKind::kBpe});
 // Which backend a tokenizer was read as, by its files.
 enum class TokenizerBackend {
   kZooSentencePiece,  // zoo's .model (special tokens at fixed ids)
@@ -58,16 +53,11 @@ enum class TokenizerBackend {
   kBertVocab,         // BERT's vocab.txt (WordPiece)
   kHfSentencePiece,   // a Hugging Face directory's spiece.model / tokenizer.model (T5, LLaMA)
 };
-template <>
-struct EnumNames<TokenizerBackend> {
-  static constexpr const char* kWhat = "tokenizer backend";
-  static constexpr std::pair<const char*, TokenizerBackend> kNames[] = {
-      {"zoo-sentencepiece", TokenizerBackend::kZooSentencePiece},
-      {"tokenizer.json", TokenizerBackend::kTokenizerJson},
-      {"vocab.json+merges.txt", TokenizerBackend::kGpt2Files},
-      {"vocab.txt", TokenizerBackend::kBertVocab},
-      {"hf-sentencepiece", TokenizerBackend::kHfSentencePiece}};
-};
+ZOO_ENUM_NAMES(TokenizerBackend, "tokenizer backend",
+               {"zoo-sentencepiece", TokenizerBackend::kZooSentencePiece},
+               {"tokenizer.json", TokenizerBackend::kTokenizerJson},
+               {"vocab.json+merges.txt", TokenizerBackend::kGpt2Files}, {"vocab.txt", TokenizerBackend::kBertVocab},
+               {"hf-sentencepiece", TokenizerBackend::kHfSentencePiece});
 
 struct TokenizerTrainOptions {
   std::vector<std::string> inputs;  // files or directories (read recursively)

@@ -26,23 +26,11 @@ namespace zoo {
 enum class Objective { kAuto, kCausalLM, kMaskedLM, kSpanCorruption, kClassification, kSeq2Seq };
 enum class NonFinitePolicy { kStop, kSkip };
 
-template <>
-struct EnumNames<Objective> {
-  static constexpr const char* kWhat = "objective";
-  static constexpr std::pair<const char*, Objective> kNames[] = {
-      {"auto", Objective::kAuto},
-      {"causal_lm", Objective::kCausalLM},
-      {"mlm", Objective::kMaskedLM},
-      {"span_corruption", Objective::kSpanCorruption},
-      {"classification", Objective::kClassification},
-      {"seq2seq", Objective::kSeq2Seq}};
-};
-template <>
-struct EnumNames<NonFinitePolicy> {
-  static constexpr const char* kWhat = "on_nonfinite";
-  static constexpr std::pair<const char*, NonFinitePolicy> kNames[] = {{"stop", NonFinitePolicy::kStop},
-                                                                       {"skip", NonFinitePolicy::kSkip}};
-};
+ZOO_ENUM_NAMES(Objective, "objective",
+               {"auto", Objective::kAuto}, {"causal_lm", Objective::kCausalLM}, {"mlm", Objective::kMaskedLM},
+               {"span_corruption", Objective::kSpanCorruption}, {"classification", Objective::kClassification},
+               {"seq2seq", Objective::kSeq2Seq});
+ZOO_ENUM_NAMES(NonFinitePolicy, "on_nonfinite", {"stop", NonFinitePolicy::kStop}, {"skip", NonFinitePolicy::kSkip});
 
 // Pretraining learns a family's own objective from text; fine-tuning learns a task from the
 // user's examples (or, for gpt, their text).
