@@ -212,8 +212,8 @@ int bert_predict(Checkpoint& c, const Tokenizer& tokenizer, const GenerateArgs& 
 int generate_command(const GenerateArgs& a) {
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
-  if (c.tokenizer_bytes.empty()) throw std::runtime_error(dir + ": the checkpoint has no tokenizer.model");
-  const Tokenizer tokenizer = Tokenizer::from_serialized(c.tokenizer_bytes, dir + "/tokenizer.model");
+  if (!c.tokenizer) throw std::runtime_error(dir + ": the checkpoint has no tokenizer");
+  const Tokenizer& tokenizer = *c.tokenizer;
   for (const auto& prompt : a.prompts) check_utf8(prompt, "--prompt");
   const torch::Device device = resolve_device(a.device);
   c.model.module()->to(device);
@@ -228,7 +228,7 @@ int generate_command(const GenerateArgs& a) {
   o.num_beams = a.num_beams, o.length_penalty = a.length_penalty;
   o.seed = static_cast<uint64_t>(a.seed);
   o.use_cache = !a.no_cache;
-  o.eos_ids = a.eos.empty() ? std::vector<int64_t>{SpecialTokens::kEos} : a.eos;
+  o.eos_ids = a.eos;  // none given: the tokenizer's end-of-sequence token
   torch::NoGradGuard no_grad;
   for (const auto& prompt : a.prompts) {
     if (c.model.config.family == Family::kGpt) std::cout << prompt << std::flush;
@@ -300,7 +300,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
                       "beam search width (t5 and transformer), at most " + std::to_string(GenerationOptions::kMaxBeams))
       ->check(positive_integer());
   gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty")->check(finite_number());
-  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: </s>)")
+  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: the tokenizer's end-of-sequence token)")
       ->allow_extra_args(false)
       ->check(non_negative_integer());
   gen_cmd->add_option("--stop", g->stops, "text that ends generation (repeatable; not empty)")->allow_extra_args(false);

@@ -370,7 +370,7 @@ class ArchiveBuffer : public std::streambuf {
 
 }  // namespace
 
-void export_torchscript(const Model& model, const std::string& path, const std::string& tokenizer_bytes) {
+void export_torchscript(const Model& model, const std::string& path, const Tokenizer* tokenizer) {
   const auto& c = model.config;
   nlohmann::json files;
   torch::jit::Module script = build(model, &files);
@@ -384,15 +384,21 @@ void export_torchscript(const Model& model, const std::string& path, const std::
                          {"decoder_start_id", c.decoder_start_id},
                          {"methods", family_script(c.family).methods},
                          {"script_files", files},
-                         {"has_tokenizer", !tokenizer_bytes.empty()}};
-  if (!tokenizer_bytes.empty()) {
-    meta["special_ids"] = {{"pad", SpecialTokens::kPad}, {"unk", SpecialTokens::kUnk},
-                           {"bos", SpecialTokens::kBos}, {"eos", SpecialTokens::kEos},
-                           {"cls", SpecialTokens::kCls}, {"sep", SpecialTokens::kSep},
-                           {"mask", SpecialTokens::kMask}};
+                         {"has_tokenizer", tokenizer != nullptr}};
+  torch::jit::ExtraFilesMap extra{{"config.yaml", to_yaml(c)}};
+  if (tokenizer != nullptr) {
+    const auto& s = tokenizer->special();
+    nlohmann::json ids = nlohmann::json::object();
+    for (const auto& [role, id] : {std::pair<const char*, std::optional<int64_t>>{"pad", s.pad}, {"unk", s.unk},
+                                   {"bos", s.bos}, {"eos", s.eos}, {"cls", s.cls}, {"sep", s.sep}, {"mask", s.mask}}) {
+      if (id) ids[role] = *id;
+    }
+    meta["special_ids"] = ids;
+    meta["tokenizer"] = to_string(tokenizer->kind());
+    const bool zoo_model = tokenizer->kind() == TokenizerBackend::kZooSentencePiece;
+    extra[zoo_model ? "tokenizer.model" : "tokenizer.files"] = tokenizer->model_bytes();
   }
-  torch::jit::ExtraFilesMap extra{{"config.yaml", to_yaml(c)}, {"zoo.json", meta.dump(2) + "\n"}};
-  if (!tokenizer_bytes.empty()) extra["tokenizer.model"] = tokenizer_bytes;
+  extra["zoo.json"] = meta.dump(2) + "\n";
 
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory; give a file name (model.pt)");

@@ -37,14 +37,16 @@
 // convert the floating-point tensors only.
 //
 // The archive carries extra files: config.yaml (the zoo config), zoo.json (family, methods,
-// special token ids, the script files of each class) and tokenizer.model when the checkpoint
-// has one.
+// the tokenizer's special token ids, the script files of each class) and the tokenizer when the
+// checkpoint has one: tokenizer.model for zoo's own (a SentencePiece model), tokenizer.files for
+// a Hugging Face tokenizer (its files in one container, text/tokenizer_files.h).
 
 #include <string>
 
 #include <torch/csrc/jit/api/module.h>
 
 #include "models/model.h"
+#include "text/tokenizer.h"
 
 namespace zoo {
 
@@ -57,7 +59,6 @@ std::string torchscript_source(const ModelConfig& config);
 torch::jit::Module to_torchscript(const Model& model);
 
 // Writes the module and its extra files to `path` atomically (temporary file, then rename).
-void export_torchscript(const Model& model, const std::string& path,
-                        const std::string& tokenizer_bytes = {});
+void export_torchscript(const Model& model, const std::string& path, const Tokenizer* tokenizer = nullptr);
 
 }  // namespace zoo

@@ -149,6 +149,17 @@ class Tokenizer {
 
 uint64_t fnv1a64(const std::string& bytes);
 
+// Whether `dir` holds a Hugging Face tokenizer's files (tokenizer.json, vocab.json + merges.txt,
+// vocab.txt, spiece.model or tokenizer.model).
+bool has_hf_tokenizer(const std::string& dir);
+
+// Where a checkpoint or run directory keeps its tokenizer: zoo's own as DIR/tokenizer.model (as
+// always), a Hugging Face tokenizer as its original files in DIR/tokenizer/. Written atomically
+// file by file; an unchanged tokenizer is not rewritten.
+void store_tokenizer(const Tokenizer& tokenizer, const std::string& dir);
+// The tokenizer stored in `dir` that way, or nullptr when there is none. Errors name the file.
+std::unique_ptr<Tokenizer> stored_tokenizer(const std::string& dir);
+
 // Text files under each input (a file itself, or every regular file below a directory, sorted).
 // Throws std::runtime_error naming an input that is missing, or a directory with no files.
 std::vector<std::string> list_text_files(const std::vector<std::string>& inputs);

@@ -117,7 +117,7 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
     model_.module()->eval();
     if (!GetParam().convert_loaded) model_.module()->to(GetParam().dtype);
     path_ = testing::scratch_path("torchscript-" + GetParam().name).string() + ".pt";
-    export_torchscript(model_, path_, "not really a tokenizer");
+    export_torchscript(model_, path_, &testing::shared_tokenizer());
     loaded_ = torch::jit::load(path_);
     if (GetParam().convert_loaded) {
       model_.module()->to(GetParam().dtype);
@@ -296,7 +296,7 @@ TEST_P(TorchScriptExport, CarriesItsConfigAndTokenizer) {
   torch::jit::ExtraFilesMap extra{{"config.yaml", ""}, {"zoo.json", ""}, {"tokenizer.model", ""}};
   torch::jit::load(path_, torch::kCPU, extra);
   EXPECT_EQ(to_yaml(parse_config(extra["config.yaml"], "config.yaml")), to_yaml(config_));
-  EXPECT_EQ(extra["tokenizer.model"], "not really a tokenizer");
+  EXPECT_EQ(extra["tokenizer.model"], testing::shared_tokenizer().model_bytes());
   auto meta = nlohmann::json::parse(extra["zoo.json"]);
   EXPECT_EQ(meta["family"], to_string(config_.family));
   EXPECT_EQ(meta["vocab_size"], config_.vocab_size);
