@@ -36,12 +36,14 @@ int import_hf_command(const ImportArgs& a) {
   Model model = import_hf(a.dir, &report);
   if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << join(report.unexpected, ", ", 20) << "\n";
   if (!report.ignored.empty()) std::cerr << "ignored (tied copies, mask buffers): " << report.ignored.size() << " tensors\n";
+  // The directory's own tokenizer comes with the model; --tokenizer replaces it.
+  const std::string tokenizer_path = !a.tokenizer.empty() ? a.tokenizer : has_hf_tokenizer(a.dir) ? a.dir : "";
   std::unique_ptr<Tokenizer> tokenizer;
-  if (!a.tokenizer.empty()) {
-    tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(a.tokenizer));
+  if (!tokenizer_path.empty()) {
+    tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer_path));
     if (tokenizer->vocab_size() > model.config.vocab_size) {
-      throw std::runtime_error(a.tokenizer + ": " + std::to_string(tokenizer->vocab_size()) +
-                               " pieces, more than the model's vocab_size " + std::to_string(model.config.vocab_size));
+      throw std::runtime_error(tokenizer_path + ": the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                               " tokens, more than the model's vocab_size " + std::to_string(model.config.vocab_size));
     }
   }
   save_checkpoint(a.out, model, nullptr, tokenizer.get(),
@@ -49,8 +51,11 @@ int import_hf_command(const ImportArgs& a) {
   if (replacing) say_replaced(a.out, "the checkpoint");
   std::cout << "wrote " << a.out << " (" << describe(model.config).substr(0, describe(model.config).find('\n'))
             << ", " << count_parameters(*model.module()) << " parameters)\n";
-  if (!tokenizer) {
-    std::cout << "no --tokenizer given: generate, eval and finetune need one (a zoo SentencePiece model)\n";
+  if (tokenizer) {
+    std::cout << "tokenizer: " << to_string(tokenizer->kind()) << " from " << tokenizer_path << " ("
+              << tokenizer->vocab_size() << " tokens)\n";
+  } else {
+    std::cout << "no tokenizer in " << a.dir << " and no --tokenizer: generate, eval and finetune need one\n";
   }
   return 0;
 }
@@ -59,7 +64,7 @@ int export_hf_command(const ExportArgs& a) {
   const bool replacing = check_output(a.out, OutputKind::kHuggingFaceDirectory, a.overwrite) == OutputState::kReplace;
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
-  export_hf(c.model, a.out);
+  export_hf(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the Hugging Face export");
   std::cout << "wrote " << a.out << "/config.json and " << a.out << "/model.safetensors\n";
   return 0;
@@ -69,20 +74,15 @@ int export_command(const ExportArgs& a) {
   const bool replacing = check_output(a.out, OutputKind::kTorchScriptFile, a.overwrite) == OutputState::kReplace;
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
-  // The TorchScript source builds its RoPE tables from rope_base alone: refused, not exported wrong.
-  if (const auto kind = c.model.config.rope_scaling.kind; kind != RopeScalingKind::kNone) {
-    throw ConfigError(dir + ": the TorchScript export does not apply rope_scaling " + to_string(kind) +
-                      " yet; its outputs would differ from zoo's");
-  }
-  export_torchscript(c.model, a.out, c.tokenizer_bytes);
+  export_torchscript(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
   const bool generates = config.family != Family::kBert;
-  std::cout << "wrote " << a.out << " (" << family_name(config.family) << ", "
+  std::cout << "wrote " << a.out << " (" << to_string(config.family) << ", "
             << count_parameters(*c.model.module()) << " parameters; methods: forward"
             << (config.is_encoder_decoder() ? ", encode, decode" : "") << (generates ? ", generate" : "")
-            << (c.tokenizer_bytes.empty() ? "" : "; tokenizer.model inside") << ")\n";
-  if (c.tokenizer_bytes.empty()) std::cerr << "warning: " << dir << " has no tokenizer.model; the export carries none\n";
+            << (c.tokenizer ? "; its tokenizer inside" : "") << ")\n";
+  if (!c.tokenizer) std::cerr << "warning: " << dir << " has no tokenizer; the export carries none\n";
   return 0;
 }
 

@@ -28,6 +28,12 @@ struct DistributedArgs {
   double bucket_mb = 8;
 };
 
+void add_device_option(CLI::App* command, std::string& device) {
+  command->add_option("--device", device, "cpu, cuda, cuda:N or auto")->check([](const std::string& d) {
+    return d == "cpu" || d == "auto" || d.rfind("cuda", 0) == 0 ? "" : "expected cpu, cuda, cuda:N or auto, got '" + d + "'";
+  });
+}
+
 void add_distributed_options(CLI::App* command, DistributedArgs& d) {
   command->add_option("--dist-timeout", d.timeout_seconds,
                       "multi-process runs: seconds to wait for the other ranks (rendezvous, each collective)")
@@ -206,8 +212,8 @@ int bert_predict(Checkpoint& c, const Tokenizer& tokenizer, const GenerateArgs& 
 int generate_command(const GenerateArgs& a) {
   const std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint c = load_checkpoint(dir);
-  if (c.tokenizer_bytes.empty()) throw std::runtime_error(dir + ": the checkpoint has no tokenizer.model");
-  const Tokenizer tokenizer = Tokenizer::from_serialized(c.tokenizer_bytes, dir + "/tokenizer.model");
+  if (!c.tokenizer) throw std::runtime_error(dir + ": the checkpoint has no tokenizer");
+  const Tokenizer& tokenizer = *c.tokenizer;
   for (const auto& prompt : a.prompts) check_utf8(prompt, "--prompt");
   const torch::Device device = resolve_device(a.device);
   c.model.module()->to(device);
@@ -222,7 +228,7 @@ int generate_command(const GenerateArgs& a) {
   o.num_beams = a.num_beams, o.length_penalty = a.length_penalty;
   o.seed = static_cast<uint64_t>(a.seed);
   o.use_cache = !a.no_cache;
-  o.eos_ids = a.eos.empty() ? std::vector<int64_t>{SpecialTokens::kEos} : a.eos;
+  o.eos_ids = a.eos;  // none given: the tokenizer's end-of-sequence token
   torch::NoGradGuard no_grad;
   for (const auto& prompt : a.prompts) {
     if (c.model.config.family == Family::kGpt) std::cout << prompt << std::flush;
@@ -247,9 +253,8 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   train_cmd->add_option("--run-dir", t->run_dir, "where the run lives (default: runs/MODEL)");
   train_cmd->add_option("--resume", t->resume, "continue the run in this directory from its last checkpoint");
   train_cmd->add_option("--data", t->data, "text files/dirs or a token directory (default: the default corpus)")->allow_extra_args(false);
-  train_cmd->add_option("--device", t->device, "cpu, cuda, cuda:N or auto")->check(
-      [](const std::string& d) { return d == "cpu" || d == "auto" || d.rfind("cuda", 0) == 0 ? "" : "expected cpu, cuda or auto"; });
-  train_cmd->add_flag("--overwrite", t->overwrite, "start again in a run directory that holds a run");
+  add_device_option(train_cmd, t->device);
+  add_overwrite_flag(train_cmd, t->overwrite, "a run (its checkpoints and metrics)");
   add_distributed_options(train_cmd, t->distributed);
   commands.push_back({train_cmd, [t] { return train(*t); }});
 
@@ -264,8 +269,8 @@ std::vector<Command> add_training_commands(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "classify", "classification", "lm", "causal_lm", "seq2seq"}));
   finetune_cmd->add_option("--config", f->config, "a run config for the fine-tuning hyperparameters");
   finetune_cmd->add_option("--run-dir", f->run_dir, "where the run lives (default: runs/MODEL-TASK)");
-  finetune_cmd->add_option("--device", f->device, "cpu, cuda, cuda:N or auto");
-  finetune_cmd->add_flag("--overwrite", f->overwrite, "start again in a run directory that holds a run");
+  add_device_option(finetune_cmd, f->device);
+  add_overwrite_flag(finetune_cmd, f->overwrite, "a run (its checkpoints and metrics)");
   add_distributed_options(finetune_cmd, f->distributed);
   commands.push_back({finetune_cmd, [f] { return finetune(*f); }});
 
@@ -276,7 +281,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   eval_cmd->add_option("--batch-size", e->batch_size, "examples per batch")->check(positive_integer());
   eval_cmd->add_option("--max-batches", e->max_batches, "stop after this many batches (0 = all)")
       ->check(non_negative_integer());
-  eval_cmd->add_option("--device", e->device, "cpu, cuda, cuda:N or auto");
+  add_device_option(eval_cmd, e->device);
   commands.push_back({eval_cmd, [e] { return eval(*e); }});
 
   auto g = std::make_shared<GenerateArgs>();
@@ -295,14 +300,14 @@ std::vector<Command> add_training_commands(CLI::App& app) {
                       "beam search width (t5 and transformer), at most " + std::to_string(GenerationOptions::kMaxBeams))
       ->check(positive_integer());
   gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty")->check(finite_number());
-  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: </s>)")
+  gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: the tokenizer's end-of-sequence token)")
       ->allow_extra_args(false)
       ->check(non_negative_integer());
   gen_cmd->add_option("--stop", g->stops, "text that ends generation (repeatable; not empty)")->allow_extra_args(false);
   gen_cmd->add_option("--seed", g->seed, "sampling seed")->check(non_negative_integer());
   gen_cmd->add_flag("--no-cache", g->no_cache, "recompute every step instead of using the KV cache");
   gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(positive_integer());
-  gen_cmd->add_option("--device", g->device, "cpu, cuda, cuda:N or auto");
+  add_device_option(gen_cmd, g->device);
   commands.push_back({gen_cmd, [g] { return generate_command(*g); }});
 
   auto plot_dir = std::make_shared<std::string>();

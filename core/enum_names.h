@@ -2,12 +2,9 @@
 // The one mechanism that names enums: configs, run configs, messages and `zoo schema` all read
 // each enum's spellings from its EnumNames specialisation, declared beside the enum:
 //
-//   template <>
-//   struct EnumNames<NormKind> {
-//     static constexpr const char* kWhat = "norm";
-//     static constexpr std::pair<const char*, NormKind> kNames[] = {{"layernorm", NormKind::kLayerNorm}, ...};
-//   };
+//   ZOO_ENUM_NAMES(NormKind, "norm", {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRMSNorm});
 //
+// which defines EnumNames<NormKind>::kWhat (what the enum is called in messages) and kNames.
 // from_string lists the accepted spellings when it fails; to_string of an unnamed value is a
 // logic error. Code that acts on an enum dispatches with `switch` and no `default`, so a new
 // enumerator is a compiler warning wherever it must be handled.
@@ -21,6 +18,13 @@ namespace zoo {
 
 template <typename E>
 struct EnumNames;
+
+#define ZOO_ENUM_NAMES(Enum, what, ...)                                  \
+  template <>                                                            \
+  struct EnumNames<Enum> {                                               \
+    static constexpr const char* kWhat = what;                           \
+    static constexpr std::pair<const char*, Enum> kNames[] = {__VA_ARGS__}; \
+  }
 
 // The accepted spellings, in declaration order.
 template <typename E>

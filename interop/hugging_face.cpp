@@ -302,8 +302,8 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
   return model;
 }
 
-void export_hf(const Model& model, const std::string& dir) {
-  const json hf = config_to_hf(model.config);
+void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer) {
+  json hf = config_to_hf(model.config);
   auto params = model.module()->named_parameters();
   // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head.
   const auto& c = model.config;
@@ -334,6 +334,14 @@ void export_hf(const Model& model, const std::string& dir) {
   std::error_code ec;
   try {
     save_safetensors((fs::path(tmp) / "model.safetensors").string(), out, {{"format", "pt"}});
+    if (tokenizer != nullptr) {
+      tokenizer->save(tmp);
+      const auto& s = tokenizer->special();
+      for (const auto& [key, id] : {std::pair<const char*, std::optional<int64_t>>{"bos_token_id", s.bos},
+                                    {"eos_token_id", s.eos}, {"pad_token_id", s.pad}}) {
+        if (id) hf[key] = *id;
+      }
+    }
     write_file_atomically((fs::path(tmp) / "config.json").string(), hf.dump(2) + "\n");
     write_output_marker(tmp, OutputKind::kHuggingFaceDirectory);
   } catch (const std::exception& e) {

@@ -16,6 +16,7 @@
 
 #include "interop/hf_model_config.h"
 #include "models/model.h"
+#include "text/tokenizer.h"
 
 namespace zoo {
 
@@ -33,6 +34,8 @@ struct HfImportReport {
 Model import_hf(const std::string& dir, HfImportReport* report = nullptr);
 
 // Writes DIR/config.json and DIR/model.safetensors in Hugging Face's layout (atomically each).
-void export_hf(const Model& model, const std::string& dir);
+// With a tokenizer, its files go beside the weights (a Hugging Face tokenizer's as it read them,
+// zoo's own as tokenizer.model) and config.json names its special tokens' ids.
+void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer = nullptr);
 
 }  // namespace zoo

@@ -1,8 +1,10 @@
 #pragma once
-// TorchScript export: a torch::jit::Module that holds a model's weights and methods written in
-// TorchScript for its config, so the file runs under torch::jit::load (C++) or torch.jit.load
-// (Python) with no zoo code at all. The source is generated per config: only the variants the
-// config uses are written, and each layer is one line naming its weights.
+// TorchScript export: a torch::jit::Module that holds a model's weights and runs the program in
+// interop/script, so the file runs under torch::jit::load (C++) or torch.jit.load (Python) with
+// no zoo code at all. The program is checked-in Python that is also TorchScript, one file per
+// concern (common.py, positions.py, blocks.py, generation.py, and decoder.py, encoder.py or
+// encoder_decoder.py for the family), embedded at build time and defined on the module with
+// Module::define; it branches on the config's variants, which the module holds as attributes.
 //
 // Methods, all in eval mode (no dropout):
 //   gpt:  forward(input_ids, attention_mask=None) -> logits (B, T, V)
@@ -20,26 +22,43 @@
 // cache is preallocated for prompt + max_new_tokens. After a row emits eos_id (when >= 0) it is
 // padded with pad_id; generation stops when every row has finished.
 //
-// Parameters keep zoo's names with '.' written as '_' (blocks.0.ff.up.weight becomes
-// blocks_0_ff_up_weight). The archive carries extra files: config.yaml (the zoo config),
-// zoo.json (family, methods, special token ids) and tokenizer.model when the checkpoint has one.
+// Names. Each PositionEncoding child of the model (positions; encoder_positions and
+// decoder_positions) and each stack of blocks (blocks; encoder_blocks and decoder_blocks) is a
+// submodule of the same name. In a stack, a per-layer tensor is stacked over the layers:
+// blocks.3.ff.up.weight is row 3 of the (n_layers, d_ff, d_model) parameter blocks.ff_up_weight.
+// Every other name keeps zoo's path with '.' written '_' inside its module:
+// token_embedding.weight is token_embedding_weight, positions.learned.embedding.weight is
+// positions.learned_embedding_weight. A weight the config does not have (a bias, an untied head)
+// is an attribute set to None. The positions submodules also hold the tables the native layers
+// compute (sinusoidal_table, rope_cos and rope_sin, alibi_slopes, relative_buckets) as buffers.
+// The export refuses a model with a tensor no script reads: a variant the scripts do not know.
+// Python's module.to(torch.float64) converts the floating-point weights and tables; LibTorch's
+// torch::jit::Module::to(dtype) would convert the integer relative_buckets too, so in C++
+// convert the floating-point tensors only.
+//
+// The archive carries extra files: config.yaml (the zoo config), zoo.json (family, methods,
+// the tokenizer's special token ids, the script files of each class) and the tokenizer when the
+// checkpoint has one: tokenizer.model for zoo's own (a SentencePiece model), tokenizer.files for
+// a Hugging Face tokenizer (its files in one container, text/tokenizer_files.h).
 
 #include <string>
 
 #include <torch/csrc/jit/api/module.h>
 
 #include "models/model.h"
+#include "text/tokenizer.h"
 
 namespace zoo {
 
-// The TorchScript source of the module for `config` (what `to_torchscript` defines).
+// The files of interop/script that the export of `config` runs, each whole under a
+// "# interop/script/<file>" line.
 std::string torchscript_source(const ModelConfig& config);
 
-// The scripted module over `model`'s weights (shared with it, not copied), in eval mode.
+// The scripted module over `model`'s weights (shared with it, but for the blocks', which are
+// stacked per layer into new tensors), in eval mode.
 torch::jit::Module to_torchscript(const Model& model);
 
 // Writes the module and its extra files to `path` atomically (temporary file, then rename).
-void export_torchscript(const Model& model, const std::string& path,
-                        const std::string& tokenizer_bytes = {});
+void export_torchscript(const Model& model, const std::string& path, const Tokenizer* tokenizer = nullptr);
 
 }  // namespace zoo

@@ -84,21 +84,24 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
                                      const torch::Tensor& key_padding_mask,
                                      const torch::Tensor& position_bias, AttentionCache* cache,
                                      const torch::Tensor& position_ids) {
-  return std::get<0>(
-      run(x, memory, key_padding_mask, position_bias, cache, position_ids, /*need_weights=*/false));
+  return std::get<0>(run(x, memory, {nullptr, key_padding_mask, position_bias}, cache, position_ids,
+                         /*need_weights=*/false));
+}
+
+torch::Tensor AttentionImpl::forward_with_bias(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory,
+                                     AttentionCache* cache, const torch::Tensor& position_ids) {
+  return std::get<0>(run(x, memory, {&bias, {}, {}}, cache, position_ids, /*need_weights=*/false));
 }
 
 std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(
     const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& key_padding_mask,
     const torch::Tensor& position_bias, AttentionCache* cache, const torch::Tensor& position_ids) {
-  return run(x, memory, key_padding_mask, position_bias, cache, position_ids,
-             /*need_weights=*/true);
+  return run(x, memory, {nullptr, key_padding_mask, position_bias}, cache, position_ids, /*need_weights=*/true);
 }
 
-std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
-    const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& key_padding_mask,
-    const torch::Tensor& position_bias, AttentionCache* cache, const torch::Tensor& position_ids,
-    bool need_weights) {
+std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor& x, const torch::Tensor& memory,
+                                                            const Masks& masks, AttentionCache* cache,
+                                                            const torch::Tensor& position_ids, bool need_weights) {
   TORCH_CHECK(x.dim() == 3 && x.size(2) == options.d_model(), "attention: expected input (B, T, ",
               options.d_model(), "), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
@@ -153,36 +156,38 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(
   }
   const int64_t tk = kh.size(2);
 
-  // Allowed (query, key) pairs, then one additive bias for all masks and position terms.
-  const bool causal = options.causal();
-  const bool kernel_causal = causal && !need_weights && options.backend() == AttentionBackend::kFused &&
-                             options.resolved_window() == 0 && q_start == k_start && t == tk &&
-                             h == hkv && !key_padding_mask.defined() && !position_bias.defined();
-  torch::Tensor allowed;
-  if (causal && !kernel_causal) {
-    allowed = causal_mask(t, tk, q_start, k_start, options.resolved_window(), x.device());
+  // One additive bias for every mask and position term: the stack's, or built here.
+  const auto backend = need_weights ? AttentionBackend::kMath : options.backend();
+  const bool kernel_may_mask = backend == AttentionBackend::kFused && h == hkv;
+  AttentionBias own;
+  if (masks.stack_bias == nullptr) {
+    if (masks.key_padding_mask.defined()) {
+      TORCH_CHECK(masks.key_padding_mask.dim() == 2 && masks.key_padding_mask.size(0) == b,
+                  "attention: key padding mask must be (", b, ", K), got ", masks.key_padding_mask.sizes());
+    }
+    AttentionBiasInputs in;
+    in.queries = t, in.keys = tk, in.query_start = q_start, in.key_start = k_start;
+    in.causal = options.causal(), in.window = options.resolved_window();
+    in.key_padding_mask = masks.key_padding_mask, in.position_bias = masks.position_bias;
+    in.kernel_may_mask = kernel_may_mask;
+    own = build_attention_bias(in, qh.scalar_type(), x.device());
   }
-  if (key_padding_mask.defined()) {
-    TORCH_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == b &&
-                    key_padding_mask.size(1) >= tk,
-                "attention: key padding mask must be (", b, ", K) with K >= ", tk,
-                " keys, got ", key_padding_mask.sizes());
-    auto pm = padding_mask(key_padding_mask.narrow(1, key_padding_mask.size(1) - tk, tk));
-    allowed = allowed.defined() ? allowed & pm : pm;
+  const AttentionBias& stack = masks.stack_bias != nullptr ? *masks.stack_bias : own;
+  torch::Tensor bias = stack.additive;
+  if (bias.defined()) {
+    TORCH_CHECK(bias.size(-1) >= tk, "attention: the bias covers ", bias.size(-1), " keys, the module holds ", tk);
+    if (bias.size(-1) != tk) bias = bias.narrow(-1, bias.size(-1) - tk, tk);
+    bias = bias.to(qh.scalar_type());
   }
-  torch::Tensor bias;
-  if (allowed.defined()) bias = mask_to_bias(allowed, qh.scalar_type());
-  if (position_bias.defined()) {
-    TORCH_CHECK(position_bias.size(-1) >= tk && position_bias.size(-2) == t,
-                "attention: position bias must cover (", t, " queries, >= ", tk,
-                " keys), got ", position_bias.sizes());
-    auto pb = position_bias.narrow(-1, position_bias.size(-1) - tk, tk).to(qh.scalar_type());
-    bias = bias.defined() ? bias + pb : pb;
+  bool kernel_causal = stack.kernel_causal;
+  if (kernel_causal && (!kernel_may_mask || q_start != k_start || t != tk)) {
+    // The stack left the causal mask to a kernel this module cannot use: build it here.
+    bias = mask_to_bias(causal_mask(t, tk, q_start, k_start, options.resolved_window(), x.device()), qh.scalar_type());
+    kernel_causal = false;
   }
 
   const double scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
   const double p = is_training() ? options.dropout() : 0.0;
-  auto backend = need_weights ? AttentionBackend::kMath : options.backend();
   auto [o, w] = scaled_dot_product(qh, kh, vh, bias, scale, p, kernel_causal, backend, need_weights);
   auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
   return {project(out, merged), w};

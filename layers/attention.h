@@ -15,6 +15,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "layers/kv_cache.h"
+#include "layers/masks.h"
 #include "layers/rotary.h"
 #include "layers/variants.h"
 
@@ -81,6 +82,11 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
                         const torch::Tensor& position_bias = {}, AttentionCache* cache = nullptr,
                         const torch::Tensor& position_ids = {});
 
+  // The same with the bias a model built once for the whole stack (build_attention_bias,
+  // layers/masks.h), covering every key from the start; the module takes the columns of its keys.
+  torch::Tensor forward_with_bias(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory = {},
+                        AttentionCache* cache = nullptr, const torch::Tensor& position_ids = {});
+
   // The same through the explicit path, also returning the weights (B, H, T, Tk).
   std::tuple<torch::Tensor, torch::Tensor> forward_with_weights(
       const torch::Tensor& x, const torch::Tensor& memory = {},
@@ -97,13 +103,15 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   RotaryEmbedding rotary{nullptr};
 
  private:
-  std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& x,
-                                               const torch::Tensor& memory,
-                                               const torch::Tensor& key_padding_mask,
-                                               const torch::Tensor& position_bias,
-                                               AttentionCache* cache,
-                                               const torch::Tensor& position_ids,
-                                               bool need_weights);
+  // What decides which keys a query sees: a bias built for the whole stack, or this module's own
+  // masks (built here, once the keys are known).
+  struct Masks {
+    const AttentionBias* stack_bias = nullptr;
+    torch::Tensor key_padding_mask, position_bias;
+  };
+  std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& memory,
+                                               const Masks& masks, AttentionCache* cache,
+                                               const torch::Tensor& position_ids, bool need_weights);
 };
 TORCH_MODULE(Attention);
 

@@ -48,6 +48,14 @@ void TransformerBlockImpl::reset() {
   dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
 }
 
+void TransformerBlockImpl::check_memory(const torch::Tensor& memory, KVCache* cache) const {
+  AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(options.layer_index()) : nullptr;
+  TORCH_CHECK(cross_attn || !memory.defined(), "block: memory given to a block without "
+              "cross-attention");
+  TORCH_CHECK(!cross_attn || memory.defined() || (cross_cache && cross_cache->is_static()),
+              "block: cross-attention needs memory (the encoder output)");
+}
+
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& padding_mask,
                                             const torch::Tensor& position_bias,
@@ -55,35 +63,47 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x,
                                             const torch::Tensor& memory_padding_mask,
                                             KVCache* cache, const torch::Tensor& position_ids,
                                             const torch::Tensor& cross_position_bias) {
+  check_memory(memory, cache);
   const int64_t layer = options.layer_index();
   AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
   AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(layer) : nullptr;
-  TORCH_CHECK(cross_attn || !memory.defined(), "block: memory given to a block without "
-              "cross-attention");
-  TORCH_CHECK(!cross_attn || memory.defined() || (cross_cache && cross_cache->is_static()),
-              "block: cross-attention needs memory (the encoder output)");
+  return residual(
+      x, [&](const torch::Tensor& h) { return self_attn->forward(h, {}, padding_mask, position_bias, self_cache, position_ids); },
+      [&](const torch::Tensor& h) {
+        return cross_attn->forward(h, memory, memory_padding_mask, cross_position_bias, cross_cache);
+      });
+}
 
-  auto self_branch = [&](const torch::Tensor& h) {
-    return dropout->forward(
-        self_attn->forward(h, {}, padding_mask, position_bias, self_cache, position_ids));
-  };
-  auto cross_branch = [&](const torch::Tensor& h) {
-    return dropout->forward(
-        cross_attn->forward(h, memory, memory_padding_mask, cross_position_bias, cross_cache));
-  };
+torch::Tensor TransformerBlockImpl::forward_with_bias(const torch::Tensor& x, const AttentionBias& self_bias,
+                                            const torch::Tensor& memory, const AttentionBias& cross_bias,
+                                            KVCache* cache, const torch::Tensor& position_ids) {
+  check_memory(memory, cache);
+  const int64_t layer = options.layer_index();
+  AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
+  AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(layer) : nullptr;
+  return residual(
+      x, [&](const torch::Tensor& h) { return self_attn->forward_with_bias(h, self_bias, {}, self_cache, position_ids); },
+      [&](const torch::Tensor& h) { return cross_attn->forward_with_bias(h, cross_bias, memory, cross_cache); });
+}
+
+torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
+                                             const std::function<torch::Tensor(const torch::Tensor&)>& self_attention,
+                                             const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention) {
+  auto self_branch = [&](const torch::Tensor& h) { return dropout->forward(self_attention(h)); };
+  auto cross_branch = [&](const torch::Tensor& h) { return dropout->forward(cross_attention(h)); };
   auto ff_branch = [&](const torch::Tensor& h) { return dropout->forward(ff->forward(h)); };
-
   torch::Tensor h = x;
-  if (options.norm_position() == NormPosition::kPre) {
-    h = h + self_branch(self_attn_norm->forward(h));
-    if (cross_attn) h = h + cross_branch(cross_attn_norm->forward(h));
-    h = h + ff_branch(ff_norm->forward(h));
-  } else {
-    h = self_attn_norm->forward(h + self_branch(h));
-    if (cross_attn) h = cross_attn_norm->forward(h + cross_branch(h));
-    h = ff_norm->forward(h + ff_branch(h));
+  switch (options.norm_position()) {
+    case NormPosition::kPre:  // x + f(norm(x))
+      h = h + self_branch(self_attn_norm->forward(h));
+      if (cross_attn) h = h + cross_branch(cross_attn_norm->forward(h));
+      return h + ff_branch(ff_norm->forward(h));
+    case NormPosition::kPost:  // norm(x + f(x))
+      h = self_attn_norm->forward(h + self_branch(h));
+      if (cross_attn) h = cross_attn_norm->forward(h + cross_branch(h));
+      return ff_norm->forward(h + ff_branch(h));
   }
-  return h;
+  throw std::logic_error("unhandled norm position");
 }
 
 }  // namespace zoo

@@ -5,6 +5,7 @@
 // cross-attention; a decoder block is causal, with cross-attention in encoder-decoders.
 
 #include <cstdint>
+#include <functional>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/dropout.h>
@@ -13,6 +14,7 @@
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
 #include "layers/kv_cache.h"
+#include "layers/masks.h"
 #include "layers/norm.h"
 #include "layers/variants.h"
 
@@ -54,6 +56,12 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
                         KVCache* cache = nullptr, const torch::Tensor& position_ids = {},
                         const torch::Tensor& cross_position_bias = {});
 
+  // The same with the biases a model builds once for all its blocks (layers/masks.h):
+  // `self_bias` over the self-attention keys, `cross_bias` over the memory.
+  torch::Tensor forward_with_bias(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory = {},
+                        const AttentionBias& cross_bias = {}, KVCache* cache = nullptr,
+                        const torch::Tensor& position_ids = {});
+
   TransformerBlockOptions options;
   Attention self_attn{nullptr};
   Norm self_attn_norm{nullptr};
@@ -62,6 +70,12 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
   FeedForward ff{nullptr};
   Norm ff_norm{nullptr};
   torch::nn::Dropout dropout{nullptr};
+
+ private:
+  // The residual branches around `self_attention(h)` and `cross_attention(h)`, in norm order.
+  torch::Tensor residual(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& self_attention,
+                         const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention);
+  void check_memory(const torch::Tensor& memory, KVCache* cache) const;
 };
 TORCH_MODULE(TransformerBlock);
 

@@ -18,6 +18,32 @@ torch::Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t q_start = 0, int
 // (B, K) key padding mask -> (B, 1, 1, K) boolean, broadcastable over heads and queries.
 torch::Tensor padding_mask(const torch::Tensor& key_padding_mask);
 
+// One stack's attention bias, built once per forward for all its layers: the causal and
+// sliding-window masks, the key padding mask and the position terms (ALiBi, T5's relative bias)
+// folded into one additive tensor broadcastable to (B, H, T, K). Each layer takes the last
+// columns of it, those of the keys it holds (a sliding-window cache may have dropped the first).
+struct AttentionBias {
+  torch::Tensor additive;      // undefined: nothing to add
+  bool kernel_causal = false;  // the causal mask is left to the fused kernel (nothing else applies)
+};
+
+struct AttentionBiasInputs {
+  int64_t queries = 0;          // T, at absolute positions query_start..
+  int64_t keys = 0;             // K, at absolute positions key_start..
+  int64_t query_start = 0;
+  int64_t key_start = 0;
+  bool causal = false;
+  int64_t window = 0;             // sliding window of a causal mask; 0 = unbounded
+  torch::Tensor key_padding_mask;  // (B, >= K), true at real tokens; its last K columns are used
+  torch::Tensor position_bias;     // additive, (..., T, >= K); its last K columns are used
+  // The kernel may apply a plain causal mask itself (the fused backend, as many key heads as
+  // query heads); the bias is then left empty when nothing else applies.
+  bool kernel_may_mask = false;
+};
+
+// The bias of `inputs` in `dtype` on `device`; shapes are checked and named.
+AttentionBias build_attention_bias(const AttentionBiasInputs& inputs, torch::ScalarType dtype, torch::Device device);
+
 // Boolean allow-mask -> additive bias of `dtype`: 0 where allowed, the dtype's lowest finite
 // value where not. Finite rather than -inf so that a row with every key masked (a padding
 // query) gives a uniform softmax instead of NaN.

@@ -17,8 +17,11 @@ void NormImpl::reset() {
   }
   weight = register_parameter("weight", torch::ones({options.d_model()}));
   bias = torch::Tensor();
-  if (options.kind() == NormKind::kLayerNorm && options.bias()) {
-    bias = register_parameter("bias", torch::zeros({options.d_model()}));
+  switch (options.kind()) {
+    case NormKind::kLayerNorm:
+      if (options.bias()) bias = register_parameter("bias", torch::zeros({options.d_model()}));
+      break;
+    case NormKind::kRMSNorm: break;  // RMSNorm has no bias (Zhang & Sennrich, 2019)
   }
 }
 
@@ -31,14 +34,17 @@ void NormImpl::reset_parameters() {
 torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.size(-1) == options.d_model(), "norm: expected last dimension ",
               options.d_model(), ", got input of shape ", x.sizes());
-  if (options.kind() == NormKind::kLayerNorm) {
-    return torch::layer_norm(x, {options.d_model()}, weight, bias, options.eps());
+  switch (options.kind()) {
+    case NormKind::kLayerNorm: return torch::layer_norm(x, {options.d_model()}, weight, bias, options.eps());
+    case NormKind::kRMSNorm: {
+      // Half-precision inputs take their mean square in float32; float and double stay as they are.
+      const bool low = x.scalar_type() == torch::kHalf || x.scalar_type() == torch::kBFloat16;
+      auto xf = low ? x.to(torch::kFloat) : x;
+      auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());
+      return weight * normed.to(x.scalar_type());
+    }
   }
-  // Half-precision inputs take their mean square in float32; float and double stay as they are.
-  const bool low = x.scalar_type() == torch::kHalf || x.scalar_type() == torch::kBFloat16;
-  auto xf = low ? x.to(torch::kFloat) : x;
-  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());
-  return weight * normed.to(x.scalar_type());
+  throw std::logic_error("unhandled norm kind");
 }
 
 }  // namespace zoo

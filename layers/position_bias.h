@@ -29,6 +29,8 @@ class AlibiBiasImpl : public torch::nn::Cloneable<AlibiBiasImpl> {
   void reset() override;
   torch::Tensor forward(int64_t q_len, int64_t k_len, int64_t q_start = 0, int64_t k_start = 0,
                         torch::Device device = torch::kCPU);
+  // (H) float32, on the CPU.
+  const torch::Tensor& slopes() const { return slopes_; }
 
   AlibiBiasOptions options;
 

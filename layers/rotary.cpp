@@ -43,6 +43,11 @@ torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options) {
   throw std::logic_error("unhandled rope_scaling");
 }
 
+std::pair<torch::Tensor, torch::Tensor> rotary_table(const RotaryEmbeddingOptions& options, int64_t n) {
+  auto angle = torch::arange(n, torch::kDouble).unsqueeze(1) * rope_inverse_frequencies(options);  // (n, d/2)
+  return {angle.cos().to(torch::kFloat), angle.sin().to(torch::kFloat)};
+}
+
 RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
     : options(options) {
   reset();
@@ -56,9 +61,9 @@ void RotaryEmbeddingImpl::reset() {
 void RotaryEmbeddingImpl::ensure_table(int64_t n, torch::Device device) {
   if (cos_.defined() && cos_.size(0) >= n && cos_.device() == device) return;
   int64_t size = cos_.defined() ? std::max<int64_t>(n, 2 * cos_.size(0)) : std::max<int64_t>(n, 256);
-  auto angle = torch::arange(size, torch::kDouble).unsqueeze(1) * rope_inverse_frequencies(options);  // (size, d/2)
-  cos_ = angle.cos().to(torch::kFloat).to(device);
-  sin_ = angle.sin().to(torch::kFloat).to(device);
+  auto [cos, sin] = rotary_table(options, size);
+  cos_ = cos.to(device);
+  sin_ = sin.to(device);
 }
 
 torch::Tensor RotaryEmbeddingImpl::rotate(const torch::Tensor& x, const torch::Tensor& cos,
@@ -67,15 +72,20 @@ torch::Tensor RotaryEmbeddingImpl::rotate(const torch::Tensor& x, const torch::T
   const int64_t half = options.head_dim() / 2;
   auto c = cos.to(x.scalar_type());
   auto s = sin.to(x.scalar_type());
-  if (options.layout() == RopeLayout::kHalf) {
-    auto x1 = x.narrow(-1, 0, half);
-    auto x2 = x.narrow(-1, half, half);
-    return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+  switch (options.layout()) {
+    case RopeLayout::kHalf: {
+      auto x1 = x.narrow(-1, 0, half);
+      auto x2 = x.narrow(-1, half, half);
+      return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+    }
+    case RopeLayout::kInterleaved: {
+      auto pairs = x.unflatten(-1, {half, 2});  // (..., d/2, 2)
+      auto x1 = pairs.select(-1, 0);
+      auto x2 = pairs.select(-1, 1);
+      return torch::stack({x1 * c - x2 * s, x2 * c + x1 * s}, -1).flatten(-2);
+    }
   }
-  auto pairs = x.unflatten(-1, {half, 2});  // (..., d/2, 2)
-  auto x1 = pairs.select(-1, 0);
-  auto x2 = pairs.select(-1, 1);
-  return torch::stack({x1 * c - x2 * s, x2 * c + x1 * s}, -1).flatten(-2);
+  throw std::logic_error("unhandled rope layout");
 }
 
 torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {

@@ -3,6 +3,7 @@
 // key features by an angle proportional to the position, so q.k depends only on the distance.
 
 #include <cstdint>
+#include <utility>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
@@ -30,6 +31,11 @@ struct RotaryEmbeddingOptions {
 // low_freq_factor): (1 - s) theta / factor + s theta. Throws std::invalid_argument for
 // inconsistent options.
 torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options);
+
+// The rotation angles of positions 0 .. n - 1 at those frequencies: their cos and sin, (n,
+// head_dim / 2) each, computed in double and stored in float32. RotaryEmbedding gathers from this
+// table; the TorchScript export stores it.
+std::pair<torch::Tensor, torch::Tensor> rotary_table(const RotaryEmbeddingOptions& options, int64_t n);
 
 // No parameters: the cos/sin table is built on demand, grown as positions require, and kept
 // on the device of use.

@@ -27,51 +27,21 @@ enum class RopeScalingKind { kNone, kLinear, kLlama3 };
 // fused: LibTorch's scaled-dot-product kernel; math: the explicit reference path.
 enum class AttentionBackend { kFused, kMath };
 
-template <>
-struct EnumNames<NormKind> {
-  static constexpr const char* kWhat = "norm";
-  static constexpr std::pair<const char*, NormKind> kNames[] = {{"layernorm", NormKind::kLayerNorm},
-                                                                {"rmsnorm", NormKind::kRMSNorm}};
-};
-template <>
-struct EnumNames<NormPosition> {
-  static constexpr const char* kWhat = "norm_position";
-  static constexpr std::pair<const char*, NormPosition> kNames[] = {{"pre", NormPosition::kPre},
-                                                                    {"post", NormPosition::kPost}};
-};
-template <>
-struct EnumNames<Activation> {
-  static constexpr const char* kWhat = "activation";
-  static constexpr std::pair<const char*, Activation> kNames[] = {
-      {"relu", Activation::kReLU},   {"gelu", Activation::kGELU},     {"gelu_tanh", Activation::kGELUTanh},
-      {"silu", Activation::kSiLU},   {"swiglu", Activation::kSwiGLU}, {"geglu", Activation::kGeGLU},
-      {"geglu_tanh", Activation::kGeGLUTanh}};
-};
-template <>
-struct EnumNames<PositionKind> {
-  static constexpr const char* kWhat = "position";
-  static constexpr std::pair<const char*, PositionKind> kNames[] = {
-      {"none", PositionKind::kNone}, {"learned", PositionKind::kLearned}, {"sinusoidal", PositionKind::kSinusoidal},
-      {"rope", PositionKind::kRope}, {"alibi", PositionKind::kAlibi},     {"relative", PositionKind::kRelative}};
-};
-template <>
-struct EnumNames<RopeLayout> {
-  static constexpr const char* kWhat = "rope_layout";
-  static constexpr std::pair<const char*, RopeLayout> kNames[] = {{"half", RopeLayout::kHalf},
-                                                                  {"interleaved", RopeLayout::kInterleaved}};
-};
-template <>
-struct EnumNames<RopeScalingKind> {
-  static constexpr const char* kWhat = "rope_scaling";
-  static constexpr std::pair<const char*, RopeScalingKind> kNames[] = {
-      {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3}};
-};
-template <>
-struct EnumNames<AttentionBackend> {
-  static constexpr const char* kWhat = "attention_backend";
-  static constexpr std::pair<const char*, AttentionBackend> kNames[] = {{"fused", AttentionBackend::kFused},
-                                                                        {"math", AttentionBackend::kMath}};
-};
+ZOO_ENUM_NAMES(NormKind, "norm", {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRMSNorm});
+ZOO_ENUM_NAMES(NormPosition, "norm_position", {"pre", NormPosition::kPre}, {"post", NormPosition::kPost});
+ZOO_ENUM_NAMES(Activation, "activation",
+               {"relu", Activation::kReLU}, {"gelu", Activation::kGELU}, {"gelu_tanh", Activation::kGELUTanh},
+               {"silu", Activation::kSiLU}, {"swiglu", Activation::kSwiGLU}, {"geglu", Activation::kGeGLU},
+               {"geglu_tanh", Activation::kGeGLUTanh});
+ZOO_ENUM_NAMES(PositionKind, "position",
+               {"none", PositionKind::kNone}, {"learned", PositionKind::kLearned},
+               {"sinusoidal", PositionKind::kSinusoidal}, {"rope", PositionKind::kRope},
+               {"alibi", PositionKind::kAlibi}, {"relative", PositionKind::kRelative});
+ZOO_ENUM_NAMES(RopeLayout, "rope_layout", {"half", RopeLayout::kHalf}, {"interleaved", RopeLayout::kInterleaved});
+ZOO_ENUM_NAMES(RopeScalingKind, "rope_scaling",
+               {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3});
+ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
+               {"fused", AttentionBackend::kFused}, {"math", AttentionBackend::kMath});
 
 bool is_gated(Activation a);
 

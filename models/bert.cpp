@@ -25,7 +25,6 @@ BertImpl::BertImpl(ModelConfig config) : config(std::move(config)) { reset(); }
 
 void BertImpl::reset() {
   const auto& c = config;
-  c.validate();
   TORCH_CHECK(c.family == Family::kBert, "Bert built from a config of another family");
   token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
   positions = register_module("positions", PositionEncoding(position_options(c, /*bidirectional=*/true)));
@@ -49,14 +48,18 @@ void BertImpl::reset() {
   mlm_head = nullptr;
   nsp_head = nullptr;
   classifier = nullptr;
-  if (c.head == BertHead::kMaskedLM || c.head == BertHead::kPretraining) {
-    mlm_head = register_module("mlm_head", BertMaskedLMHead(c));
-  }
-  if (c.head == BertHead::kNextSentence || c.head == BertHead::kPretraining) {
-    nsp_head = register_module("nsp_head", torch::nn::Linear(c.d_model, 2));
-  }
-  if (c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification) {
-    classifier = register_module("classifier", torch::nn::Linear(c.d_model, c.num_labels));
+  switch (c.head) {
+    case BertHead::kNone: break;
+    case BertHead::kMaskedLM: mlm_head = register_module("mlm_head", BertMaskedLMHead(c)); break;
+    case BertHead::kNextSentence: nsp_head = register_module("nsp_head", torch::nn::Linear(c.d_model, 2)); break;
+    case BertHead::kPretraining:  // masked LM and next sentence together
+      mlm_head = register_module("mlm_head", BertMaskedLMHead(c));
+      nsp_head = register_module("nsp_head", torch::nn::Linear(c.d_model, 2));
+      break;
+    case BertHead::kSequenceClassification:
+    case BertHead::kTokenClassification:
+      classifier = register_module("classifier", torch::nn::Linear(c.d_model, c.num_labels));
+      break;
   }
   initialize_weights(*this, c);
 }
@@ -80,9 +83,9 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
                                                                  : torch::zeros_like(input_ids));
   x = dropout->forward(embedding_norm->forward(x));
 
-  auto bias = positions->attention_bias(t, t, 0, 0, x.device(), x.scalar_type());
-  // Rotary attention numbers positions 0..T-1 by itself.
-  for (auto& block : block_list_) x = block->forward(x, attention_mask, bias);
+  // One bias for every layer; rotary attention numbers positions 0..T-1 by itself.
+  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x);
+  for (auto& block : block_list_) x = block->forward_with_bias(x, bias);
   if (final_norm) x = final_norm->forward(x);
 
   BertOutput out;

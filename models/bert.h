@@ -45,6 +45,7 @@ TORCH_MODULE(BertMaskedLMHead);
 
 class BertImpl : public torch::nn::Cloneable<BertImpl> {
  public:
+  // `config` must be valid: build_model validates it once before any module is built.
   explicit BertImpl(ModelConfig config);
   void reset() override;
 

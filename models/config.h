@@ -29,30 +29,17 @@ enum class InitScheme { kNormal, kGpt2, kT5, kXavier };
 enum class BertHead { kNone, kMaskedLM, kNextSentence, kPretraining, kSequenceClassification,
                       kTokenClassification };
 
-template <>
-struct EnumNames<Family> {
-  static constexpr const char* kWhat = "family";
-  static constexpr std::pair<const char*, Family> kNames[] = {
-      {"bert", Family::kBert}, {"gpt", Family::kGpt}, {"t5", Family::kT5}, {"transformer", Family::kTransformer}};
-};
-template <>
-struct EnumNames<InitScheme> {
-  static constexpr const char* kWhat = "init";
-  static constexpr std::pair<const char*, InitScheme> kNames[] = {
-      {"normal", InitScheme::kNormal}, {"gpt2", InitScheme::kGpt2}, {"t5", InitScheme::kT5},
-      {"xavier", InitScheme::kXavier}};
-};
-template <>
-struct EnumNames<BertHead> {
-  static constexpr const char* kWhat = "head";
-  static constexpr std::pair<const char*, BertHead> kNames[] = {
-      {"none", BertHead::kNone},
-      {"mlm", BertHead::kMaskedLM},
-      {"nsp", BertHead::kNextSentence},
-      {"pretraining", BertHead::kPretraining},
-      {"sequence_classification", BertHead::kSequenceClassification},
-      {"token_classification", BertHead::kTokenClassification}};
-};
+ZOO_ENUM_NAMES(Family, "family",
+               {"bert", Family::kBert}, {"gpt", Family::kGpt}, {"t5", Family::kT5},
+               {"transformer", Family::kTransformer});
+ZOO_ENUM_NAMES(InitScheme, "init",
+               {"normal", InitScheme::kNormal}, {"gpt2", InitScheme::kGpt2}, {"t5", InitScheme::kT5},
+               {"xavier", InitScheme::kXavier});
+ZOO_ENUM_NAMES(BertHead, "head",
+               {"none", BertHead::kNone}, {"mlm", BertHead::kMaskedLM}, {"nsp", BertHead::kNextSentence},
+               {"pretraining", BertHead::kPretraining},
+               {"sequence_classification", BertHead::kSequenceClassification},
+               {"token_classification", BertHead::kTokenClassification});
 
 struct ModelConfig {
   Family family = Family::kGpt;
@@ -126,8 +113,6 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The family's spelling in configs: "bert", "gpt", "t5", "transformer" (to_string).
-inline std::string family_name(Family family) { return to_string(family); }
 
 // Family defaults applied before the file's keys, so a file states only what differs.
 ModelConfig family_defaults(Family family);

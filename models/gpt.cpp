@@ -17,7 +17,6 @@ GPTImpl::GPTImpl(ModelConfig config) : config(std::move(config)) { reset(); }
 
 void GPTImpl::reset() {
   const auto& c = config;
-  c.validate();
   TORCH_CHECK(c.family == Family::kGpt, "GPT built from a config of another family");
   token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
   positions = register_module("positions", PositionEncoding(position_options(c, /*bidirectional=*/false)));
@@ -69,15 +68,16 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
   x = dropout->forward(x);
 
-  // One additive bias for every layer: queries at past.., keys from position 0.
-  auto bias = positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
+  // One bias for every layer (masks and position terms): queries at past.., keys from position 0.
+  const auto bias =
+      stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x);
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();
   const auto& rope_positions =
       config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
   for (auto& block : block_list_) {
-    x = block->forward(x, attention_mask, bias, {}, {}, cache, rope_positions);
+    x = block->forward_with_bias(x, bias, {}, {}, cache, rope_positions);
   }
   return final_norm ? final_norm->forward(x) : x;
 }

@@ -23,6 +23,7 @@ namespace zoo {
 
 class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
  public:
+  // `config` must be valid: build_model validates it once before any module is built.
   explicit GPTImpl(ModelConfig config);
   void reset() override;
 

@@ -6,8 +6,10 @@
 #include <cstdint>
 
 #include "layers/block.h"
+#include "layers/masks.h"
 #include "layers/norm.h"
 #include "layers/position_encoding.h"
+#include "layers/rotary.h"
 #include "models/config.h"
 
 namespace zoo {
@@ -17,7 +19,19 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                                       int64_t layer);
 
 // The options of every norm of a model (blocks, final norms, embedding norm, heads).
+// The RoPE of a config's attention (head size, base, layout, scaling): the tables the export stores.
+RotaryEmbeddingOptions rotary_options(const ModelConfig& config);
 NormOptions norm_options(const ModelConfig& config);
+
+// The attention bias of one stack's forward, built once for all its layers: `queries` new
+// tokens after `past` cached ones against `keys` keys from position 0; causal (with the config's
+// sliding window) or not; the key padding mask (B, keys) when given; the position terms of
+// `positions` when given (none for cross-attention). The fused kernel may apply a plain causal
+// mask itself, but not with grouped queries, which its mask would misalign. In `like`'s dtype
+// and device.
+AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                   const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
+                                   int64_t keys, const torch::Tensor& like);
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

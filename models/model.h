@@ -30,7 +30,8 @@ struct Model {
 // machine's memory: said before anything is allocated, rather than by the allocator.
 void check_fits_in_memory(const ModelConfig& config);
 
-// Builds the family `config` names (config is validated and its size checked first).
+// Builds the family `config` names. The one place a config is validated before modules are
+// built (the modules trust it), and its size checked against memory.
 Model build_model(const ModelConfig& config);
 
 // Distinct parameters (a tied matrix counts once).

@@ -50,7 +50,6 @@ int64_t positions(const ModelConfig& c) {
 }  // namespace
 
 std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConfig& c) {
-  c.validate();
   std::vector<std::pair<std::string, int64_t>> rows;
   const bool pre = c.norm_position == NormPosition::kPre;
   const int64_t embedding = c.vocab_size * c.d_model;

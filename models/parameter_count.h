@@ -12,7 +12,8 @@
 
 namespace zoo {
 
-// Distinct parameters (a tied matrix counts once), as count_parameters(build_model(config)).
+// Of a valid config (parsing and build_model validate). Distinct parameters (a tied matrix counts
+// once), as count_parameters(build_model(config)).
 int64_t count_parameters(const ModelConfig& config);
 
 // Parameters under each top-level module, in registration order, as the built model's

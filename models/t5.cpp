@@ -13,7 +13,6 @@ EncoderDecoderImpl::EncoderDecoderImpl(ModelConfig config) : config(std::move(co
 
 void EncoderDecoderImpl::reset() {
   const auto& c = config;
-  c.validate();
   TORCH_CHECK(c.is_encoder_decoder(), "EncoderDecoder built from a config of another family");
   token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
   encoder_positions = register_module("encoder_positions", PositionEncoding(position_options(c, true)));
@@ -65,8 +64,9 @@ torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
               attention_mask.sizes());
   const int64_t s = input_ids.size(1);
   auto x = embed(input_ids, 0, encoder_positions);
-  auto bias = encoder_positions->attention_bias(s, s, 0, 0, x.device(), x.scalar_type());
-  for (auto& block : encoder_list_) x = block->forward(x, attention_mask, bias);
+  const auto bias =
+      stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x);
+  for (auto& block : encoder_list_) x = block->forward_with_bias(x, bias);
   if (encoder_final_norm) x = encoder_final_norm->forward(x);
   return dropout->forward(x);
 }
@@ -79,8 +79,12 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   const int64_t t = decoder_input_ids.size(1);
   const int64_t past = cache != nullptr ? cache->seen() : 0;
   auto x = embed(decoder_input_ids, past, decoder_positions);
-  auto bias = decoder_positions->attention_bias(t, past + t, past, 0, x.device(), x.scalar_type());
-  for (auto& block : decoder_list_) x = block->forward(x, {}, bias, memory, memory_mask, cache);
+  // One bias for every layer's self-attention, one for its cross-attention over the memory.
+  const auto self_bias =
+      stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, past, past + t, x);
+  const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
+  const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x);
+  for (auto& block : decoder_list_) x = block->forward_with_bias(x, self_bias, memory, cross_bias, cache);
   if (decoder_final_norm) x = decoder_final_norm->forward(x);
   x = dropout->forward(x);
   if (lm_head) return project(lm_head, x);

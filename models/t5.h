@@ -24,6 +24,7 @@ namespace zoo {
 
 class EncoderDecoderImpl : public torch::nn::Cloneable<EncoderDecoderImpl> {
  public:
+  // `config` must be valid: build_model validates it once before any module is built.
   explicit EncoderDecoderImpl(ModelConfig config);
   void reset() override;
 

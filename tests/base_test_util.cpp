@@ -5,7 +5,9 @@
 #include <csignal>
 #include <stdexcept>
 
+#include "core/files.h"
 #include "text/corpus.h"
+#include "text/tokenizer.h"
 
 namespace zoo::testing {
 
@@ -28,6 +30,27 @@ std::string shared_corpus() {
   const auto path = std::filesystem::path(ZOO_TEST_BINARY_DIR) / "python-docs.txt";
   if (!std::filesystem::exists(path)) zoo::build_default_corpus(path.string());  // atomic: safe in parallel
   return path.string();
+}
+
+const Tokenizer& shared_tokenizer() {
+  static const Tokenizer tokenizer = [] {
+    const auto dir = std::filesystem::path(ZOO_TEST_BINARY_DIR);
+    const auto model = dir / "shared-tokenizer-512.model";
+    if (!std::filesystem::exists(model)) {
+      const std::string text = zoo::read_file(shared_corpus()).substr(0, 200000);
+      const auto slice = scratch_path("shared-tokenizer-slice.txt");
+      zoo::write_file_atomically(slice.string(), text.substr(0, text.rfind('\n') + 1));
+      zoo::TokenizerTrainOptions o;
+      o.inputs = {slice.string()};
+      o.vocab_size = 512;
+      // Trained under this process's name, then renamed: safe when tests start in parallel.
+      const auto prefix = scratch_path("shared-tokenizer-512").string();
+      zoo::Tokenizer::train(o, prefix);
+      std::filesystem::rename(prefix + ".model", model);
+    }
+    return zoo::Tokenizer::load(model.string());
+  }();
+  return tokenizer;
 }
 
 ScopedFileSizeLimit::ScopedFileSizeLimit(uint64_t bytes) {

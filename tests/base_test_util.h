@@ -9,6 +9,10 @@
 #include <functional>
 #include <string>
 
+namespace zoo {
+class Tokenizer;
+}
+
 namespace zoo::testing {
 
 // `name` inside a folder of this test process under the system's temporary directory.
@@ -19,6 +23,10 @@ std::string error_of(const std::function<void()>& f);
 
 // The default corpus, built once per build tree (tests share it; building takes seconds).
 std::string shared_corpus();
+
+// A 512-piece zoo tokenizer trained on a slice of the shared corpus, made once per build tree
+// (tests in other processes read the same file).
+const Tokenizer& shared_tokenizer();
 
 // Lowers the file-size limit (ulimit -f) of this process while it lives: writes past `bytes`
 // fail with EFBIG, as on a full disk.

@@ -115,11 +115,7 @@ std::vector<std::string> decode_metaspace(const Decoder& d, const std::vector<st
 }
 
 DecoderKind kind_from_json(const JsonView& type) {
-  return enum_from_json<DecoderKind>(
-      type, {{"ByteLevel", DecoderKind::kByteLevel}, {"WordPiece", DecoderKind::kWordPiece},
-             {"Metaspace", DecoderKind::kMetaspace}, {"ByteFallback", DecoderKind::kByteFallback},
-             {"Fuse", DecoderKind::kFuse}, {"Strip", DecoderKind::kStrip}, {"Replace", DecoderKind::kReplace},
-             {"BPEDecoder", DecoderKind::kBpe}, {"Sequence", DecoderKind::kSequence}});
+  return enum_from_json<DecoderKind>(type);
 }
 
 size_t count_at(const JsonView& json, const std::string& key) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "text/json_view.h"
 #include "text/pre_tokenizers.h"
 #include "text/regex.h"
@@ -25,6 +26,11 @@ enum class DecoderKind {
   kBpe,           // the end-of-word suffix -> a space (nothing after the last token)
   kSequence,      // children in order
 };
+ZOO_ENUM_NAMES(DecoderKind, "decoder",
+               {"ByteLevel", DecoderKind::kByteLevel}, {"WordPiece", DecoderKind::kWordPiece},
+               {"Metaspace", DecoderKind::kMetaspace}, {"ByteFallback", DecoderKind::kByteFallback},
+               {"Fuse", DecoderKind::kFuse}, {"Strip", DecoderKind::kStrip}, {"Replace", DecoderKind::kReplace},
+               {"BPEDecoder", DecoderKind::kBpe}, {"Sequence", DecoderKind::kSequence});
 
 struct Decoder {
   DecoderKind kind = DecoderKind::kSequence;

@@ -85,7 +85,9 @@ std::map<std::string, size_t> header(const std::string& path, const Row& row,
                                      const std::vector<std::string>& required,
                                      const std::vector<std::string>& optional) {
   std::map<std::string, size_t> columns;
-  for (size_t i = 0; i < row.fields.size(); ++i) columns[row.fields[i]] = i;
+  for (size_t i = 0; i < row.fields.size(); ++i) {
+    if (!columns.emplace(row.fields[i], i).second) fail(path, row.line, "column '" + row.fields[i] + "' appears twice");
+  }
   for (const auto& name : required) {
     if (!columns.count(name)) {
       std::string have;
@@ -123,7 +125,7 @@ std::vector<std::pair<int64_t, std::map<std::string, std::string>>> records(
       nlohmann::json object;
       try {
         object = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
         fail(path, line, std::string("malformed JSON: ") + e.what());
       }
       if (!object.is_object()) fail(path, line, "expected a JSON object per line");
@@ -149,8 +151,8 @@ std::vector<std::pair<int64_t, std::map<std::string, std::string>>> records(
     auto columns = header(path, rows[0], required, optional);
     for (size_t r = 1; r < rows.size(); ++r) {
       const auto& row = rows[r];
-      if (row.fields.size() != columns.size()) {
-        fail(path, row.line, "expected " + std::to_string(columns.size()) + " fields, got " +
+      if (row.fields.size() != rows[0].fields.size()) {
+        fail(path, row.line, "expected " + std::to_string(rows[0].fields.size()) + " fields, got " +
                                  std::to_string(row.fields.size()));
       }
       std::map<std::string, std::string> record;

@@ -11,18 +11,22 @@ ClassificationDataset::ClassificationDataset(const std::vector<ClassificationExa
                                              const Tokenizer& tokenizer, const LabelSet& labels,
                                              int64_t max_length, const std::string& source) {
   if (max_length < 4) throw std::runtime_error("max_length (" + std::to_string(max_length) + ") must be >= 4");
+  const auto tokens = BatchTokens::of(tokenizer);
+  const int64_t cls = BatchTokens::require(tokens.cls, "cls", "classification");
+  const int64_t sep = BatchTokens::require(tokens.sep, "sep", "classification");
+  pad_ = tokens.pad;
   for (const auto& e : examples) {
     auto a = tokenizer.encode(e.text);
     auto b = e.text_pair.empty() ? std::vector<int64_t>{} : tokenizer.encode(e.text_pair);
     const int64_t room = max_length - (b.empty() ? 2 : 3);
     while (static_cast<int64_t>(a.size() + b.size()) > room) (a.size() >= b.size() ? a : b).pop_back();
-    std::vector<int64_t> ids{SpecialTokens::kCls};
+    std::vector<int64_t> ids{cls};
     ids.insert(ids.end(), a.begin(), a.end());
-    ids.push_back(SpecialTokens::kSep);
+    ids.push_back(sep);
     std::vector<int64_t> types(ids.size(), 0);
     if (!e.text_pair.empty()) {
       ids.insert(ids.end(), b.begin(), b.end());
-      ids.push_back(SpecialTokens::kSep);
+      ids.push_back(sep);
       types.resize(ids.size(), 1);
     }
     ids_.push_back(std::move(ids));
@@ -40,18 +44,21 @@ Batch ClassificationDataset::batch(const std::vector<int64_t>& indices) const {
     labels.push_back(labels_.at(i));
   }
   Batch batch;
-  batch.input_ids = pad_rows(ids, SpecialTokens::kPad, &batch.attention_mask);
+  batch.input_ids = pad_rows(ids, pad_, &batch.attention_mask);
   batch.token_type_ids = pad_rows(types, 0);
   batch.labels = torch::tensor(labels, torch::kLong);
   return batch;
 }
 
 Seq2SeqDataset::Seq2SeqDataset(const std::vector<Seq2SeqExample>& examples, const Tokenizer& tokenizer,
-                               int64_t max_source_length, int64_t max_target_length) {
+                               int64_t max_source_length, int64_t max_target_length, int64_t decoder_start)
+    : tokens_(BatchTokens::of(tokenizer)) {
+  tokens_.decoder_start = decoder_start;
+  const int64_t eos = BatchTokens::require(tokens_.eos, "end-of-sequence", "seq2seq");
   auto encode = [&](const std::string& text, int64_t limit) {
     auto ids = tokenizer.encode(text);
     if (static_cast<int64_t>(ids.size()) > limit - 1) ids.resize(limit - 1);
-    ids.push_back(SpecialTokens::kEos);
+    ids.push_back(eos);
     return ids;
   };
   for (const auto& e : examples) {
@@ -66,7 +73,7 @@ Batch Seq2SeqDataset::batch(const std::vector<int64_t>& indices) const {
     sources.push_back(sources_.at(i));
     targets.push_back(targets_.at(i));
   }
-  return seq2seq_batch(sources, targets);
+  return seq2seq_batch(sources, targets, tokens_);
 }
 
 std::vector<std::vector<int64_t>> bucket_by_length(const std::vector<int64_t>& lengths, int64_t batch_size,

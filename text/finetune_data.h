@@ -29,20 +29,23 @@ class ClassificationDataset {
  private:
   std::vector<std::vector<int64_t>> ids_, types_;
   std::vector<int64_t> labels_;
+  int64_t pad_ = 0;
 };
 
 // Source ids + </s> for the encoder; target ids + </s> as labels, and the decoder inputs the
 // labels shifted right behind <pad> (T5's decoder start).
 class Seq2SeqDataset {
  public:
+  // `decoder_start`: the model's first decoder input (T5's is <pad>).
   Seq2SeqDataset(const std::vector<Seq2SeqExample>& examples, const Tokenizer& tokenizer,
-                 int64_t max_source_length, int64_t max_target_length);
+                 int64_t max_source_length, int64_t max_target_length, int64_t decoder_start);
   int64_t size() const { return static_cast<int64_t>(sources_.size()); }
   int64_t length(int64_t i) const { return static_cast<int64_t>(sources_[i].size()); }
   Batch batch(const std::vector<int64_t>& indices) const;
 
  private:
   std::vector<std::vector<int64_t>> sources_, targets_;
+  BatchTokens tokens_;
 };
 
 // Batches of examples of similar length (less padding): indices shuffled by (seed, epoch), then

@@ -10,8 +10,7 @@ namespace zoo {
 namespace {
 
 HfModelKind model_kind_from_json(const JsonView& type) {
-  return enum_from_json<HfModelKind>(
-      type, {{"BPE", HfModelKind::kBpe}, {"WordPiece", HfModelKind::kWordPiece}, {"Unigram", HfModelKind::kUnigram}});
+  return enum_from_json<HfModelKind>(type);
 }
 
 // Whether a pre-tokenizer (or one of its children) is of `kind`; the first such one.

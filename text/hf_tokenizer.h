@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "text/added_vocabulary.h"
 #include "text/bpe.h"
 #include "text/decoders.h"
@@ -30,6 +31,8 @@
 namespace zoo {
 
 enum class HfModelKind { kBpe, kWordPiece, kUnigram };
+ZOO_ENUM_NAMES(HfModelKind, "model",
+               {"BPE", HfModelKind::kBpe}, {"WordPiece", HfModelKind::kWordPiece}, {"Unigram", HfModelKind::kUnigram});
 
 // The model of a pipeline: exactly one of the three, by `kind`.
 struct HfModel {

@@ -3,13 +3,14 @@
 // so each error names both: "tokenizer.json: model.merges[3]: 'ab' is not in model.vocab".
 
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "core/enum_names.h"
 
 namespace zoo {
 
@@ -67,17 +68,15 @@ class JsonView {
   std::string path_;
 };
 
-// The enumerator a JSON string names, by a table of (name, enumerator); an error lists the
-// accepted names: "<file>: <path>: unsupported 'X' (zoo reads A, B, C)".
+// The enumerator a JSON string names, by the enum's EnumNames table (core/enum_names.h); an
+// error lists the accepted names: "<file>: <path>: unsupported 'X' (zoo reads A, B, C)".
 template <typename Enum>
-Enum enum_from_json(const JsonView& json, std::initializer_list<std::pair<const char*, Enum>> names) {
+Enum enum_from_json(const JsonView& json) {
   const std::string name = json.as_string();
-  std::string accepted;
-  for (const auto& [n, value] : names) {
+  for (const auto& [n, value] : EnumNames<Enum>::kNames) {
     if (name == n) return value;
-    accepted += (accepted.empty() ? "" : ", ") + std::string(n);
   }
-  json.fail("unsupported '" + name + "' (zoo reads " + accepted + ")");
+  json.fail("unsupported '" + name + "' (zoo reads " + enum_names_joined<Enum>() + ")");
 }
 
 }  // namespace zoo

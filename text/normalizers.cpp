@@ -115,13 +115,7 @@ void apply_strip(const Normalizer& n, TextPiece& piece) {
 }
 
 NormalizerKind kind_from_json(const JsonView& type) {
-  return enum_from_json<NormalizerKind>(
-      type, {{"NFC", NormalizerKind::kNfc}, {"NFD", NormalizerKind::kNfd}, {"NFKC", NormalizerKind::kNfkc},
-             {"NFKD", NormalizerKind::kNfkd}, {"Lowercase", NormalizerKind::kLowercase},
-             {"StripAccents", NormalizerKind::kStripAccents}, {"BertNormalizer", NormalizerKind::kBert},
-             {"Replace", NormalizerKind::kReplace}, {"Prepend", NormalizerKind::kPrepend},
-             {"Strip", NormalizerKind::kStrip}, {"Precompiled", NormalizerKind::kPrecompiled},
-             {"Sequence", NormalizerKind::kSequence}});
+  return enum_from_json<NormalizerKind>(type);
 }
 
 }  // namespace
@@ -186,18 +180,10 @@ Normalizer Normalizer::from_json(const JsonView& json) {
 
 void Normalizer::apply(TextPiece& piece) const {
   switch (kind) {
-    case NormalizerKind::kNfc:
-      piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfc);
-      break;
-    case NormalizerKind::kNfd:
-      piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfd);
-      break;
-    case NormalizerKind::kNfkc:
-      piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfkc);
-      break;
-    case NormalizerKind::kNfkd:
-      piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfkd);
-      break;
+    case NormalizerKind::kNfc: piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfc); break;
+    case NormalizerKind::kNfd: piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfd); break;
+    case NormalizerKind::kNfkc: piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfkc); break;
+    case NormalizerKind::kNfkd: piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfkd); break;
     case NormalizerKind::kLowercase:
       lowercase_text(piece.text);
       break;

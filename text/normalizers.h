@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "text/json_view.h"
 #include "text/precompiled_charsmap.h"
 #include "text/regex.h"
@@ -25,6 +26,13 @@ enum class NormalizerKind {
   kPrecompiled,   // a SentencePiece model's compiled rules (precompiled_charsmap)
   kSequence,      // children in order
 };
+ZOO_ENUM_NAMES(NormalizerKind, "normalizer",
+               {"NFC", NormalizerKind::kNfc}, {"NFD", NormalizerKind::kNfd}, {"NFKC", NormalizerKind::kNfkc},
+               {"NFKD", NormalizerKind::kNfkd}, {"Lowercase", NormalizerKind::kLowercase},
+               {"StripAccents", NormalizerKind::kStripAccents}, {"BertNormalizer", NormalizerKind::kBert},
+               {"Replace", NormalizerKind::kReplace}, {"Prepend", NormalizerKind::kPrepend},
+               {"Strip", NormalizerKind::kStrip}, {"Precompiled", NormalizerKind::kPrecompiled},
+               {"Sequence", NormalizerKind::kSequence});
 
 struct Normalizer {
   NormalizerKind kind = NormalizerKind::kSequence;

@@ -93,10 +93,28 @@ torch::Tensor pad_rows(const std::vector<std::vector<int64_t>>& rows, int64_t pa
   return ids;
 }
 
+BatchTokens BatchTokens::of(const Tokenizer& tokenizer) {
+  const auto& s = tokenizer.special();
+  BatchTokens t;
+  t.eos = s.eos, t.cls = s.cls, t.sep = s.sep, t.mask = s.mask;
+  t.sentinels = s.sentinels;
+  t.pad = s.pad ? *s.pad : s.eos ? *s.eos : s.unk ? *s.unk : 0;
+  t.decoder_start = t.pad;
+  for (int64_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (!tokenizer.is_special(id)) t.ordinary.push_back(id);
+  }
+  return t;
+}
+
+int64_t BatchTokens::require(const std::optional<int64_t>& id, const char* role, const std::string& what) {
+  if (!id) throw std::runtime_error(what + " needs a " + role + " token, and the tokenizer has none");
+  return *id;
+}
+
 // ---- causal LM
 
-CausalLMDataset::CausalLMDataset(const TokenFile& file, int64_t block_size)
-    : file_(file), block_size_(block_size) {
+CausalLMDataset::CausalLMDataset(const TokenFile& file, int64_t block_size, int64_t pad)
+    : file_(file), block_size_(block_size), pad_(pad) {
   if (block_size < 1) throw std::runtime_error("block_size (" + std::to_string(block_size) + ") must be >= 1");
   if (file.size() < 2) throw std::runtime_error(file.path() + ": too few tokens for language modelling");
   num_blocks_ = (file.size() - 1 + block_size - 1) / block_size;
@@ -115,13 +133,13 @@ Batch CausalLMDataset::batch(const std::vector<int64_t>& indices) const {
   std::vector<std::vector<int64_t>> inputs, labels;
   for (int64_t i : indices) {
     auto [x, y] = example(i);
-    x.resize(block_size_, SpecialTokens::kPad);  // only the last block is short
+    x.resize(block_size_, pad_);  // only the last block is short
     y.resize(block_size_, kIgnoreIndex);
     inputs.push_back(std::move(x));
     labels.push_back(std::move(y));
   }
   Batch batch;
-  batch.input_ids = pad_rows(inputs, SpecialTokens::kPad);
+  batch.input_ids = pad_rows(inputs, pad_);
   batch.labels = pad_rows(labels, kIgnoreIndex);
   batch.attention_mask = batch.labels.ne(kIgnoreIndex).to(torch::kLong);
   return batch;
@@ -131,10 +149,12 @@ Batch CausalLMDataset::batch(const std::vector<int64_t>& indices) const {
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> mask_tokens(const std::vector<int64_t>& ids,
                                                                   const Tokenizer& tokenizer,
+                                                                  const BatchTokens& tokens,
                                                                   const MaskingOptions& o,
                                                                   std::mt19937_64& rng) {
   std::vector<int64_t> inputs = ids, labels(ids.size(), kIgnoreIndex);
-  const int64_t vocab = tokenizer.vocab_size();
+  const int64_t mask = BatchTokens::require(tokens.mask, "mask", "masked LM");
+  const auto ordinary = static_cast<int64_t>(tokens.ordinary.size());
   size_t i = 0;
   while (i < ids.size()) {
     if (tokenizer.is_special(ids[i])) {
@@ -152,9 +172,9 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> mask_tokens(const std::vec
       for (size_t k = i; k < end; ++k) {
         labels[k] = ids[k];
         if (action < o.mask_fraction) {
-          inputs[k] = SpecialTokens::kMask;
-        } else if (action < o.mask_fraction + o.random_fraction) {
-          inputs[k] = SpecialTokens::kCount + uniform_int(rng, vocab - SpecialTokens::kCount);
+          inputs[k] = mask;
+        } else if (action < o.mask_fraction + o.random_fraction && ordinary > 0) {
+          inputs[k] = tokens.ordinary[uniform_int(rng, ordinary)];
         }
       }
     }
@@ -165,7 +185,13 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> mask_tokens(const std::vec
 
 MaskedLMDataset::MaskedLMDataset(const TokenFile& file, const Tokenizer& tokenizer, int64_t block_size,
                                  MaskingOptions masking, SentencePairs pairs, uint64_t seed)
-    : file_(file), tokenizer_(tokenizer), block_size_(block_size), masking_(masking), pairs_(pairs), seed_(seed) {
+    : file_(file), tokenizer_(tokenizer), tokens_(BatchTokens::of(tokenizer)), block_size_(block_size),
+      masking_(masking), pairs_(pairs), seed_(seed) {
+  // [CLS] A [SEP] (B [SEP]), masked: refused now, by name, when the tokenizer lacks one.
+  for (const auto& [id, role] : {std::pair<std::optional<int64_t>, const char*>{tokens_.mask, "mask"},
+                                 {tokens_.cls, "cls"}, {tokens_.sep, "sep"}}) {
+    BatchTokens::require(id, role, "masked LM");
+  }
   if (block_size < 8) throw std::runtime_error("block_size (" + std::to_string(block_size) + ") must be >= 8 for masked LM");
   if (static_cast<int64_t>(file.info().vocab_size) != tokenizer.vocab_size()) {
     throw std::runtime_error(file.path() + ": vocabulary size differs from the tokenizer's");
@@ -193,7 +219,7 @@ MaskedLMDataset::Example MaskedLMDataset::example(int64_t index, int64_t epoch) 
     const int64_t start = index * span;
     a = file_.tokens(start, std::min(span, file_.size() - start));
     for (auto& t : a) {
-      if (t == SpecialTokens::kEos) t = SpecialTokens::kSep;  // document boundaries inside a block
+      if (t == tokens_.eos) t = *tokens_.sep;  // document boundaries inside a block
     }
   } else {
     auto [begin, end] = file_.document(documents_[index]);
@@ -217,16 +243,16 @@ MaskedLMDataset::Example MaskedLMDataset::example(int64_t index, int64_t epoch) 
       }
     }
   }
-  std::vector<int64_t> ids{SpecialTokens::kCls};
+  std::vector<int64_t> ids{*tokens_.cls};
   ids.insert(ids.end(), a.begin(), a.end());
-  ids.push_back(SpecialTokens::kSep);
+  ids.push_back(*tokens_.sep);
   ex.token_type_ids.assign(ids.size(), 0);
   if (!b.empty()) {
     ids.insert(ids.end(), b.begin(), b.end());
-    ids.push_back(SpecialTokens::kSep);
+    ids.push_back(*tokens_.sep);
     ex.token_type_ids.resize(ids.size(), 1);
   }
-  std::tie(ex.input_ids, ex.labels) = mask_tokens(ids, tokenizer_, masking_, rng);
+  std::tie(ex.input_ids, ex.labels) = mask_tokens(ids, tokenizer_, tokens_, masking_, rng);
   return ex;
 }
 
@@ -241,7 +267,7 @@ Batch MaskedLMDataset::batch(const std::vector<int64_t>& indices, int64_t epoch)
     nsp.push_back(ex.next_sentence_label);
   }
   Batch batch;
-  batch.input_ids = pad_rows(ids, SpecialTokens::kPad, &batch.attention_mask);
+  batch.input_ids = pad_rows(ids, tokens_.pad, &batch.attention_mask);
   batch.labels = pad_rows(labels, kIgnoreIndex);
   batch.token_type_ids = pad_rows(types, 0);
   if (pairs_ != SentencePairs::kNone) batch.next_sentence_labels = torch::tensor(nsp, torch::kLong);
@@ -250,20 +276,33 @@ Batch MaskedLMDataset::batch(const std::vector<int64_t>& indices, int64_t epoch)
 
 // ---- span corruption
 
+namespace {
+
+void require_sentinels(const BatchTokens& specials) {
+  if (specials.sentinels.empty()) {
+    throw std::runtime_error("span corruption needs sentinel tokens (<extra_id_0>, ...), and the tokenizer has none");
+  }
+}
+
+}  // namespace
+
 std::pair<std::vector<int64_t>, std::vector<int64_t>> corrupt_spans(const std::vector<int64_t>& tokens,
                                                                     const SpanCorruptionOptions& o,
+                                                                    const BatchTokens& specials,
                                                                     std::mt19937_64& rng) {
+  const int64_t eos = BatchTokens::require(specials.eos, "end-of-sequence", "span corruption");
+  require_sentinels(specials);
   const auto length = static_cast<int64_t>(tokens.size());
   if (length < 2) {
     std::vector<int64_t> in = tokens;
-    in.push_back(SpecialTokens::kEos);
-    return {in, {SpecialTokens::kEos}};
+    in.push_back(eos);
+    return {in, {eos}};
   }
   // As in T5's random_spans_noise_mask: round, keep at least one noise and one kept token.
   int64_t noise = std::llround(static_cast<double>(length) * o.noise_density);
   noise = std::clamp<int64_t>(noise, 1, length - 1);
   int64_t spans = std::llround(static_cast<double>(noise) / o.mean_span_length);
-  spans = std::clamp<int64_t>(spans, 1, std::min<int64_t>({noise, length - noise, SpecialTokens::kSentinels}));
+  spans = std::clamp<int64_t>(spans, 1, std::min<int64_t>({noise, length - noise, static_cast<int64_t>(specials.sentinels.size())}));
   auto noise_lengths = random_segmentation(noise, spans, rng);
   auto keep_lengths = random_segmentation(length - noise, spans, rng);
   std::vector<int64_t> inputs, targets;
@@ -271,20 +310,25 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> corrupt_spans(const std::v
   for (int64_t s = 0; s < spans; ++s) {
     inputs.insert(inputs.end(), tokens.begin() + pos, tokens.begin() + pos + keep_lengths[s]);
     pos += keep_lengths[s];
-    const int64_t sentinel = SpecialTokens::kFirstSentinel + s;
+    const int64_t sentinel = specials.sentinels[s];
     inputs.push_back(sentinel);
     targets.push_back(sentinel);
     targets.insert(targets.end(), tokens.begin() + pos, tokens.begin() + pos + noise_lengths[s]);
     pos += noise_lengths[s];
   }
-  inputs.push_back(SpecialTokens::kEos);
-  targets.push_back(SpecialTokens::kEos);
+  inputs.push_back(eos);
+  targets.push_back(eos);
   return {inputs, targets};
 }
 
 SpanCorruptionDataset::SpanCorruptionDataset(const TokenFile& file, int64_t raw_length,
-                                             SpanCorruptionOptions options, uint64_t seed)
-    : file_(file), raw_length_(raw_length), options_(options), seed_(seed) {
+                                             SpanCorruptionOptions options, uint64_t seed, BatchTokens specials)
+    : file_(file), raw_length_(raw_length), options_(options), seed_(seed), specials_(std::move(specials)) {
+  BatchTokens::require(specials_.eos, "end-of-sequence", "span corruption");
+  require_sentinels(specials_);
+  if (specials_.sentinels.empty()) {
+    throw std::runtime_error("span corruption needs sentinel tokens (<extra_id_0>, ...), and the tokenizer has none");
+  }
   if (raw_length < 2) throw std::runtime_error("span corruption length (" + std::to_string(raw_length) + ") must be >= 2");
   if (!(options.noise_density > 0 && options.noise_density < 1)) throw std::runtime_error("noise_density must be in (0, 1)");
   if (!(options.mean_span_length >= 1)) throw std::runtime_error("mean_span_length must be >= 1");
@@ -297,7 +341,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> SpanCorruptionDataset::exa
   const int64_t start = index * raw_length_;
   auto tokens = file_.tokens(start, std::min(raw_length_, file_.size() - start));
   auto rng = example_rng(seed_, epoch, index);
-  return corrupt_spans(tokens, options_, rng);
+  return corrupt_spans(tokens, options_, specials_, rng);
 }
 
 Batch SpanCorruptionDataset::batch(const std::vector<int64_t>& indices, int64_t epoch) const {
@@ -307,21 +351,21 @@ Batch SpanCorruptionDataset::batch(const std::vector<int64_t>& indices, int64_t 
     inputs.push_back(std::move(x));
     targets.push_back(std::move(y));
   }
-  return seq2seq_batch(inputs, targets);
+  return seq2seq_batch(inputs, targets, specials_);
 }
 
 Batch seq2seq_batch(const std::vector<std::vector<int64_t>>& sources,
-                    const std::vector<std::vector<int64_t>>& targets) {
+                    const std::vector<std::vector<int64_t>>& targets, const BatchTokens& tokens) {
   std::vector<std::vector<int64_t>> decoder_inputs;
   for (const auto& y : targets) {
-    std::vector<int64_t> shifted{SpecialTokens::kPad};
+    std::vector<int64_t> shifted{tokens.decoder_start};
     shifted.insert(shifted.end(), y.begin(), y.end() - 1);
     decoder_inputs.push_back(std::move(shifted));
   }
   Batch batch;
-  batch.input_ids = pad_rows(sources, SpecialTokens::kPad, &batch.attention_mask);
+  batch.input_ids = pad_rows(sources, tokens.pad, &batch.attention_mask);
   batch.labels = pad_rows(targets, kIgnoreIndex);
-  batch.decoder_input_ids = pad_rows(decoder_inputs, SpecialTokens::kPad);
+  batch.decoder_input_ids = pad_rows(decoder_inputs, tokens.pad);
   return batch;
 }
 

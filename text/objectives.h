@@ -5,12 +5,15 @@
 // batch depends only on (seed, epoch, example index): runs resume exactly.
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include <torch/types.h>
 
+#include "text/sentence_pairs.h"
 #include "text/token_file.h"
 #include "text/tokenizer.h"
 
@@ -26,6 +29,22 @@ struct Batch {
   torch::Tensor token_type_ids;        // (B, T) masked LM pairs
   torch::Tensor next_sentence_labels;  // (B) masked LM pairs
   torch::Tensor decoder_input_ids;     // (B, T_dec) span corruption
+};
+
+// The special tokens batches are made with, read from the tokenizer (zoo's fixed ids, or a
+// Hugging Face tokenizer's own): none is a constant. An objective that needs a token the
+// tokenizer lacks (masked LM without a mask token, span corruption without sentinels) is
+// refused naming it.
+struct BatchTokens {
+  int64_t pad = SpecialTokens::kPad;   // padding; a tokenizer without one pads with its eos (as GPT-2 does)
+  std::optional<int64_t> eos, cls, sep, mask;
+  std::vector<int64_t> sentinels;      // T5's <extra_id_0>, <extra_id_1>, ...
+  int64_t decoder_start = SpecialTokens::kPad;  // encoder-decoders' first decoder input (the model's)
+  std::vector<int64_t> ordinary;       // the ids that are no special token (masked LM's random replacements)
+
+  static BatchTokens of(const Tokenizer& tokenizer);
+  // The id of a token `what` needs; throws "WHAT needs a ROLE token, and the tokenizer has none".
+  static int64_t require(const std::optional<int64_t>& id, const char* role, const std::string& what);
 };
 
 // Visits 0 .. n-1 in a seeded random order, epoch after epoch. The position is two integers
@@ -54,14 +73,14 @@ class ShuffledSampler {
 // ignored), so every token but the first is a target exactly once.
 class CausalLMDataset {
  public:
-  CausalLMDataset(const TokenFile& file, int64_t block_size);
+  CausalLMDataset(const TokenFile& file, int64_t block_size, int64_t pad = SpecialTokens::kPad);
   int64_t size() const { return num_blocks_; }
   std::pair<std::vector<int64_t>, std::vector<int64_t>> example(int64_t b) const;
   Batch batch(const std::vector<int64_t>& indices) const;
 
  private:
   const TokenFile& file_;
-  int64_t block_size_, num_blocks_;
+  int64_t block_size_, num_blocks_, pad_;
 };
 
 struct MaskingOptions {
@@ -71,14 +90,15 @@ struct MaskingOptions {
   bool whole_word = false;       // choose words, masking all their pieces together
 };
 
-// Chooses and corrupts tokens of `ids` for masked LM (Devlin et al., 2019). Special tokens are
-// never chosen. Returns (inputs, labels) with labels kIgnoreIndex where not chosen.
+// Chooses and corrupts tokens of `ids` for masked LM (Devlin et al., 2019): chosen ones become
+// `tokens.mask`, or one of `tokens.ordinary` at random, or stay. Special tokens are never
+// chosen. Returns (inputs, labels) with labels kIgnoreIndex where not chosen.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> mask_tokens(const std::vector<int64_t>& ids,
                                                                   const Tokenizer& tokenizer,
+                                                                  const BatchTokens& tokens,
                                                                   const MaskingOptions& options,
                                                                   std::mt19937_64& rng);
 
-enum class SentencePairs { kNone, kNextSentence, kSentenceOrder };
 
 // BERT pretraining examples: [CLS] A [SEP] (B [SEP]) of at most block_size tokens, masked.
 // Without pairs, A is a block of the stream. With pairs, A and B are the two halves of a
@@ -100,6 +120,7 @@ class MaskedLMDataset {
  private:
   const TokenFile& file_;
   const Tokenizer& tokenizer_;
+  BatchTokens tokens_;
   int64_t block_size_;
   MaskingOptions masking_;
   SentencePairs pairs_;
@@ -113,17 +134,19 @@ struct SpanCorruptionOptions {
 };
 
 // T5's span corruption (Raffel et al., 2020, section 3.1.4): spans of `tokens` are replaced in
-// the input by sentinels <extra_id_0>, <extra_id_1>, ...; the target lists each sentinel then
-// the tokens it replaced. Both end with </s>.
+// the input by the sentinels <extra_id_0>, <extra_id_1>, ... (`specials.sentinels`, which also
+// bound the number of spans); the target lists each sentinel then the tokens it replaced. Both
+// end with the eos.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> corrupt_spans(const std::vector<int64_t>& tokens,
                                                                     const SpanCorruptionOptions& options,
+                                                                    const BatchTokens& specials,
                                                                     std::mt19937_64& rng);
 
 class SpanCorruptionDataset {
  public:
   // Each example corrupts `raw_length` consecutive tokens of the stream.
   SpanCorruptionDataset(const TokenFile& file, int64_t raw_length, SpanCorruptionOptions options,
-                        uint64_t seed);
+                        uint64_t seed, BatchTokens specials);
   int64_t size() const { return num_examples_; }
   std::pair<std::vector<int64_t>, std::vector<int64_t>> example(int64_t index, int64_t epoch = 0) const;
   // seq2seq_batch of the examples' inputs and targets.
@@ -134,13 +157,14 @@ class SpanCorruptionDataset {
   int64_t raw_length_, num_examples_;
   SpanCorruptionOptions options_;
   uint64_t seed_;
+  BatchTokens specials_;
 };
 
 // An encoder-decoder batch from (source, target) token rows: inputs and attention mask from the
-// sources, labels from the targets, and decoder inputs the targets shifted right behind <pad>
-// (T5's decoder start token). Everything is padded to the longest row.
+// sources, labels from the targets, and decoder inputs the targets shifted right behind
+// `tokens.decoder_start` (T5's is <pad>). Everything is padded to the longest row with `tokens.pad`.
 Batch seq2seq_batch(const std::vector<std::vector<int64_t>>& sources,
-                    const std::vector<std::vector<int64_t>>& targets);
+                    const std::vector<std::vector<int64_t>>& targets, const BatchTokens& tokens);
 
 // Pads rows to the longest with `pad` into a (B, L) long tensor; optionally returns the mask.
 torch::Tensor pad_rows(const std::vector<std::vector<int64_t>>& rows, int64_t pad,

@@ -66,10 +66,7 @@ void check_template(const PostProcessor& p, const std::vector<PostProcessor::Tem
 }
 
 PostProcessorKind kind_from_json(const JsonView& type) {
-  return enum_from_json<PostProcessorKind>(
-      type, {{"TemplateProcessing", PostProcessorKind::kTemplate}, {"BertProcessing", PostProcessorKind::kBert},
-             {"RobertaProcessing", PostProcessorKind::kRoberta}, {"ByteLevel", PostProcessorKind::kByteLevel},
-             {"Sequence", PostProcessorKind::kSequence}});
+  return enum_from_json<PostProcessorKind>(type);
 }
 
 }  // namespace

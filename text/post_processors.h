@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "text/encoding.h"
 #include "text/json_view.h"
 
@@ -20,6 +21,10 @@ enum class PostProcessorKind {
   kByteLevel,  // leaves ids alone (it trims offsets, which zoo does not report)
   kSequence,   // children in order
 };
+ZOO_ENUM_NAMES(PostProcessorKind, "post-processor",
+               {"TemplateProcessing", PostProcessorKind::kTemplate}, {"BertProcessing", PostProcessorKind::kBert},
+               {"RobertaProcessing", PostProcessorKind::kRoberta}, {"ByteLevel", PostProcessorKind::kByteLevel},
+               {"Sequence", PostProcessorKind::kSequence});
 
 struct PostProcessor {
   PostProcessorKind kind = PostProcessorKind::kSequence;

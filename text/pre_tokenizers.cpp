@@ -107,26 +107,17 @@ void apply_metaspace(const PreTokenizer& p, TextPieces& pieces) {
 }
 
 PreTokenizerKind kind_from_json(const JsonView& type) {
-  return enum_from_json<PreTokenizerKind>(
-      type, {{"ByteLevel", PreTokenizerKind::kByteLevel}, {"BertPreTokenizer", PreTokenizerKind::kBert},
-             {"Whitespace", PreTokenizerKind::kWhitespace}, {"WhitespaceSplit", PreTokenizerKind::kWhitespaceSplit},
-             {"Metaspace", PreTokenizerKind::kMetaspace}, {"Digits", PreTokenizerKind::kDigits},
-             {"Punctuation", PreTokenizerKind::kPunctuation}, {"Split", PreTokenizerKind::kSplit},
-             {"Sequence", PreTokenizerKind::kSequence}});
+  return enum_from_json<PreTokenizerKind>(type);
 }
 
 PrependScheme prepend_scheme_from_json(const JsonView& json) {
-  return enum_from_json<PrependScheme>(
-      json, {{"first", PrependScheme::kFirst}, {"never", PrependScheme::kNever}, {"always", PrependScheme::kAlways}});
+  return enum_from_json<PrependScheme>(json);
 }
 
 }  // namespace
 
 SplitBehavior split_behavior_from_json(const JsonView& json) {
-  return enum_from_json<SplitBehavior>(
-      json, {{"Removed", SplitBehavior::kRemoved}, {"Isolated", SplitBehavior::kIsolated},
-             {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
-             {"MergedWithNext", SplitBehavior::kMergedWithNext}, {"Contiguous", SplitBehavior::kContiguous}});
+  return enum_from_json<SplitBehavior>(json);
 }
 
 void split_spans(const TextPiece& piece, const std::vector<MatchSpan>& spans, SplitBehavior behavior,

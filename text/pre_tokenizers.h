@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "text/json_view.h"
 #include "text/regex.h"
 #include "text/text_piece.h"
@@ -21,6 +22,10 @@ namespace zoo {
 //   kMergedWithNext      the | -final | - | -countdown
 //   kContiguous          the | - | final | -- | countdown
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+ZOO_ENUM_NAMES(SplitBehavior, "split behavior",
+               {"Removed", SplitBehavior::kRemoved}, {"Isolated", SplitBehavior::kIsolated},
+               {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+               {"MergedWithNext", SplitBehavior::kMergedWithNext}, {"Contiguous", SplitBehavior::kContiguous});
 
 // Where Metaspace puts its marker before a piece.
 enum class PrependScheme {
@@ -28,6 +33,8 @@ enum class PrependScheme {
   kNever,
   kAlways,  // before every piece that does not already start with it
 };
+ZOO_ENUM_NAMES(PrependScheme, "prepend_scheme",
+               {"first", PrependScheme::kFirst}, {"never", PrependScheme::kNever}, {"always", PrependScheme::kAlways});
 
 enum class PreTokenizerKind {
   kByteLevel,        // GPT-2: optional leading space, GPT-2's regex split, bytes -> alphabet
@@ -40,6 +47,12 @@ enum class PreTokenizerKind {
   kSplit,            // split on a pattern, optionally inverted
   kSequence,         // children in order
 };
+ZOO_ENUM_NAMES(PreTokenizerKind, "pre-tokenizer",
+               {"ByteLevel", PreTokenizerKind::kByteLevel}, {"BertPreTokenizer", PreTokenizerKind::kBert},
+               {"Whitespace", PreTokenizerKind::kWhitespace},
+               {"WhitespaceSplit", PreTokenizerKind::kWhitespaceSplit}, {"Metaspace", PreTokenizerKind::kMetaspace},
+               {"Digits", PreTokenizerKind::kDigits}, {"Punctuation", PreTokenizerKind::kPunctuation},
+               {"Split", PreTokenizerKind::kSplit}, {"Sequence", PreTokenizerKind::kSequence});
 
 struct PreTokenizer {
   PreTokenizerKind kind = PreTokenizerKind::kSequence;

@@ -9,11 +9,16 @@ namespace {
 
 const std::string kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD: a byte piece of a split character
 
+int64_t special(const std::optional<int64_t>& id, const char* role, const std::string& what) {
+  if (!id) throw std::invalid_argument(what + " needs a " + role + " token, and the tokenizer has none");
+  return *id;
+}
+
 // [CLS] prompt [SEP], with [MASK] written in the prompt turned into the mask token.
 std::vector<int64_t> bert_input(const Tokenizer& tokenizer, const std::string& prompt) {
-  std::vector<int64_t> ids = {SpecialTokens::kCls};
+  std::vector<int64_t> ids = {special(tokenizer.special().cls, "cls", "bert")};
   for (int64_t id : tokenizer.encode(prompt)) ids.push_back(id);
-  ids.push_back(SpecialTokens::kSep);
+  ids.push_back(special(tokenizer.special().sep, "sep", "bert"));
   return ids;
 }
 
@@ -57,13 +62,18 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
     if (ids.empty()) throw std::invalid_argument("stop text '" + stop + "' is empty: it would end generation at once");
     options.stop_sequences.push_back(std::move(ids));
   }
-  std::vector<int64_t> ids = tokenizer.encode(prompt);
+  // As the tokenizer's own post-processing frames a sequence (LLaMA: <s> first; T5: </s> last;
+  // zoo's and GPT-2's add nothing).
+  std::vector<int64_t> ids = tokenizer.encode(prompt, /*add_special_tokens=*/true);
+  const auto& specials = tokenizer.special();
+  if (options.eos_ids.empty() && specials.eos) options.eos_ids = {*specials.eos};
   const auto& config = model.config;
   GenerationResult result;
   switch (config.family) {
     case Family::kGpt: {
-      // Documents are separated by </s> in training: an empty prompt starts a new one.
-      if (ids.empty()) ids.push_back(SpecialTokens::kEos);
+      // An empty prompt starts a new document: after the beginning-of-sequence token, or the
+      // end-of-sequence token that separates documents in training.
+      if (ids.empty()) ids.push_back(specials.bos ? *specials.bos : special(specials.eos, "end-of-sequence", "an empty prompt"));
       const int64_t room = config.max_length() - static_cast<int64_t>(ids.size());
       if (room < 0) {
         throw std::invalid_argument("prompt: " + std::to_string(ids.size()) + " tokens, more than max_positions (" +
@@ -81,7 +91,9 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
     }
     case Family::kT5:
     case Family::kTransformer: {
-      ids.push_back(SpecialTokens::kEos);
+      // The source ends with the end-of-sequence token, as in training.
+      const int64_t eos = special(specials.eos, "end-of-sequence", "an encoder-decoder");
+      if (ids.empty() || ids.back() != eos) ids.push_back(eos);
       StreamDecoder stream(tokenizer, {});
       if (on_text && options.num_beams == 1) {
         options.on_token = [&](int64_t, int64_t token) { on_text(stream.add(token)); };
@@ -108,7 +120,7 @@ std::vector<MaskPrediction> fill_masks(Bert& model, const Tokenizer& tokenizer, 
   const auto logits = bert_logits(model, ids);
   std::vector<MaskPrediction> predictions;
   for (size_t t = 0; t < ids.size(); ++t) {
-    if (ids[t] != SpecialTokens::kMask) continue;
+    if (ids[t] != special(tokenizer.special().mask, "mask", "filling [MASK]")) continue;
     const auto probs = logits[0][static_cast<int64_t>(t)].softmax(-1).cpu();
     const auto [values, indices] = probs.topk(std::min<int64_t>(top_k, probs.size(0)));
     MaskPrediction p;

@@ -40,8 +40,9 @@ struct TextGeneration {
 };
 
 // Continues `prompt` (decoder models) or answers it (encoder-decoders); `stop_texts` end
-// generation like stop sequences. `on_text` receives the new text as it is produced (not for
-// beam search). An empty GPT prompt starts a new document (</s>, as in training).
+// generation like stop sequences, and so does the tokenizer's end-of-sequence token when
+// `options.eos_ids` is empty. `on_text` receives the new text as it is produced (not for beam
+// search). An empty GPT prompt starts a new document.
 TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std::string& prompt,
                              GenerationOptions options, const std::vector<std::string>& stop_texts,
                              const std::function<void(const std::string&)>& on_text);

@@ -28,8 +28,16 @@ TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const To
   const auto files = list_text_files(inputs);
   const auto dir = std::filesystem::path(out_dir);
   create_directories(out_dir);
-  TokenFileWriter train((dir / "train.tokens").string(), tokenizer.vocab_size(), tokenizer.hash());
-  TokenFileWriter val((dir / "val.tokens").string(), tokenizer.vocab_size(), tokenizer.hash());
+  // Documents end with the tokenizer's end-of-sequence token (BERT's vocabularies have none:
+  // their separator then).
+  const auto& special = tokenizer.special();
+  if (!special.eos && !special.sep) {
+    throw std::runtime_error("token files need an end-of-sequence or separator token to end documents with, and the "
+                             "tokenizer has neither");
+  }
+  const int64_t separator = special.eos ? *special.eos : *special.sep;
+  TokenFileWriter train((dir / "train.tokens").string(), tokenizer.vocab_size(), tokenizer.hash(), separator);
+  TokenFileWriter val((dir / "val.tokens").string(), tokenizer.vocab_size(), tokenizer.hash(), separator);
   // A document goes to validation by a hash of (seed, its index), known when it starts, so its
   // tokens stream straight into their file.
   TokenFileWriter* current = nullptr;

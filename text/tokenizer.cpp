@@ -199,7 +199,7 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
   LineReader lines(files, o.skip_invalid_utf8);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   const std::pair<const char*, std::string> args[] = {
-      {"model_type", o.kind == TokenizerKind::kBpe ? "bpe" : "unigram"},
+      {"model_type", to_string(o.kind)},  // zoo's names are SentencePiece's
       {"vocab_size", std::to_string(o.vocab_size)},
       {"byte_fallback", "true"},
       {"pad_id", "0"}, {"unk_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
@@ -289,6 +289,50 @@ bool Tokenizer::is_special(int64_t id) const { return engine_->is_special(id); }
 bool Tokenizer::starts_word(int64_t id) const { return engine_->starts_word(id); }
 
 void Tokenizer::save(const std::string& dir) const { write_tokenizer_files(files_, dir); }
+
+bool has_hf_tokenizer(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* name : {"tokenizer.json", "vocab.json", "vocab.txt", "spiece.model", "tokenizer.model"}) {
+    if (fs::is_regular_file(fs::path(dir) / name, ec)) return true;
+  }
+  return false;
+}
+
+void store_tokenizer(const Tokenizer& tokenizer, const std::string& dir) {
+  namespace fs = std::filesystem;
+  switch (tokenizer.kind()) {
+    case TokenizerBackend::kZooSentencePiece: {
+      const auto path = (fs::path(dir) / "tokenizer.model").string();
+      if (!fs::exists(path) || read_file(path) != tokenizer.model_bytes()) write_file_atomically(path, tokenizer.model_bytes());
+      fs::remove_all(fs::path(dir) / "tokenizer");  // another tokenizer's, replaced
+      return;
+    }
+    case TokenizerBackend::kTokenizerJson:
+    case TokenizerBackend::kGpt2Files:
+    case TokenizerBackend::kBertVocab:
+    case TokenizerBackend::kHfSentencePiece: {
+      const auto folder = fs::path(dir) / "tokenizer";
+      if (auto existing = stored_tokenizer(dir); existing && existing->model_bytes() == tokenizer.model_bytes()) return;
+      // Whole or not at all: another tokenizer's leftover files must not mix in.
+      const std::string staging = temporary_path_for(folder.string());
+      tokenizer.save(staging);
+      replace_directory(staging, folder.string());
+      fs::remove(fs::path(dir) / "tokenizer.model");  // another tokenizer's, replaced
+      fs::remove(fs::path(dir) / "tokenizer.vocab");
+      return;
+    }
+  }
+}
+
+std::unique_ptr<Tokenizer> stored_tokenizer(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const auto model = fs::path(dir) / "tokenizer.model", folder = fs::path(dir) / "tokenizer";
+  std::error_code ec;
+  if (fs::is_regular_file(model, ec)) return std::make_unique<Tokenizer>(Tokenizer::load(model.string()));
+  if (fs::is_directory(folder, ec)) return std::make_unique<Tokenizer>(Tokenizer::load(folder.string()));
+  return nullptr;
+}
 
 std::string Tokenizer::hash_hex() const {
   char buf[17];

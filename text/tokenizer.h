@@ -44,12 +44,7 @@ struct SpecialTokenIds {
 // The algorithm `zoo tokenizer train` trains.
 enum class TokenizerKind { kUnigram, kBpe };
 
-template <>
-struct EnumNames<TokenizerKind> {
-  static constexpr const char* kWhat = "tokenizer type";
-  static constexpr std::pair<const char*, TokenizerKind> kNames[] = {{"unigram", TokenizerKind::kUnigram},
-                                                                     {"bpe", TokenizerKind::kBpe}};
-};
+ZOO_ENUM_NAMES(TokenizerKind, "tokenizer type", {"unigram", TokenizerKind::kUnigram}, {"bpe", TokenizerKind::kBpe});
 // Which backend a tokenizer was read as, by its files.
 enum class TokenizerBackend {
   kZooSentencePiece,  // zoo's .model (special tokens at fixed ids)
@@ -58,16 +53,11 @@ enum class TokenizerBackend {
   kBertVocab,         // BERT's vocab.txt (WordPiece)
   kHfSentencePiece,   // a Hugging Face directory's spiece.model / tokenizer.model (T5, LLaMA)
 };
-template <>
-struct EnumNames<TokenizerBackend> {
-  static constexpr const char* kWhat = "tokenizer backend";
-  static constexpr std::pair<const char*, TokenizerBackend> kNames[] = {
-      {"zoo-sentencepiece", TokenizerBackend::kZooSentencePiece},
-      {"tokenizer.json", TokenizerBackend::kTokenizerJson},
-      {"vocab.json+merges.txt", TokenizerBackend::kGpt2Files},
-      {"vocab.txt", TokenizerBackend::kBertVocab},
-      {"hf-sentencepiece", TokenizerBackend::kHfSentencePiece}};
-};
+ZOO_ENUM_NAMES(TokenizerBackend, "tokenizer backend",
+               {"zoo-sentencepiece", TokenizerBackend::kZooSentencePiece},
+               {"tokenizer.json", TokenizerBackend::kTokenizerJson},
+               {"vocab.json+merges.txt", TokenizerBackend::kGpt2Files}, {"vocab.txt", TokenizerBackend::kBertVocab},
+               {"hf-sentencepiece", TokenizerBackend::kHfSentencePiece});
 
 struct TokenizerTrainOptions {
   std::vector<std::string> inputs;  // files or directories (read recursively)
@@ -158,6 +148,17 @@ class Tokenizer {
 };
 
 uint64_t fnv1a64(const std::string& bytes);
+
+// Whether `dir` holds a Hugging Face tokenizer's files (tokenizer.json, vocab.json + merges.txt,
+// vocab.txt, spiece.model or tokenizer.model).
+bool has_hf_tokenizer(const std::string& dir);
+
+// Where a checkpoint or run directory keeps its tokenizer: zoo's own as DIR/tokenizer.model (as
+// always), a Hugging Face tokenizer as its original files in DIR/tokenizer/. Written atomically
+// file by file; an unchanged tokenizer is not rewritten.
+void store_tokenizer(const Tokenizer& tokenizer, const std::string& dir);
+// The tokenizer stored in `dir` that way, or nullptr when there is none. Errors name the file.
+std::unique_ptr<Tokenizer> stored_tokenizer(const std::string& dir);
 
 // Text files under each input (a file itself, or every regular file below a directory, sorted).
 // Throws std::runtime_error naming an input that is missing, or a directory with no files.

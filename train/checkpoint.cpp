@@ -123,7 +123,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
       save_archive(archive, (tmp / "optimizer.pt").string());
     }
     write_file_atomically((tmp / "config.yaml").string(), to_yaml(model.config));
-    if (tokenizer != nullptr) write_file_atomically((tmp / "tokenizer.model").string(), tokenizer->model_bytes());
+    if (tokenizer != nullptr) store_tokenizer(*tokenizer, tmp.string());
     for (const auto& [name, contents] : extra_files) write_file_atomically((tmp / name).string(), contents);
     write_output_marker(tmp.string(), OutputKind::kCheckpoint);
     write_file_atomically((tmp / "state.json").string(), state.dump(2) + "\n");
@@ -143,8 +143,8 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
   if (!fs::exists(config_path)) throw std::runtime_error(config_path + ": missing (not a zoo checkpoint?)");
   auto config = load_config(config_path);
   if (expected && config.family != *expected) {
-    throw std::runtime_error(dir + ": a " + family_name(config.family) + " checkpoint, but this needs a " +
-                             family_name(*expected) + " model");
+    throw std::runtime_error(dir + ": a " + to_string(config.family) + " checkpoint, but this needs a " +
+                             to_string(*expected) + " model");
   }
   c.model = build_model(config);
   load_weights((root / "model.pt").string(), *c.model.module());
@@ -156,7 +156,7 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
       throw std::runtime_error(state_path + ": corrupt (" + std::string(e.what()) + ")");
     }
   }
-  if (fs::exists(root / "tokenizer.model")) c.tokenizer_bytes = read_file((root / "tokenizer.model").string());
+  c.tokenizer = stored_tokenizer(dir);
   return c;
 }
 

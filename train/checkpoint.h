@@ -4,10 +4,12 @@
 //   model.pt        weights by registered name (torch::serialize archive)
 //   optimizer.pt    optimizer state (when given)
 //   config.yaml     the resolved model config
-//   tokenizer.model the tokenizer the model was trained with (when given)
+//   tokenizer.model the tokenizer the model was trained with, when it is zoo's own; a Hugging Face
+//                   tokenizer's files are in tokenizer/ instead (text/tokenizer.h, store_tokenizer)
 //   state.json      what the trainer needs to continue (step, data position, RNG, schedule, ...)
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include <c10/util/Optional.h>
@@ -29,7 +31,7 @@ struct Checkpoint {
   std::string dir;
   Model model;
   nlohmann::json state;
-  std::string tokenizer_bytes;  // empty when the checkpoint has none
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the checkpoint has none
 };
 
 // Rebuilds the model from config.yaml and loads its weights. With `expected`, a checkpoint of

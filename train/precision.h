@@ -13,12 +13,9 @@ namespace zoo {
 
 enum class Precision { kAuto, kFp32, kBf16, kFp16 };
 
-template <>
-struct EnumNames<Precision> {
-  static constexpr const char* kWhat = "precision";
-  static constexpr std::pair<const char*, Precision> kNames[] = {
-      {"auto", Precision::kAuto}, {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}};
-};
+ZOO_ENUM_NAMES(Precision, "precision",
+               {"auto", Precision::kAuto}, {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16},
+               {"fp16", Precision::kFp16});
 
 // kAuto resolved for the device (bf16 on CUDA, fp32 on the CPU). Throws a ConfigError naming
 // the precision when the device cannot run it (bf16 and fp16 autocast need CUDA here). The

@@ -242,7 +242,7 @@ void RunConfig::validate(const std::string& source) const {
     case Objective::kSpanCorruption:
     case Objective::kSeq2Seq: needs(m.is_encoder_decoder(), "needs a t5 or transformer model"); break;
   }
-  if (sentence_pairs != SentencePairMode::kNone && m.head != BertHead::kPretraining) {
+  if (sentence_pairs != SentencePairs::kNone && m.head != BertHead::kPretraining) {
     fail("sentence_pairs", "needs model.head=pretraining (a head for the pair label)");
   }
   if (objective == Objective::kSpanCorruption && m.vocab_size < 107) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/config.h"
+#include "text/sentence_pairs.h"
 #include "text/tokenizer.h"
 #include "train/precision.h"
 #include "train/schedule.h"
@@ -24,32 +25,12 @@ namespace zoo {
 // classification, t5/transformer: seq2seq).
 enum class Objective { kAuto, kCausalLM, kMaskedLM, kSpanCorruption, kClassification, kSeq2Seq };
 enum class NonFinitePolicy { kStop, kSkip };
-enum class SentencePairMode { kNone, kNextSentence, kSentenceOrder };
 
-template <>
-struct EnumNames<Objective> {
-  static constexpr const char* kWhat = "objective";
-  static constexpr std::pair<const char*, Objective> kNames[] = {
-      {"auto", Objective::kAuto},
-      {"causal_lm", Objective::kCausalLM},
-      {"mlm", Objective::kMaskedLM},
-      {"span_corruption", Objective::kSpanCorruption},
-      {"classification", Objective::kClassification},
-      {"seq2seq", Objective::kSeq2Seq}};
-};
-template <>
-struct EnumNames<NonFinitePolicy> {
-  static constexpr const char* kWhat = "on_nonfinite";
-  static constexpr std::pair<const char*, NonFinitePolicy> kNames[] = {{"stop", NonFinitePolicy::kStop},
-                                                                       {"skip", NonFinitePolicy::kSkip}};
-};
-template <>
-struct EnumNames<SentencePairMode> {
-  static constexpr const char* kWhat = "sentence_pairs";
-  static constexpr std::pair<const char*, SentencePairMode> kNames[] = {
-      {"none", SentencePairMode::kNone}, {"nsp", SentencePairMode::kNextSentence},
-      {"sop", SentencePairMode::kSentenceOrder}};
-};
+ZOO_ENUM_NAMES(Objective, "objective",
+               {"auto", Objective::kAuto}, {"causal_lm", Objective::kCausalLM}, {"mlm", Objective::kMaskedLM},
+               {"span_corruption", Objective::kSpanCorruption}, {"classification", Objective::kClassification},
+               {"seq2seq", Objective::kSeq2Seq});
+ZOO_ENUM_NAMES(NonFinitePolicy, "on_nonfinite", {"stop", NonFinitePolicy::kStop}, {"skip", NonFinitePolicy::kSkip});
 
 // Pretraining learns a family's own objective from text; fine-tuning learns a task from the
 // user's examples (or, for gpt, their text).
@@ -95,7 +76,7 @@ struct RunConfig {
   // Objectives.
   double mask_probability = 0.15;
   bool whole_word_masking = false;
-  SentencePairMode sentence_pairs = SentencePairMode::kNone;
+  SentencePairs sentence_pairs = SentencePairs::kNone;
   double noise_density = 0.15;
   double mean_span_length = 3.0;
 

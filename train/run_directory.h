@@ -1,7 +1,7 @@
 #pragma once
 // A training run's directory and its checkpoints, apart from the training loop:
 //   RUN_DIR/run.yaml          the resolved run config (paths absolute: resumes from anywhere)
-//   RUN_DIR/tokenizer.model   the run's tokenizer
+//   RUN_DIR/tokenizer.model   the run's tokenizer (zoo's; a Hugging Face one in RUN_DIR/tokenizer/)
 //   RUN_DIR/data/             token files made from the run's text
 //   RUN_DIR/metrics.jsonl     one JSON record per step and evaluation
 //   RUN_DIR/checkpoints/step-N, `last` and `best` links to them

@@ -12,14 +12,9 @@ namespace zoo {
 
 enum class ScheduleKind { kCosine, kLinear, kConstant, kInverseSqrt };
 
-template <>
-struct EnumNames<ScheduleKind> {
-  static constexpr const char* kWhat = "schedule";
-  static constexpr std::pair<const char*, ScheduleKind> kNames[] = {{"cosine", ScheduleKind::kCosine},
-                                                                    {"linear", ScheduleKind::kLinear},
-                                                                    {"constant", ScheduleKind::kConstant},
-                                                                    {"inverse_sqrt", ScheduleKind::kInverseSqrt}};
-};
+ZOO_ENUM_NAMES(ScheduleKind, "schedule",
+               {"cosine", ScheduleKind::kCosine}, {"linear", ScheduleKind::kLinear},
+               {"constant", ScheduleKind::kConstant}, {"inverse_sqrt", ScheduleKind::kInverseSqrt});
 
 struct ScheduleOptions {
   ScheduleKind kind = ScheduleKind::kCosine;

@@ -137,9 +137,9 @@ template <typename Dataset>
 class SplitData : public TaskData {
  public:
   SplitData(Objective objective, std::unique_ptr<Dataset> train, std::unique_ptr<Dataset> val,
-            std::vector<std::unique_ptr<TokenFile>> files, LabelSet labels, std::string description)
+            std::vector<std::unique_ptr<TokenFile>> files, LabelSet labels, BatchTokens tokens, std::string description)
       : objective_(objective), train_(std::move(train)), val_(std::move(val)), files_(std::move(files)),
-        labels_(std::move(labels)), description_(std::move(description)) {}
+        labels_(std::move(labels)), tokens_(std::move(tokens)), description_(std::move(description)) {}
 
   Objective objective() const override { return objective_; }
   int64_t train_size() const override { return train_->size(); }
@@ -149,6 +149,7 @@ class SplitData : public TaskData {
   }
   Batch val_batch(const std::vector<int64_t>& indices) const override { return batch_of(*val_, indices, 0); }
   const LabelSet* labels() const override { return objective_ == Objective::kClassification ? &labels_ : nullptr; }
+  const BatchTokens& tokens() const override { return tokens_; }
   std::string describe() const override { return description_; }
 
  private:
@@ -156,6 +157,7 @@ class SplitData : public TaskData {
   std::unique_ptr<Dataset> train_, val_;
   std::vector<std::unique_ptr<TokenFile>> files_;  // token files the datasets read (kept open)
   LabelSet labels_;
+  BatchTokens tokens_;
   std::string description_;
 };
 
@@ -185,18 +187,20 @@ std::unique_ptr<TaskData> example_data(const RunConfig& config, Objective object
       const std::string description = describe(train_set->size(), val_set ? val_set->size() : 0);
       return std::make_unique<SplitData<ClassificationDataset>>(objective, std::move(train_set), std::move(val_set),
                                                                 std::vector<std::unique_ptr<TokenFile>>{}, set,
-                                                                description);
+                                                                BatchTokens::of(tokenizer), description);
     }
     case Objective::kSeq2Seq: {
-      auto train_set = std::make_unique<Seq2SeqDataset>(read_seq2seq(train_file), tokenizer, block, config.target_length);
+      auto train_set = std::make_unique<Seq2SeqDataset>(read_seq2seq(train_file), tokenizer, block, config.target_length,
+                                                       config.model_config.decoder_start_id);
       std::unique_ptr<Seq2SeqDataset> val_set;
       if (!val_file.empty()) {
-        val_set = std::make_unique<Seq2SeqDataset>(read_seq2seq(val_file), tokenizer, block, config.target_length);
+        val_set = std::make_unique<Seq2SeqDataset>(read_seq2seq(val_file), tokenizer, block, config.target_length,
+                                                 config.model_config.decoder_start_id);
       }
       const std::string description = describe(train_set->size(), val_set ? val_set->size() : 0);
       return std::make_unique<SplitData<Seq2SeqDataset>>(objective, std::move(train_set), std::move(val_set),
                                                          std::vector<std::unique_ptr<TokenFile>>{}, LabelSet(),
-                                                         description);
+                                                         BatchTokens::of(tokenizer), description);
     }
     case Objective::kAuto:
     case Objective::kCausalLM:
@@ -243,26 +247,23 @@ std::unique_ptr<TaskData> token_data(const RunConfig& config, Objective objectiv
                                   " train tokens; " + std::to_string(val_tokens ? val_tokens->size() : 0) +
                                   " validation tokens)";
   const int64_t block = config.resolved_block_size();
+  auto specials = BatchTokens::of(tokenizer);
+  specials.decoder_start = config.model_config.decoder_start_id;
   auto make = [&](auto train, auto val) -> std::unique_ptr<TaskData> {
     using Dataset = typename decltype(train)::element_type;
     if (train->size() == 0) throw std::runtime_error(train_tokens.path() + ": no training examples (the file is empty)");
     return std::make_unique<SplitData<Dataset>>(objective, std::move(train), std::move(val), std::move(files),
-                                                LabelSet(), description);
+                                                LabelSet(), specials, description);
   };
   switch (objective) {
     case Objective::kCausalLM:
-      return make(std::make_unique<CausalLMDataset>(train_tokens, block),
-                  val_tokens ? std::make_unique<CausalLMDataset>(*val_tokens, block) : nullptr);
+      return make(std::make_unique<CausalLMDataset>(train_tokens, block, specials.pad),
+                  val_tokens ? std::make_unique<CausalLMDataset>(*val_tokens, block, specials.pad) : nullptr);
     case Objective::kMaskedLM: {
       MaskingOptions masking;
       masking.probability = config.mask_probability;
       masking.whole_word = config.whole_word_masking;
-      SentencePairs pairs = SentencePairs::kNone;
-      switch (config.sentence_pairs) {
-        case SentencePairMode::kNone: pairs = SentencePairs::kNone; break;
-        case SentencePairMode::kNextSentence: pairs = SentencePairs::kNextSentence; break;
-        case SentencePairMode::kSentenceOrder: pairs = SentencePairs::kSentenceOrder; break;
-      }
+      const SentencePairs pairs = config.sentence_pairs;
       return make(std::make_unique<MaskedLMDataset>(train_tokens, tokenizer, block, masking, pairs, config.seed),
                   val_tokens ? std::make_unique<MaskedLMDataset>(*val_tokens, tokenizer, block, masking, pairs,
                                                                  config.seed + 1)
@@ -275,8 +276,8 @@ std::unique_ptr<TaskData> token_data(const RunConfig& config, Objective objectiv
       // Raw length such that the corrupted input (spans collapsed to sentinels, plus </s>) fits the block.
       const int64_t raw = std::max<int64_t>(
           4, static_cast<int64_t>((block - 1) / (1.0 - config.noise_density + config.noise_density / config.mean_span_length)));
-      return make(std::make_unique<SpanCorruptionDataset>(train_tokens, raw, spans, config.seed),
-                  val_tokens ? std::make_unique<SpanCorruptionDataset>(*val_tokens, raw, spans, config.seed + 1)
+      return make(std::make_unique<SpanCorruptionDataset>(train_tokens, raw, spans, config.seed, specials),
+                  val_tokens ? std::make_unique<SpanCorruptionDataset>(*val_tokens, raw, spans, config.seed + 1, specials)
                              : nullptr);
     }
     case Objective::kAuto:

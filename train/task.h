@@ -49,6 +49,8 @@ class TaskData {
   virtual Batch val_batch(const std::vector<int64_t>& indices) const = 0;
   // Classification's classes; nullptr for the other objectives.
   virtual const LabelSet* labels() const { return nullptr; }
+  // The special tokens the batches are made with (the run tokenizer's).
+  virtual const BatchTokens& tokens() const = 0;
   virtual std::string describe() const = 0;
 };
 

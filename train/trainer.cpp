@@ -177,14 +177,15 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
     if (data.objective() == Objective::kSeq2Seq) {
       GenerationOptions options;
       options.max_new_tokens = max_target_length;
-      options.eos_ids = {SpecialTokens::kEos};
+      const int64_t eos = BatchTokens::require(data.tokens().eos, "end-of-sequence", "seq2seq evaluation");
+      options.eos_ids = {eos};
       const auto generated = generate(model.seq2seq, unpadded_rows(batch.input_ids, batch.attention_mask), options);
       const auto labels = batch.labels.to(torch::kCPU);
       for (size_t b = 0; b < generated.tokens.size(); ++b) {
         std::vector<int64_t> target;
         for (int64_t t = 0; t < labels.size(1); ++t) {
           const int64_t id = labels[b][t].item<int64_t>();
-          if (id == kIgnoreIndex || id == SpecialTokens::kEos) break;
+          if (id == kIgnoreIndex || id == eos) break;
           target.push_back(id);
         }
         exact += generated.tokens[b] == target;
@@ -310,16 +311,15 @@ int64_t Trainer::world_size() const { return options_.parallel ? options_.parall
 Trainer::~Trainer() = default;
 
 void Trainer::prepare_tokenizer() {
-  const fs::path saved = run_->file("tokenizer.model");
-  if (options_.resume && fs::exists(saved)) {
-    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(saved.string()));
+  if (options_.resume) tokenizer_ = stored_tokenizer(run_->path());
+  if (tokenizer_) {
+    // the run's own, as it trained with it
   } else if (!config_.tokenizer.empty()) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(config_.tokenizer));
   } else if (!config_.init_from.empty()) {
     const std::string dir = resolve_checkpoint(config_.init_from);
-    const fs::path path = fs::path(dir) / "tokenizer.model";
-    if (!fs::exists(path)) throw std::runtime_error(dir + ": the checkpoint has no tokenizer; set tokenizer=PATH");
-    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(path.string()));
+    tokenizer_ = stored_tokenizer(dir);
+    if (!tokenizer_) throw std::runtime_error(dir + ": the checkpoint has no tokenizer; set tokenizer=PATH");
   } else {
     for (const auto& d : config_.data) {
       if (fs::is_directory(d) && fs::exists(fs::path(d) / "train.tokens")) {
@@ -340,9 +340,7 @@ void Trainer::prepare_tokenizer() {
                       " pieces but the model's vocab_size is " + std::to_string(config_.model_config.vocab_size) +
                       ": set model.vocab_size=" + std::to_string(tokenizer_->vocab_size()));
   }
-  if (!fs::exists(saved) || read_file(saved.string()) != tokenizer_->model_bytes()) {
-    write_file_atomically(saved.string(), tokenizer_->model_bytes());
-  }
+  store_tokenizer(*tokenizer_, run_->path());
 }
 
 // Copies every tensor the checkpoint and the model share; head tensors whose shape changed
@@ -615,8 +613,8 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<
                                std::ostream& log) {
   const std::string dir = resolve_checkpoint(checkpoint);
   Checkpoint c = load_checkpoint(dir);
-  if (c.tokenizer_bytes.empty()) throw std::runtime_error(dir + ": the checkpoint has no tokenizer.model");
-  const Tokenizer tokenizer = Tokenizer::from_serialized(c.tokenizer_bytes, dir + "/tokenizer.model");
+  if (!c.tokenizer) throw std::runtime_error(dir + ": the checkpoint has no tokenizer");
+  const Tokenizer& tokenizer = *c.tokenizer;
   RunConfig config;
   const fs::path run_yaml = fs::path(dir) / "run.yaml";
   if (fs::exists(run_yaml)) config = load_run_config(run_yaml.string());

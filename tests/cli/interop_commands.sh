@@ -41,7 +41,7 @@ test -s "$work/ft-hf/model.safetensors"
 
 # TorchScript: GPT-2 and T5 exports generate in python3-torch exactly what zoo generates.
 "$zoo" export "$work/ckpt" --out "$work/gpt.pt" > "$work/export.out"
-grep -q "methods: forward, generate; tokenizer.model inside" "$work/export.out"
+grep -q "methods: forward, generate; its tokenizer inside" "$work/export.out"
 same_text() {  # same_text CHECKPOINT EXPORT PROMPT
   local want got
   want=$("$zoo" generate "$1" --prompt "$3" --max-new-tokens 12 --greedy 2>/dev/null)

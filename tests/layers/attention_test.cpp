@@ -321,6 +321,21 @@ TEST_P(AttentionCacheTest, IncrementalDecodingEqualsFullPass) {
     parts.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, bias_for(1, i), &chunked));
   }
   EXPECT_LE(max_abs_diff(torch::cat(parts, 1), full), 1e-5);
+
+  // As models call it: one bias built for the stack over every key from position 0; a
+  // sliding-window cache holds only the last keys, and the module takes their columns.
+  AttentionCache stacked;
+  std::vector<torch::Tensor> with_bias;
+  for (int64_t i = 0; i < t; ++i) {
+    AttentionBiasInputs in;
+    in.queries = 1, in.keys = i + 1, in.query_start = i;
+    in.causal = true, in.window = c.window;
+    in.position_bias = bias_for(1, i);
+    in.kernel_may_mask = c.n_kv_heads == 0;
+    const auto bias = build_attention_bias(in, torch::kFloat, torch::kCPU);
+    with_bias.push_back(attn->forward_with_bias(x.narrow(1, i, 1), bias, {}, &stacked));
+  }
+  EXPECT_LE(max_abs_diff(torch::cat(with_bias, 1), full), 1e-5);
 }
 
 void PrintTo(const CachedCase& c, std::ostream* os) { *os << c.name; }

@@ -68,12 +68,17 @@ TEST(FinetuneData, MalformedInputNamesFileLineAndExpectation) {
   auto missing = write("missing.csv", "text,labels\nx,y\n");
   EXPECT_EQ(error_of([&] { read_classification(missing); }),
             missing + ":1: the header has no 'label' column (columns: text, labels)");
+  // Found by the example_files fuzzer: a repeated column made a row of fewer fields read past its end.
+  auto twice = write("twice.csv", "text,text,label\na,b\n");
+  EXPECT_EQ(error_of([&] { read_classification(twice); }), twice + ":1: column 'text' appears twice");
   auto quote = write("quote.csv", "text,label\n\"never closed,pos\n");
   EXPECT_EQ(error_of([&] { read_classification(quote); }), quote + ":2: unterminated quoted field");
   auto json = write("bad.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": 1.5}\n");
   EXPECT_EQ(error_of([&] { read_classification(json); }), json + ":2: field 'label' must be a string, got number");
   auto broken = write("broken.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\",\n");
   EXPECT_NE(error_of([&] { read_classification(broken); }).find(broken + ":2: malformed JSON"), std::string::npos);
+  auto huge = write("huge.jsonl", "{\"text\": \"a\", \"label\": 1e99999}\n");  // the fuzzer's: out of range, not a parse error
+  EXPECT_NE(error_of([&] { read_classification(huge); }).find(huge + ":1: malformed JSON"), std::string::npos);
   auto no_label = write("nolabel.jsonl", "{\"text\": \"a\"}\n");
   EXPECT_EQ(error_of([&] { read_classification(no_label); }), no_label + ":1: missing field 'label'");
   auto utf8 = write("utf8.tsv", "text\tlabel\nbad \xC3 byte\tpos\n");
@@ -129,7 +134,7 @@ TEST(FinetuneData, Seq2SeqBatchesShiftTargets) {
   auto path = write("pairs.tsv", "source\ttarget\ntranslate this\tdas hier\nand this one too\tund das\n");
   auto ex = read_seq2seq(path);
   ASSERT_EQ(ex.size(), 2u);
-  Seq2SeqDataset data(ex, tokenizer(), 64, 64);
+  Seq2SeqDataset data(ex, tokenizer(), 64, 64, /*decoder_start=*/SpecialTokens::kPad);
   auto batch = data.batch({0, 1});
   EXPECT_EQ(batch.decoder_input_ids.sizes(), batch.labels.sizes());
   auto n = batch.labels[0].ne(kIgnoreIndex).sum().item<int64_t>();

@@ -8,6 +8,7 @@
 
 #include "core/files.h"
 #include "test_util.h"
+#include "text/reference_texts.h"
 
 namespace zoo {
 namespace {
@@ -101,7 +102,7 @@ TEST(MaskedLM, MaskingStatisticsOver100kTokens) {
     ids[i] = i % 10 == 0 ? SpecialTokens::kSep : SpecialTokens::kCount + static_cast<int64_t>(gen() % (t.vocab_size() - SpecialTokens::kCount));
   }
   auto rng = example_rng(1, 0, 0);
-  auto [inputs, labels] = mask_tokens(ids, t, MaskingOptions{}, rng);
+  auto [inputs, labels] = mask_tokens(ids, t, BatchTokens::of(t), MaskingOptions{}, rng);
   int64_t chosen = 0, masked = 0, random = 0, kept = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i % 10 == 0) {
@@ -137,7 +138,7 @@ TEST(MaskedLM, WholeWordMaskingTakesEveryPieceOfAWord) {
   o.whole_word = true;
   o.probability = 0.3;
   auto rng = example_rng(2, 0, 0);
-  auto [inputs, labels] = mask_tokens(ids, t, o, rng);
+  auto [inputs, labels] = mask_tokens(ids, t, BatchTokens::of(t), o, rng);
   int64_t words = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!t.starts_word(ids[i]) || t.is_special(ids[i])) continue;
@@ -189,13 +190,16 @@ TEST(MaskedLM, SentencePairsAreLaidOutAsBert) {
   EXPECT_NE(data.example(3, 0).labels, data.example(3, 1).labels);
 }
 
+// zoo's fixed special ids, as a zoo tokenizer reports them.
+BatchTokens zoo_tokens() { return BatchTokens::of(tokenizer()); }
+
 TEST(SpanCorruption, OriginalIsRebuiltFromInputAndTarget) {
   std::mt19937_64 gen(11);
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<int64_t> tokens(2 + gen() % 300);
     for (auto& x : tokens) x = SpecialTokens::kCount + static_cast<int64_t>(gen() % 500);
     auto rng = example_rng(7, 0, trial);
-    auto [inputs, targets] = corrupt_spans(tokens, SpanCorruptionOptions{}, rng);
+    auto [inputs, targets] = corrupt_spans(tokens, SpanCorruptionOptions{}, zoo_tokens(), rng);
     ASSERT_EQ(inputs.back(), SpecialTokens::kEos);
     ASSERT_EQ(targets.back(), SpecialTokens::kEos);
     // Each sentinel in the input stands for the tokens after the same sentinel in the target.
@@ -225,7 +229,7 @@ TEST(SpanCorruption, BatchesShiftTargetsIntoDecoderInputs) {
   auto path = scratch("span.tokens").string();
   write_token_file(path, random_documents(30, 1000, 5), 1000, 1);
   auto file = TokenFile::open(path);
-  SpanCorruptionDataset data(file, 64, SpanCorruptionOptions{}, 3);
+  SpanCorruptionDataset data(file, 64, SpanCorruptionOptions{}, 3, zoo_tokens());
   auto batch = data.batch({0, 1, 2});
   EXPECT_EQ(batch.decoder_input_ids.sizes(), batch.labels.sizes());
   EXPECT_EQ(batch.decoder_input_ids.select(1, 0).eq(SpecialTokens::kPad).all().item<bool>(), true);
@@ -233,6 +237,42 @@ TEST(SpanCorruption, BatchesShiftTargetsIntoDecoderInputs) {
   const int64_t n = labels.ne(kIgnoreIndex).sum().item<int64_t>();
   EXPECT_TRUE(batch.decoder_input_ids[0].narrow(0, 1, n - 1).equal(labels.narrow(0, 0, n - 1)));
   EXPECT_EQ(labels[0].item<int64_t>(), SpecialTokens::kFirstSentinel);
+}
+
+// Special tokens come from the tokenizer: GPT-2's has an end-of-text token and no pad, mask or
+// sentinel; BERT's vocab.txt has [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103.
+TEST(BatchTokens, ComeFromTheTokenizerAndMissingOnesAreRefusedByName) {
+  const auto gpt2 = Tokenizer::load(testing::npm_reference("gpt2-files"));
+  const auto g = BatchTokens::of(gpt2);
+  ASSERT_TRUE(g.eos.has_value());
+  EXPECT_EQ(*g.eos, 50256);
+  EXPECT_EQ(g.pad, 50256);  // padded with its end-of-text, as GPT-2 fine-tuning does
+  EXPECT_FALSE(g.mask.has_value());
+  EXPECT_TRUE(g.sentinels.empty());
+  EXPECT_EQ(g.ordinary.size(), 50256u);
+  const std::vector<int64_t> ids{464, 3290, 318};
+  auto rng = example_rng(1, 0, 0);
+  EXPECT_EQ(error_of([&] { mask_tokens(ids, gpt2, g, MaskingOptions{}, rng); }),
+            "masked LM needs a mask token, and the tokenizer has none");
+  EXPECT_EQ(error_of([&] { corrupt_spans(ids, SpanCorruptionOptions{}, g, rng); }),
+            "span corruption needs sentinel tokens (<extra_id_0>, ...), and the tokenizer has none");
+  auto path = scratch("gpt2.tokens").string();
+  write_token_file(path, {ids, ids}, gpt2.vocab_size(), 1);
+  auto file = TokenFile::open(path);
+  EXPECT_EQ(error_of([&] { SpanCorruptionDataset(file, 16, SpanCorruptionOptions{}, 3, g); }),
+            "span corruption needs sentinel tokens (<extra_id_0>, ...), and the tokenizer has none");
+
+  const auto bert = Tokenizer::load(testing::npm_reference("bert-vocab"));
+  const auto b = BatchTokens::of(bert);
+  EXPECT_EQ(b.pad, 0);
+  EXPECT_EQ(b.cls, std::optional<int64_t>(101));
+  EXPECT_EQ(b.sep, std::optional<int64_t>(102));
+  EXPECT_EQ(b.mask, std::optional<int64_t>(103));
+  EXPECT_FALSE(b.eos.has_value());
+  std::vector<int64_t> words(2000, 2003);  // "is"
+  auto [inputs, labels] = mask_tokens(words, bert, b, MaskingOptions{}, rng);
+  EXPECT_GT(std::count(inputs.begin(), inputs.end(), 103), 100);
+  for (int64_t x : inputs) EXPECT_FALSE(x == 0 || (x >= 100 && x <= 102)) << x;  // no other special drawn
 }
 
 }  // namespace

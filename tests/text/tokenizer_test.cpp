@@ -186,6 +186,35 @@ TEST(Tokenizer, ZooModelsLoadAsBefore) {
   EXPECT_NE(error_of([&] { t.sentinel(100); }).find("no sentinel <extra_id_100>"), std::string::npos);
 }
 
+// A checkpoint keeps zoo's tokenizer as tokenizer.model (as old checkpoints do) and a Hugging Face
+// tokenizer as its own files under tokenizer/; either reads back as the same tokenizer.
+TEST(Tokenizer, CheckpointStorageKeepsEitherKind) {
+  EXPECT_EQ(stored_tokenizer(scratch("no_tokenizer_here").string()), nullptr);
+  const auto zoo_dir = scratch("stored_zoo");
+  fs::create_directories(zoo_dir);
+  const auto t = trained();
+  store_tokenizer(t, zoo_dir.string());
+  EXPECT_EQ(read_file((zoo_dir / "tokenizer.model").string()), t.model_bytes());
+  EXPECT_FALSE(fs::exists(zoo_dir / "tokenizer"));
+  EXPECT_EQ(stored_tokenizer(zoo_dir.string())->hash(), t.hash());
+
+  const auto hf_dir = scratch("stored_hf");
+  fs::create_directories(hf_dir);
+  const auto gpt2 = Tokenizer::load(testing::npm_reference("gpt2-files"));
+  store_tokenizer(gpt2, hf_dir.string());
+  EXPECT_FALSE(fs::exists(hf_dir / "tokenizer.model"));
+  EXPECT_EQ(read_file((hf_dir / "tokenizer" / "merges.txt").string()),
+            read_file(testing::npm_reference("gpt2-files/merges.txt")));
+  EXPECT_TRUE(has_hf_tokenizer((hf_dir / "tokenizer").string()));
+  const auto back = stored_tokenizer(hf_dir.string());
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->kind(), TokenizerBackend::kGpt2Files);
+  EXPECT_EQ(back->hash(), gpt2.hash());
+  EXPECT_EQ(back->encode("Hello world"), (std::vector<int64_t>{15496, 995}));  // GPT-2's published ids
+  write_file_atomically((hf_dir / "tokenizer" / "vocab.json").string(), "{\"a\": ");
+  EXPECT_NE(error_of([&] { stored_tokenizer(hf_dir.string()); }).find("vocab.json"), std::string::npos);
+}
+
 // Every Hugging Face backend through the facade: loaded from a directory or a tokenizer.json,
 // encoding as the JavaScript references do (GPT-2, BERT), serialized and saved and read back.
 TEST(Tokenizer, HuggingFaceTokenizersBehindTheFacade) {

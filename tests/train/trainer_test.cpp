@@ -123,7 +123,7 @@ TEST_P(Overfit, OneBatchToNearZeroLoss) {
         sources.emplace_back(r.begin(), r.end());
         targets.emplace_back(r.begin(), r.begin() + 8);
       }
-      batch = seq2seq_batch(sources, targets);
+      batch = seq2seq_batch(sources, targets, BatchTokens{});
     }
   }
   auto params = model.module()->parameters();

@@ -1,0 +1,102 @@
+# The exported model as a program: what every class of a `zoo export` shares. Projections
+# (with the batch-1 matrix-vector path), norms, the activation and attention masks.
+#
+# The files of interop/script are valid Python and valid TorchScript. `zoo export`
+# (interop/torchscript.cpp) defines the functions below the marker line as methods of the
+# exported module with torch::jit::Module::define; everything above the marker is for Python
+# only, so that Python can run the same functions eagerly (tests/reference/torchscript_check.py
+# --eager binds them to an object that reads the export's weights).
+#
+# `self` holds, besides the methods:
+#   - the weights, named as in zoo with '.' written '_' (token_embedding_weight); a weight the
+#     config does not have (a bias, an untied head) is None, and TorchScript compiles only the
+#     branch the config takes, so `if w is not None` costs nothing at run time;
+#   - the config's variants, spelled as in configs/: norm ("layernorm", "rmsnorm"),
+#     norm_position ("pre", "post"), activation ("relu", "gelu", "gelu_tanh", "silu"; a gated
+#     feed-forward has ff_gate_weight too), rope_layout ("half", "interleaved"), and numbers
+#     (norm_eps, n_heads, n_kv_heads, head_dim, window (0 = none), max_positions, ...).
+#
+# Shapes: B batch, T tokens (queries), K keys, D d_model, H heads, Hkv key/value heads,
+# hs head_dim, V vocab_size, L layers.
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch import device as Device
+
+# --- TorchScript below: Module::define reads this file from here on ---
+
+
+def _project(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    # x (..., in) -> (..., out) with weight (out, in), as layers/linear.cpp: a single vector
+    # (batch-1 decoding) goes through sgemv, which reads the weights 2-3x faster than sgemm
+    # with one row; decoding a token is little more than reading every weight once.
+    if x.numel() == weight.size(1) and not x.is_cuda:
+        if bias is None:
+            y = torch.mv(weight, x.reshape(-1))
+        else:
+            y = torch.addmv(bias, weight, x.reshape(-1))
+        return y.view(x.size()[:-1] + y.size())
+    return F.linear(x, weight, bias)
+
+
+def _norm(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    # layers/norm.cpp: LayerNorm (bias optional) or RMSNorm over the last dimension
+    if self.norm == "layernorm":
+        return torch.layer_norm(x, [x.size(-1)], weight, bias, self.norm_eps)
+    assert self.norm == "rmsnorm", "unknown norm " + self.norm
+    # half-precision inputs take their mean square in float32, so that it does not overflow
+    low = x.dtype == torch.float16 or x.dtype == torch.bfloat16
+    xf = x.float() if low else x
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.norm_eps)).to(x.dtype)
+
+
+def _final_norm(self, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor]) -> Tensor:
+    # a pre-norm stack ends with a norm; a post-norm one has none (weight None), its blocks'
+    # outputs being normalised already
+    return x if weight is None else self._norm(x, weight, bias)
+
+
+def _activate(self, x: Tensor) -> Tensor:
+    # layers/feed_forward.cpp's activate(); swiglu is silu gated, geglu gelu, geglu_tanh gelu_tanh
+    if self.activation == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    if self.activation == "gelu":
+        return F.gelu(x)
+    if self.activation == "silu":
+        return F.silu(x)
+    assert self.activation == "relu", "unknown activation " + self.activation
+    return F.relu(x)
+
+
+def _causal_allowed(self, t: int, k: int, start: int, device: Device) -> Tensor:
+    # (1, 1, T, K), true where query start + i may see key j (layers/masks.cpp's causal_mask):
+    # the keys up to itself, and with a sliding window (Mistral) only the last `window` of them
+    q = torch.arange(start, start + t, device=device).unsqueeze(1)  # (T, 1)
+    j = torch.arange(0, k, device=device).unsqueeze(0)  # (1, K)
+    allowed = j <= q
+    if self.window > 0:
+        allowed = allowed & (j > q - self.window)
+    return allowed.unsqueeze(0).unsqueeze(0)
+
+
+def _key_allowed(self, attention_mask: Tensor, k: int) -> Tensor:
+    # attention_mask (B, >= K), non-zero at real tokens -> (B, 1, 1, K) over the last K keys
+    return (attention_mask[:, attention_mask.size(1) - k:] != 0).unsqueeze(1).unsqueeze(2)
+
+
+def _mask_bias(self, allowed: Tensor, like: Tensor) -> Tensor:
+    # allowed (...) -> additive bias in like's dtype: 0 where allowed, else the dtype's lowest
+    # finite value (layers/masks.cpp's mask_to_bias), so that a padding query whose keys are
+    # all masked gets a uniform softmax rather than NaN
+    if like.dtype == torch.float64:
+        lowest = -1.7976931348623157e308
+    elif like.dtype == torch.float16:
+        lowest = -65504.0
+    elif like.dtype == torch.bfloat16:
+        lowest = -3.3895313892515355e38
+    else:
+        lowest = -3.4028234663852886e38
+    return torch.zeros(allowed.size(), dtype=like.dtype, device=like.device).masked_fill(
+        torch.logical_not(allowed), lowest)
