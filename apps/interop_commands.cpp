@@ -60,10 +60,22 @@ int import_hf_command(const ImportArgs& a) {
   return 0;
 }
 
+// What an export reads: its output checked first (zoo replaces only its own), then the checkpoint.
+struct ExportSource {
+  bool replacing;
+  std::string dir;
+  Checkpoint checkpoint;
+};
+
+ExportSource open_export(const ExportArgs& a, OutputKind kind) {
+  const bool replacing = check_output(a.out, kind, a.overwrite) == OutputState::kReplace;
+  std::string dir = resolve_checkpoint(a.checkpoint);
+  Checkpoint checkpoint = load_checkpoint(dir);
+  return {replacing, std::move(dir), std::move(checkpoint)};
+}
+
 int export_hf_command(const ExportArgs& a) {
-  const bool replacing = check_output(a.out, OutputKind::kHuggingFaceDirectory, a.overwrite) == OutputState::kReplace;
-  const std::string dir = resolve_checkpoint(a.checkpoint);
-  Checkpoint c = load_checkpoint(dir);
+  auto [replacing, dir, c] = open_export(a, OutputKind::kHuggingFaceDirectory);
   export_hf(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the Hugging Face export");
   std::cout << "wrote " << a.out << "/config.json and " << a.out << "/model.safetensors\n";
@@ -71,9 +83,7 @@ int export_hf_command(const ExportArgs& a) {
 }
 
 int export_command(const ExportArgs& a) {
-  const bool replacing = check_output(a.out, OutputKind::kTorchScriptFile, a.overwrite) == OutputState::kReplace;
-  const std::string dir = resolve_checkpoint(a.checkpoint);
-  Checkpoint c = load_checkpoint(dir);
+  auto [replacing, dir, c] = open_export(a, OutputKind::kTorchScriptFile);
   export_torchscript(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
@@ -94,7 +104,7 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   auto* import_cmd = app.add_subcommand("import-hf", "turn a Hugging Face model directory into a zoo checkpoint");
   import_cmd->add_option("dir", i->dir, "directory with config.json and model.safetensors (or shards)")->required();
   import_cmd->add_option("--out", i->out, "checkpoint directory to write")->required();
-  import_cmd->add_option("--tokenizer", i->tokenizer, "a zoo SentencePiece model to store with it");
+  import_cmd->add_option("--tokenizer", i->tokenizer, "the tokenizer to store with it (default: the directory's own): a zoo .model, a tokenizer.json or a Hugging Face directory");
   add_overwrite_flag(import_cmd, i->overwrite, "a checkpoint");
   commands.push_back({import_cmd, [i] { return import_hf_command(*i); }});
 

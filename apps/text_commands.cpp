@@ -17,6 +17,9 @@
 namespace zoo::cli {
 namespace {
 
+const char* const kTokenizerHelp =
+    "tokenizer: zoo's PREFIX or PREFIX.model, a tokenizer.json, or a Hugging Face model directory";
+
 namespace fs = std::filesystem;
 
 // Calls `each(line, "file:line")` for the lines of the files, or of standard input without files.
@@ -145,7 +148,7 @@ std::vector<Command> add_text_commands(CLI::App& app) {
   corpus->add_option("--out", *corpus_out, "where to write it (default: the cache path zoo reads)");
   commands.push_back({corpus, [corpus_out] { return corpus_command(*corpus_out); }});
 
-  auto* tokenizer = app.add_subcommand("tokenizer", "train SentencePiece tokenizers, encode and decode");
+  auto* tokenizer = app.add_subcommand("tokenizer", "train zoo's SentencePiece tokenizers; encode and decode with any tokenizer");
   tokenizer->require_subcommand(1);
   auto tr = std::make_shared<TokenizerTrainArgs>();
   auto* train = tokenizer->add_subcommand("train", "train a tokenizer with zoo's special tokens");
@@ -162,27 +165,29 @@ std::vector<Command> add_text_commands(CLI::App& app) {
   commands.push_back({train, [tr] { return tokenizer_train_command(*tr); }});
 
   auto code = std::make_shared<TokenizerCodeArgs>();
-  auto* encode = tokenizer->add_subcommand("encode", "text lines to ids (or pieces), one line each");
-  encode->add_option("--model", code->model, "tokenizer model (PREFIX or PREFIX.model)")->required();
-  encode->add_flag("--pieces", code->pieces, "print pieces instead of ids");
-  encode->add_option("files", code->files, "input files (default: standard input)");
-  commands.push_back({encode, [code] { return tokenizer_encode_command(*code); }});
-  auto* decode = tokenizer->add_subcommand("decode", "lines of ids to text");
-  decode->add_option("--model", code->model, "tokenizer model (PREFIX or PREFIX.model)")->required();
-  decode->add_option("files", code->files, "input files (default: standard input)");
-  commands.push_back({decode, [code] { return tokenizer_decode_command(*code); }});
+  // encode and decode take the same tokenizer and inputs.
+  auto add_code_command = [&](const char* name, const char* what, int (*run)(const TokenizerCodeArgs&)) {
+    auto* cmd = tokenizer->add_subcommand(name, what);
+    cmd->add_option("--model", code->model, kTokenizerHelp)->required();
+    cmd->add_option("files", code->files, "input files (default: standard input)");
+    commands.push_back({cmd, [code, run] { return run(*code); }});
+    return cmd;
+  };
+  add_code_command("encode", "text lines to ids (or pieces), one line each", tokenizer_encode_command)
+      ->add_flag("--pieces", code->pieces, "print pieces instead of ids");
+  add_code_command("decode", "lines of ids to text", tokenizer_decode_command);
 
   auto* data = app.add_subcommand("data", "turn text into token files for training");
   data->require_subcommand(1);
   auto d = std::make_shared<DataPrepareArgs>();
   auto* prepare = data->add_subcommand("prepare", "tokenize text into OUT/train.tokens and OUT/val.tokens");
-  prepare->add_option("--tokenizer", d->tokenizer, "tokenizer model (PREFIX or PREFIX.model)")->required();
+  prepare->add_option("--tokenizer", d->tokenizer, kTokenizerHelp)->required();
   prepare->add_option("--data", d->inputs, "text files or directories (default: the default corpus)");
+  prepare->add_flag("--skip-invalid-utf8", d->options.skip_invalid_utf8, "skip invalid lines instead of failing");
   prepare->add_option("--out", d->out, "output directory")->required();
   prepare->add_option("--val-fraction", d->options.val_fraction, "share of documents for validation, in [0, 1)")
       ->check(fraction());
   prepare->add_option("--seed", d->options.seed, "which documents go to validation");
-  prepare->add_flag("--skip-invalid-utf8", d->options.skip_invalid_utf8, "skip invalid lines instead of failing");
   add_overwrite_flag(prepare, d->overwrite, "token files");
   commands.push_back({prepare, [d] { return data_prepare_command(*d); }});
   return commands;

@@ -10,6 +10,7 @@
 // enumerator is a compiler warning wherever it must be handled.
 
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,12 +43,19 @@ std::string enum_names_joined() {
   return s;
 }
 
-// Throws std::invalid_argument naming the kind, the bad value and the accepted values.
+// The value named `name`, or nullopt.
 template <typename E>
-E from_string(const std::string& name) {
+std::optional<E> find_enum(const std::string& name) {
   for (const auto& [key, value] : EnumNames<E>::kNames) {
     if (name == key) return value;
   }
+  return std::nullopt;
+}
+
+// Throws std::invalid_argument naming the kind, the bad value and the accepted values.
+template <typename E>
+E from_string(const std::string& name) {
+  if (const auto value = find_enum<E>(name)) return *value;
   throw std::invalid_argument(std::string("unknown ") + EnumNames<E>::kWhat + " '" + name +
                               "' (expected one of: " + enum_names_joined<E>() + ")");
 }

@@ -28,143 +28,168 @@ struct TensorMap {
 
 // The prefix a family's base model sits under in a file with a head ("transformer.", "bert.").
 std::string base_prefix(const ModelConfig& c, const std::map<std::string, torch::Tensor>& weights) {
-  if (c.family == Family::kGpt) return weights.count("transformer.wte.weight") ? "transformer." : "";
-  if (c.family == Family::kBert) return weights.count("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  switch (c.family) {
+    case Family::kGpt: return weights.count("transformer.wte.weight") ? "transformer." : "";
+    case Family::kBert: return weights.count("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+    case Family::kT5:
+    case Family::kTransformer: break;
+  }
   return "";
 }
 
-std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base) {
-  std::vector<TensorMap> m;
-  auto add = [&](std::string zoo, std::vector<std::string> hf, bool transpose = false) {
-    m.push_back({std::move(zoo), std::move(hf), transpose, {}});
-  };
+// The table of one file layout, built entry by entry.
+struct TensorMaps {
+  std::vector<TensorMap> maps;
+  void add(std::string zoo, std::vector<std::string> hf, bool transpose = false) {
+    maps.push_back({std::move(zoo), std::move(hf), transpose, {}});
+  }
   // A weight, and its bias when `bias` (norms, and linears named alike).
-  auto weights = [&](const std::string& zoo, const std::string& hf, bool bias) {
+  void weights(const std::string& zoo, const std::string& hf, bool bias) {
     add(zoo + ".weight", {hf + ".weight"});
     if (bias) add(zoo + ".bias", {hf + ".bias"});
-  };
-  if (c.family == Family::kGpt && c.position == PositionKind::kRope) {
-    // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: separate q/k/v (k and v narrower
-    // under grouped-query attention) into zoo's fused projection.
-    const int64_t hd = c.resolved_head_dim(), kv_rows = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
-    const std::vector<int64_t> qkv_rows = {c.n_heads * hd, kv_rows, kv_rows};
-    add("token_embedding.weight", {"model.embed_tokens.weight"});
-    for (int64_t i = 0; i < c.n_layers; ++i) {
-      const std::string z = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
-      const std::string a = h + "self_attn.";
-      weights(z + "self_attn_norm", h + "input_layernorm", false);
-      auto qkv = [&](const std::string& kind) {
-        m.push_back({z + "self_attn.qkv" + kind, {a + "q_proj" + kind, a + "k_proj" + kind, a + "v_proj" + kind},
-                     false, qkv_rows});
-      };
-      qkv(".weight");
-      if (c.bias || c.qkv_bias) qkv(".bias");
-      weights(z + "self_attn.out", a + "o_proj", c.bias);
-      weights(z + "ff_norm", h + "post_attention_layernorm", false);
-      weights(z + "ff.gate", h + "mlp.gate_proj", c.bias);
-      weights(z + "ff.up", h + "mlp.up_proj", c.bias);
-      weights(z + "ff.down", h + "mlp.down_proj", c.bias);
-    }
-    weights("final_norm", "model.norm", false);
-    if (!c.tie_embeddings) add("lm_head.weight", {"lm_head.weight"});
-  } else if (c.family == Family::kGpt) {
-    add("token_embedding.weight", {base + "wte.weight"});
-    add("positions.learned.embedding.weight", {base + "wpe.weight"});
-    for (int64_t i = 0; i < c.n_layers; ++i) {
-      const std::string z = "blocks." + std::to_string(i) + ".", h = base + "h." + std::to_string(i) + ".";
-      weights(z + "self_attn_norm", h + "ln_1", true);
-      add(z + "self_attn.qkv.weight", {h + "attn.c_attn.weight"}, true);
-      add(z + "self_attn.qkv.bias", {h + "attn.c_attn.bias"});
-      add(z + "self_attn.out.weight", {h + "attn.c_proj.weight"}, true);
-      add(z + "self_attn.out.bias", {h + "attn.c_proj.bias"});
-      weights(z + "ff_norm", h + "ln_2", true);
-      add(z + "ff.up.weight", {h + "mlp.c_fc.weight"}, true);
-      add(z + "ff.up.bias", {h + "mlp.c_fc.bias"});
-      add(z + "ff.down.weight", {h + "mlp.c_proj.weight"}, true);
-      add(z + "ff.down.bias", {h + "mlp.c_proj.bias"});
-    }
-    weights("final_norm", base + "ln_f", true);
-    if (!c.tie_embeddings) add("lm_head.weight", {"lm_head.weight"});
-  } else if (c.family == Family::kBert) {
-    const std::string e = base + "embeddings.";
-    add("token_embedding.weight", {e + "word_embeddings.weight"});
-    add("positions.learned.embedding.weight", {e + "position_embeddings.weight"});
-    add("token_type_embedding.weight", {e + "token_type_embeddings.weight"});
-    weights("embedding_norm", e + "LayerNorm", true);
-    for (int64_t i = 0; i < c.n_layers; ++i) {
-      const std::string z = "blocks." + std::to_string(i) + ".", h = base + "encoder.layer." + std::to_string(i) + ".";
-      const std::string s = h + "attention.self.";
-      add(z + "self_attn.qkv.weight", {s + "query.weight", s + "key.weight", s + "value.weight"});
-      add(z + "self_attn.qkv.bias", {s + "query.bias", s + "key.bias", s + "value.bias"});
-      add(z + "self_attn.out.weight", {h + "attention.output.dense.weight"});
-      add(z + "self_attn.out.bias", {h + "attention.output.dense.bias"});
-      weights(z + "self_attn_norm", h + "attention.output.LayerNorm", true);
-      add(z + "ff.up.weight", {h + "intermediate.dense.weight"});
-      add(z + "ff.up.bias", {h + "intermediate.dense.bias"});
-      add(z + "ff.down.weight", {h + "output.dense.weight"});
-      add(z + "ff.down.bias", {h + "output.dense.bias"});
-      weights(z + "ff_norm", h + "output.LayerNorm", true);
-    }
-    if (c.pooler) {
-      add("pooler.weight", {base + "pooler.dense.weight"});
-      add("pooler.bias", {base + "pooler.dense.bias"});
-    }
-    if (c.head == BertHead::kMaskedLM || c.head == BertHead::kPretraining) {
-      add("mlm_head.dense.weight", {"cls.predictions.transform.dense.weight"});
-      add("mlm_head.dense.bias", {"cls.predictions.transform.dense.bias"});
-      weights("mlm_head.norm", "cls.predictions.transform.LayerNorm", true);
-      add("mlm_head.bias", {"cls.predictions.bias"});
-    }
-    if (c.head == BertHead::kNextSentence || c.head == BertHead::kPretraining) {
-      add("nsp_head.weight", {"cls.seq_relationship.weight"});
-      add("nsp_head.bias", {"cls.seq_relationship.bias"});
-    }
-    if (c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification) {
-      add("classifier.weight", {"classifier.weight"});
-      add("classifier.bias", {"classifier.bias"});
-    }
-  } else {
-    add("token_embedding.weight", {"shared.weight"});
-    add("encoder_positions.relative.relative_attention_bias.weight",
-        {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"});
-    add("decoder_positions.relative.relative_attention_bias.weight",
-        {"decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"});
-    const bool gated = c.activation == Activation::kGeGLUTanh;
-    auto feed_forward = [&](const std::string& z, const std::string& h) {
-      if (gated) {
-        add(z + "ff.gate.weight", {h + "DenseReluDense.wi_0.weight"});
-        add(z + "ff.up.weight", {h + "DenseReluDense.wi_1.weight"});
-      } else {
-        add(z + "ff.up.weight", {h + "DenseReluDense.wi.weight"});
-      }
-      add(z + "ff.down.weight", {h + "DenseReluDense.wo.weight"});
-      add(z + "ff_norm.weight", {h + "layer_norm.weight"});
-    };
-    for (int64_t i = 0; i < c.resolved_encoder_layers(); ++i) {
-      const std::string z = "encoder_blocks." + std::to_string(i) + ".", h = "encoder.block." + std::to_string(i) + ".layer.";
-      const std::string a = h + "0.SelfAttention.";
-      add(z + "self_attn.qkv.weight", {a + "q.weight", a + "k.weight", a + "v.weight"});
-      add(z + "self_attn.out.weight", {a + "o.weight"});
-      add(z + "self_attn_norm.weight", {h + "0.layer_norm.weight"});
-      feed_forward(z, h + "1.");
-    }
-    for (int64_t i = 0; i < c.resolved_decoder_layers(); ++i) {
-      const std::string z = "decoder_blocks." + std::to_string(i) + ".", h = "decoder.block." + std::to_string(i) + ".layer.";
-      const std::string a = h + "0.SelfAttention.", x = h + "1.EncDecAttention.";
-      add(z + "self_attn.qkv.weight", {a + "q.weight", a + "k.weight", a + "v.weight"});
-      add(z + "self_attn.out.weight", {a + "o.weight"});
-      add(z + "self_attn_norm.weight", {h + "0.layer_norm.weight"});
-      add(z + "cross_attn.q.weight", {x + "q.weight"});
-      add(z + "cross_attn.kv.weight", {x + "k.weight", x + "v.weight"});
-      add(z + "cross_attn.out.weight", {x + "o.weight"});
-      add(z + "cross_attn_norm.weight", {h + "1.layer_norm.weight"});
-      feed_forward(z, h + "2.");
-    }
-    add("encoder_final_norm.weight", {"encoder.final_layer_norm.weight"});
-    add("decoder_final_norm.weight", {"decoder.final_layer_norm.weight"});
-    if (!c.tie_embeddings) add("lm_head.weight", {"lm_head.weight"});
   }
-  return m;
+};
+
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: separate q/k/v (k and v narrower
+// under grouped-query attention) into zoo's fused projection.
+void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
+  const int64_t hd = c.resolved_head_dim(), kv_rows = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
+  const std::vector<int64_t> qkv_rows = {c.n_heads * hd, kv_rows, kv_rows};
+  m.add("token_embedding.weight", {"model.embed_tokens.weight"});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string z = "blocks." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+    const std::string a = h + "self_attn.";
+    m.weights(z + "self_attn_norm", h + "input_layernorm", false);
+    auto qkv = [&](const std::string& kind) {
+      m.maps.push_back({z + "self_attn.qkv" + kind, {a + "q_proj" + kind, a + "k_proj" + kind, a + "v_proj" + kind},
+                        false, qkv_rows});
+    };
+    qkv(".weight");
+    if (c.bias || c.qkv_bias) qkv(".bias");
+    m.weights(z + "self_attn.out", a + "o_proj", c.bias);
+    m.weights(z + "ff_norm", h + "post_attention_layernorm", false);
+    m.weights(z + "ff.gate", h + "mlp.gate_proj", c.bias);
+    m.weights(z + "ff.up", h + "mlp.up_proj", c.bias);
+    m.weights(z + "ff.down", h + "mlp.down_proj", c.bias);
+  }
+  m.weights("final_norm", "model.norm", false);
+  if (!c.tie_embeddings) m.add("lm_head.weight", {"lm_head.weight"});
+}
+
+void gpt2_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps& m) {
+  m.add("token_embedding.weight", {base + "wte.weight"});
+  m.add("positions.learned.embedding.weight", {base + "wpe.weight"});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string z = "blocks." + std::to_string(i) + ".", h = base + "h." + std::to_string(i) + ".";
+    m.weights(z + "self_attn_norm", h + "ln_1", true);
+    m.add(z + "self_attn.qkv.weight", {h + "attn.c_attn.weight"}, true);
+    m.add(z + "self_attn.qkv.bias", {h + "attn.c_attn.bias"});
+    m.add(z + "self_attn.out.weight", {h + "attn.c_proj.weight"}, true);
+    m.add(z + "self_attn.out.bias", {h + "attn.c_proj.bias"});
+    m.weights(z + "ff_norm", h + "ln_2", true);
+    m.add(z + "ff.up.weight", {h + "mlp.c_fc.weight"}, true);
+    m.add(z + "ff.up.bias", {h + "mlp.c_fc.bias"});
+    m.add(z + "ff.down.weight", {h + "mlp.c_proj.weight"}, true);
+    m.add(z + "ff.down.bias", {h + "mlp.c_proj.bias"});
+  }
+  m.weights("final_norm", base + "ln_f", true);
+  if (!c.tie_embeddings) m.add("lm_head.weight", {"lm_head.weight"});
+}
+
+void bert_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps& m) {
+  const std::string e = base + "embeddings.";
+  m.add("token_embedding.weight", {e + "word_embeddings.weight"});
+  m.add("positions.learned.embedding.weight", {e + "position_embeddings.weight"});
+  m.add("token_type_embedding.weight", {e + "token_type_embeddings.weight"});
+  m.weights("embedding_norm", e + "LayerNorm", true);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string z = "blocks." + std::to_string(i) + ".", h = base + "encoder.layer." + std::to_string(i) + ".";
+    const std::string s = h + "attention.self.";
+    m.add(z + "self_attn.qkv.weight", {s + "query.weight", s + "key.weight", s + "value.weight"});
+    m.add(z + "self_attn.qkv.bias", {s + "query.bias", s + "key.bias", s + "value.bias"});
+    m.add(z + "self_attn.out.weight", {h + "attention.output.dense.weight"});
+    m.add(z + "self_attn.out.bias", {h + "attention.output.dense.bias"});
+    m.weights(z + "self_attn_norm", h + "attention.output.LayerNorm", true);
+    m.add(z + "ff.up.weight", {h + "intermediate.dense.weight"});
+    m.add(z + "ff.up.bias", {h + "intermediate.dense.bias"});
+    m.add(z + "ff.down.weight", {h + "output.dense.weight"});
+    m.add(z + "ff.down.bias", {h + "output.dense.bias"});
+    m.weights(z + "ff_norm", h + "output.LayerNorm", true);
+  }
+  if (c.pooler) {
+    m.add("pooler.weight", {base + "pooler.dense.weight"});
+    m.add("pooler.bias", {base + "pooler.dense.bias"});
+  }
+  if (c.head == BertHead::kMaskedLM || c.head == BertHead::kPretraining) {
+    m.add("mlm_head.dense.weight", {"cls.predictions.transform.dense.weight"});
+    m.add("mlm_head.dense.bias", {"cls.predictions.transform.dense.bias"});
+    m.weights("mlm_head.norm", "cls.predictions.transform.LayerNorm", true);
+    m.add("mlm_head.bias", {"cls.predictions.bias"});
+  }
+  if (c.head == BertHead::kNextSentence || c.head == BertHead::kPretraining) {
+    m.add("nsp_head.weight", {"cls.seq_relationship.weight"});
+    m.add("nsp_head.bias", {"cls.seq_relationship.bias"});
+  }
+  if (c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification) {
+    m.add("classifier.weight", {"classifier.weight"});
+    m.add("classifier.bias", {"classifier.bias"});
+  }
+}
+
+void t5_tensor_maps(const ModelConfig& c, TensorMaps& m) {
+  m.add("token_embedding.weight", {"shared.weight"});
+  m.add("encoder_positions.relative.relative_attention_bias.weight",
+      {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"});
+  m.add("decoder_positions.relative.relative_attention_bias.weight",
+      {"decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"});
+  const bool gated = c.activation == Activation::kGeGLUTanh;
+  auto feed_forward = [&](const std::string& z, const std::string& h) {
+    if (gated) {
+      m.add(z + "ff.gate.weight", {h + "DenseReluDense.wi_0.weight"});
+      m.add(z + "ff.up.weight", {h + "DenseReluDense.wi_1.weight"});
+    } else {
+      m.add(z + "ff.up.weight", {h + "DenseReluDense.wi.weight"});
+    }
+    m.add(z + "ff.down.weight", {h + "DenseReluDense.wo.weight"});
+    m.add(z + "ff_norm.weight", {h + "layer_norm.weight"});
+  };
+  for (int64_t i = 0; i < c.resolved_encoder_layers(); ++i) {
+    const std::string z = "encoder_blocks." + std::to_string(i) + ".", h = "encoder.block." + std::to_string(i) + ".layer.";
+    const std::string a = h + "0.SelfAttention.";
+    m.add(z + "self_attn.qkv.weight", {a + "q.weight", a + "k.weight", a + "v.weight"});
+    m.add(z + "self_attn.out.weight", {a + "o.weight"});
+    m.add(z + "self_attn_norm.weight", {h + "0.layer_norm.weight"});
+    feed_forward(z, h + "1.");
+  }
+  for (int64_t i = 0; i < c.resolved_decoder_layers(); ++i) {
+    const std::string z = "decoder_blocks." + std::to_string(i) + ".", h = "decoder.block." + std::to_string(i) + ".layer.";
+    const std::string a = h + "0.SelfAttention.", x = h + "1.EncDecAttention.";
+    m.add(z + "self_attn.qkv.weight", {a + "q.weight", a + "k.weight", a + "v.weight"});
+    m.add(z + "self_attn.out.weight", {a + "o.weight"});
+    m.add(z + "self_attn_norm.weight", {h + "0.layer_norm.weight"});
+    m.add(z + "cross_attn.q.weight", {x + "q.weight"});
+    m.add(z + "cross_attn.kv.weight", {x + "k.weight", x + "v.weight"});
+    m.add(z + "cross_attn.out.weight", {x + "o.weight"});
+    m.add(z + "cross_attn_norm.weight", {h + "1.layer_norm.weight"});
+    feed_forward(z, h + "2.");
+  }
+  m.add("encoder_final_norm.weight", {"encoder.final_layer_norm.weight"});
+  m.add("decoder_final_norm.weight", {"decoder.final_layer_norm.weight"});
+  if (!c.tie_embeddings) m.add("lm_head.weight", {"lm_head.weight"});
+}
+
+std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base) {
+  TensorMaps m;
+  switch (c.family) {
+    case Family::kGpt:
+      if (c.position == PositionKind::kRope) llama_tensor_maps(c, m);
+      else gpt2_tensor_maps(c, base, m);
+      break;
+    case Family::kBert: bert_tensor_maps(c, base, m); break;
+    case Family::kT5: t5_tensor_maps(c, m); break;
+    case Family::kTransformer: throw std::logic_error("the original Transformer has no Hugging Face layout");
+  }
+  return m.maps;
 }
 
 // Extras Hugging Face files carry that a model does not need: tied copies and mask buffers.

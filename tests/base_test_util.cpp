@@ -32,21 +32,24 @@ std::string shared_corpus() {
   return path.string();
 }
 
+Tokenizer train_tokenizer(const std::string& name, size_t corpus_bytes, int64_t vocab_size) {
+  const std::string text = zoo::read_file(shared_corpus()).substr(0, corpus_bytes);
+  const auto slice = scratch_path(name + "-slice.txt");
+  zoo::write_file_atomically(slice.string(), text.substr(0, text.rfind('\n') + 1));
+  zoo::TokenizerTrainOptions o;
+  o.inputs = {slice.string()};
+  o.vocab_size = vocab_size;
+  return zoo::Tokenizer::train(o, scratch_path(name).string());
+}
+
 const Tokenizer& shared_tokenizer() {
   static const Tokenizer tokenizer = [] {
     const auto dir = std::filesystem::path(ZOO_TEST_BINARY_DIR);
     const auto model = dir / "shared-tokenizer-512.model";
     if (!std::filesystem::exists(model)) {
-      const std::string text = zoo::read_file(shared_corpus()).substr(0, 200000);
-      const auto slice = scratch_path("shared-tokenizer-slice.txt");
-      zoo::write_file_atomically(slice.string(), text.substr(0, text.rfind('\n') + 1));
-      zoo::TokenizerTrainOptions o;
-      o.inputs = {slice.string()};
-      o.vocab_size = 512;
-      // Trained under this process's name, then renamed: safe when tests start in parallel.
-      const auto prefix = scratch_path("shared-tokenizer-512").string();
-      zoo::Tokenizer::train(o, prefix);
-      std::filesystem::rename(prefix + ".model", model);
+      // Trained in this process's scratch directory, then renamed: safe when tests start in parallel.
+      train_tokenizer("shared-tokenizer-512", 200000, 512);
+      std::filesystem::rename(scratch_path("shared-tokenizer-512.model"), model);
     }
     return zoo::Tokenizer::load(model.string());
   }();

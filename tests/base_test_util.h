@@ -24,6 +24,10 @@ std::string error_of(const std::function<void()>& f);
 // The default corpus, built once per build tree (tests share it; building takes seconds).
 std::string shared_corpus();
 
+// A zoo tokenizer of `vocab_size` pieces trained on the first `corpus_bytes` of the shared corpus
+// (whole lines), written as scratch NAME.model.
+Tokenizer train_tokenizer(const std::string& name, size_t corpus_bytes, int64_t vocab_size);
+
 // A 512-piece zoo tokenizer trained on a slice of the shared corpus, made once per build tree
 // (tests in other processes read the same file).
 const Tokenizer& shared_tokenizer();

@@ -143,11 +143,14 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
     return args;
   }
 
-  // Native outputs on the inputs tests/reference/torchscript_check.py builds.
+  // The inputs tests/reference/torchscript_check.py builds: (2, 7) ids, (2, 5) decoder ids.
+  torch::Tensor encoder_ids() const { return token_ids(2, 7, 7, 3, config_.vocab_size); }
+  torch::Tensor decoder_input_ids() const { return token_ids(2, 5, 5, 1, config_.vocab_size); }
+
+  // Native outputs on those inputs.
   std::map<std::string, torch::Tensor> native() {
     torch::NoGradGuard no_grad;
-    const int64_t v = config_.vocab_size;
-    auto ids = token_ids(2, 7, 7, 3, v);
+    const auto ids = encoder_ids(), decoder_ids = decoder_input_ids();
     std::map<std::string, torch::Tensor> out;
     if (model_.gpt) {
       auto mask = torch::ones_like(ids);
@@ -177,7 +180,6 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
     } else {
       auto mask = torch::ones_like(ids);
       mask[1].narrow(0, 5, 2).fill_(0);
-      auto decoder_ids = token_ids(2, 5, 5, 1, v);
       out["logits"] = model_.seq2seq->forward(ids, mask, decoder_ids);
       out["memory"] = model_.seq2seq->encode(ids, mask);
       out["decoded"] = model_.seq2seq->decode(decoder_ids, out["memory"], mask);
@@ -197,8 +199,7 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
   // The same through the loaded TorchScript module, in C++.
   std::map<std::string, torch::Tensor> scripted() {
     torch::NoGradGuard no_grad;
-    const int64_t v = config_.vocab_size;
-    auto ids = token_ids(2, 7, 7, 3, v);
+    const auto ids = encoder_ids(), decoder_ids = decoder_input_ids();
     std::map<std::string, torch::Tensor> out;
     auto method = [&](const char* name, std::vector<c10::IValue> args, const torch::jit::Kwargs& kwargs = {}) {
       return loaded_.get_method(name)(std::move(args), kwargs);
@@ -221,7 +222,6 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
     } else {
       auto mask = torch::ones_like(ids);
       mask[1].narrow(0, 5, 2).fill_(0);
-      auto decoder_ids = token_ids(2, 5, 5, 1, v);
       out["logits"] = loaded_.forward({ids, mask, decoder_ids}).toTensor();
       out["memory"] = method("encode", {ids, mask}).toTensor();
       out["decoded"] = method("decode", {decoder_ids, out["memory"], mask}).toTensor();

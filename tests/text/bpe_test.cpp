@@ -5,14 +5,10 @@
 #include "base_test_util.h"
 #include "json_test_util.h"
 
-namespace zoo {
+namespace zoo::testing {
 namespace {
 
-using testing::error_of;
-using testing::tokenize;
-using Ids = std::vector<int64_t>;
-
-BpeModel parse(const std::string& json) { return testing::from_json_text<BpeModel>(json, "model"); }
+BpeModel parse(const std::string& json) { return model_from_json<BpeModel>(json); }
 
 
 // Worked by hand: merges apply by rank, the lowest first, whatever their position.
@@ -93,4 +89,4 @@ TEST(BpeModel, Gpt2MergesFile) {
 }
 
 }  // namespace
-}  // namespace zoo
+}  // namespace zoo::testing

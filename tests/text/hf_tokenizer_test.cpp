@@ -1,5 +1,7 @@
 #include "text/hf_tokenizer.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "base_test_util.h"
@@ -214,12 +216,13 @@ std::vector<std::string> spm_texts() {
   return texts;
 }
 
-// LLaMA's layout (byte fallback, no normalization) as LLaMA-2's tokenizer.json writes it:
-// python3-sentencepiece's ids, <s> in front with special tokens, the text back on decoding.
-TEST(HfTokenizer, LlamaStyleUnigramMatchesSentencePiece) {
-  const std::string dir = testing::spm_references() + "/llama";
+// DIR/tokenizer.json against python3-sentencepiece's DIR/m.model on spm_texts(): the same ids
+// without special tokens (or a tie), and `with_specials(ids)` with them, decoding back to the
+// text when `round_trips` (no normalization). Returns the tokenizer.
+HfTokenizer expect_sentencepiece_ids(const std::string& dir, const std::function<Ids(const Ids&)>& with_specials,
+                                     bool round_trips) {
   const std::string json = read_file(dir + "/tokenizer.json");
-  const HfTokenizer t = HfTokenizer::from_json(json, dir + "/tokenizer.json");
+  HfTokenizer t = HfTokenizer::from_json(json, dir + "/tokenizer.json");
   const auto document = nlohmann::json::parse(json);
   const auto texts = spm_texts();
   const auto expected = testing::spm_encode(dir + "/m.model", texts);
@@ -227,33 +230,33 @@ TEST(HfTokenizer, LlamaStyleUnigramMatchesSentencePiece) {
   for (size_t i = 0; i < texts.size(); ++i) {
     const Ids ids = t.encode(texts[i], false).ids;
     ties += same_or_tied(document, texts[i], ids, expected[i]);
-    Ids with_bos{1};
-    with_bos.insert(with_bos.end(), ids.begin(), ids.end());
-    EXPECT_EQ(t.encode(texts[i], true).ids, with_bos);
-    EXPECT_EQ(t.decode(with_bos, true), texts[i]);
+    const Ids special = with_specials(ids);
+    EXPECT_EQ(t.encode(texts[i], true).ids, special);
+    if (round_trips) EXPECT_EQ(t.decode(special, true), texts[i]);
   }
   EXPECT_LT(ties, texts.size() / 20) << "ties should be rare";
+  return t;
+}
+
+// LLaMA's layout (byte fallback, no normalization) as LLaMA-2's tokenizer.json writes it:
+// python3-sentencepiece's ids, <s> in front with special tokens, the text back on decoding.
+TEST(HfTokenizer, LlamaStyleUnigramMatchesSentencePiece) {
+  expect_sentencepiece_ids(testing::spm_references() + "/llama", [](const Ids& ids) {
+    Ids with_bos{1};
+    with_bos.insert(with_bos.end(), ids.begin(), ids.end());
+    return with_bos;
+  }, /*round_trips=*/true);
 }
 
 // T5's layout (no byte fallback; SentencePiece's nmt_nfkc normalization, read through the
 // model's precompiled_charsmap; extra whitespace removed) as transformers converts it:
 // python3-sentencepiece's ids, </s> after with special tokens, sentinels after the vocabulary.
 TEST(HfTokenizer, T5StyleUnigramMatchesSentencePiece) {
-  const std::string dir = testing::spm_references() + "/t5";
-  const std::string json = read_file(dir + "/tokenizer.json");
-  const HfTokenizer t = HfTokenizer::from_json(json, dir + "/tokenizer.json");
-  const auto document = nlohmann::json::parse(json);
-  const auto texts = spm_texts();
-  const auto expected = testing::spm_encode(dir + "/m.model", texts);
-  size_t ties = 0;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const Ids ids = t.encode(texts[i], false).ids;
-    ties += same_or_tied(document, texts[i], ids, expected[i]);
+  const HfTokenizer t = expect_sentencepiece_ids(testing::spm_references() + "/t5", [](const Ids& ids) {
     Ids with_eos = ids;
     with_eos.push_back(1);
-    EXPECT_EQ(t.encode(texts[i], true).ids, with_eos);
-  }
-  EXPECT_LT(ties, texts.size() / 20) << "ties should be rare";
+    return with_eos;
+  }, /*round_trips=*/false);
   EXPECT_EQ(*t.token_to_id("<extra_id_0>"), 2099);
   EXPECT_EQ(*t.token_to_id("<extra_id_99>"), 2000);
   EXPECT_EQ(t.vocab_size(), 2100);

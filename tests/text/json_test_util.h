@@ -17,6 +17,14 @@ T from_json_text(const std::string& json, const std::string& path) {
   return T::from_json(JsonView(document, "t.json", path));
 }
 
+using Ids = std::vector<int64_t>;
+
+// A tokenizer model (BpeModel, WordPieceModel, UnigramModel) read as tokenizer.json's "model".
+template <typename Model>
+Model model_from_json(const std::string& json) {
+  return from_json_text<Model>(json, "model");
+}
+
 // The ids a model gives one pre-tokenized piece.
 template <typename Model>
 std::vector<int64_t> tokenize(const Model& model, const std::string& piece) {

@@ -19,15 +19,7 @@ using testing::error_of;
 fs::path scratch(const std::string& name) { return testing::scratch_path(name); }
 
 const Tokenizer& tokenizer() {
-  static Tokenizer t = [] {
-    auto slice = read_file(testing::shared_corpus()).substr(0, 200000);
-    auto text = scratch("text.txt");
-    write_file_atomically(text.string(), slice.substr(0, slice.rfind('\n') + 1));
-    TokenizerTrainOptions o;
-    o.inputs = {text.string()};
-    o.vocab_size = 1000;
-    return Tokenizer::train(o, scratch("tok").string());
-  }();
+  static const Tokenizer t = testing::train_tokenizer("tok", 200000, 1000);
   return t;
 }
 

@@ -14,19 +14,7 @@ namespace {
 
 using testing::error_of;
 
-// A 512-piece tokenizer on a slice of the default corpus, trained once per test process.
-const Tokenizer& tokenizer() {
-  static const Tokenizer t = [] {
-    const auto text = read_file(testing::shared_corpus()).substr(0, 150000);
-    const auto path = testing::scratch_path("generation-slice.txt").string();
-    write_file_atomically(path, text.substr(0, text.rfind('\n') + 1));
-    TokenizerTrainOptions o;
-    o.inputs = {path};
-    o.vocab_size = 512;
-    return Tokenizer::train(o, testing::scratch_path("generation-tok").string());
-  }();
-  return t;
-}
+const Tokenizer& tokenizer() { return testing::shared_tokenizer(); }
 
 Model tiny(const std::string& family_lines) {
   torch::manual_seed(3);

@@ -14,13 +14,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing::error_of;
 
-fs::path scratch(const std::string& name) { return testing::scratch_path(name); }
 
 TEST(TokenFile, RoundTripsDocumentsInBothWidths) {
   for (int64_t vocab : {1000, 100000}) {
     std::vector<std::vector<int64_t>> docs{{10, 11, 12}, {500, 999 % vocab}, {7}};
     if (vocab > 65536) docs[1][1] = 99999;
-    auto path = scratch("docs.tokens").string();
+    auto path = testing::scratch_path("docs.tokens").string();
     write_token_file(path, docs, vocab, 0xABCDEF);
     auto f = TokenFile::open(path);
     EXPECT_EQ(f.info().token_bytes, vocab > 65536 ? 4u : 2u);
@@ -41,7 +40,7 @@ TEST(TokenFile, RoundTripsDocumentsInBothWidths) {
 // The layout, byte for byte, from the format's description: an odd number of 2-byte tokens puts
 // the document index at an offset that is not 8-byte aligned (read with memcpy, not a cast).
 TEST(TokenFile, LayoutByHandWithAnUnalignedIndex) {
-  auto path = scratch("by-hand.tokens").string();
+  auto path = testing::scratch_path("by-hand.tokens").string();
   write_token_file(path, {{9, 10}, {11, 12, 13, 14}}, 512, 0x1122334455667788ULL);  // 8 tokens with </s>
   const auto bytes = read_file(path);
   auto u64 = [&](size_t at) {
@@ -60,7 +59,7 @@ TEST(TokenFile, LayoutByHandWithAnUnalignedIndex) {
   EXPECT_EQ(u64(88), 3u);
   EXPECT_EQ(u64(96), 8u);
 
-  auto odd = scratch("odd.tokens").string();
+  auto odd = testing::scratch_path("odd.tokens").string();
   write_token_file(odd, {{1, 2}, {4, 5}, {6, 7, 8, 9}}, 512, 1);  // 11 tokens: the index starts at byte 86
   const auto f = TokenFile::open(odd);
   EXPECT_EQ(f.document(0), (std::pair<int64_t, int64_t>{0, 2}));
@@ -69,10 +68,10 @@ TEST(TokenFile, LayoutByHandWithAnUnalignedIndex) {
 }
 
 TEST(TokenFile, CorruptFilesAreRefusedWithTheReason) {
-  auto path = scratch("good.tokens").string();
+  auto path = testing::scratch_path("good.tokens").string();
   write_token_file(path, {{5, 6, 7, 8}, {9}}, 1000, 42);
   const auto bytes = read_file(path);
-  auto bad = scratch("bad.tokens").string();
+  auto bad = testing::scratch_path("bad.tokens").string();
   write_file_atomically(bad, bytes.substr(0, bytes.size() - 3));
   EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("truncated or corrupt token file"), std::string::npos);
   write_file_atomically(bad, bytes.substr(0, 20));
@@ -83,7 +82,7 @@ TEST(TokenFile, CorruptFilesAreRefusedWithTheReason) {
   lying[32] = '\x7f';  // claims many more tokens than the file holds
   write_file_atomically(bad, lying);
   EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("truncated or corrupt"), std::string::npos);
-  EXPECT_NE(error_of([&] { TokenFile::open(scratch("missing.tokens").string()); }).find("cannot open token file"),
+  EXPECT_NE(error_of([&] { TokenFile::open(testing::scratch_path("missing.tokens").string()); }).find("cannot open token file"),
             std::string::npos);
   auto f = TokenFile::open(path);
   EXPECT_THROW(f.tokens(3, 10), std::out_of_range);

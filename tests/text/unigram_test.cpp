@@ -5,14 +5,10 @@
 #include "base_test_util.h"
 #include "json_test_util.h"
 
-namespace zoo {
+namespace zoo::testing {
 namespace {
 
-using testing::error_of;
-using testing::tokenize;
-using Ids = std::vector<int64_t>;
-
-UnigramModel parse(const std::string& json) { return testing::from_json_text<UnigramModel>(json, "model"); }
+UnigramModel parse(const std::string& json) { return model_from_json<UnigramModel>(json); }
 
 
 const char* kPieces = R"([["<unk>",0.0],["a",-1.0],["b",-1.0],["ab",-1.5],["abc",-5.0],["c",-2.0])";
@@ -49,4 +45,4 @@ TEST(UnigramModel, BadModelsAreErrors) {
 }
 
 }  // namespace
-}  // namespace zoo
+}  // namespace zoo::testing

@@ -5,14 +5,10 @@
 #include "base_test_util.h"
 #include "json_test_util.h"
 
-namespace zoo {
+namespace zoo::testing {
 namespace {
 
-using testing::error_of;
-using testing::tokenize;
-using Ids = std::vector<int64_t>;
-
-WordPieceModel parse(const std::string& json) { return testing::from_json_text<WordPieceModel>(json, "model"); }
+WordPieceModel parse(const std::string& json) { return model_from_json<WordPieceModel>(json); }
 
 
 const char* kVocab = R"({"[UNK]":0,"un":1,"##aff":2,"##able":3,"a":4,"##ff":5,"##a":6,"caf":7,"##\u00e9":8,"\u00e9":9})";
@@ -49,4 +45,4 @@ TEST(WordPieceModel, VocabTxtAndErrors) {
 }
 
 }  // namespace
-}  // namespace zoo
+}  // namespace zoo::testing
