@@ -133,7 +133,11 @@ std::vector<std::pair<int64_t, std::map<std::string, std::string>>> records(
       for (const auto& [key, value] : object.items()) {
         if (std::find(required.begin(), required.end(), key) == required.end() &&
             std::find(optional.begin(), optional.end(), key) == optional.end()) {
-          fail(path, line, "unknown field '" + key + "'");
+          std::string expected;
+          for (const auto* names : {&required, &optional}) {
+            for (const auto& name : *names) expected += (expected.empty() ? "" : ", ") + name;
+          }
+          fail(path, line, "unknown field '" + key + "' (expected: " + expected + ")");
         }
         if (value.is_string()) record[key] = value.get<std::string>();
         else if (value.is_number_integer() || value.is_boolean()) record[key] = value.dump();
@@ -187,6 +191,12 @@ std::vector<ClassificationExample> read_classification(const std::string& path) 
     if (r["label"].empty()) fail(path, line, "empty label");
     out.push_back({r["text"], r.count("text_pair") ? r["text_pair"] : "", r["label"], line});
   }
+  return out;
+}
+
+std::vector<InstructionExample> read_instructions(const std::string& path) {
+  std::vector<InstructionExample> out;
+  for (auto& [line, r] : records(path, {"prompt", "completion"}, {})) out.push_back({r["prompt"], r["completion"], line});
   return out;
 }
 

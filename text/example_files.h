@@ -31,10 +31,19 @@ struct Seq2SeqExample {
   int64_t line = 0;
 };
 
+// Instruction tuning of decoder models: the prompt is context, the completion the target.
+struct InstructionExample {
+  std::string prompt;
+  std::string completion;
+  int64_t line = 0;
+};
+
 // Readers. A malformed line, a missing column or field, a non-string value or invalid UTF-8 is
 // an error naming file:line and what was expected; an empty file is an error too.
 std::vector<ClassificationExample> read_classification(const std::string& path);
 std::vector<Seq2SeqExample> read_seq2seq(const std::string& path);
+// prompt, completion (JSONL, or CSV/TSV columns).
+std::vector<InstructionExample> read_instructions(const std::string& path);
 
 // The classes of a classification task, in sorted order, inferred from training data and saved
 // beside a checkpoint (JSON) so evaluation maps labels the same way.

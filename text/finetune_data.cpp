@@ -76,6 +76,49 @@ Batch Seq2SeqDataset::batch(const std::vector<int64_t>& indices) const {
   return seq2seq_batch(sources, targets, tokens_);
 }
 
+InstructionDataset::InstructionDataset(const std::vector<InstructionExample>& examples, const Tokenizer& tokenizer,
+                                       int64_t max_length, const std::string& source) {
+  const auto tokens = BatchTokens::of(tokenizer);
+  const int64_t eos = BatchTokens::require(tokens.eos, "end-of-sequence", "instruction tuning");
+  pad_ = tokens.pad;
+  for (const auto& e : examples) {
+    std::vector<int64_t> ids = tokenizer.encode(e.prompt, /*add_special_tokens=*/true);
+    // A tokenizer that appends its end-of-sequence (T5-style) closes the whole text, not the prompt.
+    if (!ids.empty() && ids.back() == eos) ids.pop_back();
+    const auto prompt = static_cast<int64_t>(ids.size());
+    const auto completion = tokenizer.encode(e.completion);
+    ids.insert(ids.end(), completion.begin(), completion.end());
+    ids.push_back(eos);
+    if (static_cast<int64_t>(ids.size()) > max_length + 1) ids.resize(max_length + 1);
+    if (prompt >= static_cast<int64_t>(ids.size())) {
+      ++skipped_;
+      continue;  // nothing of the completion fits
+    }
+    ids_.push_back(std::move(ids));
+    prompt_lengths_.push_back(std::max<int64_t>(prompt, 1));
+  }
+  if (ids_.empty()) {
+    throw std::runtime_error(source + ": no example's completion fits in block_size " + std::to_string(max_length) +
+                             " after its prompt");
+  }
+}
+
+Batch InstructionDataset::batch(const std::vector<int64_t>& indices) const {
+  std::vector<std::vector<int64_t>> inputs, labels;
+  for (int64_t i : indices) {
+    const auto& ids = ids_.at(i);
+    inputs.emplace_back(ids.begin(), ids.end() - 1);
+    std::vector<int64_t> y(ids.begin() + 1, ids.end());
+    // y[t] is ids[t + 1]: a target once t + 1 reaches the completion.
+    std::fill(y.begin(), y.begin() + (prompt_lengths_.at(i) - 1), kIgnoreIndex);
+    labels.push_back(std::move(y));
+  }
+  Batch batch;
+  batch.input_ids = pad_rows(inputs, pad_, &batch.attention_mask);
+  batch.labels = pad_rows(labels, kIgnoreIndex);
+  return batch;
+}
+
 std::vector<std::vector<int64_t>> bucket_by_length(const std::vector<int64_t>& lengths, int64_t batch_size,
                                                    uint64_t seed, int64_t epoch) {
   if (batch_size < 1) throw std::runtime_error("batch_size must be >= 1");

@@ -48,6 +48,28 @@ class Seq2SeqDataset {
   BatchTokens tokens_;
 };
 
+// Instruction tuning of a decoder: prompt ids (with the tokenizer's own special tokens, e.g.
+// LLaMA's <s>), completion ids and the end-of-sequence token as one sequence, truncated to
+// `max_length + 1` tokens; the loss is on the completion and the end only (the labels of prompt
+// positions are kIgnoreIndex), as PEFT/TRL's completion-only training. Right-padded batches.
+class InstructionDataset {
+ public:
+  InstructionDataset(const std::vector<InstructionExample>& examples, const Tokenizer& tokenizer, int64_t max_length,
+                     const std::string& source = "");
+  int64_t size() const { return static_cast<int64_t>(ids_.size()); }
+  int64_t length(int64_t i) const { return static_cast<int64_t>(ids_[i].size()); }
+  // input_ids, attention_mask and labels (B, longest): labels[t] is the token after input t.
+  Batch batch(const std::vector<int64_t>& indices) const;
+  // Examples left out because their prompt alone fills max_length.
+  int64_t skipped() const { return skipped_; }
+
+ private:
+  std::vector<std::vector<int64_t>> ids_;   // the whole sequence
+  std::vector<int64_t> prompt_lengths_;     // tokens of context before the first target
+  int64_t pad_ = 0;
+  int64_t skipped_ = 0;
+};
+
 // Batches of examples of similar length (less padding): indices shuffled by (seed, epoch), then
 // sorted by length within windows of 50 batches, cut into batches, and the batches shuffled.
 // Every index appears exactly once.

@@ -131,6 +131,7 @@ Batch batch_of(const SpanCorruptionDataset& d, const std::vector<int64_t>& indic
 }
 Batch batch_of(const ClassificationDataset& d, const std::vector<int64_t>& indices, int64_t) { return d.batch(indices); }
 Batch batch_of(const Seq2SeqDataset& d, const std::vector<int64_t>& indices, int64_t) { return d.batch(indices); }
+Batch batch_of(const InstructionDataset& d, const std::vector<int64_t>& indices, int64_t) { return d.batch(indices); }
 
 // Training and (maybe) validation datasets of one kind, with what they read from.
 template <typename Dataset>
@@ -162,7 +163,7 @@ class SplitData : public TaskData {
 };
 
 std::unique_ptr<TaskData> example_data(const RunConfig& config, Objective objective, const Tokenizer& tokenizer,
-                                       const LabelSet* labels) {
+                                       const LabelSet* labels, std::ostream& log) {
   if (config.data.size() != 1 || !is_example_file(config.data)) {
     throw std::runtime_error(to_string(objective) + " needs data: one training file (.csv, .tsv or .jsonl)" +
                              (config.data.empty() ? std::string() : ", got " + config.data[0]));
@@ -202,8 +203,23 @@ std::unique_ptr<TaskData> example_data(const RunConfig& config, Objective object
                                                          std::vector<std::unique_ptr<TokenFile>>{}, LabelSet(),
                                                          BatchTokens::of(tokenizer), description);
     }
+    case Objective::kCausalLM: {
+      // Instruction tuning: prompt/completion examples, the loss on the completion.
+      auto read = [&](const std::string& file) {
+        auto set = std::make_unique<InstructionDataset>(read_instructions(file), tokenizer, block, file);
+        if (set->skipped() > 0) {
+          log << file << ": " << set->skipped() << " examples left out: their prompt fills block_size " << block << "\n";
+        }
+        return set;
+      };
+      auto train_set = read(train_file);
+      std::unique_ptr<InstructionDataset> val_set = val_file.empty() ? nullptr : read(val_file);
+      const std::string description = describe(train_set->size(), val_set ? val_set->size() : 0);
+      return std::make_unique<SplitData<InstructionDataset>>(objective, std::move(train_set), std::move(val_set),
+                                                             std::vector<std::unique_ptr<TokenFile>>{}, LabelSet(),
+                                                             BatchTokens::of(tokenizer), description);
+    }
     case Objective::kAuto:
-    case Objective::kCausalLM:
     case Objective::kMaskedLM:
     case Objective::kSpanCorruption: break;
   }
@@ -297,8 +313,11 @@ std::unique_ptr<TaskData> make_task_data(const RunConfig& config, Objective obje
                                          const std::string& run_dir, std::ostream& log, const LabelSet* labels) {
   switch (objective) {
     case Objective::kClassification:
-    case Objective::kSeq2Seq: return example_data(config, objective, tokenizer, labels);
+    case Objective::kSeq2Seq: return example_data(config, objective, tokenizer, labels, log);
     case Objective::kCausalLM:
+      // One example file (prompt, completion) instruction-tunes; text is language modelling.
+      if (is_example_file(config.data)) return example_data(config, objective, tokenizer, labels, log);
+      return token_data(config, objective, tokenizer, run_dir, log);
     case Objective::kMaskedLM:
     case Objective::kSpanCorruption: return token_data(config, objective, tokenizer, run_dir, log);
     case Objective::kAuto: break;

@@ -238,6 +238,9 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     case Objective::kClassification:
       model_config.head = BertHead::kSequenceClassification;
       model_config.num_labels = data_->labels()->size();
+      // It classifies the pooled [CLS]: a masked-LM checkpoint has no pooler, which starts fresh
+      // (as Hugging Face's BertForSequenceClassification from BertForMaskedLM weights).
+      model_config.pooler = true;
       break;
     case Objective::kMaskedLM:
       if (model_config.head != BertHead::kPretraining) model_config.head = BertHead::kMaskedLM;

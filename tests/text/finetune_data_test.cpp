@@ -22,13 +22,7 @@ std::string write(const std::string& name, const std::string& content) {
 }
 
 const Tokenizer& tokenizer() {
-  static Tokenizer t = [] {
-    auto slice = read_file(testing::shared_corpus()).substr(0, 200000);
-    TokenizerTrainOptions o;
-    o.inputs = {write("ft_text.txt", slice.substr(0, slice.rfind('\n') + 1))};
-    o.vocab_size = 1000;
-    return Tokenizer::train(o, testing::scratch_path("ft_tok").string());
-  }();
+  static const Tokenizer t = testing::train_tokenizer("ft_tok", 200000, 1000);
   return t;
 }
 
@@ -63,30 +57,31 @@ TEST(FinetuneData, ReadsTheSameExamplesFromCsvTsvAndJsonl) {
 }
 
 TEST(FinetuneData, MalformedInputNamesFileLineAndExpectation) {
-  auto csv = write("bad.csv", "text,label\nfine,pos\nthree,fields,here\n");
-  EXPECT_EQ(error_of([&] { read_classification(csv); }), csv + ":3: expected 2 fields, got 3");
-  auto missing = write("missing.csv", "text,labels\nx,y\n");
-  EXPECT_EQ(error_of([&] { read_classification(missing); }),
-            missing + ":1: the header has no 'label' column (columns: text, labels)");
-  // Found by the example_files fuzzer: a repeated column made a row of fewer fields read past its end.
-  auto twice = write("twice.csv", "text,text,label\na,b\n");
-  EXPECT_EQ(error_of([&] { read_classification(twice); }), twice + ":1: column 'text' appears twice");
-  auto quote = write("quote.csv", "text,label\n\"never closed,pos\n");
-  EXPECT_EQ(error_of([&] { read_classification(quote); }), quote + ":2: unterminated quoted field");
-  auto json = write("bad.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": 1.5}\n");
-  EXPECT_EQ(error_of([&] { read_classification(json); }), json + ":2: field 'label' must be a string, got number");
-  auto broken = write("broken.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\",\n");
-  EXPECT_NE(error_of([&] { read_classification(broken); }).find(broken + ":2: malformed JSON"), std::string::npos);
-  auto huge = write("huge.jsonl", "{\"text\": \"a\", \"label\": 1e99999}\n");  // the fuzzer's: out of range, not a parse error
-  EXPECT_NE(error_of([&] { read_classification(huge); }).find(huge + ":1: malformed JSON"), std::string::npos);
-  auto no_label = write("nolabel.jsonl", "{\"text\": \"a\"}\n");
-  EXPECT_EQ(error_of([&] { read_classification(no_label); }), no_label + ":1: missing field 'label'");
-  auto utf8 = write("utf8.tsv", "text\tlabel\nbad \xC3 byte\tpos\n");
-  EXPECT_EQ(error_of([&] { read_classification(utf8); }), utf8 + ":2: invalid UTF-8 at byte offset 4 of a field");
-  auto empty = write("empty.csv", "");
-  EXPECT_EQ(error_of([&] { read_classification(empty); }), empty + ": empty file (expected a header row and examples)");
-  EXPECT_EQ(error_of([&] { read_classification(write("x.xml", "<a/>")); }),
-            testing::scratch_path("x.xml").string() + ": unknown data format (expected a .csv, .tsv or .jsonl file)");
+  // file, its content, and the error after "FILE": the whole message, or its start.
+  const struct {
+    const char* file;
+    std::string content, error;
+  } cases[] = {
+      {"bad.csv", "text,label\nfine,pos\nthree,fields,here\n", ":3: expected 2 fields, got 3"},
+      {"missing.csv", "text,labels\nx,y\n", ":1: the header has no 'label' column (columns: text, labels)"},
+      // Found by the example_files fuzzer: a repeated column made a row of fewer fields read past its end.
+      {"twice.csv", "text,text,label\na,b\n", ":1: column 'text' appears twice"},
+      {"quote.csv", "text,label\n\"never closed,pos\n", ":2: unterminated quoted field"},
+      {"bad.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": 1.5}\n",
+       ":2: field 'label' must be a string, got number"},
+      {"broken.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\",\n", ":2: malformed JSON"},
+      // The fuzzer's too: a number out of range is nlohmann's out_of_range, not a parse error.
+      {"huge.jsonl", "{\"text\": \"a\", \"label\": 1e99999}\n", ":1: malformed JSON"},
+      {"nolabel.jsonl", "{\"text\": \"a\"}\n", ":1: missing field 'label'"},
+      {"utf8.tsv", "text\tlabel\nbad \xC3 byte\tpos\n", ":2: invalid UTF-8 at byte offset 4 of a field"},
+      {"empty.csv", "", ": empty file (expected a header row and examples)"},
+      {"x.xml", "<a/>", ": unknown data format (expected a .csv, .tsv or .jsonl file)"},
+  };
+  for (const auto& c : cases) {
+    const auto path = write(c.file, c.content);
+    const auto error = error_of([&] { read_classification(path); });
+    EXPECT_EQ(error.substr(0, path.size() + c.error.size()), path + c.error);
+  }
   EXPECT_NE(error_of([&] { read_classification("/nonexistent/data.csv"); }).find("/nonexistent/data.csv: cannot open"),
             std::string::npos);
 }
@@ -145,6 +140,49 @@ TEST(FinetuneData, Seq2SeqBatchesShiftTargets) {
             "das hier");
   EXPECT_NE(error_of([&] { read_seq2seq(write("bad.jsonl", "{\"source\": \"x\"}\n")); }).find(":1: missing field 'target'"),
             std::string::npos);
+}
+
+// Worked by hand from the tokenizer's own ids: the sequence is prompt + completion + </s>; the
+// inputs drop its last token, the labels its first, and every label before the completion is
+// ignored, so the loss is on the completion and </s> alone. Rows are right-padded.
+TEST(FinetuneData, InstructionsTrainOnTheCompletionOnly) {
+  const auto& t = tokenizer();
+  auto path = write("instructions.jsonl",
+                    "{\"prompt\": \"Question: what is a list?\\nAnswer:\", \"completion\": \" a sequence\"}\n"
+                    "{\"prompt\": \"Say hi.\", \"completion\": \" hi\"}\n");
+  const auto examples = read_instructions(path);
+  ASSERT_EQ(examples.size(), 2u);
+  EXPECT_EQ(examples[0].prompt, "Question: what is a list?\nAnswer:");
+  InstructionDataset data(examples, t, 64, path);
+  const auto batch = data.batch({0, 1});
+  auto expect_row = [&](int64_t row, const InstructionExample& e) {
+    const auto prompt = t.encode(e.prompt, true), completion = t.encode(e.completion);
+    std::vector<int64_t> ids = prompt;
+    ids.insert(ids.end(), completion.begin(), completion.end());
+    ids.push_back(SpecialTokens::kEos);
+    const auto n = static_cast<int64_t>(ids.size()) - 1, width = batch.input_ids.size(1);
+    std::vector<int64_t> inputs(ids.begin(), ids.end() - 1), labels(ids.begin() + 1, ids.end());
+    std::fill(labels.begin(), labels.begin() + static_cast<int64_t>(prompt.size()) - 1, kIgnoreIndex);
+    inputs.resize(width, SpecialTokens::kPad);
+    labels.resize(width, kIgnoreIndex);
+    EXPECT_TRUE(batch.input_ids[row].equal(torch::tensor(inputs))) << batch.input_ids[row];
+    EXPECT_TRUE(batch.labels[row].equal(torch::tensor(labels))) << batch.labels[row];
+    EXPECT_EQ(batch.attention_mask[row].sum().item<int64_t>(), n);
+    EXPECT_EQ(batch.labels[row].ne(kIgnoreIndex).sum().item<int64_t>(), static_cast<int64_t>(completion.size()) + 1);
+  };
+  expect_row(0, examples[0]);
+  expect_row(1, examples[1]);
+  // A prompt that fills the block leaves nothing to learn: the example is left out, and counted.
+  const auto long_prompt = static_cast<int64_t>(t.encode(examples[0].prompt, true).size());
+  const auto short_prompt = static_cast<int64_t>(t.encode(examples[1].prompt, true).size());
+  ASSERT_GT(long_prompt, short_prompt + 1);
+  InstructionDataset short_block(examples, t, short_prompt + 1, path);
+  EXPECT_EQ(short_block.size(), 1);
+  EXPECT_EQ(short_block.skipped(), 1);
+  EXPECT_EQ(error_of([&] { InstructionDataset(examples, t, 1, path); }),
+            path + ": no example's completion fits in block_size 1 after its prompt");
+  auto chat = write("chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+  EXPECT_EQ(error_of([&] { read_instructions(chat); }), chat + ":1: unknown field 'messages' (expected: prompt, completion)");
 }
 
 TEST(FinetuneData, LengthBucketsCoverEveryExampleOnceWithLessPadding) {

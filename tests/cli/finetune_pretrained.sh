@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Fine-tuning what people already have, end to end: Hugging Face directories (weights written by
+# python3-torch, real tokenizer files: GPT-2's vocab.json + merges.txt and BERT's vocab.txt from
+# npm, LLaMA- and T5-layout SentencePiece models from python3-sentencepiece) import with their own
+# tokenizers; a GPT-2 and a LLaMA model fine-tune as LMs on text (GPT-2 also on prompt/completion
+# JSONL), a BERT as a classifier on CSV, a T5 on seq2seq JSONL; each then generates, evaluates,
+# exports to TorchScript and to Hugging Face's layout, and the exported directory imports back to
+# the same model (equal weights, equal greedy text).
+set -euo pipefail
+zoo="$1"
+corpus="$2"
+reference="$3"
+npm="$4"
+spm_reference="$5"
+python=/usr/bin/python3
+source "$(dirname "$0")/lib.sh"
+
+slice "$corpus"
+head -c 400000 "$corpus" > "$work/spm-corpus.txt"
+"$python" "$spm_reference" train "$work/spm-corpus.txt" "$work/spm" > /dev/null
+{
+  echo "text,label"
+  for i in $(seq 1 30); do echo "\"item $i is good\",pos"; echo "\"item $i is bad\",neg"; done
+} > "$work/cls.csv"
+for i in $(seq 1 20); do echo "{\"source\": \"copy $i\", \"target\": \"$i\"}"; done > "$work/pairs.jsonl"
+
+# hf_dir FLAVOR VOCAB TOKENIZER_FILES...: a Hugging Face directory with those tokenizer files.
+hf_dir() {
+  local flavor="$1" vocab="$2"; shift 2
+  ZOO_HF_VOCAB="$vocab" "$python" "$reference" "$work/$flavor-ref.pt" write "$flavor" "$work/$flavor-hf"
+  cp "$@" "$work/$flavor-hf/"
+  "$zoo" import-hf "$work/$flavor-hf" --out "$work/$flavor" > "$work/$flavor-import.out" 2> /dev/null
+  grep -q "^tokenizer: " "$work/$flavor-import.out"
+}
+
+# round_trip RUN PROMPT: export to TorchScript and to Hugging Face's layout; the export imports
+# back with the same weights (exported again byte for byte) and generates the same greedy text.
+round_trip() {
+  local run="$1" prompt="$2" want got
+  "$zoo" export "$run" --out "$run.pt" | grep -q "its tokenizer inside"
+  "$zoo" export-hf "$run" --out "$run-hf" > /dev/null
+  "$zoo" import-hf "$run-hf" --out "$run-back" > /dev/null 2>&1
+  "$zoo" export-hf "$run-back" --out "$run-hf2" > /dev/null
+  cmp "$run-hf/model.safetensors" "$run-hf2/model.safetensors"
+  want=$("$zoo" generate "$run" --prompt "$prompt" --max-new-tokens 6 --greedy 2> /dev/null)
+  got=$("$zoo" generate "$run-back" --prompt "$prompt" --max-new-tokens 6 --greedy 2> /dev/null)
+  [[ -n "$want" && "$want" == "$got" ]] || { echo "$run: '$want', imported back: '$got'"; exit 1; }
+}
+
+ft="steps=2 eval_every=0 batch_size=2"
+
+# GPT-2 layout, GPT-2's tokenizer, fine-tuned as an LM on text.
+hf_dir gpt2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/gpt2-ft" > /dev/null 2>&1
+"$zoo" eval "$work/gpt2-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
+round_trip "$work/gpt2-ft" "The module"
+# Instruction tuning the same model on prompt/completion JSONL (the loss on the completions).
+for i in $(seq 1 20); do echo "{\"prompt\": \"Question $i:\", \"completion\": \" answer $i\"}"; done > "$work/instructions.jsonl"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/gpt2" --train "$work/instructions.jsonl" $ft --run-dir "$work/gpt2-inst" > "$work/inst.out" 2>&1
+grep -q "causal_lm on $work/instructions.jsonl (20 examples)" "$work/inst.out"
+"$zoo" eval "$work/gpt2-inst" --data "$work/instructions.jsonl" 2> /dev/null | grep -q "^perplexity "
+
+# LLaMA layout (llama3 rope scaling, GQA), a LLaMA-style SentencePiece tokenizer, LM on text.
+hf_dir llama 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/llama" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/llama-ft" > /dev/null 2>&1
+"$zoo" eval "$work/llama-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
+round_trip "$work/llama-ft" "The module"
+
+# BERT layout (masked LM), BERT's uncased vocab.txt, a classifier fine-tuned on CSV.
+hf_dir bert_mlm 30522 "$npm/bert-vocab/vocab.txt"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/bert_mlm" --train "$work/cls.csv" --val "$work/cls.csv" $ft --run-dir "$work/bert-ft" > /dev/null 2> "$work/bert-ft.err"
+grep -q "newly initialized: .*pooler.weight" "$work/bert-ft.err"  # a masked-LM checkpoint has no pooler
+"$zoo" eval "$work/bert-ft" --data "$work/cls.csv" 2> /dev/null | grep -q "^accuracy "
+"$zoo" generate "$work/bert-ft" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)"
+"$zoo" export "$work/bert-ft" --out "$work/bert-ft.pt" | grep -q "its tokenizer inside"
+"$zoo" export-hf "$work/bert-ft" --out "$work/bert-ft-hf" > /dev/null
+grep -q '"BertForSequenceClassification"' "$work/bert-ft-hf/config.json"
+cmp "$npm/bert-vocab/vocab.txt" "$work/bert-ft-hf/vocab.txt"
+"$zoo" import-hf "$work/bert-ft-hf" --out "$work/bert-back" > /dev/null 2>&1
+"$zoo" export-hf "$work/bert-back" --out "$work/bert-hf2" > /dev/null
+cmp "$work/bert-ft-hf/model.safetensors" "$work/bert-hf2/model.safetensors"
+
+# T5 layout, a T5-style SentencePiece tokenizer (sentinels after the vocabulary), seq2seq on JSONL.
+hf_dir t5 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/t5" --train "$work/pairs.jsonl" --val "$work/pairs.jsonl" $ft eval_batches=1 \
+  --run-dir "$work/t5-ft" > /dev/null 2>&1
+"$zoo" eval "$work/t5-ft" --data "$work/pairs.jsonl" 2> /dev/null | grep -q "^exact_match "
+round_trip "$work/t5-ft" "copy 3"
+echo "fine-tuning pretrained models: ok"
