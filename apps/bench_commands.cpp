@@ -10,6 +10,10 @@
 //   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
 //   forward-bert-base    inference, B=8, T=128
 //   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
+//   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo SentencePiece
+//                        unigram tokenizer of 8192 pieces (trained on it once, then cached)
+//   tokenize-gpt2        the same through GPT-2's byte-level BPE (vocab.json + merges.txt from
+//                        --gpt2-tokenizer; by default the copy ctest fetches into the build tree)
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -28,9 +32,13 @@
 #include <torch/torch.h>
 
 #include "apps/commands.h"
+#include "core/files.h"
 #include "core/runtime.h"
+#include "core/strings.h"
 #include "models/generation.h"
 #include "models/model.h"
+#include "text/corpus.h"
+#include "text/tokenizer.h"
 #include "train/optimizer.h"
 #include "train/task.h"
 
@@ -47,10 +55,12 @@ struct BenchArgs {
   std::string worker;
   int64_t steps = 0;  // measured repetitions; 0 = each workload's default
   std::string python = "/usr/bin/python3";
+  std::string gpt2_tokenizer = ZOO_BINARY_DIR "/tests/npm/gpt2-files";
 };
 
 const std::vector<std::string> kWorkloads = {"gemm", "bandwidth", "train-gpt2-small", "train-gpt-tiny",
-                                             "forward-bert-base", "generate-gpt2-small"};
+                                             "forward-bert-base", "generate-gpt2-small", "tokenize-zoo",
+                                             "tokenize-gpt2"};
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -179,6 +189,45 @@ json bandwidth(int64_t steps) {
   return {{"unit", "GB/s"}, {"value", 2.0 * 4.0 * static_cast<double>(n) / s / 1e9}};  // read + write
 }
 
+// Encoding speed in MB/s of text: the first 4 MB of the default corpus, line by line (as
+// `zoo data prepare` reads it).
+json tokenize_workload(const Tokenizer& tokenizer, int64_t steps) {
+  std::vector<std::string> lines;
+  size_t bytes = 0;
+  {
+    std::istringstream in(read_file(ensure_default_corpus()).substr(0, 4u << 20));
+    for (std::string line; std::getline(in, line);) bytes += line.size() + 1, lines.push_back(std::move(line));
+  }
+  size_t tokens = 0;
+  const double s = median_seconds(1, steps > 0 ? steps : 3, [&] {
+    tokens = 0;
+    for (const auto& line : lines) tokens += tokenizer.encode(line).size();
+  });
+  return {{"unit", "MB/s"}, {"value", static_cast<double>(bytes) / s / 1e6},
+          {"text_bytes_per_token", static_cast<double>(bytes) / static_cast<double>(tokens)}};
+}
+
+// The zoo tokenizer tokenize-zoo measures: 8192 unigram pieces on the default corpus, cached.
+Tokenizer bench_zoo_tokenizer() {
+  const fs::path corpus = ensure_default_corpus();
+  const fs::path prefix = corpus.parent_path() / "bench-unigram-8192";
+  if (!fs::exists(prefix.string() + ".model")) {
+    TokenizerTrainOptions o;
+    o.inputs = {corpus.string()};
+    o.vocab_size = 8192;
+    return Tokenizer::train(o, prefix.string());
+  }
+  return Tokenizer::load(prefix.string() + ".model");
+}
+
+Tokenizer bench_gpt2_tokenizer(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / "vocab.json") || !fs::exists(fs::path(dir) / "merges.txt")) {
+    throw std::runtime_error("tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in " + dir +
+                             " (--gpt2-tokenizer DIR; ctest's text.npm_references fetches them into the build tree)");
+  }
+  return Tokenizer::load(dir);
+}
+
 int run_worker(const BenchArgs& a) {
   json r;
   if (a.worker == "gemm") r = gemm(a.steps);
@@ -187,6 +236,8 @@ int run_worker(const BenchArgs& a) {
   else if (a.worker == "train-gpt-tiny") r = train_workload("gpt-tiny", 16, 128, a.steps);
   else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
   else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps);
+  else if (a.worker == "tokenize-zoo") r = tokenize_workload(bench_zoo_tokenizer(), a.steps);
+  else if (a.worker == "tokenize-gpt2") r = tokenize_workload(bench_gpt2_tokenizer(a.gpt2_tokenizer), a.steps);
   else throw std::invalid_argument("zoo bench: unknown workload '" + a.worker + "'");
   r["name"] = a.worker;
   r["peak_rss_mb"] = peak_rss_mb();
@@ -223,12 +274,17 @@ std::string fixed(double v, int digits) {
 }
 
 int run_bench(const BenchArgs& a) {
-  const std::vector<std::string> names = a.only.empty() ? kWorkloads : a.only;
+  std::vector<std::string> names = a.only.empty() ? kWorkloads : a.only;
   for (const auto& n : names) {
     if (std::find(kWorkloads.begin(), kWorkloads.end(), n) == kWorkloads.end()) {
-      throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: gemm, bandwidth, train-gpt2-small, "
-                                  "train-gpt-tiny, forward-bert-base, generate-gpt2-small)");
+      throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(kWorkloads, ", ") + ")");
     }
+  }
+  // Without GPT-2's files the default run leaves its row out, saying so; asked for, it fails.
+  const bool have_gpt2 = fs::exists(fs::path(a.gpt2_tokenizer) / "vocab.json");
+  if (a.only.empty() && !have_gpt2) {
+    names.erase(std::find(names.begin(), names.end(), "tokenize-gpt2"));
+    std::cerr << "zoo bench: no GPT-2 tokenizer in " << a.gpt2_tokenizer << ": tokenize-gpt2 left out\n";
   }
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const int64_t threads = at::get_num_threads();
@@ -258,17 +314,28 @@ int run_bench(const BenchArgs& a) {
   }
   std::map<std::string, double> machine;  // gemm, bandwidth: for MFU and the decoding bound
   for (const auto& name : names) {
-    json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps}, {});
+    json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
+                          "--gpt2-tokenizer", a.gpt2_tokenizer},
+                         {});
+    // PyTorch has no tokenizer: the tokenizer rows compare with each other (bytes per second).
+    const bool tokenizer_row = name.rfind("tokenize-", 0) == 0;
     json row = {{"name", name}, {"unit", zoo["unit"]}, {"zoo", zoo["value"]}, {"zoo_peak_rss_mb", zoo["peak_rss_mb"]}};
     json torch_result;
-    if (a.compare) {
+    if (a.compare && !tokenizer_row) {
       torch_result = run_child({a.python, script.string(), name, steps}, env);
       row["pytorch"] = torch_result["value"];
       row["ratio"] = zoo["value"].get<double>() / torch_result["value"].get<double>();
       row["pytorch_peak_rss_mb"] = torch_result["peak_rss_mb"];
     }
-    if (name == "gemm" || name == "bandwidth") machine[name] = zoo["value"].get<double>();
     std::string notes;
+    if (name == "gemm" || name == "bandwidth" || name == "tokenize-zoo") machine[name] = zoo["value"].get<double>();
+    if (tokenizer_row) {
+      notes = fixed(zoo["text_bytes_per_token"].get<double>(), 2) + " bytes of text per token";
+      if (name == "tokenize-gpt2" && machine.count("tokenize-zoo")) {
+        row["per_byte_vs_zoo"] = zoo["value"].get<double>() / machine["tokenize-zoo"];
+        notes += "; " + fixed(row["per_byte_vs_zoo"].get<double>(), 2) + "x zoo's SentencePiece per byte";
+      }
+    }
     if (zoo.contains("flops_per_token") && machine.count("gemm")) {
       const double peak = machine["gemm"] * 1e9;
       row["mfu"] = zoo["value"].get<double>() * zoo["flops_per_token"].get<double>() / peak;
@@ -298,8 +365,9 @@ int run_bench(const BenchArgs& a) {
     } else {
       std::cout << std::left << std::setw(22) << name << std::setw(10) << row["unit"].get<std::string>() << std::right
                 << std::setw(10) << fixed(zoo["value"].get<double>(), 1) << std::setw(10)
-                << (a.compare ? fixed(row["pytorch"].get<double>(), 1) : "") << std::setw(8)
-                << (a.compare ? fixed(row["ratio"].get<double>(), 2) + "x" : "") << "  " << notes << std::endl;
+                << (row.contains("pytorch") ? fixed(row["pytorch"].get<double>(), 1) : "") << std::setw(8)
+                << (row.contains("ratio") ? fixed(row["ratio"].get<double>(), 2) + "x" : "") << "  " << notes
+                << std::endl;
     }
   }
   return 0;
@@ -316,6 +384,7 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
   cmd->add_option("--steps", a->steps, "measured repetitions per workload (default: each workload's own)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", a->python, "python with torch for --compare");
+  cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer, "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2)");
   cmd->add_option("--worker", a->worker, "run one workload in this process and print its JSON (internal)");
   return {{cmd, [a] { return a->worker.empty() ? run_bench(*a) : run_worker(*a); }}};
 }

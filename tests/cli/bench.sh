@@ -4,6 +4,7 @@
 # the output's shape and that the numbers are positive, never how fast anything is.
 set -euo pipefail
 zoo="$1"
+npm="$2"
 python=/usr/bin/python3
 source "$(dirname "$0")/lib.sh"
 
@@ -22,4 +23,17 @@ PY
 "$zoo" bench --steps 1 --only gemm > "$work/table.txt"
 grep -q "^gemm .*GFLOP/s" "$work/table.txt"
 fails "unknown workload 'nope'" "$zoo" bench --only nope
+
+# The tokenizer rows: MB/s of the default corpus through zoo's SentencePiece and GPT-2's BPE,
+# the second also as a ratio to the first (per byte, measured in the same run).
+"$zoo" bench --json --steps 1 --only tokenize-zoo tokenize-gpt2 --gpt2-tokenizer "$npm/gpt2-files" > "$work/tok.jsonl"
+"$python" - "$work/tok.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert [r["name"] for r in rows] == ["tokenize-zoo", "tokenize-gpt2"], rows
+assert all(r["unit"] == "MB/s" and r["zoo"] > 0 for r in rows), rows
+assert abs(rows[1]["per_byte_vs_zoo"] - rows[1]["zoo"] / rows[0]["zoo"]) < 1e-9, rows
+PY
+fails "tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in $work" \
+  "$zoo" bench --only tokenize-gpt2 --gpt2-tokenizer "$work"
 echo "bench: ok"
