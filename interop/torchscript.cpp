@@ -395,6 +395,14 @@ void export_torchscript(const Model& model, const std::string& path, const Token
       if (id) ids[role] = *id;
     }
     meta["special_ids"] = ids;
+    // What the tokenizer's post-processing puts around one text (LLaMA: <s> before; T5: </s>
+    // after; zoo's and GPT-2's nothing), for deployments that encode with SentencePiece alone.
+    const auto bare = tokenizer->encode("a"), framed = tokenizer->encode("a", /*add_special_tokens=*/true);
+    const auto at = std::search(framed.begin(), framed.end(), bare.begin(), bare.end());
+    if (!bare.empty() && at != framed.end()) {
+      meta["prompt_prefix"] = std::vector<int64_t>(framed.begin(), at);
+      meta["prompt_suffix"] = std::vector<int64_t>(at + static_cast<int64_t>(bare.size()), framed.end());
+    }
     meta["tokenizer"] = to_string(tokenizer->kind());
     const bool zoo_model = tokenizer->kind() == TokenizerBackend::kZooSentencePiece;
     extra[zoo_model ? "tokenizer.model" : "tokenizer.files"] = tokenizer->model_bytes();

@@ -2,10 +2,10 @@
 # Fine-tuning what people already have, end to end: Hugging Face directories (weights written by
 # python3-torch, real tokenizer files: GPT-2's vocab.json + merges.txt and BERT's vocab.txt from
 # npm, LLaMA- and T5-layout SentencePiece models from python3-sentencepiece) import with their own
-# tokenizers; a GPT-2 and a LLaMA model fine-tune as LMs on text (GPT-2 also on prompt/completion
-# JSONL), a BERT as a classifier on CSV, a T5 on seq2seq JSONL; each then generates, evaluates,
-# exports to TorchScript and to Hugging Face's layout, and the exported directory imports back to
-# the same model (equal weights, equal greedy text).
+# tokenizers; GPT-2, LLaMA, Mistral and Qwen2 models fine-tune as LMs on text (GPT-2 also on
+# prompt/completion JSONL), a BERT as a classifier on CSV, T5 v1.0 and v1.1 on seq2seq JSONL;
+# each then generates, evaluates, exports to TorchScript and to Hugging Face's layout, and the
+# exported directory imports back to the same model (equal weights, equal greedy text).
 set -euo pipefail
 zoo="$1"
 corpus="$2"
@@ -14,6 +14,7 @@ npm="$4"
 spm_reference="$5"
 python=/usr/bin/python3
 source "$(dirname "$0")/lib.sh"
+generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
 slice "$corpus"
 head -c 400000 "$corpus" > "$work/spm-corpus.txt"
@@ -33,8 +34,9 @@ hf_dir() {
   grep -q "^tokenizer: " "$work/$flavor-import.out"
 }
 
-# round_trip RUN PROMPT: export to TorchScript and to Hugging Face's layout; the export imports
-# back with the same weights (exported again byte for byte) and generates the same greedy text.
+# round_trip RUN PROMPT text|ids: export to TorchScript and to Hugging Face's layout; the export
+# imports back with the same weights (exported again byte for byte) and generates the same greedy
+# text, and so does the TorchScript export run by scripts/torchscript_generate.py.
 round_trip() {
   local run="$1" prompt="$2" want got
   "$zoo" export "$run" --out "$run.pt" | grep -q "its tokenizer inside"
@@ -45,6 +47,19 @@ round_trip() {
   want=$("$zoo" generate "$run" --prompt "$prompt" --max-new-tokens 6 --greedy 2> /dev/null)
   got=$("$zoo" generate "$run-back" --prompt "$prompt" --max-new-tokens 6 --greedy 2> /dev/null)
   [[ -n "$want" && "$want" == "$got" ]] || { echo "$run: '$want', imported back: '$got'"; exit 1; }
+  # The TorchScript export in plain python3-torch: SentencePiece tokenizers encode the text there;
+  # others take the ids `zoo tokenizer encode` prints, and give ids back.
+  local tokenizer="$run/checkpoints/last/tokenizer"
+  if [[ "$3" == text ]]; then
+    got=$("$python" "$generate_py" "$run.pt" --prompt "$prompt" --max-new-tokens 6 --greedy)
+  else
+    fails "is not SentencePiece, which is all plain PyTorch reads here: give token ids with --ids" \
+      "$python" "$generate_py" "$run.pt" --prompt "$prompt"
+    ids=$(printf '%s\n' "$prompt" | "$zoo" tokenizer encode --model "$tokenizer")
+    got=$("$python" "$generate_py" "$run.pt" --ids "$ids" --max-new-tokens 6 --greedy |
+          "$zoo" tokenizer decode --model "$tokenizer")
+  fi
+  [[ "$want" == "$got" ]] || { echo "$run: zoo '$want', its TorchScript export in python '$got'"; exit 1; }
 }
 
 ft="steps=2 eval_every=0 batch_size=2"
@@ -54,7 +69,7 @@ hf_dir gpt2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/gpt2-ft" > /dev/null 2>&1
 "$zoo" eval "$work/gpt2-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
-round_trip "$work/gpt2-ft" "The module"
+round_trip "$work/gpt2-ft" "The module" ids
 # Instruction tuning the same model on prompt/completion JSONL (the loss on the completions).
 for i in $(seq 1 20); do echo "{\"prompt\": \"Question $i:\", \"completion\": \" answer $i\"}"; done > "$work/instructions.jsonl"
 # shellcheck disable=SC2086
@@ -67,7 +82,18 @@ hf_dir llama 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tok
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/llama" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/llama-ft" > /dev/null 2>&1
 "$zoo" eval "$work/llama-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
-round_trip "$work/llama-ft" "The module"
+round_trip "$work/llama-ft" "The module" text
+
+# Mistral (sliding window) with the LLaMA-style tokenizer, Qwen2 (q/k/v biases) with GPT-2's.
+hf_dir mistral 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+hf_dir qwen2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+for flavor in mistral qwen2; do
+  # shellcheck disable=SC2086
+  "$zoo" finetune "$work/$flavor" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/$flavor-ft" \
+    > /dev/null 2>&1
+done
+round_trip "$work/mistral-ft" "The module" text
+round_trip "$work/qwen2-ft" "The module" ids
 
 # BERT layout (masked LM), BERT's uncased vocab.txt, a classifier fine-tuned on CSV.
 hf_dir bert_mlm 30522 "$npm/bert-vocab/vocab.txt"
@@ -90,5 +116,10 @@ hf_dir t5 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_confi
 "$zoo" finetune "$work/t5" --train "$work/pairs.jsonl" --val "$work/pairs.jsonl" $ft eval_batches=1 \
   --run-dir "$work/t5-ft" > /dev/null 2>&1
 "$zoo" eval "$work/t5-ft" --data "$work/pairs.jsonl" 2> /dev/null | grep -q "^exact_match "
-round_trip "$work/t5-ft" "copy 3"
+round_trip "$work/t5-ft" "copy 3" text
+# T5 v1.1 (gated-gelu, untied head) the same way.
+hf_dir t5_v1_1 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/t5_v1_1" --train "$work/pairs.jsonl" $ft --run-dir "$work/t5_v1_1-ft" > /dev/null 2>&1
+round_trip "$work/t5_v1_1-ft" "copy 3" text
 echo "fine-tuning pretrained models: ok"
