@@ -35,7 +35,10 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.size(-1) == options.d_model(), "norm: expected last dimension ",
               options.d_model(), ", got input of shape ", x.sizes());
   switch (options.kind()) {
-    case NormKind::kLayerNorm: return torch::layer_norm(x, {options.d_model()}, weight, bias, options.eps());
+    case NormKind::kLayerNorm:
+      // Under mixed precision a bf16 input meets fp32 weights: normalise in the weights'
+      // precision, as autocast runs norms in fp32.
+      return torch::layer_norm(x.to(weight.scalar_type()), {options.d_model()}, weight, bias, options.eps());
     case NormKind::kRMSNorm: {
       // Half-precision inputs take their mean square in float32; float and double stay as they are.
       const bool low = x.scalar_type() == torch::kHalf || x.scalar_type() == torch::kBFloat16;

@@ -220,7 +220,10 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   if (parallel && device_.is_cuda() && !device_.has_index()) {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(parallel->env().local_rank));
   }
-  precision_ = resolve_precision(config_.precision, device_.is_cuda());
+  ComputeDevice compute{device_.is_cuda()};
+  // Only auto on the CPU needs the measurement (a few milliseconds).
+  if (!compute.cuda && config_.precision == Precision::kAuto) compute.cpu_bf16_speedup = measure_cpu_bf16_speedup();
+  precision_ = resolve_precision(config_.precision, compute, &precision_reason_);
   scaler_ = LossScaler(precision_ == Precision::kFp16);
   torch::manual_seed(config_.seed);
 
@@ -283,7 +286,8 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   log_ << "run: " << options_.run_dir << "\n"
        << describe(model_config) << "parameters: " << count_parameters(*model_.module()) << "\n"
        << "data: " << data_->describe() << "\n"
-       << "device: " << device_ << " (" << to_string(precision_) << "), " << at::get_num_threads() << " threads\n";
+       << "device: " << device_ << " (" << to_string(precision_) << ": " << precision_reason_ << "), "
+       << at::get_num_threads() << " threads\n";
   if (parallel) {
     const int64_t sequences = config_.batch_size * parallel->world_size() * config_.grad_accum;
     log_ << "data parallel: " << parallel->world_size() << " processes (" << parallel->backend()

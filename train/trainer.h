@@ -115,6 +115,7 @@ class Trainer {
   std::unique_ptr<ShuffledSampler> sampler_;
   torch::Device device_{torch::kCPU};
   Precision precision_ = Precision::kFp32;
+  std::string precision_reason_;  // why that precision (the start-up line says it)
   LossScaler scaler_{false};
   int64_t step_ = 0;
   int64_t skipped_ = 0, skipped_in_a_row_ = 0;
