@@ -7,14 +7,9 @@
 # each then generates, evaluates, exports to TorchScript and to Hugging Face's layout, and the
 # exported directory imports back to the same model (equal weights, equal greedy text).
 set -euo pipefail
-zoo="$1"
-corpus="$2"
-reference="$3"
-npm="$4"
-spm_reference="$5"
-python=/usr/bin/python3
 source "$(dirname "$0")/lib.sh"
-generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
+zoo="$1" corpus="$2" reference="$3" npm="$4" spm_reference="$5"
+python=/usr/bin/python3 generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
 slice "$corpus"
 head -c 400000 "$corpus" > "$work/spm-corpus.txt"
@@ -64,12 +59,28 @@ round_trip() {
 
 ft="steps=2 eval_every=0 batch_size=2"
 
-# GPT-2 layout, GPT-2's tokenizer, fine-tuned as an LM on text.
+# GPT-2 layout, GPT-2's tokenizer, fine-tuned as an LM on text. The checkpoint keeps the
+# tokenizer's own files and encodes as GPT-2 does: "Hello world" is 15496 995 (its published ids).
 hf_dir gpt2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+grep -q "tokenizer: vocab.json+merges.txt from $work/gpt2-hf (50257 tokens)" "$work/gpt2-import.out"
+test ! -e "$work/gpt2/tokenizer.model"
+ids=$(printf 'Hello world\n' | "$zoo" tokenizer encode --model "$work/gpt2/tokenizer")
+[[ "$ids" == "15496 995" ]] || { echo "encoded 'Hello world' as '$ids'"; exit 1; }
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/gpt2-ft" > /dev/null 2>&1
 "$zoo" eval "$work/gpt2-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
 round_trip "$work/gpt2-ft" "The module" ids
+cmp "$npm/gpt2-files/vocab.json" "$work/gpt2-ft/checkpoints/last/tokenizer/vocab.json"
+cmp "$npm/gpt2-files/merges.txt" "$work/gpt2-ft-hf/merges.txt"
+"$python" - "$work/gpt2-ft-hf/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["eos_token_id"] == 50256 and c["bos_token_id"] == 50256, c  # <|endoftext|>, from the tokenizer
+PY
+# An objective that needs a token GPT-2's tokenizer lacks is refused by name, nothing left behind.
+fails "masked LM needs a mask token, and the tokenizer has none" "$zoo" train bert-tiny --data "$work/slice.txt" \
+  tokenizer="$work/gpt2-hf" model.vocab_size=50257 steps=1 --run-dir "$work/mlm"
+test ! -e "$work/mlm"
 # Instruction tuning the same model on prompt/completion JSONL (the loss on the completions).
 for i in $(seq 1 20); do echo "{\"prompt\": \"Question $i:\", \"completion\": \" answer $i\"}"; done > "$work/instructions.jsonl"
 # shellcheck disable=SC2086
