@@ -3,11 +3,13 @@
 // same session, interleaved. Every workload runs in a fresh process (this binary with --worker,
 // or python3), so its peak resident memory is its own and no allocator state carries over.
 //
-// Workloads (fp32):
-//   gemm                 2048^3 matmul: the FLOP/s that MFU is measured against
+// Workloads (fp32 unless named -bf16; bf16 is mixed precision under LibTorch's CPU autocast,
+// as PyTorch's torch.autocast("cpu", torch.bfloat16)):
+//   gemm, gemm-bf16      2048^3 matmul: the FLOP/s that MFU is measured against
 //   bandwidth            512 MiB copies: the bytes/s that bounds batch-1 decoding
 //   train-gpt2-small     forward + backward + AdamW, B=4, T=256
 //   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
+//   train-*-bf16         the same two in bf16 mixed precision
 //   forward-bert-base    inference, B=8, T=128
 //   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
 //   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo SentencePiece
@@ -39,6 +41,7 @@
 #include "models/model.h"
 #include "text/corpus.h"
 #include "text/tokenizer.h"
+#include "train/autocast.h"
 #include "train/optimizer.h"
 #include "train/task.h"
 
@@ -58,7 +61,8 @@ struct BenchArgs {
   std::string gpt2_tokenizer = ZOO_BINARY_DIR "/tests/npm/gpt2-files";
 };
 
-const std::vector<std::string> kWorkloads = {"gemm", "bandwidth", "train-gpt2-small", "train-gpt-tiny",
+const std::vector<std::string> kWorkloads = {"gemm", "gemm-bf16", "bandwidth", "train-gpt2-small",
+                                             "train-gpt2-small-bf16", "train-gpt-tiny", "train-gpt-tiny-bf16",
                                              "forward-bert-base", "generate-gpt2-small", "tokenize-zoo",
                                              "tokenize-gpt2"};
 
@@ -99,7 +103,7 @@ ModelConfig bench_config(const std::string& name) {
   return c;
 }
 
-json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t steps) {
+json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t steps, Precision precision) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(model_name);
   Model model = build_model(config);
@@ -119,7 +123,11 @@ json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t
   auto step = [&] {
     auto t0 = Clock::now();
     clear_gradients(*optimizer);
-    auto out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU);
+    LossOutput out;
+    {
+      AutocastScope autocast(precision, torch::kCPU);
+      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU);
+    }
     auto t1 = Clock::now();
     out.loss.backward();
     auto t2 = Clock::now();
@@ -174,10 +182,10 @@ json generate_gpt2(int64_t steps) {
   return {{"unit", "tokens/s"}, {"value", 128.0 / s}, {"bytes_per_token", bytes}};
 }
 
-json gemm(int64_t steps) {
+json gemm(int64_t steps, torch::ScalarType dtype) {
   const int64_t n = 2048;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n});
-  auto c = torch::empty({n, n});
+  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
+  auto c = torch::empty({n, n}, a.options());
   const double s = median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { at::mm_out(c, a, b); });
   return {{"unit", "GFLOP/s"}, {"value", 2.0 * n * n * n / s / 1e9}};
 }
@@ -230,10 +238,13 @@ Tokenizer bench_gpt2_tokenizer(const std::string& dir) {
 
 int run_worker(const BenchArgs& a) {
   json r;
-  if (a.worker == "gemm") r = gemm(a.steps);
+  if (a.worker == "gemm") r = gemm(a.steps, torch::kFloat);
+  else if (a.worker == "gemm-bf16") r = gemm(a.steps, torch::kBFloat16);
   else if (a.worker == "bandwidth") r = bandwidth(a.steps);
-  else if (a.worker == "train-gpt2-small") r = train_workload("gpt2-small", 4, 256, a.steps);
-  else if (a.worker == "train-gpt-tiny") r = train_workload("gpt-tiny", 16, 128, a.steps);
+  else if (a.worker == "train-gpt2-small") r = train_workload("gpt2-small", 4, 256, a.steps, Precision::kFp32);
+  else if (a.worker == "train-gpt2-small-bf16") r = train_workload("gpt2-small", 4, 256, a.steps, Precision::kBf16);
+  else if (a.worker == "train-gpt-tiny") r = train_workload("gpt-tiny", 16, 128, a.steps, Precision::kFp32);
+  else if (a.worker == "train-gpt-tiny-bf16") r = train_workload("gpt-tiny", 16, 128, a.steps, Precision::kBf16);
   else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
   else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps);
   else if (a.worker == "tokenize-zoo") r = tokenize_workload(bench_zoo_tokenizer(), a.steps);
@@ -328,7 +339,9 @@ int run_bench(const BenchArgs& a) {
       row["pytorch_peak_rss_mb"] = torch_result["peak_rss_mb"];
     }
     std::string notes;
-    if (name == "gemm" || name == "bandwidth" || name == "tokenize-zoo") machine[name] = zoo["value"].get<double>();
+    if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo") {
+      machine[name] = zoo["value"].get<double>();
+    }
     if (tokenizer_row) {
       notes = fixed(zoo["text_bytes_per_token"].get<double>(), 2) + " bytes of text per token";
       if (name == "tokenize-gpt2" && machine.count("tokenize-zoo")) {
@@ -336,8 +349,10 @@ int run_bench(const BenchArgs& a) {
         notes += "; " + fixed(row["per_byte_vs_zoo"].get<double>(), 2) + "x zoo's SentencePiece per byte";
       }
     }
-    if (zoo.contains("flops_per_token") && machine.count("gemm")) {
-      const double peak = machine["gemm"] * 1e9;
+    // MFU against the matmul rate of the row's own precision.
+    const std::string peak_row = name.size() > 5 && name.substr(name.size() - 5) == "-bf16" ? "gemm-bf16" : "gemm";
+    if (zoo.contains("flops_per_token") && machine.count(peak_row)) {
+      const double peak = machine[peak_row] * 1e9;
       row["mfu"] = zoo["value"].get<double>() * zoo["flops_per_token"].get<double>() / peak;
       notes += "MFU " + fixed(row["mfu"].get<double>(), 2);
       if (a.compare) {

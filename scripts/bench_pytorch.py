@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The PyTorch side of `zoo bench --compare`: the same workloads, shapes and steps in Python.
+"""The PyTorch side of `zoo bench --compare`: the same workloads, shapes and steps in Python
+(the -bf16 ones under torch.autocast("cpu", torch.bfloat16)).
 
     python3 scripts/bench_pytorch.py WORKLOAD [STEPS]
 
@@ -92,7 +93,7 @@ def median_seconds(warmup, runs, f):
     return sorted(times)[len(times) // 2]
 
 
-def train(name, b, t, steps):
+def train(name, b, t, steps, bf16=False):
     torch.manual_seed(0)
     model = GPT(**GPT_SIZES[name])
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
@@ -104,8 +105,9 @@ def train(name, b, t, steps):
     def step():
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
@@ -160,10 +162,10 @@ def generate(steps):
         return "tokens/s", 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
 
 
-def gemm(steps):
+def gemm(steps, dtype=torch.float32):
     n = 2048
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    c = torch.empty(n, n)
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    c = torch.empty(n, n, dtype=dtype)
     return "GFLOP/s", 2 * n ** 3 / median_seconds(2, max(steps, 5) if steps else 10, lambda: torch.mm(a, b, out=c)) / 1e9
 
 
@@ -179,9 +181,12 @@ def main():
     torch.set_num_threads(int(os.environ.get("ZOO_BENCH_THREADS", torch.get_num_threads())))
     workloads = {
         "gemm": lambda: gemm(steps),
+        "gemm-bf16": lambda: gemm(steps, torch.bfloat16),
         "bandwidth": lambda: bandwidth(steps),
         "train-gpt2-small": lambda: train("gpt2-small", 4, 256, steps),
         "train-gpt-tiny": lambda: train("gpt-tiny", 16, 128, steps),
+        "train-gpt2-small-bf16": lambda: train("gpt2-small", 4, 256, steps, bf16=True),
+        "train-gpt-tiny-bf16": lambda: train("gpt-tiny", 16, 128, steps, bf16=True),
         "forward-bert-base": lambda: forward_bert(steps),
         "generate-gpt2-small": lambda: generate(steps),
     }

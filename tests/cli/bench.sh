@@ -20,6 +20,16 @@ for r in rows:
 train = rows[2]
 assert train["unit"] == "tokens/s" and 0 < train["mfu"] < 1.5 and 0 < train["pytorch_mfu"] < 1.5, train
 PY
+# bf16 rows: zoo under LibTorch's CPU autocast against PyTorch's torch.autocast, MFU against the
+# bf16 matmul rate.
+"$zoo" bench --compare --json --steps 1 --only gemm-bf16 train-gpt-tiny-bf16 > "$work/bf16.jsonl"
+"$python" - "$work/bf16.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert [r["name"] for r in rows] == ["gemm-bf16", "train-gpt-tiny-bf16"], rows
+assert all(r["zoo"] > 0 and r["pytorch"] > 0 for r in rows), rows
+assert 0 < rows[1]["mfu"] < 1.5 and 0 < rows[1]["pytorch_mfu"] < 1.5, rows[1]
+PY
 "$zoo" bench --steps 1 --only gemm > "$work/table.txt"
 grep -q "^gemm .*GFLOP/s" "$work/table.txt"
 fails "unknown workload 'nope'" "$zoo" bench --only nope
