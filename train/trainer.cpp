@@ -221,9 +221,15 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(parallel->env().local_rank));
   }
   ComputeDevice compute{device_.is_cuda()};
-  // Only auto on the CPU needs the measurement (a few milliseconds).
-  if (!compute.cuda && config_.precision == Precision::kAuto) compute.cpu_bf16_speedup = measure_cpu_bf16_speedup();
+  // Only auto on the CPU needs the measurement (a few milliseconds); rank 0's decides for every
+  // rank, so that all of them compute alike.
+  if (!compute.cuda && config_.precision == Precision::kAuto) {
+    const double measured = main_rank() ? measure_cpu_bf16_speedup() : 0.0;
+    compute.cpu_bf16_speedup = parallel ? std::stod(parallel->share("bf16_speedup", std::to_string(measured))) : measured;
+  }
   precision_ = resolve_precision(config_.precision, compute, &precision_reason_);
+  // run.yaml records the choice, so a resumed run keeps it rather than measuring again.
+  config_.precision = precision_;
   scaler_ = LossScaler(precision_ == Precision::kFp16);
   torch::manual_seed(config_.seed);
 
