@@ -10,6 +10,7 @@
 #include "core/outputs.h"
 #include "core/strings.h"
 #include "interop/hugging_face.h"
+#include "interop/peft.h"
 #include "interop/torchscript.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -20,18 +21,39 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ImportArgs {
-  std::string dir, out, tokenizer;
+  std::string dir, out, tokenizer, base;
   bool overwrite = false;
 };
 
 struct ExportArgs {
   std::string checkpoint, out;
   bool overwrite = false;
+  bool adapters_only = false;
 };
+
+// A PEFT adapter directory onto a zoo checkpoint of its base model: a LoRA checkpoint naming
+// that base by path and hash, with the base's tokenizer.
+int import_peft_command(const ImportArgs& a, bool replacing) {
+  if (a.base.empty()) {
+    throw std::runtime_error(a.dir + ": a PEFT adapter directory: name the zoo checkpoint of its base model with --base");
+  }
+  const std::string base = resolve_checkpoint(a.base);
+  Model model = import_peft(a.dir, base);
+  const auto tokenizer = stored_tokenizer(base);
+  save_checkpoint(a.out, model, nullptr, tokenizer.get(),
+                  {{"step", 0}, {"imported_from", fs::absolute(a.dir).string()}, {"format", "peft"}});
+  if (replacing) say_replaced(a.out, "the checkpoint");
+  const auto& lora = model.lora->config;
+  std::cout << "wrote " << a.out << " (LoRA adapters on " << lora.targets.size() << " projections, rank " << lora.rank
+            << ", on " << model.lora->base << ")\n";
+  return 0;
+}
 
 int import_hf_command(const ImportArgs& a) {
   // Checked before any work: a user's file or folder at --out is never replaced.
   const bool replacing = check_output(a.out, OutputKind::kCheckpoint, a.overwrite) == OutputState::kReplace;
+  if (is_peft_directory(a.dir)) return import_peft_command(a, replacing);
+  if (!a.base.empty()) throw std::runtime_error("--base: only for a PEFT adapter directory, and " + a.dir + " has no adapter_config.json");
   HfImportReport report;
   Model model = import_hf(a.dir, &report);
   if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << join(report.unexpected, ", ", 20) << "\n";
@@ -71,10 +93,25 @@ ExportSource open_export(const ExportArgs& a, OutputKind kind) {
   const bool replacing = check_output(a.out, kind, a.overwrite) == OutputState::kReplace;
   std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint checkpoint = load_checkpoint(dir);
+  if (checkpoint.model.lora && !a.adapters_only) {
+    // Exports are plain models: W + (alpha / rank) B A in every adapted projection.
+    const auto& lora = checkpoint.model.lora->config;
+    std::cout << "merging the LoRA adapters (rank " << lora.rank << ", alpha " << lora.alpha << ", "
+              << join(lora.targets) << ") into the weights of " << checkpoint.model.lora->base << "\n";
+    merge_lora(checkpoint.model);
+  }
   return {replacing, std::move(dir), std::move(checkpoint)};
 }
 
 int export_hf_command(const ExportArgs& a) {
+  if (a.adapters_only) {
+    auto [replacing, dir, c] = open_export(a, OutputKind::kPeftAdapterDirectory);
+    if (!c.model.lora) throw std::runtime_error(dir + ": has no LoRA adapters (--adapters-only is for LoRA runs)");
+    export_peft(c.model, a.out);
+    if (replacing) say_replaced(a.out, "the adapter export");
+    std::cout << "wrote " << a.out << "/adapter_config.json and " << a.out << "/adapter_model.safetensors (PEFT)\n";
+    return 0;
+  }
   auto [replacing, dir, c] = open_export(a, OutputKind::kHuggingFaceDirectory);
   export_hf(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the Hugging Face export");
@@ -104,6 +141,7 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   auto* import_cmd = app.add_subcommand("import-hf", "turn a Hugging Face model directory into a zoo checkpoint");
   import_cmd->add_option("dir", i->dir, "directory with config.json and model.safetensors (or shards)")->required();
   import_cmd->add_option("--out", i->out, "checkpoint directory to write")->required();
+  import_cmd->add_option("--base", i->base, "for a PEFT adapter directory (adapter_config.json): the zoo checkpoint of its base model");
   import_cmd->add_option("--tokenizer", i->tokenizer, "the tokenizer to store with it (default: the directory's own): a zoo .model, a tokenizer.json or a Hugging Face directory");
   add_overwrite_flag(import_cmd, i->overwrite, "a checkpoint");
   commands.push_back({import_cmd, [i] { return import_hf_command(*i); }});
@@ -112,6 +150,9 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   auto* export_cmd = app.add_subcommand("export-hf", "write a checkpoint in Hugging Face's layout (config.json + safetensors)");
   export_cmd->add_option("checkpoint", e->checkpoint, "checkpoint or run directory")->required();
   export_cmd->add_option("--out", e->out, "directory to write")->required();
+  export_cmd->add_flag("--adapters-only", e->adapters_only,
+                       "a LoRA checkpoint's adapters alone, in PEFT's layout (adapter_config.json + adapter_model.safetensors); "
+                       "without it they are merged into the weights");
   add_overwrite_flag(export_cmd, e->overwrite, "an export");
   commands.push_back({export_cmd, [e] { return export_hf_command(*e); }});
 

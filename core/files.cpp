@@ -13,6 +13,10 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <memory>
+#include <vector>
+
+#include <xxhash.h>
 
 namespace zoo {
 namespace {
@@ -204,6 +208,24 @@ int64_t remove_stale_temporaries(const std::string& dir) {
     ++removed;
   }
   return removed;
+}
+
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  XXH3_128bits_reset(state.get());
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    XXH3_128bits_update(state.get(), buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw std::runtime_error(path + ": read error");
+  const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
+  char hex[40];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(hash.high64),
+                static_cast<unsigned long long>(hash.low64));
+  return std::string("xxh3-128:") + hex;
 }
 
 }  // namespace zoo

@@ -12,6 +12,10 @@ namespace zoo {
 // The whole file. Throws std::runtime_error naming the path when it cannot be read.
 std::string read_file(const std::string& path);
 
+// The content hash of a file: "xxh3-128:" and 32 hex digits (XXH3, 128 bits). Throws naming
+// the path when it cannot be read.
+std::string file_hash(const std::string& path);
+
 // Writes `bytes` to `path` through a temporary file in the same folder (synced, then renamed),
 // so no reader ever sees a half-written file and a failure leaves no partial file behind.
 void write_file_atomically(const std::string& path, const std::string& bytes);

@@ -21,6 +21,7 @@ std::string marker_name(OutputKind kind) {
     case OutputKind::kRunDirectory: return "run";
     case OutputKind::kTokenDirectory: return "token_files";
     case OutputKind::kHuggingFaceDirectory: return "huggingface";
+    case OutputKind::kPeftAdapterDirectory: return "peft_adapter";
     case OutputKind::kTorchScriptFile: return "torchscript";
     case OutputKind::kTokenizerModel: return "tokenizer";
     case OutputKind::kImageFile: return "image";
@@ -85,6 +86,7 @@ std::string describe(OutputKind kind) {
     case OutputKind::kRunDirectory: return "a zoo run directory";
     case OutputKind::kTokenDirectory: return "zoo token files";
     case OutputKind::kHuggingFaceDirectory: return "a Hugging Face directory written by zoo";
+    case OutputKind::kPeftAdapterDirectory: return "a PEFT adapter directory written by zoo";
     case OutputKind::kTorchScriptFile: return "a TorchScript export written by zoo";
     case OutputKind::kTokenizerModel: return "a tokenizer trained by zoo";
     case OutputKind::kImageFile: return "a PNG image";
@@ -97,7 +99,8 @@ bool is_directory_kind(OutputKind kind) {
     case OutputKind::kCheckpoint:
     case OutputKind::kRunDirectory:
     case OutputKind::kTokenDirectory:
-    case OutputKind::kHuggingFaceDirectory: return true;
+    case OutputKind::kHuggingFaceDirectory:
+    case OutputKind::kPeftAdapterDirectory: return true;
     case OutputKind::kTorchScriptFile:
     case OutputKind::kTokenizerModel:
     case OutputKind::kImageFile: return false;
@@ -116,7 +119,8 @@ bool holds_own_output(const std::string& path, OutputKind kind) {
     case OutputKind::kRunDirectory: return marker_says(p, kind) || path_exists(p / "run.yaml");
     case OutputKind::kTokenDirectory:
       return marker_says(p, kind) || file_bytes(p / "train.tokens", 8, false) == "ZOOTOKEN";
-    case OutputKind::kHuggingFaceDirectory: return marker_says(p, kind);
+    case OutputKind::kHuggingFaceDirectory:
+    case OutputKind::kPeftAdapterDirectory: return marker_says(p, kind);
     case OutputKind::kTorchScriptFile: {
       // A zip whose central directory (at the end) lists zoo's metadata file.
       if (file_bytes(p, 2, false) != "PK") return false;
@@ -181,6 +185,24 @@ CreatedDirectory::~CreatedDirectory() {
   if (!created_ || kept_ || std::uncaught_exceptions() <= exceptions_at_start_) return;
   std::error_code ignored;
   fs::remove_all(top_, ignored);
+}
+
+void write_output_directory(const std::string& dir, OutputKind kind,
+                            const std::function<void(const std::string& tmp)>& fill) {
+  create_parent_directories(dir);
+  const std::string tmp = temporary_path_for(dir);
+  create_directories(tmp);
+  try {
+    fill(tmp);
+    write_output_marker(tmp, kind);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    std::string message = e.what();
+    if (message.rfind(tmp, 0) == 0) message = dir + message.substr(tmp.size());
+    throw std::runtime_error(message);
+  }
+  replace_directory(tmp, dir);
 }
 
 }  // namespace zoo

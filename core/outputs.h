@@ -9,6 +9,7 @@
 // Directories zoo writes carry a marker file (kOutputMarker) saying what they are; checkpoints,
 // runs and token directories written before the marker are recognised by their files.
 
+#include <functional>
 #include <string>
 
 namespace zoo {
@@ -18,6 +19,7 @@ enum class OutputKind {
   kRunDirectory,           // a training run (run.yaml, checkpoints/, metrics.jsonl)
   kTokenDirectory,         // token files (train.tokens, val.tokens)
   kHuggingFaceDirectory,   // config.json + safetensors written by export-hf
+  kPeftAdapterDirectory,   // adapter_config.json + adapter_model.safetensors (export-hf --adapters-only)
   kTorchScriptFile,        // an archive written by zoo export (zoo.json inside)
   kTokenizerModel,         // a SentencePiece model trained by zoo
   kImageFile,              // a PNG written by zoo plot
@@ -43,6 +45,12 @@ OutputState check_output(const std::string& path, OutputKind kind, bool overwrit
 
 // Writes the marker of `kind` into the directory `dir`.
 void write_output_marker(const std::string& dir, OutputKind kind);
+
+// Writes the directory `dir` whole: `fill` writes into a temporary directory beside it, which
+// gets the marker of `kind` and is renamed into place (replacing an earlier output). On failure
+// the temporary is removed and the error names `dir`, not the temporary.
+void write_output_directory(const std::string& dir, OutputKind kind,
+                            const std::function<void(const std::string& tmp)>& fill);
 
 // A directory this command may create. When it did not exist before and the command fails
 // (the object is destroyed while an exception propagates) before `keep()`, it is removed with

@@ -16,16 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// One zoo parameter made of Hugging Face tensors: concatenated along rows, each transposed
-// first when `transpose` (Conv1D). `rows` gives each part's rows where they differ (grouped-
-// query q, k, v); empty for equal parts.
-struct TensorMap {
-  std::string zoo;
-  std::vector<std::string> hf;
-  bool transpose = false;
-  std::vector<int64_t> rows;
-};
-
 // The prefix a family's base model sits under in a file with a head ("transformer.", "bert.").
 std::string base_prefix(const ModelConfig& c, const std::map<std::string, torch::Tensor>& weights) {
   switch (c.family) {
@@ -39,7 +29,7 @@ std::string base_prefix(const ModelConfig& c, const std::map<std::string, torch:
 
 // The table of one file layout, built entry by entry.
 struct TensorMaps {
-  std::vector<TensorMap> maps;
+  std::vector<HfTensorMap> maps;
   void add(std::string zoo, std::vector<std::string> hf, bool transpose = false) {
     maps.push_back({std::move(zoo), std::move(hf), transpose, {}});
   }
@@ -178,7 +168,7 @@ void t5_tensor_maps(const ModelConfig& c, TensorMaps& m) {
   if (!c.tie_embeddings) m.add("lm_head.weight", {"lm_head.weight"});
 }
 
-std::vector<TensorMap> tensor_maps(const ModelConfig& c, const std::string& base) {
+std::vector<HfTensorMap> tensor_maps(const ModelConfig& c, const std::string& base) {
   TensorMaps m;
   switch (c.family) {
     case Family::kGpt:
@@ -327,16 +317,20 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
   return model;
 }
 
-void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer) {
-  json hf = config_to_hf(model.config);
-  auto params = model.module()->named_parameters();
+std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c) {
   // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head.
-  const auto& c = model.config;
   const std::string base = c.family == Family::kGpt                                  ? "transformer."
                            : c.family == Family::kBert && c.head != BertHead::kNone ? "bert."
                                                                                      : "";
+  return tensor_maps(c, base);
+}
+
+void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer) {
+  json hf = config_to_hf(model.config);
+  auto params = model.module()->named_parameters();
+  const auto& c = model.config;
   std::map<std::string, torch::Tensor> out;
-  for (const auto& map : tensor_maps(c, base)) {
+  for (const auto& map : hf_tensor_maps(c)) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
     const auto value = source->detach().to(torch::kCPU, torch::kFloat);
@@ -349,15 +343,10 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
   // Readers that expect the tied decoder of a BERT masked-LM head find it.
   if (model.config.family == Family::kBert &&
       (model.config.head == BertHead::kMaskedLM || model.config.head == BertHead::kPretraining)) {
-    out["cls.predictions.decoder.weight"] = out.at(base + "embeddings.word_embeddings.weight").clone();
+    out["cls.predictions.decoder.weight"] = out.at("bert.embeddings.word_embeddings.weight").clone();
     out["cls.predictions.decoder.bias"] = out.at("cls.predictions.bias").clone();
   }
-  // Written whole under a temporary name, then renamed into place (replacing an earlier export).
-  create_parent_directories(dir);
-  const std::string tmp = temporary_path_for(dir);
-  create_directories(tmp);
-  std::error_code ec;
-  try {
+  write_output_directory(dir, OutputKind::kHuggingFaceDirectory, [&](const std::string& tmp) {
     save_safetensors((fs::path(tmp) / "model.safetensors").string(), out, {{"format", "pt"}});
     if (tokenizer != nullptr) {
       tokenizer->save(tmp);
@@ -368,14 +357,7 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
       }
     }
     write_file_atomically((fs::path(tmp) / "config.json").string(), hf.dump(2) + "\n");
-    write_output_marker(tmp, OutputKind::kHuggingFaceDirectory);
-  } catch (const std::exception& e) {
-    fs::remove_all(tmp, ec);
-    std::string message = e.what();
-    if (message.rfind(tmp, 0) == 0) message = dir + message.substr(tmp.size());
-    throw std::runtime_error(message);
-  }
-  replace_directory(tmp, dir);
+  });
 }
 
 }  // namespace zoo

@@ -7,6 +7,7 @@
 // concatenated along rows (BERT's and T5's separate q/k/v into zoo's fused projection), or one
 // transposed (GPT-2's Conv1D stores (in, out)). Import reads it one way, export the other.
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +20,20 @@
 #include "text/tokenizer.h"
 
 namespace zoo {
+
+// One zoo parameter made of Hugging Face tensors: concatenated along rows, each transposed
+// first when `transpose` (Conv1D). `rows` gives each part's rows where they differ (grouped-
+// query q, k, v); empty for equal parts.
+struct HfTensorMap {
+  std::string zoo;
+  std::vector<std::string> hf;
+  bool transpose = false;
+  std::vector<int64_t> rows;
+};
+
+// The table export_hf writes `config` by (the base model under its head's prefix: GPT2LMHeadModel's
+// "transformer.", BERT's "bert." with a head).
+std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& config);
 
 // Every tensor of DIR/model.safetensors, or of the shards DIR/model.safetensors.index.json lists.
 std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir);

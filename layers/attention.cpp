@@ -117,10 +117,10 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
   if (!options.cross_attention()) {
     TORCH_CHECK(!memory.defined(), "attention: memory given to self-attention");
     if (qkv) {
-      auto parts = project(qkv, x).split_with_sizes({h * hd, hkv * hd, hkv * hd}, -1);
+      auto parts = lora.project(qkv, x).split_with_sizes({h * hd, hkv * hd, hkv * hd}, -1);
       qh = heads(parts[0], h), kh = heads(parts[1], hkv), vh = heads(parts[2], hkv);
     } else {
-      qh = heads(project(q, x), h), kh = heads(project(k, x), hkv), vh = heads(project(v, x), hkv);
+      qh = heads(lora.project(q, x), h), kh = heads(lora.project(k, x), hkv), vh = heads(lora.project(v, x), hkv);
     }
     q_start = cache != nullptr ? cache->seen() : 0;
     if (rotary) {
@@ -137,7 +137,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
       k_start = cache->start();
     }
   } else {
-    qh = heads(project(q, x), h);
+    qh = heads(lora.project(q, x), h);
     if (cache != nullptr && cache->is_static()) {
       kh = cache->keys(), vh = cache->values();
     } else {
@@ -146,10 +146,10 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
                   "cross-attention: expected memory (", b, ", S, ", options.d_model(), "), got ",
                   memory.defined() ? memory.sizes() : c10::IntArrayRef{});
       if (kv) {
-        auto parts = project(kv, memory).chunk(2, -1);
+        auto parts = lora.project(kv, memory).chunk(2, -1);
         kh = heads(parts[0], hkv), vh = heads(parts[1], hkv);
       } else {
-        kh = heads(project(k, memory), hkv), vh = heads(project(v, memory), hkv);
+        kh = heads(lora.project(k, memory), hkv), vh = heads(lora.project(v, memory), hkv);
       }
       if (cache != nullptr) cache->set_static(kh, vh);
     }
@@ -190,7 +190,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
   const double p = is_training() ? options.dropout() : 0.0;
   auto [o, w] = scaled_dot_product(qh, kh, vh, bias, scale, p, kernel_causal, backend, need_weights);
   auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
-  return {project(out, merged), w};
+  return {lora.project(out, merged), w};
 }
 
 std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
@@ -247,6 +247,27 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
   }
   if (rep > 1) o = o.view({b, h, t, d});
   return {o, need_weights ? w : torch::Tensor()};
+}
+
+std::vector<ProjectionPart> AttentionImpl::projection_parts() const {
+  const int64_t hd = options.resolved_head_dim();
+  const int64_t q_width = options.n_heads() * hd;
+  const int64_t kv_width = options.resolved_n_kv_heads() * hd;
+  std::vector<ProjectionPart> parts;
+  if (qkv) {
+    parts = {{"q", qkv, 0, q_width}, {"k", qkv, q_width, kv_width}, {"v", qkv, q_width + kv_width, kv_width}};
+  } else {
+    parts.push_back({"q", q, 0, q_width});
+    if (kv) {
+      parts.push_back({"k", kv, 0, kv_width});
+      parts.push_back({"v", kv, kv_width, kv_width});
+    } else {
+      parts.push_back({"k", k, 0, kv_width});
+      parts.push_back({"v", v, 0, kv_width});
+    }
+  }
+  parts.push_back({"out", out, 0, options.d_model()});
+  return parts;
 }
 
 }  // namespace zoo

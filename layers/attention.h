@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <tuple>
+#include <vector>
 
 #include <c10/util/Optional.h>
 
@@ -15,6 +16,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "layers/kv_cache.h"
+#include "layers/lora.h"
 #include "layers/masks.h"
 #include "layers/rotary.h"
 #include "layers/variants.h"
@@ -101,6 +103,10 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   torch::nn::Linear v{nullptr};
   torch::nn::Linear out{nullptr};
   RotaryEmbedding rotary{nullptr};
+  ProjectionAdapters lora;  // LoRA adapters of q, k, v, out (none unless attached)
+
+  // What LoRA can adapt: q, k, v (rows of qkv or kv when fused) and out.
+  std::vector<ProjectionPart> projection_parts() const;
 
  private:
   // What decides which keys a query sees: a bias built for the whole stack, or this module's own

@@ -48,9 +48,16 @@ void FeedForwardImpl::reset() {
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   auto h = is_gated(options.activation())
-               ? activate(project(gate, x), options.activation()) * project(up, x)
-               : activate(project(up, x), options.activation());
-  return project(down, dropout->forward(h));
+               ? activate(lora.project(gate, x), options.activation()) * lora.project(up, x)
+               : activate(lora.project(up, x), options.activation());
+  return lora.project(down, dropout->forward(h));
+}
+
+std::vector<ProjectionPart> FeedForwardImpl::projection_parts() const {
+  std::vector<ProjectionPart> parts = {{"up", up, 0, options.d_ff()}};
+  if (gate) parts.push_back({"gate", gate, 0, options.d_ff()});
+  parts.push_back({"down", down, 0, options.d_model()});
+  return parts;
 }
 
 }  // namespace zoo

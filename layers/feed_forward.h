@@ -3,12 +3,14 @@
 // down(act(gate(x)) * up(x)) (Shazeer, 2020, "GLU Variants Improve Transformer").
 
 #include <cstdint>
+#include <vector>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "layers/lora.h"
 #include "layers/variants.h"
 
 namespace zoo {
@@ -34,6 +36,10 @@ class FeedForwardImpl : public torch::nn::Cloneable<FeedForwardImpl> {
   torch::nn::Linear gate{nullptr};  // gated activations only
   torch::nn::Linear down{nullptr};
   torch::nn::Dropout dropout{nullptr};
+  ProjectionAdapters lora;  // LoRA adapters of up, gate, down (none unless attached)
+
+  // What LoRA can adapt: up, gate (gated activations), down.
+  std::vector<ProjectionPart> projection_parts() const;
 };
 TORCH_MODULE(FeedForward);
 

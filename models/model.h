@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "models/bert.h"
 #include "models/config.h"
 #include "models/gpt.h"
+#include "models/lora.h"
 #include "models/t5.h"
 
 namespace zoo {
@@ -22,6 +24,8 @@ struct Model {
   GPT gpt{nullptr};                  // family gpt
   Bert bert{nullptr};                // family bert
   EncoderDecoder seq2seq{nullptr};   // families t5, transformer
+  // Set when LoRA adapters are attached: what a checkpoint of the model records about them.
+  std::optional<LoraState> lora;
 
   std::shared_ptr<torch::nn::Module> module() const;
 };

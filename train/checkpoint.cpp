@@ -45,14 +45,18 @@ void save_archive(torch::serialize::OutputArchive& archive, const std::string& p
 
 }  // namespace
 
-void save_weights(const std::string& path, const torch::nn::Module& module) {
+void save_weights(const std::string& path, const torch::nn::Module& module,
+                  const std::function<bool(const std::string&)>& keep) {
   torch::serialize::OutputArchive archive;
-  for (const auto& p : module.named_parameters()) archive.write(p.key(), p.value().detach().cpu());
-  for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), /*is_buffer=*/true);
+  for (const auto& p : module.named_parameters())
+    if (!keep || keep(p.key())) archive.write(p.key(), p.value().detach().cpu());
+  for (const auto& b : module.named_buffers())
+    if (!keep || keep(b.key())) archive.write(b.key(), b.value().cpu(), /*is_buffer=*/true);
   save_archive(archive, path);
 }
 
-void load_weights(const std::string& path, torch::nn::Module& module) {
+void load_weights(const std::string& path, torch::nn::Module& module, const std::function<bool(const std::string&)>& wanted_name,
+                  bool extra_allowed) {
   if (!fs::exists(path)) throw std::runtime_error(path + ": missing (no weights file)");
   torch::serialize::InputArchive archive;
   try {
@@ -66,12 +70,16 @@ void load_weights(const std::string& path, torch::nn::Module& module) {
   std::vector<std::string> missing, unexpected;
   auto targets = module.named_parameters();
   auto buffers = module.named_buffers();
-  for (const auto& p : targets) wanted.insert(p.key());
-  for (const auto& b : buffers) wanted.insert(b.key());
+  for (const auto& p : targets)
+    if (!wanted_name || wanted_name(p.key())) wanted.insert(p.key());
+  for (const auto& b : buffers)
+    if (!wanted_name || wanted_name(b.key())) wanted.insert(b.key());
   for (const auto& w : wanted)
     if (!present.count(w)) missing.push_back(w);
-  for (const auto& k : keys)
-    if (!wanted.count(k)) unexpected.push_back(k);
+  if (!extra_allowed) {
+    for (const auto& k : keys)
+      if (!wanted.count(k)) unexpected.push_back(k);
+  }
   if (!missing.empty() || !unexpected.empty()) {
     std::string message = path + ": the weights do not match the model;";
     if (!missing.empty()) message += " missing tensors: " + join(missing, ", ", 10) + ";";
@@ -81,6 +89,7 @@ void load_weights(const std::string& path, torch::nn::Module& module) {
   }
   torch::NoGradGuard no_grad;
   auto copy = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
+    if (!wanted.count(name)) return;
     torch::Tensor value;
     archive.read(name, value, is_buffer);
     if (value.sizes() != target.sizes()) {
@@ -91,6 +100,28 @@ void load_weights(const std::string& path, torch::nn::Module& module) {
   };
   for (auto& p : targets) copy(p.key(), p.value(), false);
   for (auto& b : buffers) copy(b.key(), b.value(), true);
+}
+
+void load_lora_weights(const std::string& dir, Model& model) {
+  const std::string state_path = (fs::path(dir) / kLoraStateFile).string();
+  const LoraState& lora = *model.lora;
+  const std::string base_weights = (fs::path(lora.base) / "model.pt").string();
+  if (!fs::exists(base_weights)) {
+    throw std::runtime_error(state_path + ": the base checkpoint " + lora.base +
+                             " is gone (no model.pt there); the adapters need it");
+  }
+  const std::string hash = file_hash(base_weights);
+  if (hash != lora.base_hash) {
+    throw std::runtime_error(state_path + ": the base checkpoint " + lora.base +
+                             " has changed since the adapters were trained (" + kLoraStateFile + " records " +
+                             lora.base_hash + ", model.pt now hashes to " + hash + ")");
+  }
+  const std::set<std::string> trained(lora.trained.begin(), lora.trained.end());
+  auto own = [&](const std::string& name) { return is_adapter_tensor(name) || trained.count(name) > 0; };
+  // The base's tensors (its other heads are not the run's), then the run's own.
+  load_weights(base_weights, *model.module(), [&](const std::string& name) { return !own(name); },
+               /*extra_allowed=*/true);
+  load_weights((fs::path(dir) / "model.pt").string(), *model.module(), own, /*extra_allowed=*/false);
 }
 
 void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
@@ -116,7 +147,15 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
     return std::runtime_error(message);
   };
   try {
-    save_weights((tmp / "model.pt").string(), *model.module());
+    if (model.lora) {
+      // The adapters and what trained beside them; the base stays where it is, named by hash.
+      const std::set<std::string> trained(model.lora->trained.begin(), model.lora->trained.end());
+      save_weights((tmp / "model.pt").string(), *model.module(),
+                   [&](const std::string& name) { return is_adapter_tensor(name) || trained.count(name) > 0; });
+      write_file_atomically((tmp / kLoraStateFile).string(), model.lora->to_json().dump(2) + "\n");
+    } else {
+      save_weights((tmp / "model.pt").string(), *model.module());
+    }
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive archive;
       optimizer->save(archive);
@@ -147,7 +186,18 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
                              to_string(*expected) + " model");
   }
   c.model = build_model(config);
-  load_weights((root / "model.pt").string(), *c.model.module());
+  const auto lora_path = (root / kLoraStateFile).string();
+  if (fs::exists(lora_path)) {
+    c.model.lora = LoraState::parse(read_file(lora_path), lora_path);
+    try {
+      attach_lora(c.model, c.model.lora->config);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(lora_path + ": " + e.what());
+    }
+    load_lora_weights(dir, c.model);
+  } else {
+    load_weights((root / "model.pt").string(), *c.model.module());
+  }
   const auto state_path = (root / "state.json").string();
   if (fs::exists(state_path)) {
     try {

@@ -6,8 +6,11 @@
 //   config.yaml     the resolved model config
 //   tokenizer.model the tokenizer the model was trained with, when it is zoo's own; a Hugging Face
 //                   tokenizer's files are in tokenizer/ instead (text/tokenizer.h, store_tokenizer)
+//   lora.json       LoRA runs only: the adapters' config and the base checkpoint they adapt (path
+//                   and hash); model.pt then holds the adapters (and any tensor trained besides)
 //   state.json      what the trainer needs to continue (step, data position, RNG, schedule, ...)
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,8 +47,17 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
 void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer,
                           const torch::Device& device = torch::kCPU);
 
-// The weights file alone: every parameter and buffer by name.
-void save_weights(const std::string& path, const torch::nn::Module& module);
-void load_weights(const std::string& path, torch::nn::Module& module);
+// The weights file alone: every parameter and buffer by name (those `keep` accepts).
+void save_weights(const std::string& path, const torch::nn::Module& module,
+                  const std::function<bool(const std::string&)>& keep = nullptr);
+// Loads the module's tensors that `wanted` accepts (all by default): each must be in the file
+// with the module's shape; other tensors in the file are an error unless `extra_allowed`.
+void load_weights(const std::string& path, torch::nn::Module& module,
+                  const std::function<bool(const std::string&)>& wanted = nullptr, bool extra_allowed = false);
+
+// A LoRA checkpoint's weights into `model`, whose adapters are attached and whose `lora` is the
+// checkpoint's lora.json: the base's tensors from its model.pt (refused when its hash differs
+// from the recorded one, or it is gone), then the adapters and trained tensors from DIR/model.pt.
+void load_lora_weights(const std::string& dir, Model& model);
 
 }  // namespace zoo

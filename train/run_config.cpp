@@ -63,6 +63,7 @@ Field enum_field(std::string name, E RunConfig::*m, std::string doc) {
 const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = [] {
     std::vector<Field> f;
+    f.push_back({"lora", "mapping", "the lora.* keys below as one mapping (lora: {rank: 8})", false, nullptr, nullptr});
     f.push_back({"model", "config name, path or mapping", "the model config (model.KEY=value overrides its fields)", false,
                  nullptr, nullptr});  // handled apart: it builds model_config
     f.push_back(string_field("init_from", &RunConfig::init_from, "checkpoint to start from (fine-tuning)"));
@@ -111,6 +112,39 @@ const std::vector<Field>& fields() {
                    c.seed = static_cast<uint64_t>(v);
                  },
                  [](const RunConfig& c) { return std::to_string(c.seed); }});
+    f.push_back({"lora.rank", "integer", "LoRA adapters of this rank on lora.targets, the rest frozen (fine-tuning); 0 = off",
+                 false, [](RunConfig& c, const YAML::Node& n) { c.lora.rank = yaml::as_int(n); },
+                 [](const RunConfig& c) { return std::to_string(c.lora.rank); }});
+    f.push_back({"lora.alpha", "number", "LoRA: the update is scaled by alpha / rank", false,
+                 [](RunConfig& c, const YAML::Node& n) { c.lora.alpha = yaml::as_double(n); },
+                 [](const RunConfig& c) { return format_double(c.lora.alpha); }});
+    f.push_back({"lora.dropout", "number", "LoRA: dropout on the adapters' input", false,
+                 [](RunConfig& c, const YAML::Node& n) { c.lora.dropout = yaml::as_double(n); },
+                 [](const RunConfig& c) { return format_double(c.lora.dropout); }});
+    f.push_back({"lora.targets", "list of names or patterns",
+                 "LoRA: projections adapted: q, k, v, out, up, gate, down in every layer, a glob over full names "
+                 "(blocks.*.self_attn.q), or all",
+                 false,
+                 [](RunConfig& c, const YAML::Node& n) {
+                   std::vector<std::string> targets;
+                   if (n.IsSequence()) {
+                     for (const auto& item : n) targets.push_back(yaml::as_string(item));
+                   } else {
+                     // q,v on a command line
+                     std::string text = yaml::as_string(n);
+                     for (size_t start = 0; start <= text.size();) {
+                       const size_t comma = std::min(text.find(',', start), text.size());
+                       if (comma > start) targets.push_back(text.substr(start, comma - start));
+                       start = comma + 1;
+                     }
+                   }
+                   c.lora.targets = targets;
+                 },
+                 [](const RunConfig& c) {
+                   std::string s = "[";
+                   for (const auto& t : c.lora.targets) s += (s.size() > 1 ? ", " : "") + quoted(t);
+                   return s + "]";
+                 }});
     f.push_back(string_field("device", &RunConfig::device, "cpu, cuda, cuda:N or auto"));
     f.push_back(enum_field("precision", &RunConfig::precision, "auto: bf16 on CUDA, and on a CPU whose bf16 matmuls measure clearly faster than fp32; else fp32"));
     return f;
@@ -222,6 +256,12 @@ void RunConfig::validate(const std::string& source) const {
   non_negative("save_every", save_every);
   non_negative("keep_last", keep_last);
   positive("max_skipped", max_skipped);
+  non_negative("lora.rank", static_cast<double>(lora.rank));
+  if (lora.enabled()) {
+    if (!(lora.alpha > 0)) fail("lora.alpha", "must be positive, got " + format_double(lora.alpha));
+    if (lora.dropout < 0 || lora.dropout >= 1) fail("lora.dropout", "must be in [0, 1), got " + format_double(lora.dropout));
+    if (lora.targets.empty()) fail("lora.targets", "empty: name the projections to adapt, e.g. [q, v]");
+  }
   if (device != "auto" && device != "cpu" && device.rfind("cuda", 0) != 0) {
     fail("device", "expected cpu, cuda, cuda:N or auto, got '" + device + "'");
   }
@@ -277,6 +317,15 @@ RunConfig parse_run_config(const std::string& text, const std::string& source) {
     seen.push_back(key);
     if (key == "model") {
       set_model(config, entry.second, source);
+    } else if (key == "lora") {
+      // lora: {rank: 8, targets: [q, v]}, the same keys as lora.rank, lora.targets
+      if (!entry.second.IsMap()) throw ConfigError(yaml::where(source, entry.second) + ": lora: expected a mapping");
+      for (const auto& sub : entry.second) {
+        const std::string name = "lora." + sub.first.Scalar();
+        const Field* inner = find_field(name);
+        if (inner == nullptr) throw ConfigError(yaml::where(source, sub.first) + ": " + unknown_key(name));
+        set_field(config, *inner, sub.second, yaml::where(source, sub.second));
+      }
     } else {
       set_field(config, *field, entry.second, yaml::where(source, entry.second));
     }
@@ -308,6 +357,7 @@ void apply_run_override(RunConfig& target, const std::string& assignment) {
     const Field* field = find_field(key);
     if (field == nullptr) throw ConfigError(source + ": " + unknown_key(key));
     const YAML::Node value = load_yaml(assignment.substr(eq + 1), source);
+    if (!field->set && key != "model") throw ConfigError(source + ": set its keys one by one (" + key + ".KEY=value)");
     if (key == "model") {
       set_model(config, value, source);
     } else {
@@ -321,6 +371,7 @@ void apply_run_override(RunConfig& target, const std::string& assignment) {
 std::string to_yaml(const RunConfig& config) {
   std::string out;
   for (const auto& f : fields()) {
+    if (!f.get && f.name != "model") continue;  // a group (lora), written as its keys
     if (f.name == "model") {
       out += "model:\n";
       std::istringstream model(to_yaml(config.model_config));

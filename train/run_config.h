@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/config.h"
+#include "models/lora_config.h"
 #include "text/sentence_pairs.h"
 #include "text/tokenizer.h"
 #include "train/precision.h"
@@ -88,6 +89,9 @@ struct RunConfig {
   int64_t keep_last = 2;      // checkpoints kept besides the best
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;
   int64_t max_skipped = 10;   // skip policy: stop after this many skipped steps in a row
+
+  // Parameter-efficient fine-tuning: LoRA adapters on the chosen projections, the rest frozen.
+  LoraConfig lora;
 
   // Runtime.
   uint64_t seed = 0;

@@ -240,6 +240,10 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     if (!main_rank()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_serialized(bytes, "rank 0's tokenizer"));
   }
   const Purpose purpose = config_.init_from.empty() ? Purpose::kPretraining : Purpose::kFineTuning;
+  if (config_.lora.enabled() && purpose == Purpose::kPretraining) {
+    throw ConfigError("lora.rank: LoRA adapts a pretrained model, and this run starts from fresh weights: "
+                      "use zoo finetune CHECKPOINT (or init_from=CHECKPOINT)");
+  }
   objective_ = resolve_objective(config_.objective, config_.model_config, purpose);
   prepare_data();
   auto& model_config = config_.model_config;
@@ -264,10 +268,15 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
 
   torch::manual_seed(config_.seed);
   model_ = build_model(model_config);
-  if (!options_.resume && !config_.init_from.empty()) initialize_from(config_.init_from);
+  std::vector<std::string> fresh;
+  if (!options_.resume && !config_.init_from.empty()) fresh = initialize_from(config_.init_from);
+  if (config_.lora.enabled()) setup_lora(fresh);
   model_.module()->to(device_);
   model_.module()->train();
 
+  total_parameters_ = count_parameters(*model_.module());
+  trainable_parameters_ = 0;
+  for (const auto& p : trainable(*model_.module())) trainable_parameters_ += p.numel();
   OptimizerOptions o;
   o.lr = config_.lr, o.weight_decay = config_.weight_decay;
   o.beta1 = config_.beta1, o.beta2 = config_.beta2, o.eps = config_.eps;
@@ -290,7 +299,10 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   // On resume too: overrides given then (more steps) hold for the next resume.
   if (main_rank()) write_file_atomically(run_->file("run.yaml"), to_yaml(config_));
   log_ << "run: " << options_.run_dir << "\n"
-       << describe(model_config) << "parameters: " << count_parameters(*model_.module()) << "\n"
+       << describe(model_config) << "parameters: " << total_parameters_ << " (trainable " << trainable_parameters_
+       << ", " << c10::str(std::round(10000.0 * static_cast<double>(trainable_parameters_) /
+                                      static_cast<double>(std::max<int64_t>(1, total_parameters_))) / 100.0)
+       << "%)\n"
        << "data: " << data_->describe() << "\n"
        << "device: " << device_ << " (" << to_string(precision_) << ": " << precision_reason_ << "), "
        << at::get_num_threads() << " threads\n";
@@ -358,9 +370,11 @@ void Trainer::prepare_tokenizer() {
 
 // Copies every tensor the checkpoint and the model share; head tensors whose shape changed
 // (another number of labels) and tensors the checkpoint lacks start from the fresh init.
-void Trainer::initialize_from(const std::string& path) {
+std::vector<std::string> Trainer::initialize_from(const std::string& path) {
   const std::string dir = resolve_checkpoint(path);
   Checkpoint source = load_checkpoint(dir);
+  // A LoRA checkpoint's model is its base with the adapters' updates in the weights.
+  if (source.model.lora) merge_lora(source.model);
   if (source.model.config.family != config_.model_config.family) {
     throw std::runtime_error(dir + ": a checkpoint of another family than the run's model");
   }
@@ -394,11 +408,51 @@ void Trainer::initialize_from(const std::string& path) {
   log_ << "initialized from " << dir << "\n";
   if (!fresh.empty()) log_ << "  newly initialized: " << join(fresh) << "\n";
   if (!dropped.empty()) log_ << "  not used: " << join(dropped) << "\n";
+  return fresh;
+}
+
+void Trainer::setup_lora(const std::vector<std::string>& fresh) {
+  LoraState state;
+  if (options_.resume) {
+    const std::string path = (fs::path(run_->last_checkpoint()) / kLoraStateFile).string();
+    if (!fs::exists(path)) throw std::runtime_error(path + ": missing, but the run config sets lora.rank");
+    state = LoraState::parse(read_file(path), path);
+  } else {
+    const std::string base = resolve_checkpoint(config_.init_from);
+    if (fs::exists(fs::path(base) / kLoraStateFile)) {
+      throw std::runtime_error(base + ": holds LoRA adapters itself; adapters are trained on a plain checkpoint "
+                               "(zoo export-hf or a full fine-tune merges them into one)");
+    }
+    state.base = fs::canonical(base).string();  // the step directory itself, not a moving `last` link
+    state.base_hash = file_hash((fs::path(base) / "model.pt").string());
+    state.trained = fresh;
+    // A classifier's head trains in full, fresh or not (PEFT's modules_to_save for SEQ_CLS).
+    if (objective_ == Objective::kClassification) {
+      for (const auto& p : model_.module()->named_parameters()) {
+        const bool head = p.key().rfind("classifier.", 0) == 0;
+        if (head && std::find(fresh.begin(), fresh.end(), p.key()) == fresh.end()) state.trained.push_back(p.key());
+      }
+    }
+  }
+  state.config = config_.lora;
+  const auto adapted = attach_lora(model_, state.config);
+  const std::set<std::string> trained(state.trained.begin(), state.trained.end());
+  for (auto& p : model_.module()->named_parameters()) {
+    p.value().set_requires_grad(is_adapter_tensor(p.key()) || trained.count(p.key()) > 0);
+  }
+  model_.lora = state;
+  log_ << "lora: rank " << state.config.rank << ", alpha " << state.config.alpha << ", dropout "
+       << state.config.dropout << " on " << adapted.size() << " projections (" << join(state.config.targets)
+       << "); the base stays frozen" << (trained.empty() ? "" : "; trained in full: " + join(state.trained)) << "\n";
 }
 
 void Trainer::restore(const std::string& dir) {
   // The weights go straight into the run's model; load_weights names any mismatch.
-  load_weights((fs::path(dir) / "model.pt").string(), *model_.module());
+  if (model_.lora) {
+    load_lora_weights(dir, model_);
+  } else {
+    load_weights((fs::path(dir) / "model.pt").string(), *model_.module());
+  }
   load_optimizer_state(dir, *optimizer_, device_);
   const std::string state_path = (fs::path(dir) / "state.json").string();
   const TrainerState s = TrainerState::parse(read_file(state_path), state_path);
@@ -595,6 +649,7 @@ TrainSummary Trainer::run() {
     nlohmann::json record = {{"step", step_},          {"split", "train"},
                              {"loss", last_loss_},     {"lr", report.lr},
                              {"grad_norm", last_grad_norm_}, {"tokens_per_second", report.tokens_per_second},
+                             {"trainable_parameters", trainable_parameters_}, {"parameters", total_parameters_},
                              {"tokens", tokens_seen_}, {"elapsed", elapsed}};
     if (!updated) record["skipped"] = true;
     if (std::isnan(last_loss_)) record["loss"] = nullptr;

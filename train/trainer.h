@@ -93,7 +93,11 @@ class Trainer {
  private:
   void prepare_tokenizer();
   void prepare_data();
-  void initialize_from(const std::string& checkpoint);
+  // Returns the names of the model's tensors the checkpoint did not provide (fresh heads).
+  std::vector<std::string> initialize_from(const std::string& checkpoint);
+  // Attaches the run's LoRA adapters and freezes everything else but `fresh` (tensors of the
+  // model the base checkpoint lacks, trained fully); on resume, as the last checkpoint says.
+  void setup_lora(const std::vector<std::string>& fresh);
   void restore(const std::string& checkpoint);
   Batch next_batch();
   bool better(const EvalResult& result) const;
@@ -120,6 +124,7 @@ class Trainer {
   int64_t step_ = 0;
   int64_t skipped_ = 0, skipped_in_a_row_ = 0;
   int64_t tokens_seen_ = 0;
+  int64_t trainable_parameters_ = 0, total_parameters_ = 0;
   double last_lr_ = 0, last_loss_ = NAN, last_grad_norm_ = NAN, last_step_seconds_ = 0;
   int64_t last_step_tokens_ = 0;
   c10::optional<EvalResult> best_;

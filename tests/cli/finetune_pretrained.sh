@@ -11,23 +11,7 @@ source "$(dirname "$0")/lib.sh"
 zoo="$1" corpus="$2" reference="$3" npm="$4" spm_reference="$5"
 python=/usr/bin/python3 generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
-slice "$corpus"
-head -c 400000 "$corpus" > "$work/spm-corpus.txt"
-"$python" "$spm_reference" train "$work/spm-corpus.txt" "$work/spm" > /dev/null
-{
-  echo "text,label"
-  for i in $(seq 1 30); do echo "\"item $i is good\",pos"; echo "\"item $i is bad\",neg"; done
-} > "$work/cls.csv"
-for i in $(seq 1 20); do echo "{\"source\": \"copy $i\", \"target\": \"$i\"}"; done > "$work/pairs.jsonl"
-
-# hf_dir FLAVOR VOCAB TOKENIZER_FILES...: a Hugging Face directory with those tokenizer files.
-hf_dir() {
-  local flavor="$1" vocab="$2"; shift 2
-  ZOO_HF_VOCAB="$vocab" "$python" "$reference" "$work/$flavor-ref.pt" write "$flavor" "$work/$flavor-hf"
-  cp "$@" "$work/$flavor-hf/"
-  "$zoo" import-hf "$work/$flavor-hf" --out "$work/$flavor" > "$work/$flavor-import.out" 2> /dev/null
-  grep -q "^tokenizer: " "$work/$flavor-import.out"
-}
+pretrained_inputs "$corpus" "$spm_reference"
 
 # round_trip RUN PROMPT text|ids: export to TorchScript and to Hugging Face's layout; the export
 # imports back with the same weights (exported again byte for byte) and generates the same greedy

@@ -160,6 +160,51 @@ INSTANTIATE_TEST_SUITE_P(
 // weight for weight. Dropout, accumulation, clipping and label smoothing are on, so the RNG
 // state, the optimizer and the data position all have to come back.
 
+// Runs `config` straight to its end, and again stopped after step 6 and resumed from its run
+// directory; expects the same loss at every step and the same final weights.
+struct ResumeRuns {
+  TrainSummary full, part2;
+  std::string split_dir;
+};
+
+ResumeRuns expect_resume_equals_straight_run(const RunConfig& config, const std::string& name) {
+  std::ostringstream log;
+  ResumeRuns runs;
+  runs.split_dir = testing::scratch_path(name + "/split").string();
+  Trainer straight(config, quiet(testing::scratch_path(name + "/straight").string(), log));
+  runs.full = straight.run();
+  EXPECT_EQ(runs.full.losses.size(), 12u);
+
+  auto first_options = quiet(runs.split_dir, log);
+  Trainer* first_trainer = nullptr;
+  first_options.on_step = [&](int64_t step, double) {
+    if (step == 6) first_trainer->request_stop();
+  };
+  Trainer first(config, first_options);
+  first_trainer = &first;
+  const auto part1 = first.run();
+  EXPECT_TRUE(part1.interrupted);
+  EXPECT_EQ(part1.losses.size(), 6u);
+  EXPECT_TRUE(fs::exists(fs::path(runs.split_dir) / "checkpoints" / "step-6"));
+
+  auto resume_options = quiet(runs.split_dir, log);
+  resume_options.resume = true;
+  Trainer second(load_run_config((fs::path(runs.split_dir) / "run.yaml").string()), resume_options);
+  EXPECT_EQ(second.current_step(), 6);
+  runs.part2 = second.run();
+  if (runs.full.losses.size() != 12u || part1.losses.size() != 6u || runs.part2.losses.size() != 6u) {
+    ADD_FAILURE() << "runs of the wrong length";
+    return runs;
+  }
+  for (size_t i = 0; i < 12; ++i) {
+    const double resumed = i < 6 ? part1.losses[i] : runs.part2.losses[i - 6];
+    EXPECT_EQ(runs.full.losses[i], resumed) << "step " << i + 1;
+  }
+  auto a = weights(straight.model()), b = weights(second.model());
+  for (const auto& [tensor, value] : a) EXPECT_TRUE(torch::equal(value, b.at(tensor))) << tensor;
+  return runs;
+}
+
 class Resume : public ::testing::TestWithParam<int> {};
 
 TEST_P(Resume, StopAndResumeEqualsStraightRun) {
@@ -169,38 +214,10 @@ TEST_P(Resume, StopAndResumeEqualsStraightRun) {
                             (GetParam() == 3 ? "precision: bf16\n" : "");
   auto config = tiny_run(model, extra);
   config.model_config.dropout = 0.1;
-  std::ostringstream log;
-  const auto straight_dir = testing::scratch_path("resume/straight-" + std::to_string(GetParam())).string();
-  const auto split_dir = testing::scratch_path("resume/split-" + std::to_string(GetParam())).string();
-
-  Trainer straight(config, quiet(straight_dir, log));
-  const auto full = straight.run();
-  ASSERT_EQ(full.losses.size(), 12u);
-
-  auto first_options = quiet(split_dir, log);
-  Trainer* first_trainer = nullptr;
-  first_options.on_step = [&](int64_t step, double) {
-    if (step == 6) first_trainer->request_stop();
-  };
-  Trainer first(config, first_options);
-  first_trainer = &first;
-  const auto part1 = first.run();
-  EXPECT_TRUE(part1.interrupted);
-  ASSERT_EQ(part1.losses.size(), 6u);
-  ASSERT_TRUE(fs::exists(fs::path(split_dir) / "checkpoints" / "step-6"));
-
-  auto resume_options = quiet(split_dir, log);
-  resume_options.resume = true;
-  Trainer second(load_run_config((fs::path(split_dir) / "run.yaml").string()), resume_options);
-  EXPECT_EQ(second.current_step(), 6);
-  const auto part2 = second.run();
-  ASSERT_EQ(part2.losses.size(), 6u);
-  for (size_t i = 0; i < 12; ++i) {
-    const double resumed = i < 6 ? part1.losses[i] : part2.losses[i - 6];
-    EXPECT_EQ(full.losses[i], resumed) << "step " << i + 1;
-  }
-  auto a = weights(straight.model()), b = weights(second.model());
-  for (const auto& [name, value] : a) EXPECT_TRUE(torch::equal(value, b.at(name))) << name;
+  const auto runs = expect_resume_equals_straight_run(config, "resume/" + std::to_string(GetParam()));
+  const auto& full = runs.full;
+  const auto& part2 = runs.part2;
+  const auto& split_dir = runs.split_dir;
   ASSERT_TRUE(full.final_eval && part2.final_eval);
   EXPECT_EQ(full.final_eval->loss, part2.final_eval->loss);
   // The resumed run's metrics hold each step once.
@@ -496,13 +513,10 @@ TEST(Trainer, ResumeRefusesAnImpossibleState) {
 
 // Fine-tuning: a pretrained BERT gets a fresh classification head, keeps its encoder, and
 // learns a task it can only solve by reading the text.
-TEST(Trainer, FineTunesAClassifierFromAPretrainedEncoder) {
-  std::ostringstream log;
-  const auto pretrain_dir = testing::scratch_path("ft/pretrain");
-  Trainer pretrain(tiny_run(kModels[1], "steps: 4\n"), quiet(pretrain_dir.string(), log));
-  pretrain.run();
-
-  const auto train_csv = testing::scratch_path("ft/train.csv"), val_csv = testing::scratch_path("ft/val.csv");
+// A two-class task a tiny encoder learns in a few dozen steps: "<word> is good <word>" is yes,
+// "... is bad ..." no; 96 training and 24 validation rows (DIR/train.csv, DIR/val.csv).
+std::pair<fs::path, fs::path> yes_no_examples(const std::string& dir) {
+  const auto train_csv = testing::scratch_path(dir + "/train.csv"), val_csv = testing::scratch_path(dir + "/val.csv");
   const char* words[] = {"module", "function", "class", "string", "list", "file"};
   std::ofstream train(train_csv), val(val_csv);
   train << "text,label\n";
@@ -512,27 +526,174 @@ TEST(Trainer, FineTunesAClassifierFromAPretrainedEncoder) {
     const std::string text = std::string(words[i % 6]) + (positive ? " is good" : " is bad") + " " + words[(i / 6) % 6];
     (i < 96 ? train : val) << "\"" << text << "\"," << (positive ? "yes" : "no") << "\n";
   }
-  train.close(), val.close();
+  return {train_csv, val_csv};
+}
 
-  auto config = tiny_run(kModels[1], "steps: 80\nlr: 0.003\neval_every: 0\nblock_size: 16\nbatch_size: 8\n");
-  Checkpoint source = load_checkpoint(resolve_checkpoint(pretrain_dir.string()), Family::kBert);
-  config.model_config = source.model.config;
+// A classification fine-tune of a briefly pretrained tiny BERT on yes_no_examples(DIR), with
+// `changes`; the run directory is DIR/run, the validation file second.
+std::pair<RunConfig, std::string> classification_run(const std::string& dir, const std::string& changes) {
+  std::ostringstream log;
+  const auto pretrain_dir = testing::scratch_path(dir + "/pretrain");
+  Trainer(tiny_run(kModels[1], "steps: 4\n"), quiet(pretrain_dir.string(), log)).run();
+  const auto examples = yes_no_examples(dir);
+  auto config = tiny_run(kModels[1], "steps: 80\neval_every: 0\nblock_size: 16\nbatch_size: 8\n" + changes);
+  config.model_config = load_checkpoint(resolve_checkpoint(pretrain_dir.string()), Family::kBert).model.config;
   config.init_from = pretrain_dir.string();
   config.objective = Objective::kClassification;
-  config.data = {train_csv.string()};
-  config.val_data = {val_csv.string()};
+  config.data = {examples.first.string()};
+  config.val_data = {examples.second.string()};
   config.tokenizer = "";
-  Trainer finetune(config, quiet(testing::scratch_path("ft/run").string(), log));
+  return {config, examples.second.string()};
+}
+
+// Trains `config` into DIR/run (`before` sees the trainer set up): at least 90% validation
+// accuracy, which eval of the checkpoint gives again. Returns the start-up log.
+std::string expect_classifier_learns(const RunConfig& config, const std::string& dir, const std::string& val_csv,
+                                     const std::function<void(Trainer&)>& before = nullptr) {
+  std::ostringstream log;
+  const std::string run_dir = testing::scratch_path(dir + "/run").string();
+  Trainer finetune(config, quiet(run_dir, log));
+  if (before) before(finetune);
   EXPECT_EQ(finetune.model().config.head, BertHead::kSequenceClassification);
   EXPECT_EQ(finetune.model().config.num_labels, 2);
-  EXPECT_TRUE(torch::equal(finetune.model().bert->token_embedding->weight, source.model.bert->token_embedding->weight));
-  EXPECT_NE(log.str().find("newly initialized: classifier.weight, classifier.bias"), std::string::npos) << log.str();
+  const std::string setup = log.str();
   const auto summary = finetune.run();
-  ASSERT_TRUE(summary.final_eval);
+  EXPECT_TRUE(summary.final_eval);
+  if (!summary.final_eval) return setup;
   EXPECT_GE(summary.final_eval->accuracy, 0.9);
-  EXPECT_TRUE(fs::exists(testing::scratch_path("ft/run") / "checkpoints" / "last" / "labels.json"));
-  const auto evaluated = evaluate_checkpoint(testing::scratch_path("ft/run").string(), {val_csv.string()}, 8, 0, "cpu", log);
+  EXPECT_TRUE(fs::exists(fs::path(run_dir) / "checkpoints" / "last" / "labels.json"));
+  const auto evaluated = evaluate_checkpoint(run_dir, {val_csv}, 8, 0, "cpu", log);
   EXPECT_EQ(evaluated.accuracy, summary.final_eval->accuracy);
+  return setup;
+}
+
+TEST(Trainer, FineTunesAClassifierFromAPretrainedEncoder) {
+  const auto [config, val_csv] = classification_run("ft", "lr: 0.003\n");
+  // The encoder starts from the checkpoint: its embedding is the pretrained one.
+  Checkpoint source = load_checkpoint(resolve_checkpoint(config.init_from));
+  const std::string setup = expect_classifier_learns(config, "ft", val_csv, [&](Trainer& t) {
+    EXPECT_TRUE(torch::equal(t.model().bert->token_embedding->weight, source.model.bert->token_embedding->weight));
+  });
+  EXPECT_NE(setup.find("newly initialized: classifier.weight, classifier.bias"), std::string::npos) << setup;
+}
+
+// LoRA fine-tuning of a briefly pretrained GPT: the base's tensors never change, only the
+// adapters train (the optimizer holds nothing else), and the checkpoint holds the adapters alone
+// with the base named by path and hash; loaded back, it computes what the trainer's model does.
+std::string lora_base(const std::string& name) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("lora/" + name);
+  if (!fs::exists(dir / "checkpoints" / "last")) {
+    fs::remove_all(dir);
+    Trainer pretrain(tiny_run(kModels[0], "steps: 4\n"), quiet(dir.string(), log));
+    pretrain.run();
+  }
+  return dir.string();
+}
+
+RunConfig lora_run(const std::string& base, const std::string& changes) {
+  auto config = tiny_run(kModels[0], changes);
+  config.init_from = base;
+  config.model_config = load_checkpoint(resolve_checkpoint(base)).model.config;
+  return config;
+}
+
+TEST(TrainerLora, TrainsOnlyTheAdaptersAndSavesThemAlone) {
+  const std::string base = lora_base("base-a");
+  Checkpoint source = load_checkpoint(resolve_checkpoint(base));
+  std::ostringstream log;
+  const auto run_dir = testing::scratch_path("lora/run-a").string();
+  Trainer trainer(lora_run(base, "steps: 6\nlora.rank: 4\nlora.alpha: 8\nlora.targets: q,v,down\n"),
+                  quiet(run_dir, log));
+  // 2 layers x (q, v, down): A (4, 32) and B (32, 4) for q and v; A (4, 64), B (32, 4) for down.
+  const int64_t adapter_parameters = 2 * (2 * (4 * 32 + 32 * 4) + (4 * 64 + 32 * 4));
+  EXPECT_NE(log.str().find("(trainable " + std::to_string(adapter_parameters) + ","), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("lora: rank 4, alpha 8, dropout 0.05 on 6 projections (q, v, down)"), std::string::npos)
+      << log.str();
+  trainer.run();
+  auto before = weights(source.model), after = weights(trainer.model());
+  int64_t adapters = 0;
+  for (const auto& [name, value] : after) {
+    if (is_adapter_tensor(name)) {
+      ++adapters;
+      if (name.find(".B") != std::string::npos) EXPECT_GT(value.abs().max().item<double>(), 0.0) << name;
+      continue;
+    }
+    EXPECT_TRUE(torch::equal(value, before.at(name))) << name;
+  }
+  EXPECT_EQ(adapters, 12);
+  const fs::path last = fs::path(run_dir) / "checkpoints" / "last";
+  torch::serialize::InputArchive weights_file;
+  weights_file.load_from((last / "model.pt").string());
+  EXPECT_EQ(weights_file.keys().size(), 12u);
+  for (const auto& key : weights_file.keys()) EXPECT_TRUE(is_adapter_tensor(key)) << key;
+  EXPECT_LT(fs::file_size(last / "model.pt") * 10, fs::file_size(fs::path(resolve_checkpoint(base)) / "model.pt"));
+  torch::serialize::InputArchive optimizer_file;
+  optimizer_file.load_from((last / "optimizer.pt").string());
+  const auto state = LoraState::parse(read_file((last / "lora.json").string()), "lora.json");
+  EXPECT_EQ(state.base, fs::canonical(resolve_checkpoint(base)).string());
+  EXPECT_EQ(state.base_hash, file_hash(state.base + "/model.pt"));
+  EXPECT_EQ(state.config.rank, 4);
+  // Loaded back: the base, the adapters attached, the same outputs.
+  Checkpoint loaded = load_checkpoint(last.string());
+  ASSERT_TRUE(loaded.model.lora);
+  auto reloaded = weights(loaded.model);
+  for (const auto& [name, value] : after) EXPECT_TRUE(torch::equal(value, reloaded.at(name))) << name;
+  const auto metrics = read_metrics((fs::path(run_dir) / "metrics.jsonl").string());
+  EXPECT_EQ(metrics.front()["trainable_parameters"], adapter_parameters);
+  EXPECT_EQ(metrics.front()["parameters"], count_parameters(*trainer.model().module()));
+}
+
+// Exact resume of a LoRA run (dropout on the adapters, accumulation, clipping): the frozen base
+// comes from the base checkpoint again, the adapters and their AdamW state from the run's.
+TEST(TrainerLora, ResumeEqualsStraightRun) {
+  const std::string base = lora_base("base-b");
+  auto config = lora_run(base, "grad_accum: 2\ngrad_clip: 0.5\nseed: 3\nlora.rank: 2\nlora.dropout: 0.1\n"
+                               "lora.targets: all\n");
+  expect_resume_equals_straight_run(config, "lora/resume");
+}
+
+TEST(TrainerLora, BadSettingsAndAChangedBaseAreNamed) {
+  std::ostringstream log;
+  // Not a fine-tune.
+  EXPECT_EQ(error_of([&] { Trainer(tiny_run(kModels[0], "lora.rank: 4\n"), quiet(testing::scratch_path("lora/no").string(), log)); }),
+            "lora.rank: LoRA adapts a pretrained model, and this run starts from fresh weights: use zoo finetune "
+            "CHECKPOINT (or init_from=CHECKPOINT)");
+  EXPECT_FALSE(fs::exists(testing::scratch_path("lora/no")));
+  EXPECT_EQ(error_of([&] { tiny_run(kModels[0], "lora.rank: -1\n"); }),
+            "override 'lora.rank=-1': lora.rank: must not be negative, got -1");
+  EXPECT_EQ(error_of([&] { tiny_run(kModels[0], "lora.rank: 4\nlora.dropout: 1\n"); }),
+            "override 'lora.dropout=1': lora.dropout: must be in [0, 1), got 1");
+  // A base that changed after the adapters were trained, or is gone.
+  const std::string base = lora_base("base-c");
+  const auto run_dir = testing::scratch_path("lora/run-c").string();
+  Trainer(lora_run(base, "steps: 2\nlora.rank: 2\n"), quiet(run_dir, log)).run();
+  const std::string last = (fs::path(run_dir) / "checkpoints" / "last").string();
+  const std::string base_dir = fs::canonical(resolve_checkpoint(base)).string();
+  Checkpoint source = load_checkpoint(base_dir);
+  {
+    torch::NoGradGuard no_grad;
+    source.model.gpt->token_embedding->weight[5][5] += 1;
+  }
+  save_weights(base_dir + "/model.pt", *source.model.module());
+  const std::string message = error_of([&] { load_checkpoint(last); });
+  EXPECT_EQ(message.rfind(last + "/lora.json: the base checkpoint " + base_dir +
+                              " has changed since the adapters were trained (lora.json records xxh3-128:", 0),
+            0u)
+      << message;
+  fs::remove(base_dir + "/model.pt");
+  EXPECT_EQ(error_of([&] { load_checkpoint(last); }),
+            last + "/lora.json: the base checkpoint " + base_dir + " is gone (no model.pt there); the adapters need it");
+}
+
+// A classifier fine-tuned with LoRA: adapters on every projection, the fresh head and pooler
+// trained in full (as PEFT's modules_to_save), to the accuracy full fine-tuning reaches above.
+TEST(TrainerLora, FineTunesAClassifier) {
+  const auto [config, val_csv] = classification_run("lora-cls", "lr: 0.01\nlora.rank: 4\nlora.targets: all\n");
+  const std::string setup = expect_classifier_learns(config, "lora-cls", val_csv);
+  const auto trained = setup.find("trained in full: ");
+  ASSERT_NE(trained, std::string::npos) << setup;
+  EXPECT_NE(setup.find("classifier.weight, classifier.bias", trained), std::string::npos) << setup;
 }
 
 }  // namespace

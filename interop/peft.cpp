@@ -1,0 +1,399 @@
+#include "interop/peft.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/files.h"
+#include "core/outputs.h"
+#include "core/strings.h"
+#include "interop/hugging_face.h"
+#include "interop/safetensors.h"
+#include "layers/attention.h"
+#include "layers/feed_forward.h"
+#include "train/checkpoint.h"
+
+namespace zoo {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kAdapterConfig = "adapter_config.json";
+constexpr const char* kAdapterWeights = "adapter_model.safetensors";
+const std::string kPrefix = "base_model.model.";
+
+std::string without_suffix(const std::string& name, const std::string& suffix) {
+  return ends_with(name, suffix) ? name.substr(0, name.size() - suffix.size()) : name;
+}
+
+std::string leaf(const std::string& module) { return module.substr(module.rfind('.') + 1); }
+
+// Where one Hugging Face tensor of a table entry sits in zoo's parameter: its first row and rows.
+struct HfSlice {
+  const HfTensorMap* map = nullptr;
+  int64_t start = 0, rows = 0;
+};
+
+// Every Hugging Face weight the table names, with the rows of zoo's parameter it holds.
+std::map<std::string, HfSlice> hf_slices(const std::vector<HfTensorMap>& maps, const torch::nn::Module& module) {
+  auto params = module.named_parameters();
+  std::map<std::string, HfSlice> out;
+  for (const auto& map : maps) {
+    const auto* param = params.find(map.zoo);
+    if (param == nullptr) continue;
+    const int64_t n = static_cast<int64_t>(map.hf.size());
+    int64_t start = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t rows = map.rows.empty() ? param->size(0) / n : map.rows[static_cast<size_t>(i)];
+      out[map.hf[static_cast<size_t>(i)]] = {&map, start, rows};
+      start += rows;
+    }
+  }
+  return out;
+}
+
+// An adapter attached to a model, with the registered name of the weight it adapts.
+struct AttachedAdapter {
+  std::string weight;  // e.g. blocks.0.self_attn.qkv.weight
+  std::string name;    // e.g. blocks.0.self_attn.q
+  Lora adapter;
+};
+
+std::vector<AttachedAdapter> attached_adapters(const Model& model) {
+  std::vector<AttachedAdapter> out;
+  for (const auto& item : model.module()->named_modules()) {
+    const ProjectionAdapters* adapters = nullptr;
+    if (const auto* a = dynamic_cast<const AttentionImpl*>(item.value().get())) adapters = &a->lora;
+    if (const auto* f = dynamic_cast<const FeedForwardImpl*>(item.value().get())) adapters = &f->lora;
+    if (adapters == nullptr) continue;
+    for (const auto& e : adapters->entries()) {
+      std::string linear;
+      for (const auto& child : item.value()->named_children())
+        if (child.value().get() == e.projection) linear = child.key();
+      out.push_back({item.key() + "." + linear + ".weight", item.key() + "." + e.part, e.adapter});
+    }
+  }
+  return out;
+}
+
+// The Hugging Face module each trained base-model tensor belongs to, for modules_to_save: the
+// zoo module's first name (classifier, pooler), which PEFT matches as a suffix.
+std::string module_to_save(const std::string& zoo_name) { return zoo_name.substr(0, zoo_name.find('.')); }
+
+json task_type(const ModelConfig& c) {
+  switch (c.family) {
+    case Family::kGpt: return "CAUSAL_LM";
+    case Family::kT5:
+    case Family::kTransformer: return "SEQ_2_SEQ_LM";
+    case Family::kBert:
+      switch (c.head) {
+        case BertHead::kSequenceClassification: return "SEQ_CLS";
+        case BertHead::kTokenClassification: return "TOKEN_CLS";
+        case BertHead::kNone:
+        case BertHead::kMaskedLM:
+        case BertHead::kNextSentence:
+        case BertHead::kPretraining: return nullptr;
+      }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_peft_directory(const std::string& dir) { return fs::exists(fs::path(dir) / kAdapterConfig); }
+
+void export_peft(const Model& model, const std::string& dir) {
+  if (!model.lora) throw std::runtime_error("the checkpoint has no LoRA adapters: --adapters-only needs a LoRA run's");
+  const auto& c = model.config;
+  if (c.family == Family::kTransformer) throw std::runtime_error("the original Transformer has no Hugging Face layout");
+  const auto maps = hf_tensor_maps(c);
+  const auto slices = hf_slices(maps, *model.module());
+  std::map<std::string, const HfTensorMap*> by_zoo;
+  for (const auto& m : maps) by_zoo[m.zoo] = &m;
+
+  // Each Hugging Face module's pieces: where in its rows an adapter adds, its A, B and scale.
+  struct Piece {
+    int64_t offset, rows;
+    torch::Tensor A, B;
+  };
+  struct HfModule {
+    int64_t out_rows = 0;
+    std::vector<Piece> pieces;
+  };
+  std::map<std::string, HfModule> modules;
+  bool transposed = false;
+  for (const auto& a : attached_adapters(model)) {
+    const auto& o = a.adapter->options;
+    const auto found = by_zoo.find(a.weight);
+    TORCH_CHECK(found != by_zoo.end(), "peft: no Hugging Face tensor for ", a.weight);
+    const HfTensorMap& map = *found->second;
+    std::string hf;
+    HfSlice slice;
+    for (const auto& name : map.hf) {
+      const HfSlice& s = slices.at(name);
+      if (s.start <= o.row_offset() && o.row_offset() + o.rows() <= s.start + s.rows) hf = name, slice = s;
+    }
+    TORCH_CHECK(!hf.empty(), "peft: ", a.name, " spans several Hugging Face tensors");
+    transposed = transposed || map.transpose;
+    auto& module = modules[without_suffix(hf, ".weight")];
+    module.out_rows = slice.rows;
+    module.pieces.push_back({o.row_offset() - slice.start, o.rows(), a.adapter->A.detach().cpu().to(torch::kFloat),
+                             a.adapter->B.detach().cpu().to(torch::kFloat)});
+  }
+  const auto& lora = model.lora->config;
+  const double scaling = lora.alpha / static_cast<double>(lora.rank);
+  std::map<std::string, torch::Tensor> tensors;
+  std::map<std::string, int64_t> module_rank;
+  for (const auto& [name, module] : modules) {
+    torch::Tensor A, B;
+    if (module.pieces.size() == 1 && module.pieces[0].rows == module.out_rows) {
+      A = module.pieces[0].A, B = module.pieces[0].B;
+    } else {
+      // Parts of one fused module (GPT-2's c_attn): A stacked, B block-diagonal over their rows.
+      std::vector<torch::Tensor> stacked;
+      int64_t rank = 0;
+      for (const auto& p : module.pieces) stacked.push_back(p.A), rank += p.A.size(0);
+      A = torch::cat(stacked, 0);
+      B = torch::zeros({module.out_rows, rank});
+      int64_t column = 0;
+      for (const auto& p : module.pieces) {
+        B.narrow(0, p.offset, p.rows).narrow(1, column, p.A.size(0)).copy_(p.B);
+        column += p.A.size(0);
+      }
+    }
+    tensors[kPrefix + name + ".lora_A.weight"] = A.contiguous();
+    tensors[kPrefix + name + ".lora_B.weight"] = B.contiguous();
+    module_rank[name] = A.size(0);
+  }
+  // Modules whose rank differs from r get it (and alpha = scale x rank) through rank_pattern and
+  // alpha_pattern, by their last name where all such modules agree, else by their full name.
+  json rank_pattern = json::object(), alpha_pattern = json::object();
+  std::map<std::string, std::set<int64_t>> ranks_by_leaf;
+  for (const auto& [name, rank] : module_rank) ranks_by_leaf[leaf(name)].insert(rank);
+  for (const auto& [name, rank] : module_rank) {
+    if (rank == lora.rank) continue;
+    const std::string key = ranks_by_leaf[leaf(name)].size() == 1 ? leaf(name) : name;
+    rank_pattern[key] = rank;
+    alpha_pattern[key] = scaling * static_cast<double>(rank);
+  }
+  std::set<std::string> targets, to_save;
+  for (const auto& [name, rank] : module_rank) targets.insert(leaf(name));
+  for (const auto& zoo_name : model.lora->trained) {
+    const auto found = by_zoo.find(zoo_name);
+    if (found == by_zoo.end() || found->second->hf.size() != 1) {
+      throw std::runtime_error("--adapters-only: " + zoo_name + " was trained in full and has no Hugging Face tensor");
+    }
+    tensors[kPrefix + found->second->hf[0]] =
+        model.module()->named_parameters()[zoo_name].detach().cpu().to(torch::kFloat).contiguous();
+    to_save.insert(module_to_save(zoo_name));
+  }
+  json config = {{"peft_type", "LORA"},
+                 {"task_type", task_type(c)},
+                 {"r", lora.rank},
+                 {"lora_alpha", lora.alpha},
+                 {"lora_dropout", lora.dropout},
+                 {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
+                 {"rank_pattern", rank_pattern},
+                 {"alpha_pattern", alpha_pattern},
+                 {"fan_in_fan_out", transposed},
+                 {"bias", "none"},
+                 {"modules_to_save", to_save.empty() ? json(nullptr) : json(std::vector<std::string>(to_save.begin(), to_save.end()))},
+                 {"use_rslora", false},
+                 {"use_dora", false},
+                 {"init_lora_weights", true},
+                 {"inference_mode", true},
+                 {"base_model_name_or_path", model.lora->base}};
+  write_output_directory(dir, OutputKind::kPeftAdapterDirectory, [&](const std::string& tmp) {
+    save_safetensors((fs::path(tmp) / kAdapterWeights).string(), tensors, {{"format", "pt"}});
+    write_file_atomically((fs::path(tmp) / kAdapterConfig).string(), config.dump(2) + "\n");
+  });
+}
+
+Model import_peft(const std::string& dir, const std::string& base_dir) {
+  const std::string config_path = (fs::path(dir) / kAdapterConfig).string();
+  if (!fs::exists(config_path)) throw std::runtime_error(config_path + ": missing (not a PEFT adapter directory)");
+  json config;
+  try {
+    config = json::parse(read_file(config_path));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(config_path + ": malformed JSON (" + std::string(e.what()) + ")");
+  }
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw std::runtime_error(config_path + ": " + key + ": " + what);
+  };
+  if (!config.is_object()) throw std::runtime_error(config_path + ": expected a JSON object");
+  if (config.value("peft_type", std::string()) != "LORA") {
+    fail("peft_type", "'" + config.value("peft_type", std::string("(none)")) + "' is not LORA (zoo reads LoRA adapters)");
+  }
+  if (config.value("use_dora", false)) fail("use_dora", "DoRA adapters are not supported");
+  if (config.contains("bias") && config["bias"] != "none") fail("bias", "trained biases are not supported (only \"none\")");
+  if (!config.contains("r") || !config["r"].is_number_integer() || config["r"].get<int64_t>() <= 0) {
+    fail("r", "expected a positive integer");
+  }
+  if (!config.contains("lora_alpha") || !config["lora_alpha"].is_number()) fail("lora_alpha", "expected a number");
+  const int64_t r = config["r"].get<int64_t>();
+  const double lora_alpha = config["lora_alpha"].get<double>();
+  const double dropout = config.contains("lora_dropout") && config["lora_dropout"].is_number()
+                             ? config["lora_dropout"].get<double>()
+                             : 0.0;
+  const bool rslora = config.value("use_rslora", false);
+  auto pattern = [&](const char* key, const std::string& module) -> const json* {
+    if (!config.contains(key) || !config[key].is_object()) return nullptr;
+    for (const auto& [name, value] : config[key].items()) {
+      if (module == name || ends_with(module, "." + name)) return &value;
+    }
+    return nullptr;
+  };
+
+  const std::string weights_path = (fs::path(dir) / kAdapterWeights).string();
+  if (!fs::exists(weights_path)) {
+    throw std::runtime_error(weights_path + ": missing" +
+                             (fs::exists(fs::path(dir) / "adapter_model.bin")
+                                  ? std::string(" (adapter_model.bin is pickled PyTorch, which zoo does not read: save "
+                                                "with safe_serialization=True)")
+                                  : std::string()));
+  }
+  const auto file = load_safetensors(weights_path);
+
+  // The adapters per Hugging Face module, and the base tensors saved beside them.
+  struct Adapter {
+    torch::Tensor A, B;
+  };
+  std::map<std::string, Adapter> adapters;
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& [key, value] : file.tensors) {
+    if (key.rfind(kPrefix, 0) != 0) throw std::runtime_error(weights_path + ": tensor '" + key + "' is not under " + kPrefix);
+    std::string name = key.substr(kPrefix.size());
+    for (const char* which : {".lora_A", ".lora_B"}) {
+      for (const char* suffix : {".weight", ".default.weight"}) {
+        const std::string tail = std::string(which) + suffix;
+        if (!ends_with(name, tail)) continue;
+        auto& a = adapters[name.substr(0, name.size() - tail.size())];
+        (which[6] == 'A' ? a.A : a.B) = value.to(torch::kFloat);
+        name.clear();
+      }
+      if (name.empty()) break;
+    }
+    if (!name.empty()) saved[name] = value;
+  }
+  if (adapters.empty()) throw std::runtime_error(weights_path + ": holds no lora_A / lora_B tensors");
+
+  Checkpoint base = load_checkpoint(base_dir);
+  if (base.model.lora) throw std::runtime_error(base_dir + ": holds LoRA adapters itself; give the plain base checkpoint");
+  // A sequence classifier's adapter on a BERT without that head (PEFT's SEQ_CLS on a masked-LM
+  // base): the head comes from the adapter's modules_to_save, as many labels as its rows.
+  ModelConfig model_config = base.model.config;
+  const bool classifier = config.contains("task_type") && config["task_type"] == "SEQ_CLS";
+  if (classifier && model_config.family == Family::kBert && model_config.head != BertHead::kSequenceClassification) {
+    const auto head = saved.find("classifier.weight");
+    if (head == saved.end()) {
+      throw std::runtime_error(weights_path + ": a SEQ_CLS adapter without " + kPrefix +
+                               "classifier.weight (modules_to_save) for a base without that head");
+    }
+    model_config.head = BertHead::kSequenceClassification;
+    model_config.num_labels = head->second.size(0);
+    model_config.pooler = true;
+  }
+  Model model = build_model(model_config);
+  const auto maps = hf_tensor_maps(model.config);
+  const auto slices = hf_slices(maps, *model.module());
+  auto params = model.module()->named_parameters();
+  // modules_to_save: base-model tensors trained in full, in zoo's names.
+  std::map<std::string, std::string> zoo_of_hf;
+  for (const auto& m : maps)
+    if (m.hf.size() == 1) zoo_of_hf[m.hf[0]] = m.zoo;
+  std::map<std::string, torch::Tensor> trained;
+  for (const auto& [name, value] : saved) {
+    const auto found = zoo_of_hf.find(name);
+    if (found == zoo_of_hf.end() || !params.contains(found->second)) {
+      throw std::runtime_error(weights_path + ": tensor '" + kPrefix + name + "' is neither an adapter nor a tensor of the model");
+    }
+    trained[found->second] = value.to(torch::kFloat);
+  }
+  // The base's tensors, but those the adapter brings.
+  load_weights((fs::path(base_dir) / "model.pt").string(), *model.module(),
+               [&](const std::string& name) { return trained.count(name) == 0; }, /*extra_allowed=*/true);
+
+  // Each module's update onto zoo's projection parts within its rows, at its own scale.
+  struct PartUpdate {
+    std::string name;  // zoo projection name (blocks.0.self_attn.q)
+    torch::Tensor A, B;
+    double scale;
+  };
+  std::vector<PartUpdate> updates;
+  const auto projections = projection_names(model);
+  int64_t rank = 0;
+  for (const auto& [module, a] : adapters) {
+    const std::string where = weights_path + ": " + kPrefix + module;
+    if (!a.A.defined() || !a.B.defined()) throw std::runtime_error(where + ": lora_A and lora_B must both be there");
+    const auto slice = slices.find(module + ".weight");
+    if (slice == slices.end()) {
+      throw std::runtime_error(where + ": no such module in this " + to_string(model.config.family) + " model");
+    }
+    const HfSlice& s = slice->second;
+    const int64_t in = params[s.map->zoo].size(1);
+    const int64_t r_m = a.A.size(0);
+    if (a.A.dim() != 2 || a.B.dim() != 2 || a.A.size(1) != in || a.B.size(0) != s.rows || a.B.size(1) != r_m) {
+      throw std::runtime_error(where + ": lora_A " + c10::str(a.A.sizes()) + " and lora_B " + c10::str(a.B.sizes()) +
+                               " do not fit the module (" + std::to_string(s.rows) + " x " + std::to_string(in) +
+                               ") at one rank");
+    }
+    const json* alpha_value = pattern("alpha_pattern", module);
+    const double alpha_m = alpha_value && alpha_value->is_number() ? alpha_value->get<double>() : lora_alpha;
+    const double scale = rslora ? alpha_m / std::sqrt(static_cast<double>(r_m)) : alpha_m / static_cast<double>(r_m);
+    rank = std::max(rank, r_m);
+    const auto& weight = params[s.map->zoo];
+    bool any = false;
+    for (const auto& p : projections) {
+      if (!p.part.projection->weight.is_same(weight)) continue;
+      if (p.part.row_offset < s.start || p.part.row_offset + p.part.rows > s.start + s.rows) continue;
+      updates.push_back({p.name, a.A, a.B.narrow(0, p.part.row_offset - s.start, p.part.rows), scale});
+      any = true;
+    }
+    if (!any) throw std::runtime_error(where + ": zoo cannot adapt this module");
+  }
+
+  // One rank for all (the largest; smaller adapters padded with zeros, which stay zero), the
+  // default scale lora_alpha / r, and each module's own scale folded into its B.
+  const double scaling = (rslora ? lora_alpha / std::sqrt(static_cast<double>(r)) : lora_alpha / static_cast<double>(r));
+  LoraConfig lora;
+  lora.rank = rank;
+  lora.alpha = scaling * static_cast<double>(rank);
+  lora.dropout = dropout;
+  lora.targets.clear();
+  for (const auto& u : updates) lora.targets.push_back(u.name);  // full names: each matches itself
+  attach_lora(model, lora);
+  auto adapted = model.module()->named_parameters();
+  torch::NoGradGuard no_grad;
+  for (const auto& u : updates) {
+    // blocks.0.self_attn.q's adapter is blocks.0.self_attn.lora_q
+    const std::string adapter = u.name.substr(0, u.name.rfind('.')) + ".lora_" + u.name.substr(u.name.rfind('.') + 1);
+    auto A = adapted[adapter + ".A"];
+    auto B = adapted[adapter + ".B"];
+    A.zero_(), B.zero_();
+    A.narrow(0, 0, u.A.size(0)).copy_(u.A);
+    B.narrow(1, 0, u.A.size(0)).copy_(u.B * (u.scale / scaling));
+  }
+  LoraState state;
+  for (const auto& [name, value] : trained) {
+    auto target = params[name];
+    if (value.sizes() != target.sizes()) {
+      throw std::runtime_error(weights_path + ": tensor for " + name + " has shape " + c10::str(value.sizes()) +
+                               " but the model's is " + c10::str(target.sizes()));
+    }
+    target.copy_(value);
+    state.trained.push_back(name);
+  }
+  state.config = lora;
+  state.base = fs::canonical(base_dir).string();
+  state.base_hash = file_hash((fs::path(state.base) / "model.pt").string());
+  model.lora = state;
+  return model;
+}
+
+}  // namespace zoo

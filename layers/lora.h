@@ -1,0 +1,84 @@
+#pragma once
+// Low-rank adapters (LoRA; Hu et al., 2021, "LoRA: Low-Rank Adaptation of Large Language
+// Models"): a frozen projection y = x W^T + b learns only a rank-r update,
+//   y = x W^T + b + (alpha / r) · dropout(x) A^T B^T,     A: (r, in), B: (rows, r),
+// with A Kaiming-uniform and B zero, so that before the first update the adapted model is the
+// base model exactly. `rows` may be a slice of the projection's output: a fused [q; k; v]
+// projection carries one adapter per part, so that adapting only q and v behaves as PEFT's
+// separate q_proj / v_proj adapters do.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+namespace zoo {
+
+struct LoraOptions {
+  LoraOptions(int64_t in_features, int64_t rows, int64_t rank) : in_features_(in_features), rows_(rows), rank_(rank) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, rows);        // output rows adapted
+  TORCH_ARG(int64_t, rank);
+  TORCH_ARG(int64_t, row_offset) = 0;  // first adapted row of the projection's output
+  // PEFT's and litgpt's usual starting point: the update scaled by alpha / rank = 2.
+  TORCH_ARG(double, alpha) = 16.0;
+  TORCH_ARG(double, dropout) = 0.0;  // on the adapter's input, in training only
+
+ public:  // TORCH_ARG leaves the section private
+  double scaling() const { return alpha_ / static_cast<double>(rank_); }
+};
+
+class LoraImpl : public torch::nn::Cloneable<LoraImpl> {
+ public:
+  explicit LoraImpl(const LoraOptions& options);
+  void reset() override;
+  // x: (..., in) -> the update of the adapted rows, (..., rows).
+  torch::Tensor forward(const torch::Tensor& x);
+  // (alpha / r) · B A: (rows, in), what merging adds to the weight's rows.
+  torch::Tensor delta_weight() const;
+
+  LoraOptions options;
+  torch::Tensor A, B;
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(Lora);
+
+// The adapters of one module's projections (an attention's q/k/v/out, a feed-forward's
+// up/gate/down), each registered on that module as a child "lora_<part>".
+class ProjectionAdapters {
+ public:
+  void add(torch::nn::Module& owner, const std::string& part, const torch::nn::Linear& projection,
+           const LoraOptions& options);
+  // `projection` applied to x, plus the updates of its adapters.
+  torch::Tensor project(const torch::nn::Linear& projection, const torch::Tensor& x) const;
+  // Adds every adapter's update into its projection's weight and unregisters the adapters:
+  // the owner computes what it did, without them.
+  void merge_into_weights(torch::nn::Module& owner);
+  bool empty() const { return entries_.empty(); }
+
+  struct Entry {
+    std::string part;
+    const torch::nn::LinearImpl* projection;
+    torch::nn::Linear holder;
+    Lora adapter;
+  };
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+// A projection's output rows that a LoRA target can adapt: a whole projection, or one part of
+// a fused one ([q; k; v] rows, [k; v] rows).
+struct ProjectionPart {
+  std::string part;                // q, k, v, out, up, gate, down
+  torch::nn::Linear projection{nullptr};
+  int64_t row_offset = 0, rows = 0;
+};
+
+}  // namespace zoo

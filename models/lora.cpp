@@ -1,0 +1,98 @@
+#include "models/lora.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "core/strings.h"
+#include "layers/attention.h"
+#include "layers/feed_forward.h"
+#include "models/model.h"
+
+namespace zoo {
+namespace {
+
+bool matches(const std::string& pattern, const NamedProjection& p) {
+  if (pattern == "all") return true;
+  const bool glob = pattern.find_first_of(".*?[") != std::string::npos;
+  if (!glob) return p.part.part == pattern;
+  return fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0;
+}
+
+ProjectionAdapters& adapters_of(torch::nn::Module& owner) {
+  if (auto* attention = dynamic_cast<AttentionImpl*>(&owner)) return attention->lora;
+  if (auto* feed_forward = dynamic_cast<FeedForwardImpl*>(&owner)) return feed_forward->lora;
+  throw std::logic_error("lora: not a module with projections");
+}
+
+}  // namespace
+
+std::vector<NamedProjection> projection_names(const Model& model) {
+  std::vector<NamedProjection> out;
+  for (const auto& item : model.module()->named_modules()) {
+    std::vector<ProjectionPart> parts;
+    if (const auto* attention = dynamic_cast<const AttentionImpl*>(item.value().get())) {
+      parts = attention->projection_parts();
+    } else if (const auto* feed_forward = dynamic_cast<const FeedForwardImpl*>(item.value().get())) {
+      parts = feed_forward->projection_parts();
+    }
+    for (auto& part : parts) out.push_back({item.key() + "." + part.part, item.value(), std::move(part)});
+  }
+  return out;
+}
+
+std::vector<std::string> attach_lora(Model& model, const LoraConfig& config) {
+  if (config.rank <= 0) throw ConfigError("lora.rank: must be positive, got " + std::to_string(config.rank));
+  if (config.targets.empty()) throw ConfigError("lora.targets: empty (name the projections to adapt, e.g. [q, v])");
+  const auto projections = projection_names(model);
+  std::vector<const NamedProjection*> chosen;
+  for (const auto& pattern : config.targets) {
+    bool any = false;
+    for (const auto& p : projections) {
+      if (!matches(pattern, p)) continue;
+      any = true;
+      if (std::find(chosen.begin(), chosen.end(), &p) == chosen.end()) chosen.push_back(&p);
+    }
+    if (!any) {
+      std::vector<std::string> parts;
+      for (const auto& p : projections)
+        if (std::find(parts.begin(), parts.end(), p.part.part) == parts.end()) parts.push_back(p.part.part);
+      throw ConfigError("lora.targets: '" + pattern + "' matches no projection of this model; its projections are " +
+                        join(parts) + " in every layer (names such as " +
+                        (projections.empty() ? std::string("none") : projections.front().name) + ")");
+    }
+  }
+  // Registration in the model's order, whatever the order of the patterns.
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<std::string> names;
+  for (const NamedProjection* p : chosen) {
+    const auto& part = p->part;
+    const int64_t in = part.projection->weight.size(1);
+    if (config.rank > std::min(in, part.rows)) {
+      throw ConfigError("lora.rank: " + std::to_string(config.rank) + " exceeds " + p->name + " (" +
+                        std::to_string(part.rows) + " x " + std::to_string(in) + ")");
+    }
+    LoraOptions options(in, part.rows, config.rank);
+    options.row_offset(part.row_offset).alpha(config.alpha).dropout(config.dropout);
+    adapters_of(*p->owner).add(*p->owner, part.part, part.projection, options);
+    names.push_back(p->name);
+  }
+  return names;
+}
+
+bool is_adapter_tensor(const std::string& name) {
+  return name.rfind("lora_", 0) == 0 || name.find(".lora_") != std::string::npos;
+}
+
+void merge_lora(Model& model) {
+  for (const auto& item : model.module()->named_modules()) {
+    auto* module = item.value().get();
+    if (dynamic_cast<AttentionImpl*>(module) == nullptr && dynamic_cast<FeedForwardImpl*>(module) == nullptr) continue;
+    adapters_of(*module).merge_into_weights(*module);
+  }
+  model.lora.reset();
+}
+
+}  // namespace zoo

@@ -1,0 +1,41 @@
+#pragma once
+// LoRA on a whole model: which projections get adapters (targets matched against projection
+// names such as "blocks.3.self_attn.q" or "encoder_blocks.0.ff.up"), attaching them, freezing
+// the rest, merging them back into the weights, and what a LoRA checkpoint records about the
+// base it adapts. The adapter itself is layers/lora.h.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "layers/lora.h"
+#include "models/lora_config.h"
+
+namespace zoo {
+
+struct Model;
+
+// One adaptable projection of a model, by its name.
+struct NamedProjection {
+  std::string name;  // e.g. blocks.3.self_attn.q
+  std::shared_ptr<torch::nn::Module> owner;
+  ProjectionPart part;
+};
+std::vector<NamedProjection> projection_names(const Model& model);
+
+// Attaches adapters to every projection `config.targets` selects and returns their names.
+// Throws ConfigError naming lora.targets (listing the model's projection names) for a pattern
+// that matches nothing, and lora.rank for a rank the smallest adapted projection cannot hold.
+std::vector<std::string> attach_lora(Model& model, const LoraConfig& config);
+
+// Whether `name` (a parameter's registered name) belongs to an adapter.
+bool is_adapter_tensor(const std::string& name);
+
+// Adds every adapter's update into its weights and removes the adapters: the model computes
+// the same, as a plain model (export).
+void merge_lora(Model& model);
+
+
+}  // namespace zoo

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# LoRA end to end on Hugging Face models (weights by python3-torch, real tokenizer files):
+# `zoo finetune ... lora.rank=N` trains adapters on an imported GPT-2 (fused c_attn, Conv1D),
+# LLaMA (separate q/k/v/o, gate/up/down) and BERT classifier (head trained in full), writes
+# checkpoints of adapters only, exports them merged (TorchScript, Hugging Face) and in PEFT's
+# layout, which python3-torch checks against PEFT's formula applied to the base's weights; the
+# PEFT directory imports back onto the base and generates what the run does; bad input is named.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+zoo="$1" corpus="$2" reference="$3" npm="$4" spm_reference="$5"
+python=/usr/bin/python3 peft="$(dirname "$3")/peft_reference.py" generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
+
+pretrained_inputs "$corpus" "$spm_reference"
+lora="steps=3 eval_every=0 batch_size=2 lr=0.01 lora.rank=4 lora.alpha=8"
+
+# peft_round_trip FLAVOR RUN: the merged export equals PEFT's formula on the base's weights; the
+# PEFT directory imports onto the base and exports to the same merged weights.
+peft_round_trip() {
+  local flavor="$1" run="$2"
+  "$zoo" export-hf "$run" --adapters-only --out "$run-peft" > /dev/null
+  "$zoo" export-hf "$run" --out "$run-merged" | grep -q "^merging the LoRA adapters (rank 4, alpha 8"
+  "$python" "$peft" "$work/$flavor-hf" "$run-peft" "$run-merged" > /dev/null
+  "$zoo" import-hf "$run-peft" --base "$work/$flavor" --out "$run-back" | grep -q "LoRA adapters on"
+  "$zoo" export-hf "$run-back" --out "$run-merged2" > /dev/null
+  "$python" "$peft" "$work/$flavor-hf" "$run-peft" "$run-merged2" > /dev/null
+}
+
+# GPT-2: adapters on q and v (parts of the fused c_attn) and the feed-forward's down (c_proj).
+hf_dir gpt2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $lora block_size=32 lora.targets=q,v,down \
+  --run-dir "$work/gpt2-lora" > "$work/gpt2-lora.out" 2>&1
+# 2 layers: q and v A (4, 32) + B (32, 4) each, down A (4, 64) + B (32, 4).
+grep -q "parameters: .* (trainable 1792, " "$work/gpt2-lora.out"
+grep -q "lora: rank 4, alpha 8, dropout 0.05 on 6 projections (q, v, down); the base stays frozen" "$work/gpt2-lora.out"
+grep -q '"trainable_parameters":1792' "$work/gpt2-lora/metrics.jsonl"
+test -e "$work/gpt2-lora/checkpoints/last/lora.json"
+peft_round_trip gpt2 "$work/gpt2-lora"
+"$python" - "$work/gpt2-lora-peft/adapter_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+# q and v of c_attn: one adapter of rank 8 at the same scale (alpha 16 / 8 = 8 / 4).
+assert c["target_modules"] == ["c_attn", "c_proj"] and c["fan_in_fan_out"] is True, c
+assert c["rank_pattern"] == {"c_attn": 8} and c["alpha_pattern"] == {"c_attn": 16.0}, c
+assert c["task_type"] == "CAUSAL_LM" and c["r"] == 4 and c["lora_alpha"] == 8, c
+PY
+want=$("$zoo" generate "$work/gpt2-lora" --prompt "The module" --max-new-tokens 6 --greedy 2> /dev/null)
+got=$("$zoo" generate "$work/gpt2-lora-back" --prompt "The module" --max-new-tokens 6 --greedy 2> /dev/null)
+[[ -n "$want" && "$want" == "$got" ]] || { echo "LoRA run: '$want', PEFT import: '$got'"; exit 1; }
+# The merged TorchScript export generates the same in plain python3-torch.
+"$zoo" export "$work/gpt2-lora" --out "$work/gpt2-lora.pt" | grep -q "its tokenizer inside"
+tokenizer="$work/gpt2-lora/checkpoints/last/tokenizer"
+ids=$(printf 'The module\n' | "$zoo" tokenizer encode --model "$tokenizer")
+got=$("$python" "$generate_py" "$work/gpt2-lora.pt" --ids "$ids" --max-new-tokens 6 --greedy | "$zoo" tokenizer decode --model "$tokenizer")
+[[ "$want" == "$got" ]] || { echo "LoRA run: '$want', its merged TorchScript export: '$got'"; exit 1; }
+# Resume continues the adapters.
+# shellcheck disable=SC2086
+"$zoo" train --resume "$work/gpt2-lora" steps=4 > "$work/resume.out" 2>&1
+grep -q "resumed from .* at step 3" "$work/resume.out"
+
+# LLaMA: every projection (q, k, v, out, gate, up, down: PEFT's q_proj ... down_proj).
+hf_dir llama 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/llama" --train "$work/slice.txt" --task lm $lora block_size=32 lora.targets=all \
+  --run-dir "$work/llama-lora" > /dev/null 2>&1
+peft_round_trip llama "$work/llama-lora"
+grep -q '"target_modules": \[$' "$work/llama-lora-peft/adapter_config.json"
+for m in q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; do
+  grep -q "\"$m\"" "$work/llama-lora-peft/adapter_config.json"
+done
+
+# BERT masked-LM base fine-tuned as a classifier: adapters on query and value, the fresh
+# classifier and pooler trained in full (PEFT's modules_to_save).
+hf_dir bert_mlm 30522 "$npm/bert-vocab/vocab.txt"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/bert_mlm" --train "$work/cls.csv" $lora --run-dir "$work/bert-lora" > "$work/bert.out" 2>&1
+grep -q "trained in full: pooler.weight, pooler.bias, classifier.weight, classifier.bias" "$work/bert.out"
+peft_round_trip bert_mlm "$work/bert-lora"
+grep -q '"SEQ_CLS"' "$work/bert-lora-peft/adapter_config.json"
+"$zoo" generate "$work/bert-lora" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)\s"
+"$zoo" generate "$work/bert-lora-back" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  [01]\s"
+
+# Bad input: named, nothing left behind.
+fails "lora.targets: 'query' matches no projection of this model; its projections are q, k, v, out, up, down" \
+  "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $lora lora.targets=query --run-dir "$work/bad"
+test ! -e "$work/bad"
+fails "lora.rank: 40 exceeds blocks.0.self_attn.q \(32 x 32\)" \
+  "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm steps=1 lora.rank=40 --run-dir "$work/bad"
+fails "lora.rank: LoRA adapts a pretrained model" "$zoo" train gpt-tiny lora.rank=4 steps=1 --run-dir "$work/bad"
+test ! -e "$work/bad"
+fails "has no LoRA adapters" "$zoo" export-hf "$work/gpt2" --adapters-only --out "$work/bad"
+fails "name the zoo checkpoint of its base model with --base" "$zoo" import-hf "$work/gpt2-lora-peft" --out "$work/bad"
+fails "bert.pooler.dense.bias' is neither an adapter nor a tensor of the model" "$zoo" import-hf "$work/bert-lora-peft" --base "$work/gpt2" --out "$work/bad"
+test ! -e "$work/bad"
+echo "LoRA: ok"
