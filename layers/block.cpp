@@ -1,5 +1,7 @@
 #include "layers/block.h"
 
+#include "layers/recompute.h"
+
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -104,6 +106,18 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
       return ff_norm->forward(h + ff_branch(h));
   }
   throw std::logic_error("unhandled norm position");
+}
+
+torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
+                                  const torch::Tensor& memory, const AttentionBias& cross_bias,
+                                  const torch::Tensor& position_ids) {
+  // Captured by value: backward runs after this frame is gone.
+  const bool self_causal = self_bias.kernel_causal, cross_causal = cross_bias.kernel_causal;
+  auto run = [block, self_causal, cross_causal, position_ids](const std::vector<torch::Tensor>& in) {
+    return block.ptr()->forward_with_bias(in[0], AttentionBias{in[1], self_causal}, in[2], AttentionBias{in[3], cross_causal},
+                                    nullptr, position_ids);
+  };
+  return recompute_in_backward(run, {x, self_bias.additive, memory, cross_bias.additive}, trainable_parameters(*block));
 }
 
 }  // namespace zoo

@@ -79,4 +79,11 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
 };
 TORCH_MODULE(TransformerBlock);
 
+// block->forward_with_bias without a cache, its activations not kept but recomputed in backward
+// (activation checkpointing, layers/recompute.h): gradients still reach x, the biases (T5's
+// relative bias), the memory (the encoder) and the block's trainable weights.
+torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
+                                  const torch::Tensor& memory = {}, const AttentionBias& cross_bias = {},
+                                  const torch::Tensor& position_ids = {});
+
 }  // namespace zoo

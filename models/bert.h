@@ -54,6 +54,8 @@ class BertImpl : public torch::nn::Cloneable<BertImpl> {
                      const torch::Tensor& token_type_ids = {});
 
   ModelConfig config;
+  // Training recomputes each block's activations in backward instead of keeping them.
+  bool activation_checkpointing = false;
   torch::nn::Embedding token_embedding{nullptr};
   PositionEncoding positions{nullptr};
   torch::nn::Embedding token_type_embedding{nullptr};

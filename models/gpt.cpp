@@ -76,8 +76,10 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();
   const auto& rope_positions =
       config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
+  const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : block_list_) {
-    x = block->forward_with_bias(x, bias, {}, {}, cache, rope_positions);
+    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
+                  : block->forward_with_bias(x, bias, {}, {}, cache, rope_positions);
   }
   return final_norm ? final_norm->forward(x) : x;
 }

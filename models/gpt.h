@@ -42,6 +42,8 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
   KVCache make_cache() const { return KVCache(config.n_layers); }
 
   ModelConfig config;
+  // Training recomputes each block's activations in backward instead of keeping them.
+  bool activation_checkpointing = false;
   torch::nn::Embedding token_embedding{nullptr};
   PositionEncoding positions{nullptr};  // relative bias buckets look back only
   torch::nn::Dropout dropout{nullptr};

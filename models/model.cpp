@@ -16,6 +16,15 @@ std::shared_ptr<torch::nn::Module> Model::module() const {
   return seq2seq.ptr();
 }
 
+void Model::set_activation_checkpointing(bool on) {
+  switch (config.family) {
+    case Family::kGpt: gpt->activation_checkpointing = on; break;
+    case Family::kBert: bert->activation_checkpointing = on; break;
+    case Family::kT5:
+    case Family::kTransformer: seq2seq->activation_checkpointing = on; break;
+  }
+}
+
 void check_fits_in_memory(const ModelConfig& config) {
   const int64_t parameters = count_parameters(config);
   const double bytes = static_cast<double>(parameters) * 4;

@@ -28,6 +28,8 @@ struct Model {
   std::optional<LoraState> lora;
 
   std::shared_ptr<torch::nn::Module> module() const;
+  // Activation checkpointing of every block stack in training (layers/recompute.h).
+  void set_activation_checkpointing(bool on);
 };
 
 // Throws ConfigError stating the size when the weights of `config` alone (float32) exceed this

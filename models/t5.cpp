@@ -66,7 +66,8 @@ torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
   auto x = embed(input_ids, 0, encoder_positions);
   const auto bias =
       stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x);
-  for (auto& block : encoder_list_) x = block->forward_with_bias(x, bias);
+  const bool recompute = activation_checkpointing && is_training();
+  for (auto& block : encoder_list_) x = recompute ? forward_recomputing(block, x, bias) : block->forward_with_bias(x, bias);
   if (encoder_final_norm) x = encoder_final_norm->forward(x);
   return dropout->forward(x);
 }
@@ -84,7 +85,11 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
       stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, past, past + t, x);
   const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
   const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x);
-  for (auto& block : decoder_list_) x = block->forward_with_bias(x, self_bias, memory, cross_bias, cache);
+  const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
+  for (auto& block : decoder_list_) {
+    x = recompute ? forward_recomputing(block, x, self_bias, memory, cross_bias)
+                  : block->forward_with_bias(x, self_bias, memory, cross_bias, cache);
+  }
   if (decoder_final_norm) x = decoder_final_norm->forward(x);
   x = dropout->forward(x);
   if (lm_head) return project(lm_head, x);

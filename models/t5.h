@@ -39,6 +39,8 @@ class EncoderDecoderImpl : public torch::nn::Cloneable<EncoderDecoderImpl> {
   KVCache make_cache() const { return KVCache(config.resolved_decoder_layers()); }
 
   ModelConfig config;
+  // Training recomputes each block's activations in backward instead of keeping them.
+  bool activation_checkpointing = false;
   torch::nn::Embedding token_embedding{nullptr};  // shared by encoder, decoder and tied head
   // Computed once per stack and shared by its layers (T5 computes it in the first layer).
   PositionEncoding encoder_positions{nullptr};  // relative: bidirectional buckets

@@ -145,6 +145,9 @@ const std::vector<Field>& fields() {
                    for (const auto& t : c.lora.targets) s += (s.size() > 1 ? ", " : "") + quoted(t);
                    return s + "]";
                  }});
+    f.push_back(bool_field("activation_checkpointing", &RunConfig::activation_checkpointing,
+                           "recompute each block's activations in backward instead of storing them (less memory, "
+                           "a second forward)"));
     f.push_back(string_field("device", &RunConfig::device, "cpu, cuda, cuda:N or auto"));
     f.push_back(enum_field("precision", &RunConfig::precision, "auto: bf16 on CUDA, and on a CPU whose bf16 matmuls measure clearly faster than fp32; else fp32"));
     return f;

@@ -92,6 +92,9 @@ struct RunConfig {
 
   // Parameter-efficient fine-tuning: LoRA adapters on the chosen projections, the rest frozen.
   LoraConfig lora;
+  // Recompute each block's activations in backward instead of storing them: less memory for a
+  // second forward of every block.
+  bool activation_checkpointing = false;
 
   // Runtime.
   uint64_t seed = 0;

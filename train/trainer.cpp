@@ -271,6 +271,7 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   std::vector<std::string> fresh;
   if (!options_.resume && !config_.init_from.empty()) fresh = initialize_from(config_.init_from);
   if (config_.lora.enabled()) setup_lora(fresh);
+  model_.set_activation_checkpointing(config_.activation_checkpointing);
   model_.module()->to(device_);
   model_.module()->train();
 
