@@ -2,13 +2,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 
 #include "apps/commands.h"
 #include "core/files.h"
 #include "core/outputs.h"
+#include "text/chat_format.h"
 #include "text/corpus.h"
+#include "text/example_files.h"
 #include "text/token_file.h"
 #include "text/tokenize.h"
 #include "text/token_lines.h"
@@ -139,6 +142,25 @@ int data_prepare_command(const DataPrepareArgs& a) {
   return 0;
 }
 
+struct TokenizerChatArgs {
+  std::string model, file;
+  bool generation_prompt = false;
+};
+
+// Prints a conversation as the tokenizer's chat template renders it: the text a model is given.
+int tokenizer_chat_command(const TokenizerChatArgs& a) {
+  const Tokenizer tokenizer = Tokenizer::load(a.model);
+  const ChatFormat chat(tokenizer, a.model);
+  std::string text;
+  if (a.file.empty()) {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    text = read_file(a.file);
+  }
+  std::cout << chat.render(parse_conversation(text, a.file.empty() ? "<stdin>" : a.file), a.generation_prompt);
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Command> add_text_commands(CLI::App& app) {
@@ -176,6 +198,12 @@ std::vector<Command> add_text_commands(CLI::App& app) {
   add_code_command("encode", "text lines to ids (or pieces), one line each", tokenizer_encode_command)
       ->add_flag("--pieces", code->pieces, "print pieces instead of ids");
   add_code_command("decode", "lines of ids to text", tokenizer_decode_command);
+  auto chat = std::make_shared<TokenizerChatArgs>();
+  auto* chat_cmd = tokenizer->add_subcommand("chat", "a conversation (JSON messages) as the model's chat template renders it");
+  chat_cmd->add_option("--model", chat->model, "a Hugging Face model directory (or tokenizer) with a chat template")->required();
+  chat_cmd->add_option("file", chat->file, "JSON: [{\"role\": ..., \"content\": ...}, ...] or {\"messages\": [...]} (default: standard input)");
+  chat_cmd->add_flag("--generation-prompt", chat->generation_prompt, "end with the assistant's turn opened (add_generation_prompt)");
+  commands.push_back({chat_cmd, [chat] { return tokenizer_chat_command(*chat); }});
 
   auto* data = app.add_subcommand("data", "turn text into token files for training");
   data->require_subcommand(1);

@@ -70,7 +70,7 @@ struct GenerateArgs {
   std::vector<int64_t> eos;
   int64_t max_new_tokens = 64, top_k = 200, num_beams = 1, seed = 0, show = 5;
   double temperature = 0.8, top_p = 1.0, repetition_penalty = 1.0, length_penalty = 1.0;
-  bool greedy = false, no_cache = false;
+  bool greedy = false, no_cache = false, chat = false;
 };
 
 void print_summary(const TrainSummary& s) {
@@ -229,11 +229,14 @@ int generate_command(const GenerateArgs& a) {
   o.seed = static_cast<uint64_t>(a.seed);
   o.use_cache = !a.no_cache;
   o.eos_ids = a.eos;  // none given: the tokenizer's end-of-sequence token
+  if (a.chat && c.model.config.family != Family::kGpt) throw std::runtime_error("--chat needs a decoder (gpt) model");
   torch::NoGradGuard no_grad;
   for (const auto& prompt : a.prompts) {
-    if (c.model.config.family == Family::kGpt) std::cout << prompt << std::flush;
-    const auto result = generate_text(c.model, tokenizer, prompt, o, a.stops,
-                                      [](const std::string& text) { std::cout << text << std::flush; });
+    // --chat: the prompt is one user message through the chat template, and the reply is printed.
+    const std::string text = a.chat ? chat_prompt(tokenizer, prompt, dir) : prompt;
+    if (c.model.config.family == Family::kGpt && !a.chat) std::cout << prompt << std::flush;
+    const auto result = generate_text(
+        c.model, tokenizer, text, o, a.stops, [](const std::string& t) { std::cout << t << std::flush; }, !a.chat);
     std::cout << std::endl;
     if (!result.note.empty()) std::cerr << result.note << "\n";
     std::cerr << "[" << result.tokens.size() << " tokens, " << result.finish_reason << "]\n";
@@ -307,6 +310,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   gen_cmd->add_option("--seed", g->seed, "sampling seed")->check(non_negative_integer());
   gen_cmd->add_flag("--no-cache", g->no_cache, "recompute every step instead of using the KV cache");
   gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(positive_integer());
+  gen_cmd->add_flag("--chat", g->chat, "each prompt is a user message through the model's chat template; prints the reply");
   add_device_option(gen_cmd, g->device);
   commands.push_back({gen_cmd, [g] { return generate_command(*g); }});
 

@@ -22,7 +22,7 @@ packages=(
   libyaml-cpp-dev libgtest-dev libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libutf8proc-dev   # the tokenizers' regular expressions and Unicode data
   libxxhash-dev             # content hashes of weights files (LoRA checkpoints name their base)
-  python3-torch python3-sentencepiece   # independent references for the tests
+  python3-torch python3-sentencepiece python3-jinja2   # independent references for the tests
   nodejs                    # runs the JavaScript GPT-2 and BERT reference encoders (tests)
   python3.11-doc            # the default corpus: the Python documentation's sources
   gnuplot-nox               # zoo plot: training curves as PNG

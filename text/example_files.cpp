@@ -1,6 +1,8 @@
 #include "text/example_files.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -109,10 +111,17 @@ void check_utf8(const std::string& path, int64_t line, const std::string& value)
   }
 }
 
-// Table rows (CSV/TSV) or JSON objects (JSONL) as name -> value maps.
-std::vector<std::pair<int64_t, std::map<std::string, std::string>>> records(
-    const std::string& path, const std::vector<std::string>& required, const std::vector<std::string>& optional) {
-  std::vector<std::pair<int64_t, std::map<std::string, std::string>>> out;
+// A table row (CSV/TSV) or JSON object (JSONL) as name -> value, and the JSON value of the one
+// field that may hold structure (a conversation's "messages"), when the line has it.
+struct Record {
+  int64_t line;
+  std::map<std::string, std::string> fields;
+  std::optional<nlohmann::ordered_json> structured;
+};
+
+std::vector<Record> records(const std::string& path, const std::vector<std::string>& required,
+                            const std::vector<std::string>& optional, const std::string& structured_field = "") {
+  std::vector<Record> out;
   const DataFormat format = format_of(path);
   if (format == DataFormat::kJsonl) {
     std::istringstream in(read_file(path));
@@ -122,31 +131,36 @@ std::vector<std::pair<int64_t, std::map<std::string, std::string>>> records(
       ++line;
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
       check_utf8(path, line, text);
-      nlohmann::json object;
+      nlohmann::ordered_json object;
       try {
-        object = nlohmann::json::parse(text);
+        object = nlohmann::ordered_json::parse(text);
       } catch (const nlohmann::json::exception& e) {
         fail(path, line, std::string("malformed JSON: ") + e.what());
       }
       if (!object.is_object()) fail(path, line, "expected a JSON object per line");
-      std::map<std::string, std::string> record;
+      Record record{line, {}, std::nullopt};
       for (const auto& [key, value] : object.items()) {
+        if (!structured_field.empty() && key == structured_field) {
+          record.structured = value;
+          continue;
+        }
         if (std::find(required.begin(), required.end(), key) == required.end() &&
             std::find(optional.begin(), optional.end(), key) == optional.end()) {
           std::string expected;
           for (const auto* names : {&required, &optional}) {
             for (const auto& name : *names) expected += (expected.empty() ? "" : ", ") + name;
           }
+          if (!structured_field.empty()) expected += ", " + structured_field;
           fail(path, line, "unknown field '" + key + "' (expected: " + expected + ")");
         }
-        if (value.is_string()) record[key] = value.get<std::string>();
-        else if (value.is_number_integer() || value.is_boolean()) record[key] = value.dump();
+        if (value.is_string()) record.fields[key] = value.get<std::string>();
+        else if (value.is_number_integer() || value.is_boolean()) record.fields[key] = value.dump();
         else fail(path, line, "field '" + key + "' must be a string, got " + value.type_name());
       }
       for (const auto& name : required) {
-        if (!record.count(name)) fail(path, line, "missing field '" + name + "'");
+        if (!record.fields.count(name)) fail(path, line, "missing field '" + name + "'");
       }
-      out.emplace_back(line, std::move(record));
+      out.push_back(std::move(record));
     }
   } else {
     const bool csv = format == DataFormat::kCsv;
@@ -159,12 +173,12 @@ std::vector<std::pair<int64_t, std::map<std::string, std::string>>> records(
         fail(path, row.line, "expected " + std::to_string(rows[0].fields.size()) + " fields, got " +
                                  std::to_string(row.fields.size()));
       }
-      std::map<std::string, std::string> record;
+      Record record{row.line, {}, std::nullopt};
       for (const auto& [name, index] : columns) {
         check_utf8(path, row.line, row.fields[index]);
-        record[name] = row.fields[index];
+        record.fields[name] = row.fields[index];
       }
-      out.emplace_back(row.line, std::move(record));
+      out.push_back(std::move(record));
     }
   }
   if (out.empty()) throw std::runtime_error(path + ": no examples");
@@ -187,7 +201,7 @@ DataFormat format_of(const std::string& path) {
 
 std::vector<ClassificationExample> read_classification(const std::string& path) {
   std::vector<ClassificationExample> out;
-  for (auto& [line, r] : records(path, {"text", "label"}, {"text_pair"})) {
+  for (auto& [line, r, structured] : records(path, {"text", "label"}, {"text_pair"})) {
     if (r["label"].empty()) fail(path, line, "empty label");
     out.push_back({r["text"], r.count("text_pair") ? r["text_pair"] : "", r["label"], line});
   }
@@ -196,13 +210,75 @@ std::vector<ClassificationExample> read_classification(const std::string& path) 
 
 std::vector<InstructionExample> read_instructions(const std::string& path) {
   std::vector<InstructionExample> out;
-  for (auto& [line, r] : records(path, {"prompt", "completion"}, {})) out.push_back({r["prompt"], r["completion"], line});
+  if (format_of(path) != DataFormat::kJsonl) {
+    for (auto& [line, r, structured] : records(path, {"prompt", "completion"}, {})) {
+      out.push_back({r["prompt"], r["completion"], {}, line});
+    }
+    return out;
+  }
+  // JSONL: each line is a prompt/completion pair or a conversation.
+  for (auto& [line, r, messages] : records(path, {}, {"prompt", "completion"}, "messages")) {
+    if (messages) {
+      if (!r.empty()) fail(path, line, "a line with 'messages' cannot also have '" + r.begin()->first + "'");
+      const std::string where = path + ":" + std::to_string(line);
+      InstructionExample e{"", "", conversation_from_json(*messages, where), line};
+      const bool learns = std::any_of(e.messages.begin(), e.messages.end(), [](const ChatMessage& m) { return m.role == "assistant"; });
+      if (!learns) fail(path, line, "the conversation has no 'assistant' message to learn from");
+      out.push_back(std::move(e));
+      continue;
+    }
+    for (const char* name : {"prompt", "completion"}) {
+      if (!r.count(name)) fail(path, line, std::string("missing field '") + name + "' (or give 'messages')");
+    }
+    out.push_back({r["prompt"], r["completion"], {}, line});
+  }
   return out;
+}
+
+std::vector<ChatMessage> conversation_from_json(const nlohmann::ordered_json& messages, const std::string& where) {
+  auto fail_at = [&](const std::string& message) { throw std::runtime_error(where + ": " + message); };
+  if (!messages.is_array()) fail_at(std::string("'messages' must be a list of {role, content} objects, got ") + messages.type_name());
+  if (messages.empty()) fail_at("'messages' is empty");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) fail_at(at + " must be a {role, content} object, got " + m.type_name());
+    ChatMessage message;
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content") fail_at(at + ": unknown key '" + key + "' (expected: role, content)");
+      if (!value.is_string()) fail_at(at + "." + key + " must be a string, got " + value.type_name());
+      (key == "role" ? message.role : message.content) = value.get<std::string>();
+    }
+    for (const char* key : {"role", "content"}) {
+      if (!m.contains(key)) fail_at(at + ": missing '" + key + "'");
+    }
+    if (message.role.empty()) fail_at(at + ".role is empty");
+    out.push_back(std::move(message));
+  }
+  return out;
+}
+
+std::vector<ChatMessage> parse_conversation(const std::string& text, const std::string& path) {
+  if (int64_t bad = invalid_utf8_offset(text); bad >= 0) {
+    throw std::runtime_error(path + ": invalid UTF-8 at byte offset " + std::to_string(bad));
+  }
+  nlohmann::ordered_json json;
+  try {
+    json = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": malformed JSON: " + e.what());
+  }
+  if (json.is_object()) {
+    if (!json.contains("messages")) throw std::runtime_error(path + ": expected a list of messages or an object with 'messages'");
+    return conversation_from_json(json["messages"], path);
+  }
+  return conversation_from_json(json, path);
 }
 
 std::vector<Seq2SeqExample> read_seq2seq(const std::string& path) {
   std::vector<Seq2SeqExample> out;
-  for (auto& [line, r] : records(path, {"source", "target"}, {})) out.push_back({r["source"], r["target"], line});
+  for (auto& [line, r, structured] : records(path, {"source", "target"}, {})) out.push_back({r["source"], r["target"], line});
   return out;
 }
 

@@ -1,9 +1,12 @@
 #include "text/finetune_data.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <torch/torch.h>
+
+#include "text/chat_format.h"
 
 namespace zoo {
 
@@ -77,25 +80,47 @@ Batch Seq2SeqDataset::batch(const std::vector<int64_t>& indices) const {
 }
 
 InstructionDataset::InstructionDataset(const std::vector<InstructionExample>& examples, const Tokenizer& tokenizer,
-                                       int64_t max_length, const std::string& source) {
+                                       int64_t max_length, const std::string& source, const std::string& tokenizer_name) {
   const auto tokens = BatchTokens::of(tokenizer);
-  const int64_t eos = BatchTokens::require(tokens.eos, "end-of-sequence", "instruction tuning");
   pad_ = tokens.pad;
+  std::optional<ChatFormat> chat;  // parsed at the first conversation
   for (const auto& e : examples) {
-    std::vector<int64_t> ids = tokenizer.encode(e.prompt, /*add_special_tokens=*/true);
-    // A tokenizer that appends its end-of-sequence (T5-style) closes the whole text, not the prompt.
-    if (!ids.empty() && ids.back() == eos) ids.pop_back();
-    const auto prompt = static_cast<int64_t>(ids.size());
-    const auto completion = tokenizer.encode(e.completion);
-    ids.insert(ids.end(), completion.begin(), completion.end());
-    ids.push_back(eos);
-    if (static_cast<int64_t>(ids.size()) > max_length + 1) ids.resize(max_length + 1);
-    if (prompt >= static_cast<int64_t>(ids.size())) {
+    std::vector<int64_t> ids;
+    std::vector<uint8_t> targets;
+    auto append = [&](const std::vector<int64_t>& piece, bool target) {
+      ids.insert(ids.end(), piece.begin(), piece.end());
+      targets.resize(ids.size(), target ? 1 : 0);
+    };
+    if (e.messages.empty()) {
+      const int64_t eos = BatchTokens::require(tokens.eos, "end-of-sequence", "instruction tuning");
+      std::vector<int64_t> prompt = tokenizer.encode(e.prompt, /*add_special_tokens=*/true);
+      // A tokenizer that appends its end-of-sequence (T5-style) closes the whole text, not the prompt.
+      if (!prompt.empty() && prompt.back() == eos) prompt.pop_back();
+      append(prompt, false);
+      append(tokenizer.encode(e.completion), true);
+      append({eos}, true);
+    } else {
+      if (!chat) chat.emplace(tokenizer, tokenizer_name);
+      const auto rendered = chat->render_for_training(e.messages, source + ":" + std::to_string(e.line));
+      size_t at = 0;
+      for (const auto& [begin, end] : rendered.assistant_spans) {
+        append(tokenizer.encode(rendered.text.substr(at, begin - at)), false);
+        append(tokenizer.encode(rendered.text.substr(begin, end - begin)), true);
+        at = end;
+      }
+      append(tokenizer.encode(rendered.text.substr(at)), false);
+    }
+    if (static_cast<int64_t>(ids.size()) > max_length + 1) {
+      ids.resize(max_length + 1);
+      targets.resize(max_length + 1);
+    }
+    // The first token is never predicted: an example needs a target after it.
+    if (std::find(targets.begin() + std::min<size_t>(1, targets.size()), targets.end(), 1) == targets.end()) {
       ++skipped_;
-      continue;  // nothing of the completion fits
+      continue;
     }
     ids_.push_back(std::move(ids));
-    prompt_lengths_.push_back(std::max<int64_t>(prompt, 1));
+    targets_.push_back(std::move(targets));
   }
   if (ids_.empty()) {
     throw std::runtime_error(source + ": no example's completion fits in block_size " + std::to_string(max_length) +
@@ -107,10 +132,13 @@ Batch InstructionDataset::batch(const std::vector<int64_t>& indices) const {
   std::vector<std::vector<int64_t>> inputs, labels;
   for (int64_t i : indices) {
     const auto& ids = ids_.at(i);
+    const auto& targets = targets_.at(i);
     inputs.emplace_back(ids.begin(), ids.end() - 1);
+    // y[t] is ids[t + 1], a label where that token is a target.
     std::vector<int64_t> y(ids.begin() + 1, ids.end());
-    // y[t] is ids[t + 1]: a target once t + 1 reaches the completion.
-    std::fill(y.begin(), y.begin() + (prompt_lengths_.at(i) - 1), kIgnoreIndex);
+    for (size_t t = 0; t < y.size(); ++t) {
+      if (!targets[t + 1]) y[t] = kIgnoreIndex;
+    }
     labels.push_back(std::move(y));
   }
   Batch batch;

@@ -52,20 +52,27 @@ class Seq2SeqDataset {
 // LLaMA's <s>), completion ids and the end-of-sequence token as one sequence, truncated to
 // `max_length + 1` tokens; the loss is on the completion and the end only (the labels of prompt
 // positions are kIgnoreIndex), as PEFT/TRL's completion-only training. Right-padded batches.
+// A conversation (`messages`) is rendered with the tokenizer's chat template (text/chat_format.h)
+// and its text tokenized with no special tokens added (the template writes them, as
+// apply_chat_template's text is encoded), each turn on its own so turns end on token boundaries;
+// the loss is on the assistant turns only, as TRL's assistant-only loss.
 class InstructionDataset {
  public:
+  // `tokenizer_name` (its directory) names the tokenizer in errors about its chat template.
   InstructionDataset(const std::vector<InstructionExample>& examples, const Tokenizer& tokenizer, int64_t max_length,
-                     const std::string& source = "");
+                     const std::string& source = "", const std::string& tokenizer_name = "the tokenizer");
   int64_t size() const { return static_cast<int64_t>(ids_.size()); }
   int64_t length(int64_t i) const { return static_cast<int64_t>(ids_[i].size()); }
   // input_ids, attention_mask and labels (B, longest): labels[t] is the token after input t.
   Batch batch(const std::vector<int64_t>& indices) const;
   // Examples left out because their prompt alone fills max_length.
   int64_t skipped() const { return skipped_; }
+  // Whether token t of example i is a target (the loss is on predicting it).
+  bool is_target(int64_t i, int64_t t) const { return targets_.at(i).at(t) != 0; }
 
  private:
-  std::vector<std::vector<int64_t>> ids_;   // the whole sequence
-  std::vector<int64_t> prompt_lengths_;     // tokens of context before the first target
+  std::vector<std::vector<int64_t>> ids_;      // the whole sequence
+  std::vector<std::vector<uint8_t>> targets_;  // per token: 1 where it is a target
   int64_t pad_ = 0;
   int64_t skipped_ = 0;
 };

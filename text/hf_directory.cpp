@@ -201,6 +201,7 @@ HfDirectory read_hf_directory(const TokenizerFiles& files, const std::string& di
   out.special = resolve_special(*out.engine, config);
   if (pipeline != nullptr) infer_roles(*pipeline, out.special);
   out.chat_template = config.chat_template;
+  for (const auto& [role, token] : config.roles) out.special_token_texts[role] = token.content;
   out.model_max_length = config.model_max_length;
   return out;
 }

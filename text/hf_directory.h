@@ -7,6 +7,7 @@
 //   spiece.model/tokenizer.model -> SentencePiece with T5's or LLaMA's conventions, by
 //                                   tokenizer_class (default: spiece.model T5, tokenizer.model LLaMA)
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,9 @@ struct HfDirectory {
   TokenizerFiles files;  // those the backend reads, and the configs
   SpecialTokenIds special;
   std::optional<std::string> chat_template;
+  // The special tokens the config names, by role ("bos" -> "<s>"): what transformers passes a
+  // chat template as bos_token, eos_token, ...
+  std::map<std::string, std::string> special_token_texts;
   std::optional<int64_t> model_max_length;
 };
 

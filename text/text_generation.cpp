@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "text/chat_format.h"
+
 namespace zoo {
 namespace {
 
@@ -53,7 +55,7 @@ void check_utf8(const std::string& text, const std::string& what) {
 
 TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std::string& prompt,
                              GenerationOptions options, const std::vector<std::string>& stop_texts,
-                             const std::function<void(const std::string&)>& on_text) {
+                             const std::function<void(const std::string&)>& on_text, bool add_special_tokens) {
   check_utf8(prompt, "prompt");
   TextGeneration out;
   for (const auto& stop : stop_texts) {
@@ -64,7 +66,7 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
   }
   // As the tokenizer's own post-processing frames a sequence (LLaMA: <s> first; T5: </s> last;
   // zoo's and GPT-2's add nothing).
-  std::vector<int64_t> ids = tokenizer.encode(prompt, /*add_special_tokens=*/true);
+  std::vector<int64_t> ids = tokenizer.encode(prompt, add_special_tokens);
   const auto& specials = tokenizer.special();
   if (options.eos_ids.empty() && specials.eos) options.eos_ids = {*specials.eos};
   const auto& config = model.config;
@@ -141,6 +143,10 @@ std::vector<double> classify(Bert& model, const Tokenizer& tokenizer, const std:
   }
   const auto probs = bert_logits(model, bert_input(tokenizer, prompt))[0].softmax(-1).to(torch::kDouble).cpu().contiguous();
   return std::vector<double>(probs.data_ptr<double>(), probs.data_ptr<double>() + probs.numel());
+}
+
+std::string chat_prompt(const Tokenizer& tokenizer, const std::string& message, const std::string& tokenizer_name) {
+  return ChatFormat(tokenizer, tokenizer_name).render({{"user", message}}, /*add_generation_prompt=*/true);
 }
 
 }  // namespace zoo

@@ -42,10 +42,16 @@ struct TextGeneration {
 // Continues `prompt` (decoder models) or answers it (encoder-decoders); `stop_texts` end
 // generation like stop sequences, and so does the tokenizer's end-of-sequence token when
 // `options.eos_ids` is empty. `on_text` receives the new text as it is produced (not for beam
-// search). An empty GPT prompt starts a new document.
+// search). An empty GPT prompt starts a new document. Without `add_special_tokens` the prompt is
+// encoded as it is (a chat prompt, whose template wrote its special tokens).
 TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std::string& prompt,
                              GenerationOptions options, const std::vector<std::string>& stop_texts,
-                             const std::function<void(const std::string&)>& on_text);
+                             const std::function<void(const std::string&)>& on_text, bool add_special_tokens = true);
+
+// `message` as one user turn through the tokenizer's chat template with the generation prompt
+// (transformers' apply_chat_template(..., add_generation_prompt=True)): what `zoo generate --chat`
+// continues. `tokenizer_name` names a tokenizer without a template in the error.
+std::string chat_prompt(const Tokenizer& tokenizer, const std::string& message, const std::string& tokenizer_name);
 
 struct MaskPrediction {
   int64_t position = 0;                               // token index of the [MASK]

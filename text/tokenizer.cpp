@@ -150,6 +150,8 @@ Tokenizer Tokenizer::from_zoo_model(const std::string& bytes, const std::string&
   s.sep = SpecialTokens::kSep;
   s.mask = SpecialTokens::kMask;
   for (int64_t i = 0; i < SpecialTokens::kSentinels; ++i) s.sentinels.push_back(SpecialTokens::kFirstSentinel + i);
+  t.special_token_texts_ = {{"pad", "<pad>"}, {"unk", "<unk>"}, {"bos", "<s>"}, {"eos", "</s>"},
+                            {"cls", "[CLS]"}, {"sep", "[SEP]"}, {"mask", "[MASK]"}};
   return t;
 }
 
@@ -164,6 +166,7 @@ Tokenizer Tokenizer::from_files(TokenizerFiles files, const std::string& dir, co
   t.hash_ = fnv1a64(t.model_bytes_);
   t.special_ = std::move(d.special);
   t.chat_template_ = std::move(d.chat_template);
+  t.special_token_texts_ = std::move(d.special_token_texts);
   t.model_max_length_ = d.model_max_length;
   return t;
 }

@@ -11,6 +11,7 @@
 // Special tokens are properties (special()), each possibly absent for Hugging Face tokenizers.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,8 +115,11 @@ class Tokenizer {
   const SpecialTokenIds& special() const { return special_; }
   TokenizerBackend kind() const { return kind_; }
 
-  // tokenizer_config.json's chat template (kept as written; rendering is elsewhere).
+  // tokenizer_config.json's chat template (kept as written; text/chat_format.h renders it).
   const std::optional<std::string>& chat_template() const { return chat_template_; }
+  // The special tokens by role ("bos" -> "<s>", "eos", "unk", "sep", "pad", "cls", "mask"): those
+  // a Hugging Face tokenizer's config names (transformers' special_tokens_map), all seven of zoo's own.
+  const std::map<std::string, std::string>& special_token_texts() const { return special_token_texts_; }
   // tokenizer_config.json's model_max_length, when it states a finite one.
   std::optional<int64_t> model_max_length() const { return model_max_length_; }
 
@@ -144,6 +148,7 @@ class Tokenizer {
   uint64_t hash_ = 0;
   SpecialTokenIds special_;
   std::optional<std::string> chat_template_;
+  std::map<std::string, std::string> special_token_texts_;
   std::optional<int64_t> model_max_length_;
 };
 

@@ -1,6 +1,9 @@
 #include "text/unicode.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <vector>
 #include <stdexcept>
 
 #include <utf8proc.h>
@@ -129,6 +132,16 @@ bool is_white_space(char32_t c) {
   return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP;
 }
 
+bool is_separator(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_ZS || k == UTF8PROC_CATEGORY_ZL || k == UTF8PROC_CATEGORY_ZP;
+}
+
+bool is_cased(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
+}
+
 bool is_ascii_punctuation(char32_t c) {
   return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
          (c >= 0x7B && c <= 0x7E);
@@ -224,6 +237,67 @@ void append_lowercase(std::string& out, char32_t c) {
     return;
   }
   append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+}
+
+namespace {
+
+// The full case folding of `c` (CaseFolding.txt's C and F mappings, by utf8proc).
+std::vector<char32_t> full_casefold(char32_t c) {
+  utf8proc_int32_t folded[8];
+  utf8proc_int32_t boundclass = 0;
+  const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c), folded, 8,
+                                                     UTF8PROC_CASEFOLD, &boundclass);
+  if (n <= 0 || n > 8) return {c};
+  return std::vector<char32_t>(folded, folded + n);
+}
+
+// SpecialCasing's multi-character uppercase and titlecase mappings (U+00DF -> "SS" / "Ss") follow
+// from the full case folding, which utf8proc has: the uppercase is each folded character's simple
+// uppercase, the titlecase the first one's simple titlecase and the rest as folded. U+0130 and
+// U+1E9E fold to more than one character but map to themselves; the ten characters below are
+// where the titlecase rule does not hold.
+bool multi_character(char32_t c) { return c != 0x130 && c != 0x1E9E && full_casefold(c).size() > 1; }
+constexpr char32_t kUnknownTitlecase[] = {0x149, 0x1FB2, 0x1FB4, 0x1FB7, 0x1FC2, 0x1FC4, 0x1FC7, 0x1FF2, 0x1FF4, 0x1FF7};
+
+void append_simple_upper(std::string& out, char32_t c) {
+  append_utf8(out, static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))));
+}
+
+}  // namespace
+
+void append_uppercase(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+    return;
+  }
+  if (multi_character(c)) {
+    for (char32_t f : full_casefold(c)) append_simple_upper(out, f);
+    return;
+  }
+  append_simple_upper(out, c);
+}
+
+bool append_titlecase(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+    return true;
+  }
+  if (std::find(std::begin(kUnknownTitlecase), std::end(kUnknownTitlecase), c) != std::end(kUnknownTitlecase)) return false;
+  if (multi_character(c)) {
+    const auto folded = full_casefold(c);
+    append_utf8(out, static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(folded[0]))));
+    for (size_t i = 1; i < folded.size(); ++i) append_utf8(out, folded[i]);
+    return true;
+  }
+  append_utf8(out, static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))));
+  return true;
+}
+
+bool is_case_ignorable(char32_t c) {
+  if (c == '\'' || c == '.' || c == ':' || c == 0xB7 || c == 0x2019) return true;
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_ME || k == UTF8PROC_CATEGORY_CF ||
+         k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_SK;
 }
 
 }  // namespace zoo::unicode

@@ -46,6 +46,8 @@ bool is_other(char32_t c);              // C*  (Cc, Cf, Cn, Co, Cs)
 // PropList.txt the Z* separators plus U+0009..U+000D and U+0085.
 bool is_white_space(char32_t c);
 bool is_ascii_punctuation(char32_t c);  // !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
+bool is_separator(char32_t c);          // Z*  (Zs, Zl, Zp)
+bool is_cased(char32_t c);              // Lu, Ll, Lt
 
 enum class NormalizationForm { kNfc, kNfd, kNfkc, kNfkd };
 // `text` in the given normalization form. `text` must be valid UTF-8.
@@ -62,5 +64,13 @@ std::string utf8_lossy(const std::string& bytes);
 // Full lowercase mapping of one code point, as Rust's char::to_lowercase (context-free, so no
 // final-sigma rule), appended to `out`.
 void append_lowercase(std::string& out, char32_t c);
+// Full uppercase mapping of one code point, as Python's str.upper (U+00DF -> "SS", U+FB01 -> "FI"),
+// appended to `out`.
+void append_uppercase(std::string& out, char32_t c);
+// Full titlecase mapping, as Python's str.title gives a word's first character (U+FB01 -> "Fi").
+// Returns false, appending nothing, for the ten characters whose mapping this does not know
+// (U+0149 and Greek letters with ypogegrammeni such as U+1FB2).
+bool append_titlecase(std::string& out, char32_t c);
+bool is_case_ignorable(char32_t c);     // Mn, Me, Cf, Lm, Sk and the apostrophe, '.', ':', U+00B7 (Python's final sigma rule)
 
 }  // namespace zoo::unicode

@@ -204,11 +204,16 @@ std::unique_ptr<TaskData> example_data(const RunConfig& config, Objective object
                                                          BatchTokens::of(tokenizer), description);
     }
     case Objective::kCausalLM: {
-      // Instruction tuning: prompt/completion examples, the loss on the completion.
+      // Instruction tuning: prompt/completion examples, the loss on the completion; or
+      // conversations through the tokenizer's chat template, the loss on the assistant's turns.
+      const std::string tokenizer_name = !config.tokenizer.empty() ? config.tokenizer
+                                         : !config.init_from.empty() ? config.init_from
+                                                                     : "the run's tokenizer";
       auto read = [&](const std::string& file) {
-        auto set = std::make_unique<InstructionDataset>(read_instructions(file), tokenizer, block, file);
+        auto set = std::make_unique<InstructionDataset>(read_instructions(file), tokenizer, block, file, tokenizer_name);
         if (set->skipped() > 0) {
-          log << file << ": " << set->skipped() << " examples left out: their prompt fills block_size " << block << "\n";
+          log << file << ": " << set->skipped() << " examples left out: their prompt fills block_size " << block
+              << " (nothing to learn from fits)\n";
         }
         return set;
       };

@@ -3,7 +3,8 @@
 # python3-torch, real tokenizer files: GPT-2's vocab.json + merges.txt and BERT's vocab.txt from
 # npm, LLaMA- and T5-layout SentencePiece models from python3-sentencepiece) import with their own
 # tokenizers; GPT-2, LLaMA, Mistral and Qwen2 models fine-tune as LMs on text (GPT-2 also on
-# prompt/completion JSONL), a BERT as a classifier on CSV, T5 v1.0 and v1.1 on seq2seq JSONL;
+# prompt/completion JSONL, LLaMA on chat "messages" through its chat template), a BERT as a
+# classifier on CSV, T5 v1.0 and v1.1 on seq2seq JSONL;
 # each then generates, evaluates, exports to TorchScript and to Hugging Face's layout, and the
 # exported directory imports back to the same model (equal weights, equal greedy text).
 set -euo pipefail
@@ -71,6 +72,12 @@ for i in $(seq 1 20); do echo "{\"prompt\": \"Question $i:\", \"completion\": \"
 "$zoo" finetune "$work/gpt2" --train "$work/instructions.jsonl" $ft --run-dir "$work/gpt2-inst" > "$work/inst.out" 2>&1
 grep -q "causal_lm on $work/instructions.jsonl (20 examples)" "$work/inst.out"
 "$zoo" eval "$work/gpt2-inst" --data "$work/instructions.jsonl" 2> /dev/null | grep -q "^perplexity "
+# GPT-2's directory has no chat template: conversations and --chat are refused by name.
+echo '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}' > "$work/one-chat.jsonl"
+# shellcheck disable=SC2086
+fails "$work/gpt2 has no chat_template; use prompt/completion data or a tokenizer with one" \
+  "$zoo" finetune "$work/gpt2" --train "$work/one-chat.jsonl" $ft --run-dir "$work/gpt2-chat"
+fails "has no chat_template" "$zoo" generate "$work/gpt2-inst" --chat --prompt "Hi"
 
 # LLaMA layout (llama3 rope scaling, GQA), a LLaMA-style SentencePiece tokenizer, LM on text.
 hf_dir llama 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
@@ -78,6 +85,20 @@ hf_dir llama 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tok
 "$zoo" finetune "$work/llama" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/llama-ft" > /dev/null 2>&1
 "$zoo" eval "$work/llama-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
 round_trip "$work/llama-ft" "The module" text
+# Conversations (TRL's "messages") through the LLaMA directory's chat template, the loss on the
+# assistant's turns; `zoo tokenizer chat` shows the rendered text and `generate --chat` replies.
+for i in $(seq 1 12); do
+  echo "{\"messages\": [{\"role\": \"user\", \"content\": \"Question $i?\"}, {\"role\": \"assistant\", \"content\": \"Answer $i.\"}]}"
+done > "$work/chat.jsonl"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/llama" --train "$work/chat.jsonl" $ft --run-dir "$work/llama-chat" > "$work/chat.out" 2>&1
+grep -q "causal_lm on $work/chat.jsonl (12 examples)" "$work/chat.out"
+grep -q "^finished at step 2" "$work/chat.out"
+rendered=$(printf '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}' |
+           "$zoo" tokenizer chat --model "$work/llama-chat/checkpoints/last/tokenizer")
+[[ "$rendered" == $'[user] Hi\n[assistant] Yo' ]] || { echo "chat template rendered '$rendered'"; exit 1; }
+"$zoo" generate "$work/llama-chat" --chat --prompt "Question 3?" --max-new-tokens 4 --greedy > /dev/null 2> "$work/chat-gen.err"
+grep -qE "^\[[0-9]+ tokens, (eos|length)\]" "$work/chat-gen.err"
 
 # Mistral (sliding window) with the LLaMA-style tokenizer, Qwen2 (q/k/v biases) with GPT-2's.
 hf_dir mistral 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"

@@ -20,5 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     zoo::read_seq2seq(path);
   } catch (const std::runtime_error&) {
   }
+  try {
+    zoo::read_instructions(path);  // prompt/completion pairs or "messages" conversations
+  } catch (const std::runtime_error&) {
+  }
   return 0;
 }

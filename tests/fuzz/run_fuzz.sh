@@ -62,6 +62,10 @@ case "$(basename "$fuzzer")" in
   tokenizer_json_fuzz)
     cp "$source_dir"/tests/fuzz/tokenizer_json_seeds/* "$corpus/"
     ;;
+  chat_template_fuzz)
+    printf '%s' "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] | trim + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}" > "$corpus/chatml.jinja"
+    printf '%s' $'{%- set ns = namespace(n=0) -%}\n{% macro f(x, y=2) %}{{ x ~ y }}{% endmacro %}\n  {% for m in messages if m.role != \'system\' %}{% set ns.n = ns.n + 1 %}{{ f(loop.index) }} {{ m | tojson(indent=1) }}{% if loop.last %}{% break %}{% endif %}{% endfor %}{# c #}\n{{ messages[1:][::-1] | map(attribute=\'content\') | join(\', \') | upper }} {{ raise_exception(\'x\') if ns.n > 9 }}' > "$corpus/constructs.jinja"
+    ;;
   *)
     echo "run_fuzz.sh: no seeds for $(basename "$fuzzer")" >&2
     exit 2

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "text/reference_texts.h"
 #include "test_util.h"
 
 namespace zoo {
@@ -181,8 +182,88 @@ TEST(FinetuneData, InstructionsTrainOnTheCompletionOnly) {
   EXPECT_EQ(short_block.skipped(), 1);
   EXPECT_EQ(error_of([&] { InstructionDataset(examples, t, 1, path); }),
             path + ": no example's completion fits in block_size 1 after its prompt");
-  auto chat = write("chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
-  EXPECT_EQ(error_of([&] { read_instructions(chat); }), chat + ":1: unknown field 'messages' (expected: prompt, completion)");
+}
+
+// GPT-2's vocabulary (the npm reference files) with GPT-2's special tokens and a chat template
+// that ends each assistant turn with <|endoftext|>.
+std::string gpt2_chat_dir(const std::string& name, bool with_template) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testing::scratch_path(name);
+  fs::create_directories(dir);
+  for (const char* file : {"vocab.json", "merges.txt"}) {
+    fs::copy_file(testing::npm_reference(std::string("gpt2-files/") + file), dir / file, fs::copy_options::overwrite_existing);
+  }
+  nlohmann::ordered_json config = {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
+  if (with_template) {
+    config["chat_template"] =
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}{{ eos_token if m.role == 'assistant' else '\n' }}"
+        "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  }
+  write_file_atomically((dir / "tokenizer_config.json").string(), config.dump());
+  return dir.string();
+}
+
+// Worked by hand from the template: the text is "user: Hi\nassistant: Hello<|endoftext|>user:
+// Bye\nassistant: See you<|endoftext|>", each piece tokenized on its own and no special tokens
+// added; the labels are the assistant's pieces (" Hello<|endoftext|>", " See you<|endoftext|>").
+TEST(FinetuneData, ConversationsTrainOnTheAssistantTurnsOnly) {
+  const auto dir = gpt2_chat_dir("chat_gpt2", true);
+  const auto t = Tokenizer::load(dir);
+  auto path = write("chat.jsonl",
+                    "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello\"},"
+                    " {\"role\": \"user\", \"content\": \"Bye\"}, {\"role\": \"assistant\", \"content\": \"See you\"}]}\n"
+                    "{\"prompt\": \"Say hi.\", \"completion\": \" hi\"}\n");
+  const auto examples = read_instructions(path);
+  ASSERT_EQ(examples.size(), 2u);
+  ASSERT_EQ(examples[0].messages.size(), 4u);
+  EXPECT_EQ(examples[0].messages[3].content, "See you");
+  EXPECT_TRUE(examples[1].messages.empty());
+  InstructionDataset data(examples, t, 64, path, dir);
+  const int64_t eot = *t.token_to_id("<|endoftext|>");
+  std::vector<int64_t> ids, labels;  // labels[t] for ids[t]: the token or kIgnoreIndex
+  for (const auto& [text, target] : std::vector<std::pair<std::string, bool>>{
+           {"user: Hi\nassistant:", false}, {" Hello", true}, {"<|endoftext|>", true},
+           {"user: Bye\nassistant:", false}, {" See you", true}, {"<|endoftext|>", true}}) {
+    for (int64_t id : t.encode(text)) ids.push_back(id), labels.push_back(target ? id : kIgnoreIndex);
+  }
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), eot), 2);  // the template's, not added again
+  const auto batch = data.batch({0});
+  const std::vector<int64_t> inputs(ids.begin(), ids.end() - 1), shifted(labels.begin() + 1, labels.end());
+  EXPECT_TRUE(batch.input_ids[0].equal(torch::tensor(inputs))) << batch.input_ids[0];
+  EXPECT_TRUE(batch.labels[0].equal(torch::tensor(shifted))) << batch.labels[0];
+  // Prompt/completion lines in the same file keep their meaning.
+  const auto pair = data.batch({1});
+  EXPECT_EQ(pair.labels[0].ne(kIgnoreIndex).sum().item<int64_t>(), static_cast<int64_t>(t.encode(" hi").size()) + 1);
+  // A block that ends inside the first assistant turn keeps what fits of it.
+  const auto prompt = static_cast<int64_t>(t.encode("user: Hi\nassistant:").size());
+  InstructionDataset short_block({examples[0]}, t, prompt, path, dir);
+  EXPECT_EQ(short_block.batch({0}).labels[0].ne(kIgnoreIndex).sum().item<int64_t>(), 1);
+}
+
+TEST(FinetuneData, ConversationsNeedWellFormedMessagesAndAChatTemplate) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{\"messages\": []}", ":1: 'messages' is empty"},
+      {"{\"messages\": \"hi\"}", ":1: 'messages' must be a list of {role, content} objects, got string"},
+      {"{\"messages\": [{\"role\": \"user\"}]}", ":1: messages[0]: missing 'content'"},
+      {"{\"messages\": [{\"content\": \"x\"}]}", ":1: messages[0]: missing 'role'"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", ":1: messages[0].content must be a string, got number"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"name\": \"n\"}]}",
+       ":1: messages[0]: unknown key 'name' (expected: role, content)"},
+      {"{\"messages\": [\"hi\"]}", ":1: messages[0] must be a {role, content} object, got string"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", ":1: the conversation has no 'assistant' message to learn from"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"content\": \"y\"}], \"prompt\": \"p\"}",
+       ":1: a line with 'messages' cannot also have 'prompt'"},
+      {"{\"prompt\": \"p\"}", ":1: missing field 'completion' (or give 'messages')"},
+      {"{\"chat\": []}", ":1: unknown field 'chat' (expected: prompt, completion, messages)"},
+  };
+  for (const auto& [content, expected] : cases) {
+    const auto path = write("bad_chat.jsonl", content);
+    EXPECT_EQ(error_of([&] { read_instructions(path); }), path + expected) << content;
+  }
+  const auto plain = gpt2_chat_dir("plain_gpt2", false);
+  const auto path = write("ok_chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"content\": \"y\"}]}\n");
+  EXPECT_EQ(error_of([&] { InstructionDataset(read_instructions(path), Tokenizer::load(plain), 64, path, plain); }),
+            plain + " has no chat_template; use prompt/completion data or a tokenizer with one");
 }
 
 TEST(FinetuneData, LengthBucketsCoverEveryExampleOnceWithLessPadding) {

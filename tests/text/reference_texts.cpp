@@ -59,10 +59,14 @@ std::vector<std::string> prose_lines(size_t count) {
 }
 
 nlohmann::json run_reference(const std::string& command, const std::vector<std::string>& texts) {
+  return run_reference_json(command, nlohmann::ordered_json(texts));
+}
+
+nlohmann::json run_reference_json(const std::string& command, const nlohmann::ordered_json& input) {
   static int calls = 0;
   const auto in = scratch_path("reference_in_" + std::to_string(calls) + ".json");
   const auto out = scratch_path("reference_out_" + std::to_string(calls++) + ".json");
-  write_file_atomically(in.string(), nlohmann::json(texts).dump());
+  write_file_atomically(in.string(), input.dump());
   const std::string cmd = command + " '" + in.string() + "' '" + out.string() + "'";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("reference failed: " + cmd);
   return nlohmann::json::parse(read_file(out.string()));

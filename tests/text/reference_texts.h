@@ -21,6 +21,9 @@ std::vector<std::string> prose_lines(size_t count);
 // std::runtime_error with the command when it fails.
 nlohmann::json run_reference(const std::string& command, const std::vector<std::string>& texts);
 
+// The same with any JSON as IN.
+nlohmann::json run_reference_json(const std::string& command, const nlohmann::ordered_json& input);
+
 // The npm reference packages and the files made from them (tests/reference/fetch_npm_references.sh,
 // a ctest fixture). Throws, saying how to make them, when `relative` is missing there.
 std::string npm_reference(const std::string& relative);
