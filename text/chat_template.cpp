@@ -15,8 +15,10 @@ namespace {
 
 using jinja::Body;
 using jinja::Dict;
+using jinja::Escape;
 using jinja::Expr;
 using jinja::ExprKind;
+using jinja::find_escape;
 using jinja::Kind;
 using jinja::List;
 using jinja::Node;
@@ -232,16 +234,12 @@ std::vector<std::string> splitlines(const std::string& s) {
 }
 
 std::string html_escape(const std::string& s) {
+  // markupsafe's escape(), which jinja2's escape filter calls.
+  static constexpr Escape kHtmlEscapes[] = {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&#34;"}, {'\'', "&#39;"}};
   std::string out;
   for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
+    if (const char* escape = find_escape(kHtmlEscapes, static_cast<unsigned char>(c))) out += escape;
+    else out += c;
   }
   return out;
 }
@@ -362,64 +360,71 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   throw ValueError("unknown operator " + op);
 }
 
-// The items a for loop or a filter iterates: a list's items, a dict's keys, a string's
-// characters; nothing for undefined (as jinja2's Undefined iterates).
-List iterate(const Value& v) {
+// What a for loop, len() and `in` look into: a string's characters, a list's items, a dict's
+// keys. Undefined holds nothing (as jinja2's Undefined); other values are no containers (nullopt).
+enum class Container { kNothing, kString, kList, kDict };
+
+std::optional<Container> container_of(const Value& v) {
   switch (v.kind()) {
-    case Kind::kUndefined: return {};
-    case Kind::kList: return v.as_list();
-    case Kind::kDict: {
+    case Kind::kUndefined: return Container::kNothing;
+    case Kind::kString: return Container::kString;
+    case Kind::kList: return Container::kList;
+    case Kind::kDict: return Container::kDict;
+    case Kind::kNone:
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat:
+    case Kind::kNamespace:
+    case Kind::kCallable: break;
+  }
+  return std::nullopt;
+}
+
+// The items a for loop or a filter iterates.
+List iterate(const Value& v) {
+  const auto container = container_of(v);
+  if (!container) throw ValueError("'" + v.type_name() + "' object is not iterable");
+  switch (*container) {
+    case Container::kNothing: return {};
+    case Container::kList: return v.as_list();
+    case Container::kDict: {
       List keys;
       for (const auto& item : v.as_dict()) keys.emplace_back(item.first);
       return keys;
     }
-    case Kind::kString: {
+    case Container::kString: {
       List out;
       for (auto& c : characters(v.as_string())) out.emplace_back(std::move(c));
       return out;
     }
-    case Kind::kNone:
-    case Kind::kBool:
-    case Kind::kInt:
-    case Kind::kFloat:
-    case Kind::kNamespace:
-    case Kind::kCallable: break;
   }
-  throw ValueError("'" + v.type_name() + "' object is not iterable");
+  return {};
 }
 
 int64_t length(const Value& v) {
-  switch (v.kind()) {
-    case Kind::kUndefined: return 0;
-    case Kind::kString: return static_cast<int64_t>(unicode::count_code_points(v.as_string()));
-    case Kind::kList: return static_cast<int64_t>(v.as_list().size());
-    case Kind::kDict: return static_cast<int64_t>(v.as_dict().size());
-    case Kind::kNone:
-    case Kind::kBool:
-    case Kind::kInt:
-    case Kind::kFloat:
-    case Kind::kNamespace:
-    case Kind::kCallable: break;
+  const auto container = container_of(v);
+  if (!container) throw ValueError("object of type '" + v.type_name() + "' has no len()");
+  switch (*container) {
+    case Container::kNothing: return 0;
+    case Container::kString: return static_cast<int64_t>(unicode::count_code_points(v.as_string()));
+    case Container::kList: return static_cast<int64_t>(v.as_list().size());
+    case Container::kDict: return static_cast<int64_t>(v.as_dict().size());
   }
-  throw ValueError("object of type '" + v.type_name() + "' has no len()");
+  return 0;
 }
 
 bool contains(const Value& container, const Value& item) {
-  switch (container.kind()) {
-    case Kind::kUndefined: return false;
-    case Kind::kString:
+  const auto kind = container_of(container);
+  if (!kind) throw ValueError("argument of type '" + container.type_name() + "' is not iterable");
+  switch (*kind) {
+    case Container::kNothing: return false;
+    case Container::kString:
       if (!item.is_string()) throw ValueError("'in <string>' requires string as left operand, not " + item.type_name());
       return container.as_string().find(item.as_string()) != std::string::npos;
-    case Kind::kList: return std::find(container.as_list().begin(), container.as_list().end(), item) != container.as_list().end();
-    case Kind::kDict: return item.is_string() && !container.item(item.as_string()).is_undefined();
-    case Kind::kNone:
-    case Kind::kBool:
-    case Kind::kInt:
-    case Kind::kFloat:
-    case Kind::kNamespace:
-    case Kind::kCallable: break;
+    case Container::kList: return std::find(container.as_list().begin(), container.as_list().end(), item) != container.as_list().end();
+    case Container::kDict: return item.is_string() && !container.item(item.as_string()).is_undefined();
   }
-  throw ValueError("argument of type '" + container.type_name() + "' is not iterable");
+  return false;
 }
 
 // Python's slice of a sequence of `n` items: the indices it takes.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "text/unicode.h"
 
@@ -227,6 +228,9 @@ class Lexer {
 
   // A quoted string with Python's escapes (jinja2 decodes them with "unicode-escape").
   void string_literal(char quote) {
+    // The one-letter escapes; a backslash at the end of a line joins the lines.
+    static constexpr Escape kPythonEscapes[] = {{'n', "\n"}, {'t', "\t"}, {'r', "\r"}, {'\\', "\\"}, {'\'', "'"}, {'"', "\""},
+                                                {'a', "\a"}, {'b', "\b"}, {'f', "\f"}, {'v', "\v"}, {'\n', ""}};
     const int start_line = line_;
     size_t i = pos_ + 1;
     std::string value;
@@ -255,18 +259,11 @@ class Lexer {
       if (i + 1 >= s_.size()) fail(start_line, std::string("unterminated string (no closing ") + quote + ")");
       const char e = s_[i + 1];
       i += 2;
+      if (const char* escaped = find_escape(kPythonEscapes, static_cast<unsigned char>(e))) {
+        value += escaped;
+        continue;
+      }
       switch (e) {
-        case 'n': value += '\n'; break;
-        case 't': value += '\t'; break;
-        case 'r': value += '\r'; break;
-        case '\\': value += '\\'; break;
-        case '\'': value += '\''; break;
-        case '"': value += '"'; break;
-        case 'a': value += '\a'; break;
-        case 'b': value += '\b'; break;
-        case 'f': value += '\f'; break;
-        case 'v': value += '\v'; break;
-        case '\n': break;  // a backslash at the end of a line joins the lines
         case 'x': hex_escape(2); break;
         case 'u': hex_escape(4); break;
         case 'U': hex_escape(8); break;
@@ -353,6 +350,17 @@ class Parser {
       fail(peek().line, "expected the end of the '" + statement + "' tag ('%}'), got " + describe(peek()));
     }
     ++i_;
+  }
+
+  // The body of a `{% tag %}...{% endtag %}` block: from the end of the opening tag (expected
+  // here) through the closing tag.
+  Body parse_block(const std::string& tag, int line) {
+    expect_block_end(tag);
+    std::string end;
+    Body body = parse_body({"end" + tag}, &end, "{% " + tag + " %}", line);
+    ++i_;
+    expect_block_end("end" + tag);
+    return body;
   }
 
   // Nodes up to a {% tag %} named in `ends` (returned in *end, the index left on its name), or
@@ -471,42 +479,29 @@ class Parser {
         if (n.targets.size() != 1 || !n.attribute.empty()) fail(n.line, "a {% set %} block assigns one variable");
         if (is_op("|")) fail(peek().line, "filters on {% set %} blocks are not supported");
         n.kind = NodeKind::kSetBlock;
-        expect_block_end("set");
-        n.body = parse_body({"endset"}, &end, "{% set %}", n.line);
-        ++i_;
-        expect_block_end("endset");
+        n.body = parse_block("set", n.line);
       }
     } else if (k == "macro") {
       n.kind = NodeKind::kMacro;
       n.targets.push_back(expect_name("a macro name"));
       expect_op("(");
-      while (!skip_op(")")) {
+      parse_comma_separated(")", [&] {
         std::string parameter = expect_name("a parameter name");
         ExprPtr fallback;
         if (skip_op("=")) fallback = parse_expression(true);
         n.parameters.emplace_back(std::move(parameter), std::move(fallback));
-        if (!is_op(")")) expect_op(",");
-      }
-      expect_block_end("macro");
+      });
       const int loops = loops_;
       loops_ = 0;
-      n.body = parse_body({"endmacro"}, &end, "{% macro %}", n.line);
+      n.body = parse_block("macro", n.line);
       loops_ = loops;
-      ++i_;
-      expect_block_end("endmacro");
     } else if (k == "filter") {
       n.kind = NodeKind::kFilterBlock;
       n.expr = parse_filters(nullptr, /*first_without_pipe=*/true);
-      expect_block_end("filter");
-      n.body = parse_body({"endfilter"}, &end, "{% filter %}", n.line);
-      ++i_;
-      expect_block_end("endfilter");
+      n.body = parse_block("filter", n.line);
     } else if (k == "generation") {
       n.kind = NodeKind::kGeneration;
-      expect_block_end("generation");
-      n.body = parse_body({"endgeneration"}, &end, "{% generation %}", n.line);
-      ++i_;
-      expect_block_end("endgeneration");
+      n.body = parse_block("generation", n.line);
     } else if (k == "break" || k == "continue") {
       if (loops_ == 0) fail(n.line, "'" + k + "' outside a for loop");
       n.kind = k == "break" ? NodeKind::kBreak : NodeKind::kContinue;
@@ -534,6 +529,16 @@ class Parser {
     e->kind = kind;
     e->line = line;
     return e;
+  }
+
+  // Items up to the operator `close` (the opening one already read), each read by `item` and
+  // followed by a comma or `close`; a trailing comma is allowed, as in Python.
+  template <typename Item>
+  void parse_comma_separated(const char* close, Item item) {
+    while (!skip_op(close)) {
+      item();
+      if (!is_op(close)) expect_op(",");
+    }
   }
 
   // An expression, or a tuple of them ("a, b"): jinja2's parse_tuple.
@@ -568,27 +573,28 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr e = parse_and();
-    while (is_name("or")) {
-      auto o = make(ExprKind::kOr, next().line);
-      o->a = std::move(e);
-      o->b = parse_and();
-      e = std::move(o);
+  // One precedence level of left-associative operators, `operand (operator operand)*` as in
+  // `a - b + c` or `a and b and c`: each operator found makes a `kind` node (its text in `name`)
+  // of what stands before it and the operand after it.
+  template <typename Operand>
+  ExprPtr parse_left_associative(ExprKind kind, std::initializer_list<const char*> operators, Operand operand) {
+    ExprPtr e = operand();
+    auto at_operator = [&] {
+      return std::any_of(operators.begin(), operators.end(), [&](const char* o) { return is_op(o) || is_name(o); });
+    };
+    while (at_operator()) {
+      const Token& op = next();
+      auto node = make(kind, op.line);
+      node->name = op.text;
+      node->a = std::move(e);
+      node->b = operand();
+      e = std::move(node);
     }
     return e;
   }
 
-  ExprPtr parse_and() {
-    ExprPtr e = parse_not();
-    while (is_name("and")) {
-      auto o = make(ExprKind::kAnd, next().line);
-      o->a = std::move(e);
-      o->b = parse_not();
-      e = std::move(o);
-    }
-    return e;
-  }
+  ExprPtr parse_or() { return parse_left_associative(ExprKind::kOr, {"or"}, [this] { return parse_and(); }); }
+  ExprPtr parse_and() { return parse_left_associative(ExprKind::kAnd, {"and"}, [this] { return parse_not(); }); }
 
   ExprPtr parse_not() {
     Depth depth(*this, peek().line);
@@ -628,49 +634,10 @@ class Parser {
     return c;
   }
 
-  ExprPtr binary(ExprPtr left, const std::string& op, ExprPtr right, int line) {
-    auto e = make(ExprKind::kBinary, line);
-    e->name = op;
-    e->a = std::move(left);
-    e->b = std::move(right);
-    return e;
-  }
-
-  ExprPtr parse_math1() {
-    ExprPtr e = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const Token& op = next();
-      e = binary(std::move(e), op.text, parse_concat(), op.line);
-    }
-    return e;
-  }
-
-  ExprPtr parse_concat() {
-    ExprPtr e = parse_math2();
-    while (is_op("~")) {
-      const Token& op = next();
-      e = binary(std::move(e), "~", parse_math2(), op.line);
-    }
-    return e;
-  }
-
-  ExprPtr parse_math2() {
-    ExprPtr e = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const Token& op = next();
-      e = binary(std::move(e), op.text, parse_pow(), op.line);
-    }
-    return e;
-  }
-
-  ExprPtr parse_pow() {
-    ExprPtr e = parse_unary(true);
-    while (is_op("**")) {
-      const Token& op = next();
-      e = binary(std::move(e), "**", parse_unary(true), op.line);
-    }
-    return e;
-  }
+  ExprPtr parse_math1() { return parse_left_associative(ExprKind::kBinary, {"+", "-"}, [this] { return parse_concat(); }); }
+  ExprPtr parse_concat() { return parse_left_associative(ExprKind::kBinary, {"~"}, [this] { return parse_math2(); }); }
+  ExprPtr parse_math2() { return parse_left_associative(ExprKind::kBinary, {"*", "/", "//", "%"}, [this] { return parse_pow(); }); }
+  ExprPtr parse_pow() { return parse_left_associative(ExprKind::kBinary, {"**"}, [this] { return parse_unary(true); }); }
 
   ExprPtr parse_unary(bool with_filter) {
     Depth depth(*this, peek().line);
@@ -735,21 +702,17 @@ class Parser {
         if (t.text == "[") {
           ++i_;
           auto list = make(ExprKind::kList, t.line);
-          while (!skip_op("]")) {
-            list->items.push_back(parse_expression(true));
-            if (!is_op("]")) expect_op(",");
-          }
+          parse_comma_separated("]", [&] { list->items.push_back(parse_expression(true)); });
           return list;
         }
         if (t.text == "{") {
           ++i_;
           auto dict = make(ExprKind::kDict, t.line);
-          while (!skip_op("}")) {
+          parse_comma_separated("}", [&] {
             dict->items.push_back(parse_expression(true));
             expect_op(":");
             dict->items.push_back(parse_expression(true));
-            if (!is_op("}")) expect_op(",");
-          }
+          });
           return dict;
         }
         break;
@@ -814,7 +777,7 @@ class Parser {
     call->a = std::move(callee);
     call->name = std::move(name);
     expect_op("(");
-    while (!skip_op(")")) {
+    parse_comma_separated(")", [&] {
       if (is_op("*") || is_op("**")) fail(peek().line, "*args and **kwargs in calls are not supported");
       if (peek().kind == TokenKind::kName && is_op("=", 1)) {
         std::string keyword = next().text;
@@ -824,8 +787,7 @@ class Parser {
         if (!call->keywords.empty()) fail(peek().line, "a positional argument after a keyword argument");
         call->items.push_back(parse_expression(true));
       }
-      if (!is_op(")")) expect_op(",");
-    }
+    });
     return call;
   }
 

@@ -50,7 +50,7 @@ struct Expr {
   ExprKind kind = ExprKind::kLiteral;
   int line = 0;
   Value value;                  // kLiteral
-  std::string name;             // kName, kAttribute, kFilter, kTest; the operator of kBinary
+  std::string name;             // kName, kAttribute, kFilter, kTest; the operator of kBinary, kAnd, kOr
   std::vector<std::string> ops;  // kCompare: "==", "!=", "<", "<=", ">", ">=", "in", "not in"
   bool negated = false;         // kTest: "is not"
   ExprPtr a, b, c;

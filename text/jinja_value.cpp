@@ -40,28 +40,23 @@ std::string repr_string(const std::string& s) {
 }
 
 void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
+  // json.dumps's two-character escapes; other control characters are written \uXXXX.
+  static constexpr Escape kJsonEscapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\r', "\\r"},
+                                            {'\t', "\\t"}, {'\b', "\\b"}, {'\f', "\\f"}};
   out += '"';
   for (size_t i = 0; i < s.size();) {
     const auto [c, length] = unicode::decode_at(s, i);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || (ensure_ascii && c > 0x7E)) {
-          if (c < 0x10000) {
-            out += "\\u" + hex(c, 4);
-          } else {  // a UTF-16 surrogate pair, as json.dumps writes it
-            const char32_t v = c - 0x10000;
-            out += "\\u" + hex(0xD800 + (v >> 10), 4) + "\\u" + hex(0xDC00 + (v & 0x3FF), 4);
-          }
-        } else {
-          out.append(s, i, length);
-        }
+    if (const char* escape = find_escape(kJsonEscapes, c)) {
+      out += escape;
+    } else if (c < 0x20 || (ensure_ascii && c > 0x7E)) {
+      if (c < 0x10000) {
+        out += "\\u" + hex(c, 4);
+      } else {  // a UTF-16 surrogate pair, as json.dumps writes it
+        const char32_t v = c - 0x10000;
+        out += "\\u" + hex(0xD800 + (v >> 10), 4) + "\\u" + hex(0xDC00 + (v & 0x3FF), 4);
+      }
+    } else {
+      out.append(s, i, length);
     }
     i += length;
   }

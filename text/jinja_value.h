@@ -5,6 +5,7 @@
 // (str and repr) are here, and transformers' tojson (json.dumps with ensure_ascii=False), so
 // that a template prints what jinja2 prints.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -117,5 +118,21 @@ std::string to_json(const Value& value, const JsonOptions& options = {});
 
 // Python's whitespace (str.isspace, str.strip, str.split).
 bool is_python_space(char32_t c);
+
+// One entry of a table of escapes: a character and the text that stands for it ('\n' and "\\n"
+// when writing JSON), or an escape's letter and the text it stands for ('n' and "\n" when reading
+// a Python string literal).
+struct Escape {
+  char32_t c;
+  const char* text;
+};
+// The text `table` gives for `c`, or nullptr where `c` has no entry.
+template <size_t N>
+const char* find_escape(const Escape (&table)[N], char32_t c) {
+  for (const Escape& e : table) {
+    if (e.c == c) return e.text;
+  }
+  return nullptr;
+}
 
 }  // namespace zoo::jinja
