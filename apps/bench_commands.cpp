@@ -10,6 +10,11 @@
 //   train-gpt2-small     forward + backward + AdamW, B=4, T=256
 //   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
 //   train-*-bf16         the same two in bf16 mixed precision
+//   finetune-gpt2-small-lora   train-gpt2-small's step with LoRA rank 8 on q and v, the base
+//                        frozen: against train-gpt2-small (full fine-tuning), tokens/s and peak RSS;
+//                        -recompute adds activation checkpointing
+//   train-gpt2-small-1024, train-gpt2-small-1024-recompute   B=1, T=1024, plain and with activation
+//                        checkpointing: the memory the first forward keeps for backward, and step time
 //   forward-bert-base    inference, B=8, T=128
 //   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
 //   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo SentencePiece
@@ -24,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -38,6 +44,7 @@
 #include "core/runtime.h"
 #include "core/strings.h"
 #include "models/generation.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "text/corpus.h"
 #include "text/tokenizer.h"
@@ -63,6 +70,9 @@ struct BenchArgs {
 
 const std::vector<std::string> kWorkloads = {"gemm", "gemm-bf16", "bandwidth", "train-gpt2-small",
                                              "train-gpt2-small-bf16", "train-gpt-tiny", "train-gpt-tiny-bf16",
+                                             "finetune-gpt2-small-lora", "finetune-gpt2-small-lora-recompute",
+                                             "train-gpt2-small-1024",
+                                             "train-gpt2-small-1024-recompute",
                                              "forward-bert-base", "generate-gpt2-small", "tokenize-zoo",
                                              "tokenize-gpt2"};
 
@@ -103,10 +113,35 @@ ModelConfig bench_config(const std::string& name) {
   return c;
 }
 
-json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t steps, Precision precision) {
+// Resident memory now (not the peak), in MB.
+double rss_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
+}
+
+struct TrainWorkload {
+  std::string model;
+  int64_t b = 0, t = 0;
+  Precision precision = Precision::kFp32;
+  int64_t lora_rank = 0;   // LoRA on q and v, the rest frozen
+  bool recompute = false;  // activation checkpointing
+};
+
+json train_workload(const TrainWorkload& w, int64_t steps) {
   torch::manual_seed(0);
-  const ModelConfig config = bench_config(model_name);
+  const ModelConfig config = bench_config(w.model);
+  const int64_t b = w.b, t = w.t;
+  const Precision precision = w.precision;
   Model model = build_model(config);
+  if (w.lora_rank > 0) {
+    LoraConfig lora;
+    lora.rank = w.lora_rank, lora.dropout = 0.0, lora.targets = {"q", "v"};
+    attach_lora(model, lora);
+    for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
+  }
+  model.set_activation_checkpointing(w.recompute);
   model.module()->train();
   OptimizerOptions o;
   o.lr = 6e-4, o.weight_decay = 0.1;
@@ -120,14 +155,19 @@ json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t
   batch.labels = data.narrow(1, 1, t).contiguous();
   // Where the time goes: forward (with the loss), backward, optimizer (clipping + AdamW).
   std::vector<double> forward_s, backward_s, optimizer_s;
+  // What the first forward keeps for backward (activations and logits), by resident memory
+  // before and after it: later steps reuse freed memory and would show nothing.
+  double activation_mb = -1;
   auto step = [&] {
     auto t0 = Clock::now();
     clear_gradients(*optimizer);
     LossOutput out;
+    const double before = activation_mb < 0 ? rss_mb() : 0;
     {
       AutocastScope autocast(precision, torch::kCPU);
       out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU);
     }
+    if (activation_mb < 0) activation_mb = rss_mb() - before;
     auto t1 = Clock::now();
     out.loss.backward();
     auto t2 = Clock::now();
@@ -144,10 +184,16 @@ json train_workload(const std::string& model_name, int64_t b, int64_t t, int64_t
     return 1000.0 * v[v.size() / 2];
   };
   const int64_t n = matmul_parameters(model);
-  const double flops_per_token = 6.0 * static_cast<double>(n) +
+  // A frozen weight costs no weight-gradient matmul: 4N instead of 6N (LoRA's own are negligible).
+  const double flops_per_token = (w.lora_rank > 0 ? 4.0 : 6.0) * static_cast<double>(n) +
                                  12.0 * static_cast<double>(config.n_layers * t * config.d_model);
+  int64_t trainable = 0;
+  for (const auto& p : params) trainable += p.numel();
   return {{"unit", "tokens/s"},
           {"value", static_cast<double>(b * t) / s},
+          {"step_ms", 1000.0 * s},
+          {"activation_mb", activation_mb},
+          {"trainable_parameters", trainable},
           {"flops_per_token", flops_per_token},
           {"split_ms", {{"forward", median_ms(forward_s)}, {"backward", median_ms(backward_s)},
                         {"optimizer", median_ms(optimizer_s)}}}};
@@ -241,10 +287,17 @@ int run_worker(const BenchArgs& a) {
   if (a.worker == "gemm") r = gemm(a.steps, torch::kFloat);
   else if (a.worker == "gemm-bf16") r = gemm(a.steps, torch::kBFloat16);
   else if (a.worker == "bandwidth") r = bandwidth(a.steps);
-  else if (a.worker == "train-gpt2-small") r = train_workload("gpt2-small", 4, 256, a.steps, Precision::kFp32);
-  else if (a.worker == "train-gpt2-small-bf16") r = train_workload("gpt2-small", 4, 256, a.steps, Precision::kBf16);
-  else if (a.worker == "train-gpt-tiny") r = train_workload("gpt-tiny", 16, 128, a.steps, Precision::kFp32);
-  else if (a.worker == "train-gpt-tiny-bf16") r = train_workload("gpt-tiny", 16, 128, a.steps, Precision::kBf16);
+  else if (a.worker == "train-gpt2-small") r = train_workload({"gpt2-small", 4, 256}, a.steps);
+  else if (a.worker == "train-gpt2-small-bf16") r = train_workload({"gpt2-small", 4, 256, Precision::kBf16}, a.steps);
+  else if (a.worker == "train-gpt-tiny") r = train_workload({"gpt-tiny", 16, 128}, a.steps);
+  else if (a.worker == "train-gpt-tiny-bf16") r = train_workload({"gpt-tiny", 16, 128, Precision::kBf16}, a.steps);
+  else if (a.worker == "finetune-gpt2-small-lora")
+    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8}, a.steps);
+  else if (a.worker == "finetune-gpt2-small-lora-recompute")
+    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8, /*recompute=*/true}, a.steps);
+  else if (a.worker == "train-gpt2-small-1024") r = train_workload({"gpt2-small", 1, 1024}, a.steps);
+  else if (a.worker == "train-gpt2-small-1024-recompute")
+    r = train_workload({"gpt2-small", 1, 1024, Precision::kFp32, 0, /*recompute=*/true}, a.steps);
   else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
   else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps);
   else if (a.worker == "tokenize-zoo") r = tokenize_workload(bench_zoo_tokenizer(), a.steps);
@@ -328,11 +381,13 @@ int run_bench(const BenchArgs& a) {
     json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
                           "--gpt2-tokenizer", a.gpt2_tokenizer},
                          {});
-    // PyTorch has no tokenizer: the tokenizer rows compare with each other (bytes per second).
+    // PyTorch has no tokenizer: the tokenizer rows compare with each other (bytes per second);
+    // the LoRA and recompute rows compare with zoo's own plain training.
     const bool tokenizer_row = name.rfind("tokenize-", 0) == 0;
+    const bool own_comparison = name.rfind("finetune-gpt2-small-lora", 0) == 0 || name.rfind("train-gpt2-small-1024", 0) == 0;
     json row = {{"name", name}, {"unit", zoo["unit"]}, {"zoo", zoo["value"]}, {"zoo_peak_rss_mb", zoo["peak_rss_mb"]}};
     json torch_result;
-    if (a.compare && !tokenizer_row) {
+    if (a.compare && !tokenizer_row && !own_comparison) {
       torch_result = run_child({a.python, script.string(), name, steps}, env);
       row["pytorch"] = torch_result["value"];
       row["ratio"] = zoo["value"].get<double>() / torch_result["value"].get<double>();
@@ -341,6 +396,29 @@ int run_bench(const BenchArgs& a) {
     std::string notes;
     if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo") {
       machine[name] = zoo["value"].get<double>();
+    }
+    if (name == "train-gpt2-small" || name == "train-gpt2-small-1024") {
+      machine[name] = zoo["value"].get<double>();
+      machine[name + ":rss"] = zoo["peak_rss_mb"].get<double>();
+      machine[name + ":activations"] = zoo["activation_mb"].get<double>();
+    }
+    if (name.rfind("finetune-gpt2-small-lora", 0) == 0 && machine.count("train-gpt2-small")) {
+      row["speed_vs_full"] = zoo["value"].get<double>() / machine["train-gpt2-small"];
+      row["peak_rss_vs_full"] = zoo["peak_rss_mb"].get<double>() / machine["train-gpt2-small:rss"];
+      notes = std::to_string(zoo["trainable_parameters"].get<int64_t>()) + " trainable; " +
+              fixed(row["speed_vs_full"].get<double>(), 2) + "x full fine-tuning's tokens/s, peak RSS " +
+              fixed(zoo["peak_rss_mb"].get<double>(), 0) + " MB = " +
+              fixed(100.0 * row["peak_rss_vs_full"].get<double>(), 0) + "% of its; ";
+    }
+    if (name == "train-gpt2-small-1024-recompute" && machine.count("train-gpt2-small-1024")) {
+      row["activations_saved"] = machine["train-gpt2-small-1024:activations"] / zoo["activation_mb"].get<double>();
+      row["step_time_vs_plain"] = machine["train-gpt2-small-1024"] / zoo["value"].get<double>();
+      notes = "activations " + fixed(zoo["activation_mb"].get<double>(), 0) + " MB vs " +
+              fixed(machine["train-gpt2-small-1024:activations"], 0) + " (" +
+              fixed(row["activations_saved"].get<double>(), 1) + "x less) for " +
+              fixed(row["step_time_vs_plain"].get<double>(), 2) + "x the step time; ";
+    } else if (name == "train-gpt2-small-1024") {
+      notes = "activations " + fixed(zoo["activation_mb"].get<double>(), 0) + " MB; ";
     }
     if (tokenizer_row) {
       notes = fixed(zoo["text_bytes_per_token"].get<double>(), 2) + " bytes of text per token";

@@ -39,6 +39,8 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
                               const torch::Tensor& position_ids = {});
   // Output head on hidden states: the tied embedding or lm_head.
   torch::Tensor logits(const torch::Tensor& hidden);
+  // That head's weight (vocab_size, d_model): logits = hidden head_weight^T.
+  const torch::Tensor& head_weight() const { return lm_head ? lm_head->weight : token_embedding->weight; }
   KVCache make_cache() const { return KVCache(config.n_layers); }
 
   ModelConfig config;

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "layers/linear_cross_entropy.h"
 #include "text/corpus.h"
 
 namespace zoo {
@@ -46,6 +47,14 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
   switch (objective) {
     case Objective::kCausalLM:
       // Right padding only ever follows the real tokens, which a causal model cannot see.
+      if (!with_accuracy) {
+        // Training: the head and the loss fused in chunks, never the whole (B T, V) logits.
+        const auto hidden = model.gpt->hidden_states(ids);
+        count_targets({}, labels, false, out);
+        out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
+                                        labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+        return out;
+      }
       logits = model.gpt->forward(ids);
       break;
     case Objective::kMaskedLM:

@@ -46,4 +46,17 @@ assert abs(rows[1]["per_byte_vs_zoo"] - rows[1]["zoo"] / rows[0]["zoo"]) < 1e-9,
 PY
 fails "tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in $work" \
   "$zoo" bench --only tokenize-gpt2 --gpt2-tokenizer "$work"
+# LoRA against full fine-tuning, activation checkpointing against plain training: each row
+# carries its ratio to the other, measured in the same run.
+"$zoo" bench --json --steps 1 --only train-gpt2-small finetune-gpt2-small-lora train-gpt2-small-1024 \
+  train-gpt2-small-1024-recompute > "$work/ft.jsonl"
+"$python" - "$work/ft.jsonl" <<'PY'
+import json, sys
+rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
+full, lora = rows["train-gpt2-small"], rows["finetune-gpt2-small-lora"]
+assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
+assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
+plain, recompute = rows["train-gpt2-small-1024"], rows["train-gpt2-small-1024-recompute"]
+assert recompute["activations_saved"] > 0 and abs(recompute["step_time_vs_plain"] - plain["zoo"] / recompute["zoo"]) < 1e-9, recompute
+PY
 echo "bench: ok"

@@ -56,6 +56,24 @@ test ! -e "$work/run/checkpoints/step-4"
 ! ls "$work/run/checkpoints" | grep -q "\.tmp\." || { echo "a temporary checkpoint was left"; exit 1; }
 "$zoo" eval "$work/run" --data "$work/slice.txt" --max-batches 1 > /dev/null 2>&1
 
+# --- SIGKILL at any moment: the run resumes from its last whole checkpoint ---------------------
+# Killed at five moments of a run that saves every step (several of them mid-write), each time
+# resumed; the run reaches its end and every checkpoint left loads.
+# shellcheck disable=SC2086
+"$zoo" train gpt-tiny $tiny $common steps=1 save_every=1 eval_every=0 --data "$work/slice.txt" --run-dir "$work/killed" > /dev/null 2>&1
+for delay in 0.3 0.7 1.1 0.5 0.9; do
+  "$zoo" train --resume "$work/killed" steps=40 > /dev/null 2>&1 &
+  pid=$!
+  sleep "$delay"
+  kill -KILL "$pid" 2> /dev/null || true
+  wait "$pid" 2> /dev/null || true
+done
+"$zoo" train --resume "$work/killed" steps=40 > "$work/killed.out" 2>&1
+grep -q "finished at step 40" "$work/killed.out"
+for checkpoint in "$work"/killed/checkpoints/step-*; do
+  "$zoo" eval "$checkpoint" --data "$work/slice.txt" --max-batches 1 > /dev/null 2>&1 || { echo "$checkpoint does not load"; exit 1; }
+done
+
 # --- Resume from another working directory --------------------------------------------------
 mkdir -p "$work/project" && cp "$work/slice.txt" "$work/project/small.txt"
 # shellcheck disable=SC2086

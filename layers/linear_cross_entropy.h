@@ -1,0 +1,21 @@
+#pragma once
+// Cross-entropy of a linear output layer, fused and in row chunks (as Liger-Kernel's fused
+// linear cross-entropy): the (N, V) logits of a language-model head (206 MB for GPT-2 small at
+// B=4, T=256, and as much again for their gradient) never exist whole. Each chunk's logits are
+// made, reduced to its loss and, when gradients are wanted, to its share of the gradients of the
+// hidden states and of the weight right away; backward only scales those.
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace zoo {
+
+// Mean over the rows whose label is not `ignore_index` of the cross-entropy of
+// logits = hidden weight^T against labels, with label smoothing as torch.nn.functional.
+// cross_entropy applies it. hidden (N, d), weight (V, d), labels (N). 0 (with zero gradients)
+// when no row has a label. `chunk_rows` 0 picks chunks of about 8M logits.
+torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
+                                   double label_smoothing = 0.0, int64_t ignore_index = -100, int64_t chunk_rows = 0);
+
+}  // namespace zoo
