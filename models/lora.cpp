@@ -21,10 +21,11 @@ bool matches(const std::string& pattern, const NamedProjection& p) {
   return fnmatch(pattern.c_str(), p.name.c_str(), 0) == 0;
 }
 
-ProjectionAdapters& adapters_of(torch::nn::Module& owner) {
-  if (auto* attention = dynamic_cast<AttentionImpl*>(&owner)) return attention->lora;
-  if (auto* feed_forward = dynamic_cast<FeedForwardImpl*>(&owner)) return feed_forward->lora;
-  throw std::logic_error("lora: not a module with projections");
+// The adapters of a module with projections; nullptr for any other module.
+ProjectionAdapters* adapters_of(torch::nn::Module& owner) {
+  if (auto* attention = dynamic_cast<AttentionImpl*>(&owner)) return &attention->lora;
+  if (auto* feed_forward = dynamic_cast<FeedForwardImpl*>(&owner)) return &feed_forward->lora;
+  return nullptr;
 }
 
 }  // namespace
@@ -76,7 +77,7 @@ std::vector<std::string> attach_lora(Model& model, const LoraConfig& config) {
     }
     LoraOptions options(in, part.rows, config.rank);
     options.row_offset(part.row_offset).alpha(config.alpha).dropout(config.dropout);
-    adapters_of(*p->owner).add(*p->owner, part.part, part.projection, options);
+    adapters_of(*p->owner)->add(*p->owner, part.part, part.projection, options);
     names.push_back(p->name);
   }
   return names;
@@ -88,9 +89,7 @@ bool is_adapter_tensor(const std::string& name) {
 
 void merge_lora(Model& model) {
   for (const auto& item : model.module()->named_modules()) {
-    auto* module = item.value().get();
-    if (dynamic_cast<AttentionImpl*>(module) == nullptr && dynamic_cast<FeedForwardImpl*>(module) == nullptr) continue;
-    adapters_of(*module).merge_into_weights(*module);
+    if (auto* adapters = adapters_of(*item.value())) adapters->merge_into_weights(*item.value());
   }
   model.lora.reset();
 }

@@ -43,6 +43,12 @@ void save_archive(torch::serialize::OutputArchive& archive, const std::string& p
   file.commit();
 }
 
+// A LoRA checkpoint's own tensors: the adapters and what trained in full beside them.
+std::function<bool(const std::string&)> owned_by(const LoraState& lora) {
+  auto trained = std::make_shared<std::set<std::string>>(lora.trained.begin(), lora.trained.end());
+  return [trained](const std::string& name) { return is_adapter_tensor(name) || trained->count(name) > 0; };
+}
+
 }  // namespace
 
 void save_weights(const std::string& path, const torch::nn::Module& module,
@@ -116,8 +122,7 @@ void load_lora_weights(const std::string& dir, Model& model) {
                              " has changed since the adapters were trained (" + kLoraStateFile + " records " +
                              lora.base_hash + ", model.pt now hashes to " + hash + ")");
   }
-  const std::set<std::string> trained(lora.trained.begin(), lora.trained.end());
-  auto own = [&](const std::string& name) { return is_adapter_tensor(name) || trained.count(name) > 0; };
+  const auto own = owned_by(lora);
   // The base's tensors (its other heads are not the run's), then the run's own.
   load_weights(base_weights, *model.module(), [&](const std::string& name) { return !own(name); },
                /*extra_allowed=*/true);
@@ -149,9 +154,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
   try {
     if (model.lora) {
       // The adapters and what trained beside them; the base stays where it is, named by hash.
-      const std::set<std::string> trained(model.lora->trained.begin(), model.lora->trained.end());
-      save_weights((tmp / "model.pt").string(), *model.module(),
-                   [&](const std::string& name) { return is_adapter_tensor(name) || trained.count(name) > 0; });
+      save_weights((tmp / "model.pt").string(), *model.module(), owned_by(*model.lora));
       write_file_atomically((tmp / kLoraStateFile).string(), model.lora->to_json().dump(2) + "\n");
     } else {
       save_weights((tmp / "model.pt").string(), *model.module());
