@@ -17,6 +17,7 @@
 //                        checkpointing: the memory the first forward keeps for backward, and step time
 //   forward-bert-base    inference, B=8, T=128
 //   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
+//   generate-gpt2-small-bf16   the same with bf16 weights (PyTorch: the model .to(torch.bfloat16))
 //   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo SentencePiece
 //                        unigram tokenizer of 8192 pieces (trained on it once, then cached)
 //   tokenize-gpt2        the same through GPT-2's byte-level BPE (vocab.json + merges.txt from
@@ -73,7 +74,7 @@ const std::vector<std::string> kWorkloads = {"gemm", "gemm-bf16", "bandwidth", "
                                              "finetune-gpt2-small-lora", "finetune-gpt2-small-lora-recompute",
                                              "train-gpt2-small-1024",
                                              "train-gpt2-small-1024-recompute",
-                                             "forward-bert-base", "generate-gpt2-small", "tokenize-zoo",
+                                             "forward-bert-base", "generate-gpt2-small", "generate-gpt2-small-bf16", "tokenize-zoo",
                                              "tokenize-gpt2"};
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -212,10 +213,11 @@ json forward_bert(int64_t steps) {
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
 }
 
-json generate_gpt2(int64_t steps) {
+json generate_gpt2(int64_t steps, torch::ScalarType dtype) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config("gpt2-small");
   Model model = build_model(config);
+  model.module()->to(dtype);
   model.module()->eval();
   std::vector<int64_t> prompt;
   for (int64_t i = 0; i < 16; ++i) prompt.push_back((i * 7919) % config.vocab_size);
@@ -224,7 +226,7 @@ json generate_gpt2(int64_t steps) {
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); });
   // Every weight is read once per token (the tied embedding as the output projection).
-  const double bytes = 4.0 * static_cast<double>(matmul_parameters(model));
+  const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   return {{"unit", "tokens/s"}, {"value", 128.0 / s}, {"bytes_per_token", bytes}};
 }
 
@@ -299,7 +301,8 @@ int run_worker(const BenchArgs& a) {
   else if (a.worker == "train-gpt2-small-1024-recompute")
     r = train_workload({"gpt2-small", 1, 1024, Precision::kFp32, 0, /*recompute=*/true}, a.steps);
   else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
-  else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps);
+  else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps, torch::kFloat);
+  else if (a.worker == "generate-gpt2-small-bf16") r = generate_gpt2(a.steps, torch::kBFloat16);
   else if (a.worker == "tokenize-zoo") r = tokenize_workload(bench_zoo_tokenizer(), a.steps);
   else if (a.worker == "tokenize-gpt2") r = tokenize_workload(bench_gpt2_tokenizer(a.gpt2_tokenizer), a.steps);
   else throw std::invalid_argument("zoo bench: unknown workload '" + a.worker + "'");
@@ -372,7 +375,7 @@ int run_bench(const BenchArgs& a) {
     std::cout << "zoo bench: " << torch_description() << ", " << threads << " intra-op threads, "
               << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << ", BLAS "
               << (blas.empty() ? "none loaded" : blas) << "\n";
-    std::cout << std::left << std::setw(22) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
+    std::cout << std::left << std::setw(26) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
               << "zoo" << std::setw(10) << (a.compare ? "pytorch" : "") << std::setw(8) << (a.compare ? "ratio" : "")
               << "  notes\n";
   }
@@ -456,7 +459,7 @@ int run_bench(const BenchArgs& a) {
     if (a.json_lines) {
       std::cout << row.dump() << std::endl;
     } else {
-      std::cout << std::left << std::setw(22) << name << std::setw(10) << row["unit"].get<std::string>() << std::right
+      std::cout << std::left << std::setw(26) << name << std::setw(10) << row["unit"].get<std::string>() << std::right
                 << std::setw(10) << fixed(zoo["value"].get<double>(), 1) << std::setw(10)
                 << (row.contains("pytorch") ? fixed(row["pytorch"].get<double>(), 1) : "") << std::setw(8)
                 << (row.contains("ratio") ? fixed(row["ratio"].get<double>(), 2) + "x" : "") << "  " << notes

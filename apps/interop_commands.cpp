@@ -26,7 +26,7 @@ struct ImportArgs {
 };
 
 struct ExportArgs {
-  std::string checkpoint, out;
+  std::string checkpoint, out, dtype = "fp32";
   bool overwrite = false;
   bool adapters_only = false;
 };
@@ -121,12 +121,15 @@ int export_hf_command(const ExportArgs& a) {
 
 int export_command(const ExportArgs& a) {
   auto [replacing, dir, c] = open_export(a, OutputKind::kTorchScriptFile);
+  // bf16: the weights zoo generate --dtype bf16 decodes with, the position tables in float32 as
+  // the scripts expect (interop/script/positions.py).
+  if (a.dtype == "bf16") c.model.module()->to(torch::kBFloat16);
   export_torchscript(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
   const bool generates = config.family != Family::kBert;
   std::cout << "wrote " << a.out << " (" << to_string(config.family) << ", "
-            << count_parameters(*c.model.module()) << " parameters; methods: forward"
+            << count_parameters(*c.model.module()) << (a.dtype == "bf16" ? " bf16" : "") << " parameters; methods: forward"
             << (config.is_encoder_decoder() ? ", encode, decode" : "") << (generates ? ", generate" : "")
             << (c.tokenizer ? "; its tokenizer inside" : "") << ")\n";
   if (!c.tokenizer) std::cerr << "warning: " << dir << " has no tokenizer; the export carries none\n";
@@ -161,6 +164,8 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
       "export", "write a TorchScript module (torch::jit::load / torch.jit.load) with generation and the tokenizer inside");
   script_cmd->add_option("checkpoint", t->checkpoint, "checkpoint or run directory")->required();
   script_cmd->add_option("--out", t->out, "file to write (model.pt)")->required();
+  script_cmd->add_option("--dtype", t->dtype, "weights' type: fp32 (default) or bf16 (what generate --dtype bf16 runs)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   add_overwrite_flag(script_cmd, t->overwrite, "an export");
   commands.push_back({script_cmd, [t] { return export_command(*t); }});
   return commands;

@@ -142,9 +142,9 @@ def forward_bert(steps):
         return "tokens/s", b * t / median_seconds(2, steps or 5, forward)
 
 
-def generate(steps):
+def generate(steps, dtype=torch.float32):
     torch.manual_seed(0)
-    model = GPT(**GPT_SIZES["gpt2-small"]).eval()
+    model = GPT(**GPT_SIZES["gpt2-small"]).eval().to(dtype)
     prompt = torch.tensor([[(i * 7919) % 50257 for i in range(16)]])
 
     def decode():
@@ -189,6 +189,7 @@ def main():
         "train-gpt-tiny-bf16": lambda: train("gpt-tiny", 16, 128, steps, bf16=True),
         "forward-bert-base": lambda: forward_bert(steps),
         "generate-gpt2-small": lambda: generate(steps),
+        "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
     }
     if name not in workloads:
         sys.exit(f"unknown workload {name}; known: {', '.join(workloads)}")

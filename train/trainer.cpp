@@ -154,7 +154,7 @@ torch::Device resolve_device(const std::string& name) {
 }
 
 EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
-                    const torch::Device& device, int64_t max_target_length) {
+                    const torch::Device& device, int64_t max_target_length, Precision precision) {
   EvalResult result;
   const int64_t n = data.val_size();
   if (n == 0) return result;
@@ -163,6 +163,7 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
   const bool was_training = module->is_training();
   module->eval();
   torch::NoGradGuard no_grad;
+  AutocastScope autocast(precision, device);
   double loss_sum = 0;
   int64_t correct = 0, exact = 0, examples = 0;
   for (int64_t start = 0; start < limit; start += batch_size) {
@@ -571,7 +572,7 @@ bool Trainer::step() {
 
 EvalResult Trainer::evaluate() {
   EvalResult r = zoo::evaluate(model_, *data_, config_.batch_size, config_.eval_batches, device_,
-                               config_.target_length);
+                               config_.target_length, precision_);
   r.step = step_;
   return r;
 }

@@ -139,9 +139,11 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<
                                int64_t batch_size, int64_t max_batches, const std::string& device,
                                std::ostream& log);
 
-// Model on the validation split of `data`, batch by batch (max_batches 0 = all).
+// Model on the validation split of `data`, batch by batch (max_batches 0 = all), its forward
+// passes in `precision` (a bf16 run evaluates under autocast, as it trains).
 EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
-                    const torch::Device& device, int64_t max_target_length = 64);
+                    const torch::Device& device, int64_t max_target_length = 64,
+                    Precision precision = Precision::kFp32);
 
 // "cpu", "cuda", "cuda:N" or "auto" as a device; CUDA requested but absent is an error.
 torch::Device resolve_device(const std::string& name);

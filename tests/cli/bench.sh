@@ -59,4 +59,16 @@ assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_r
 plain, recompute = rows["train-gpt2-small-1024"], rows["train-gpt2-small-1024-recompute"]
 assert recompute["activations_saved"] > 0 and abs(recompute["step_time_vs_plain"] - plain["zoo"] / recompute["zoo"]) < 1e-9, recompute
 PY
+# bf16 decoding: zoo's bf16 weights against PyTorch's model.to(torch.bfloat16), and against the
+# bandwidth bound of half the bytes per token.
+"$zoo" bench --compare --json --steps 1 --only bandwidth generate-gpt2-small-bf16 > "$work/decode.jsonl"
+"$python" - "$work/decode.jsonl" <<'PY'
+import json, sys
+rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
+decode = rows["generate-gpt2-small-bf16"]
+assert decode["unit"] == "tokens/s" and decode["zoo"] > 0 and decode["pytorch"] > 0, decode
+assert abs(decode["bound_fraction"] - decode["zoo"] / decode["bound"]) < 1e-9, decode
+# 2 bytes per weight: the bound is bandwidth / (2 x gpt2-small's 124,439,808 parameters less its 786,432 position embeddings).
+assert abs(decode["bound"] - rows["bandwidth"]["zoo"] * 1e9 / (2 * (124439808 - 786432))) < 1e-6 * decode["bound"], decode
+PY
 echo "bench: ok"

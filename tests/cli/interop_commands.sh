@@ -42,9 +42,9 @@ test -s "$work/ft-hf/model.safetensors"
 # TorchScript: GPT-2 and T5 exports generate in python3-torch exactly what zoo generates.
 "$zoo" export "$work/ckpt" --out "$work/gpt.pt" > "$work/export.out"
 grep -q "methods: forward, generate; its tokenizer inside" "$work/export.out"
-same_text() {  # same_text CHECKPOINT EXPORT PROMPT
+same_text() {  # same_text CHECKPOINT EXPORT PROMPT [DTYPE]
   local want got
-  want=$("$zoo" generate "$1" --prompt "$3" --max-new-tokens 12 --greedy 2>/dev/null)
+  want=$("$zoo" generate "$1" --prompt "$3" --max-new-tokens 12 --greedy --dtype "${4:-fp32}" 2>/dev/null)
   got=$("$python" "$generate_py" "$2" --prompt "$3" --max-new-tokens 12 --greedy)
   [[ -n "$want" && "$want" == "$got" ]] || { echo "zoo: '$want', exported in python: '$got'"; exit 1; }
 }
@@ -70,7 +70,19 @@ assert diff < 1e-6, f"exported logits differ by {diff}"
 PY
   "$zoo" export "$work/$flavor" --out "$work/$flavor.pt" > /dev/null
   same_text "$work/$flavor" "$work/$flavor.pt" "The module"
+  # bf16 exports hold bf16 weights (RMSNorm, rope and biases included) and generate.
+  "$zoo" export "$work/$flavor" --dtype bf16 --out "$work/$flavor-bf16.pt" | grep -q " bf16 parameters"
+  "$python" -c 'import sys, torch; m = torch.jit.load(sys.argv[1]); assert {p.dtype for p in m.parameters()} == {torch.bfloat16}' "$work/$flavor-bf16.pt"
+  "$python" "$generate_py" "$work/$flavor-bf16.pt" --prompt "The module" --max-new-tokens 4 --greedy > /dev/null
 done
+# bf16 token for token: on random weights the top logits lie within bf16's rounding of each other
+# and any two summation orders may pick differently, so this model first learns its text (a
+# sentence repeated); then zoo generate --dtype bf16 and the bf16 export continue it alike.
+for i in $(seq 1 200); do echo "The module reads every file once and writes the index beside it."; done > "$work/repeat.txt"
+"$zoo" train gpt-tiny model.vocab_size=2048 model.d_model=64 model.n_layers=2 model.n_heads=2 model.d_ff=128   steps=80 lr=0.01 warmup_steps=5 batch_size=4 block_size=32 eval_every=0 tokenizer="$work/tok.model"   --data "$work/repeat.txt" --run-dir "$work/learned" > /dev/null 2>&1
+"$zoo" export "$work/learned" --dtype bf16 --out "$work/learned-bf16.pt" > /dev/null
+same_text "$work/learned" "$work/learned-bf16.pt" "The module reads" bf16
+fails "--dtype: fp16 not in {fp32,bf16}" "$zoo" generate "$work/ckpt" --prompt x --dtype fp16
 fails "no such checkpoint or run directory" "$zoo" export "$work/nothing" --out "$work/x.pt"
 head -c 5000 "$work/gpt.pt" > "$work/cut.pt"
 fails "cut.pt: not a TorchScript archive" "$python" "$generate_py" "$work/cut.pt" --prompt "x"

@@ -80,6 +80,25 @@ grep -q '"SEQ_CLS"' "$work/bert-lora-peft/adapter_config.json"
 "$zoo" generate "$work/bert-lora" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)\s"
 "$zoo" generate "$work/bert-lora-back" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  [01]\s"
 
+# T5 sequence to sequence: adapters on the encoder's and decoder's self-attention and the
+# decoder's cross-attention (PEFT's q and v of every T5Attention), evaluated and resumed.
+hf_dir t5 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/t5" --train "$work/pairs.jsonl" --val "$work/pairs.jsonl" $lora eval_batches=1 \
+  --run-dir "$work/t5-lora" > "$work/t5.out" 2>&1
+# 2 encoder and 3 decoder layers: q and v of 8 attentions, each A (4, 32) + B (32, 4).
+grep -q "lora: rank 4, alpha 8, dropout 0.05 on 16 projections (q, v); the base stays frozen" "$work/t5.out"
+grep -q "parameters: .* (trainable 4096, " "$work/t5.out"
+peft_round_trip t5 "$work/t5-lora"
+grep -q '"SEQ_2_SEQ_LM"' "$work/t5-lora-peft/adapter_config.json"
+grep -q '"base_model.model.decoder.block.2.layer.1.EncDecAttention.v.lora_B.weight"' "$work/t5-lora-peft/adapter_model.safetensors"
+"$zoo" eval "$work/t5-lora" --data "$work/pairs.jsonl" 2> /dev/null | grep -q "^exact_match "
+want=$("$zoo" generate "$work/t5-lora" --prompt "copy 3" --max-new-tokens 4 --greedy 2> /dev/null)
+got=$("$zoo" generate "$work/t5-lora-back" --prompt "copy 3" --max-new-tokens 4 --greedy 2> /dev/null)
+[[ "$want" == "$got" ]] || { echo "T5 LoRA run: '$want', PEFT import: '$got'"; exit 1; }
+"$zoo" train --resume "$work/t5-lora" steps=4 > "$work/t5-resume.out" 2>&1
+grep -q "resumed from .* at step 3" "$work/t5-resume.out"
+
 # Bad input: named, nothing left behind.
 fails "lora.targets: 'query' matches no projection of this model; its projections are q, k, v, out, up, down" \
   "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $lora lora.targets=query --run-dir "$work/bad"

@@ -235,7 +235,7 @@ INSTANTIATE_TEST_SUITE_P(Families, Resume, ::testing::Values(0, 1, 2, 3), [](con
 // runs a LayerNorm on a bf16 input): matrix products in bf16, the master weights and the
 // optimizer in fp32. Over 8 steps its losses follow fp32's to within 2e-2 (the
 // figure PyTorch's autocast gives nanoGPT in the performance issue is about 1e-2 over 6), and
-// differ from them, so the autocast was at work; the weights stay fp32.
+// differ from them, so the autocast was at work; the weights stay fp32. Evaluation likewise.
 TEST(Trainer, Bf16MixedPrecisionTracksFp32) {
   for (int family = 0; family < 3; ++family) {
     SCOPED_TRACE(kModels[family]);
@@ -246,6 +246,10 @@ TEST(Trainer, Bf16MixedPrecisionTracksFp32) {
     const std::string dir = "bf16/" + std::to_string(family);
     Trainer a(fp32, quiet(testing::scratch_path(dir + "/fp32").string(), log));
     Trainer b(bf16, quiet(testing::scratch_path(dir + "/bf16").string(), log));
+    // Evaluation too runs under autocast: the same initial weights, a different validation loss.
+    const double eval_fp32 = a.evaluate().loss, eval_bf16 = b.evaluate().loss;
+    EXPECT_NEAR(eval_fp32, eval_bf16, 2e-2);
+    EXPECT_NE(eval_fp32, eval_bf16) << "bf16 evaluation equals fp32's bit for bit: no autocast";
     const auto la = a.run().losses, lb = b.run().losses;
     ASSERT_EQ(la.size(), lb.size());
     bool differ = false;
