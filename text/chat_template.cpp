@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "text/jinja_syntax.h"
 #include "text/unicode.h"
@@ -290,6 +292,20 @@ Value add(const Value& a, const Value& b) {
 // exhausting memory or time.
 constexpr size_t kMaxText = size_t{1} << 26;  // bytes of output, or of one string (64 MiB)
 constexpr int64_t kMaxSteps = 10000000;       // loop iterations and macro calls
+// A string iterated becomes one value per character (tens of bytes each): a smaller bound.
+constexpr size_t kMaxIteratedString = size_t{1} << 20;
+
+// Items joined by a separator, as str.join and the join filter do, within kMaxText.
+std::string join_bounded(const List& items, const std::string& separator,
+                         const std::function<std::string(const Value&)>& text) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += text(items[i]);
+    if (out.size() > kMaxText) throw ValueError("joining makes a string larger than 64 MiB");
+  }
+  return out;
+}
 
 Value repeat(const Value& sequence, int64_t times) {
   const size_t unit = sequence.is_string() ? sequence.as_string().size() : sequence.as_list().size() * 16;
@@ -393,6 +409,9 @@ List iterate(const Value& v) {
       return keys;
     }
     case Container::kString: {
+      if (v.as_string().size() > kMaxIteratedString) {
+        throw ValueError("iterating a string of more than 1 MiB (" + std::to_string(v.as_string().size()) + " bytes)");
+      }
       List out;
       for (auto& c : characters(v.as_string())) out.emplace_back(std::move(c));
       return out;
@@ -543,13 +562,8 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
   }
   if (name == "join") {
     args.check(what, {"iterable"});
-    std::string out;
-    bool first = true;
-    for (const auto& item : iterate(args.get(0, "iterable"))) {
-      out += (first ? "" : s) + string_argument(item, "str.join()'s items");
-      first = false;
-    }
-    return Value(out);
+    return Value(join_bounded(iterate(args.get(0, "iterable")), s,
+                              [](const Value& item) { return string_argument(item, "str.join()'s items"); }));
   }
   throw ValueError("'str' object has no method '" + name + "' that chat templates here support");
 }
@@ -626,6 +640,35 @@ class Renderer {
     throw ChatTemplateError(name_ + ":" + std::to_string(line) + ": " + message);
   }
 
+  // Whether `v` is or contains (through lists, dicts and namespaces) the namespace `items`;
+  // `seen` visits each shared container once.
+  static bool reaches(const Value& v, const Dict* items, std::set<const void*>& seen) {
+    switch (v.kind()) {
+      case Kind::kList:
+        if (!seen.insert(&v.as_list()).second) return false;
+        for (const auto& e : v.as_list())
+          if (reaches(e, items, seen)) return true;
+        return false;
+      case Kind::kNamespace:
+        if (&v.namespace_items() == items) return true;
+        [[fallthrough]];
+      case Kind::kDict:
+        if (!seen.insert(&v.as_dict()).second) return false;
+        for (const auto& [key, e] : v.as_dict())
+          if (reaches(e, items, seen)) return true;
+        return false;
+      case Kind::kUndefined:
+      case Kind::kNone:
+      case Kind::kBool:
+      case Kind::kInt:
+      case Kind::kFloat:
+      case Kind::kString:
+      case Kind::kCallable:
+        return false;
+    }
+    return false;
+  }
+
   // ---- scopes: the globals, then a frame per loop iteration; a macro sees the globals and its own ----
 
   Value lookup(const std::string& name) const {
@@ -695,6 +738,14 @@ class Renderer {
                            target.type_name() + ", not a namespace()");
         }
         Dict& items = target.namespace_items();
+        // Values share their containers, so a namespace stored into itself would be a cycle that
+        // reference counts never free and printing never finishes (Python's collector and
+        // repr cope; here it is refused).
+        std::set<const void*> seen;
+        if (reaches(v, &items, seen)) {
+          fail(n.line, "cannot set '" + n.targets[0] + "." + n.attribute + "': the value holds '" + n.targets[0] +
+                           "' itself");
+        }
         const auto it = std::find_if(items.begin(), items.end(), [&](const auto& i) { return i.first == n.attribute; });
         if (it != items.end()) it->second = v;
         else items.emplace_back(n.attribute, v);
@@ -1103,13 +1154,9 @@ class Renderer {
       args.check(what, {"d", "attribute"});
       const std::string separator = args.get(0, "d", Value("")).str();
       const Value attribute = args.get(1, "attribute");
-      std::string out;
-      bool first = true;
-      for (const auto& item : iterate(v)) {
-        out += (first ? "" : separator) + (attribute.is_none() ? item : attribute_or_index(item, attribute.str())).str();
-        first = false;
-      }
-      return Value(out);
+      return Value(join_bounded(iterate(v), separator, [&](const Value& item) {
+        return (attribute.is_none() ? item : attribute_or_index(item, attribute.str())).str();
+      }));
     }
     if (name == "first" || name == "last") {
       args.check(what, {});

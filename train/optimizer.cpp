@@ -15,8 +15,8 @@ namespace {
 
 // The optimizer state's key for `p`: LibTorch 1.13 keys by the TensorImpl address as a string,
 // later versions by the address itself.
-std::string state_key(const torch::Tensor& p, std::string*) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-void* state_key(const torch::Tensor& p, void**) { return p.unsafeGetTensorImpl(); }
+[[maybe_unused]] std::string state_key(const torch::Tensor& p, std::string*) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+[[maybe_unused]] void* state_key(const torch::Tensor& p, void**) { return p.unsafeGetTensorImpl(); }
 
 // torch::optim::AdamW with each parameter's update done in one pass over its memory: decay,
 // both moments and the step read and write p, m and v once, instead of the eight tensor-wide

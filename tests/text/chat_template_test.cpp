@@ -125,6 +125,16 @@ TEST(ChatTemplate, RenderErrorsNameFileAndLine) {
       {"{{ 'a'.zfill(3) }}", "t.jinja:1: 'str' object has no method 'zfill' that chat templates here support"},
       {"{{ 1 // 0 }}", "t.jinja:1: integer division or modulo by zero"},
       {"{% set x = 1 %}{% set x.y = 2 %}", "t.jinja:1: cannot set 'x.y': 'x' is a int, not a namespace()"},
+      // Bounds on what a rendering builds (an out-of-memory chat_template_fuzz found: joins
+      // of joins grow geometrically).
+      {"{{ ('ab' * 500) | join('x' * 100000) }}", "t.jinja:1: joining makes a string larger than 64 MiB"},
+      {"{{ ','.join('ab' * 500) | join('x' * 100000) }}", "t.jinja:1: joining makes a string larger than 64 MiB"},
+      {"{% for c in 'x' * 2000000 %}{% endfor %}", "t.jinja:1: iterating a string of more than 1 MiB (2000000 bytes)"},
+      // A namespace inside itself, directly or through a list, a dict or another namespace (a
+      // leak chat_template_fuzz found): a cycle, refused.
+      {"{% set ns = namespace(n=0) %}{% set ns.n = ns %}", "t.jinja:1: cannot set 'ns.n': the value holds 'ns' itself"},
+      {"{% set ns = namespace() %}{% set other = namespace(a=[1, {'b': ns}]) %}\n{% set ns.x = [other] %}",
+       "t.jinja:2: cannot set 'ns.x': the value holds 'ns' itself"},
       {"{{ undefined_function() }}", "t.jinja:1: 'undefined_function' is undefined (not a variable, macro or function chat "
                                      "templates here know)"},
       {"{{ '%s' % 1 }}", "t.jinja:1: printf-style formatting ('...' % values) is not supported"},
