@@ -295,6 +295,12 @@ constexpr int64_t kMaxSteps = 10000000;       // loop iterations and macro calls
 // A string iterated becomes one value per character (tens of bytes each): a smaller bound.
 constexpr size_t kMaxIteratedString = size_t{1} << 20;
 
+// `n` spaces of indentation (tojson's indent, the indent filter's width), at most 1024.
+std::string spaces(int64_t n, const std::string& what) {
+  if (n > 1024) throw ValueError(what + " (" + std::to_string(n) + ") must be at most 1024");
+  return std::string(static_cast<size_t>(std::max<int64_t>(0, n)), ' ');
+}
+
 // Items joined by a separator, as str.join and the join filter do, within kMaxText.
 std::string join_bounded(const List& items, const std::string& separator,
                          const std::function<std::string(const Value&)>& text) {
@@ -1136,7 +1142,7 @@ class Renderer {
       jinja::JsonOptions o;
       o.ensure_ascii = args.get(0, "ensure_ascii", Value(false)).truthy();
       const Value indent = args.get(1, "indent");
-      if (is_integral(indent)) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+      if (is_integral(indent)) o.indent = spaces(indent.as_int(), "tojson's indent");
       else if (indent.is_string()) o.indent = indent.as_string();
       else if (!indent.is_none()) throw ValueError("tojson's indent must be an integer, a string or none");
       const Value separators = args.get(2, "separators");
@@ -1256,13 +1262,15 @@ class Renderer {
     if (name == "indent") {
       args.check(what, {"width", "first", "blank"});
       const Value width = args.get(0, "width", Value(4));
-      const std::string indentation = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, integer_argument(width, "width"))), ' ');
+      const std::string indentation =
+          width.is_string() ? width.as_string() : spaces(integer_argument(width, "width"), "indent's width");
       const bool first = args.get(1, "first", Value(false)).truthy(), blank = args.get(2, "blank", Value(false)).truthy();
       std::vector<std::string> lines = splitlines(v.str() + "\n");
       std::string out;
       for (size_t i = 0; i < lines.size(); ++i) {
         if (i > 0) out += "\n" + ((blank || !lines[i].empty()) ? indentation : "");
         out += lines[i];
+        if (out.size() > kMaxText) throw ValueError("indenting makes a string larger than 64 MiB");
       }
       return Value(first ? indentation + out : out);
     }

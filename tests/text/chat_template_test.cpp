@@ -130,6 +130,9 @@ TEST(ChatTemplate, RenderErrorsNameFileAndLine) {
       {"{{ ('ab' * 500) | join('x' * 100000) }}", "t.jinja:1: joining makes a string larger than 64 MiB"},
       {"{{ ','.join('ab' * 500) | join('x' * 100000) }}", "t.jinja:1: joining makes a string larger than 64 MiB"},
       {"{% for c in 'x' * 2000000 %}{% endfor %}", "t.jinja:1: iterating a string of more than 1 MiB (2000000 bytes)"},
+      {"{{ messages | tojson(indent=5555555555551) }}", "t.jinja:1: tojson's indent (5555555555551) must be at most 1024"},
+      {"{{ 'a' | indent(100000) }}", "t.jinja:1: indent's width (100000) must be at most 1024"},
+      {"{{ ('a\\n' * 100000) | indent('x' * 1000) }}", "t.jinja:1: indenting makes a string larger than 64 MiB"},
       // A namespace inside itself, directly or through a list, a dict or another namespace (a
       // leak chat_template_fuzz found): a cycle, refused.
       {"{% set ns = namespace(n=0) %}{% set ns.n = ns %}", "t.jinja:1: cannot set 'ns.n': the value holds 'ns' itself"},
