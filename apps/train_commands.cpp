@@ -9,6 +9,7 @@
 
 #include "apps/commands.h"
 #include "core/outputs.h"
+#include "core/runtime.h"
 #include "models/generation.h"
 #include "text/text_generation.h"
 #include "train/checkpoint.h"
@@ -218,6 +219,7 @@ int generate_command(const GenerateArgs& a) {
   const torch::Device device = resolve_device(a.device);
   // bf16 weights: half the bytes read per generated token (sums stay float32, layers/linear.cpp).
   c.model.module()->to(device, a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);
+  place_in_huge_pages(*c.model.module());  // every weight is read once per token (core/runtime.h)
   c.model.module()->eval();
   if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a);
 

@@ -2,13 +2,17 @@
 
 #include <malloc.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -82,6 +86,83 @@ bool configure_allocator() {
   return ok;
 #else
   return false;
+#endif
+}
+
+namespace {
+
+// One anonymous mapping, unmapped when the last tensor placed in it is freed.
+struct HugePageMapping {
+  void* address = nullptr;
+  size_t length = 0;
+  ~HugePageMapping() {
+    if (address != nullptr) munmap(address, length);
+  }
+};
+
+void release_mapping_reference(void* holder) { delete static_cast<std::shared_ptr<HugePageMapping>*>(holder); }
+
+}  // namespace
+
+int64_t place_in_huge_pages(torch::nn::Module& module) {
+#ifdef __linux__
+  std::vector<torch::Tensor> tensors = module.parameters();
+  for (auto& buffer : module.buffers()) tensors.push_back(buffer);
+  // The tensors of each storage (a tensor registered twice is one TensorImpl; tied weights and
+  // views share a storage), and each storage's 64-byte aligned offset in the mapping.
+  struct Group {
+    size_t offset = 0;
+    std::vector<torch::Tensor> tensors;
+  };
+  std::map<const c10::StorageImpl*, Group> groups;
+  std::map<const c10::TensorImpl*, bool> seen;
+  size_t total = 0;
+  for (const auto& t : tensors) {
+    if (!t.defined() || !seen.emplace(t.unsafeGetTensorImpl(), true).second) continue;
+    if (!t.device().is_cpu()) return 0;
+    auto [it, added] = groups.try_emplace(t.storage().unsafeGetStorageImpl());
+    if (added) it->second.offset = total, total += (t.storage().nbytes() + 63) / 64 * 64;
+    it->second.tensors.push_back(t);
+  }
+  tensors.clear();
+  if (total == 0) return 0;
+  constexpr size_t kHugePage = size_t{2} << 20;
+  auto mapping = std::make_shared<HugePageMapping>();
+  mapping->length = (total + kHugePage - 1) / kHugePage * kHugePage + kHugePage;  // room to align
+  void* address = mmap(nullptr, mapping->length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (address == MAP_FAILED) return 0;
+  mapping->address = address;
+  auto* base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(address) + kHugePage - 1) / kHugePage * kHugePage);
+  // Advice only: where the kernel has no huge pages to give, the weights are still in one mapping.
+  madvise(base, mapping->length - kHugePage, MADV_HUGEPAGE);
+
+  // One storage at a time, its old memory freed and handed back to the system before the next,
+  // so that the process never holds two copies of the weights (a 7B model in float32 is 28 GB).
+  torch::NoGradGuard no_grad;
+  for (auto& [old_impl, group] : groups) {
+    c10::Storage old = group.tensors.front().storage();
+    const size_t nbytes = old.nbytes();
+    char* data = base + group.offset;
+    if (nbytes > 0) std::memcpy(data, old.data(), nbytes);
+    auto* holder = new std::shared_ptr<HugePageMapping>(mapping);
+    c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
+                         c10::DataPtr(data, holder, &release_mapping_reference, c10::Device(c10::kCPU)),
+                         /*allocator=*/nullptr, /*resizable=*/false);
+    for (auto& t : group.tensors) {
+      auto moved = torch::empty({0}, t.options().requires_grad(false));
+      moved.set_(storage, t.storage_offset(), t.sizes(), t.strides());
+      t.set_data(moved);
+    }
+    group.tensors.clear();
+    old = c10::Storage();
+#ifdef __GLIBC__
+    if (nbytes >= (size_t{1} << 20)) malloc_trim(0);  // freed heap pages back to the system
+#endif
+  }
+  return static_cast<int64_t>(total);
+#else
+  (void)module;
+  return 0;
 #endif
 }
 

@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <string>
 
+namespace torch::nn {
+class Module;
+}
+
 namespace zoo {
 
 // Version of zoo itself (the CMake project version).
@@ -27,6 +31,15 @@ int64_t resolve_num_threads(int64_t requested = 0, std::string* note = nullptr);
 // for reuse instead of being unmapped and faulted in again every step). Returns false where it
 // does not apply (not glibc). Set ZOO_MALLOC_DEFAULTS=1 to keep glibc's defaults.
 bool configure_allocator();
+
+// Moves every CPU parameter and buffer of `module` into one anonymous mapping that the kernel is
+// asked to back with 2 MiB pages (madvise MADV_HUGEPAGE, honoured where transparent huge pages
+// are "always" or "madvise"). Decoding reads every weight once per token: with 4 KiB pages that
+// is a TLB miss every 4 KiB, 60,000 a token for gpt2-small in bf16, and 2 MiB pages made bf16
+// decoding about 20% faster here (README, Performance). Tensors that shared storage (tied
+// weights) still share it; values, types and requires_grad are kept. Returns the bytes placed:
+// 0 where it does not apply (not Linux, a tensor not on the CPU, or nothing to place).
+int64_t place_in_huge_pages(torch::nn::Module& module);
 
 // Applies resolve_num_threads(requested) with at::set_num_threads and returns the count.
 // LibTorch starts with 1 intra-op thread on some builds (Debian's), which wastes the machine.

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "layers/decode_attention.h"
 #include "layers/linear.h"
 #include "layers/masks.h"
 
@@ -215,7 +216,9 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
   }
 
   torch::Tensor o, w;
-  if (backend == AttentionBackend::kFused && !need_weights) {
+  if (takes_bf16_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
+    o = bf16_decode_attention(qf, k, v, bias, scale);
+  } else if (backend == AttentionBackend::kFused && !need_weights) {
     c10::optional<torch::Tensor> mask;
     if (bias.defined()) mask = bias;
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)

@@ -77,6 +77,11 @@ def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optio
         values.narrow(2, start, t).copy_(v)
         k = keys.narrow(2, 0, start + t)  # (B, Hkv, K, hs)
         v = values.narrow(2, 0, start + t)
+        if keys.dtype != q.dtype:  # a bf16 model's float32 cache (new_cache)
+            if t == 1:
+                y = self._attend_one_bf16(q, k, v, bias)
+                return self._linear_at(y, self.self_attn_out_weight, self.self_attn_out_bias, i)
+            k, v = k.to(q.dtype), v.to(q.dtype)  # exact: the cache holds bf16 values
     y = self._attend(q, k, v, bias)
     return self._linear_at(y, self.self_attn_out_weight, self.self_attn_out_bias, i)
 
@@ -116,6 +121,25 @@ def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor]) -> Te
     return y.transpose(1, 2).reshape(b, t, h * hs)
 
 
+def _attend_one_bf16(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor]) -> Tensor:
+    # one bf16 query (B, H, 1, hs) against float32 keys and values holding bf16 values, as
+    # layers/decode_attention.cpp computes it: float32 sums, rounded to bf16 where LibTorch's bf16
+    # attention rounds (scores, scaled and biased scores, probabilities, output)
+    b, h, t, hs = q.size()
+    hkv, k_len = k.size(1), k.size(2)
+    q = q.reshape(b, hkv, (h // hkv) * t, hs)
+    if bias is not None and h != hkv:
+        bias = bias.expand(bias.size(0), h, t, k_len).reshape(bias.size(0), hkv, (h // hkv) * t, k_len)
+    scores = torch.matmul(q.float(), k.transpose(-2, -1)).to(torch.bfloat16)
+    if self.scale_attention:
+        scores = scores * (1.0 / hs ** 0.5)
+    if bias is not None:
+        scores = scores + bias
+    weights = torch.softmax(scores.float(), -1).to(torch.bfloat16).float()
+    y = torch.matmul(weights, v).to(torch.bfloat16).view(b, h, t, hs)
+    return y.transpose(1, 2).reshape(b, t, h * hs)
+
+
 def _rotate(self, x: Tensor, rope: Tuple[Tensor, Tensor]) -> Tensor:
     # RoPE (Su et al., 2021): x (B, H, T, hs) with feature pairs rotated by their position's
     # angles, pairing the first half with the second ("half") or neighbours ("interleaved")
@@ -143,9 +167,13 @@ def _feed_forward(self, x: Tensor, i: int) -> Tensor:
 
 def new_cache(self, b: int, length: int) -> List[Tensor]:
     # forward's cache for B rows of up to `length` tokens: keys and values of each layer,
-    # (B, Hkv, length, hs) each, in the weights' dtype
+    # (B, Hkv, length, hs) each, in the weights' dtype; float32 for bf16 weights on the CPU, where
+    # LibTorch's bf16 matmuls at decoding's shapes are slow and sum in bf16 (_attend_one_bf16)
     like = self.self_attn_qkv_weight
-    return [torch.zeros([b, self.n_kv_heads, length, self.head_dim], dtype=like.dtype, device=like.device)
+    dtype = like.dtype
+    if dtype == torch.bfloat16 and not like.is_cuda:
+        dtype = torch.float32
+    return [torch.zeros([b, self.n_kv_heads, length, self.head_dim], dtype=dtype, device=like.device)
             for _ in range(2 * self.n_layers)]
 
 

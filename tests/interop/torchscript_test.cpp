@@ -350,14 +350,15 @@ std::vector<Variant> variants() {
   // LayerNorm without bias (the masked-LM head's keeps it), plain SiLU.
   v.push_back({"gpt_no_bias_silu", "gpt-tiny", {"bias=false", "activation=silu"}});
   v.push_back({"bert_mlm_no_bias", "bert-tiny", {"bias=false"}});
-  // Models in other dtypes than float32, converted before export. In bfloat16 a greedy step is
-  // often too close to call; seed 33 gives models whose generations are clear calls for at least
-  // 4 of their 6 tokens.
+  // Models in other dtypes than float32, converted before export. In bfloat16 a greedy step of
+  // these tiny random models is often too close to call; seed 5 gives models whose generations
+  // are clear calls for at least half of their 6 tokens (1 of seeds 1-22 does, since decoding
+  // attention sums in float32: layers/decode_attention.h).
   for (const auto& name : {"gpt-tiny", "llama-tiny", "bert-tiny", "t5-tiny"}) {
     std::string id = name;
     std::replace(id.begin(), id.end(), '-', '_');
     v.push_back({id + "_float64", name, {}, torch::kDouble});
-    v.push_back({id + "_bfloat16", name, {}, torch::kBFloat16, 33});
+    v.push_back({id + "_bfloat16", name, {}, torch::kBFloat16, 5});
   }
   v.push_back({"llama_tiny_float64_after_loading", "llama-tiny", {}, torch::kDouble, 7, true});
   v.push_back({"t5_tiny_float64_after_loading", "t5-tiny", {}, torch::kDouble, 7, true});
