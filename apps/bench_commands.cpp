@@ -12,7 +12,9 @@
 //   train-*-bf16         the same two in bf16 mixed precision
 //   finetune-gpt2-small-lora   train-gpt2-small's step with LoRA rank 8 on q and v, the base
 //                        frozen: against train-gpt2-small (full fine-tuning), tokens/s and peak RSS;
-//                        -recompute adds activation checkpointing
+//                        -bf16 the same in bf16 against train-gpt2-small-bf16 (the frozen
+//                        projections held in bf16, as the trainer does); -recompute adds
+//                        activation checkpointing
 //   train-gpt2-small-1024, train-gpt2-small-1024-recompute   B=1, T=1024, plain and with activation
 //                        checkpointing: the memory the first forward keeps for backward, and step time
 //   forward-bert-base    inference, B=8, T=128
@@ -71,7 +73,8 @@ struct BenchArgs {
 
 const std::vector<std::string> kWorkloads = {"gemm", "gemm-bf16", "bandwidth", "train-gpt2-small",
                                              "train-gpt2-small-bf16", "train-gpt-tiny", "train-gpt-tiny-bf16",
-                                             "finetune-gpt2-small-lora", "finetune-gpt2-small-lora-recompute",
+                                             "finetune-gpt2-small-lora", "finetune-gpt2-small-lora-bf16",
+                                             "finetune-gpt2-small-lora-recompute",
                                              "train-gpt2-small-1024",
                                              "train-gpt2-small-1024-recompute",
                                              "forward-bert-base", "generate-gpt2-small", "generate-gpt2-small-bf16", "tokenize-zoo",
@@ -141,6 +144,7 @@ json train_workload(const TrainWorkload& w, int64_t steps) {
     lora.rank = w.lora_rank, lora.dropout = 0.0, lora.targets = {"q", "v"};
     attach_lora(model, lora);
     for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
+    hold_frozen_projections_in_compute_dtype(*model.module(), precision);  // as the trainer does
   }
   model.set_activation_checkpointing(w.recompute);
   model.module()->train();
@@ -296,6 +300,8 @@ int run_worker(const BenchArgs& a) {
   else if (a.worker == "train-gpt-tiny-bf16") r = train_workload({"gpt-tiny", 16, 128, Precision::kBf16}, a.steps);
   else if (a.worker == "finetune-gpt2-small-lora")
     r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8}, a.steps);
+  else if (a.worker == "finetune-gpt2-small-lora-bf16")
+    r = train_workload({"gpt2-small", 4, 256, Precision::kBf16, /*lora_rank=*/8}, a.steps);
   else if (a.worker == "finetune-gpt2-small-lora-recompute")
     r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8, /*recompute=*/true}, a.steps);
   else if (a.worker == "train-gpt2-small-1024") r = train_workload({"gpt2-small", 1, 1024}, a.steps);
@@ -376,7 +382,7 @@ int run_bench(const BenchArgs& a) {
     std::cout << "zoo bench: " << torch_description() << ", " << threads << " intra-op threads, "
               << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << ", BLAS "
               << (blas.empty() ? "none loaded" : blas) << "\n";
-    std::cout << std::left << std::setw(26) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
+    std::cout << std::left << std::setw(35) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
               << "zoo" << std::setw(10) << (a.compare ? "pytorch" : "") << std::setw(8) << (a.compare ? "ratio" : "")
               << "  notes\n";
   }
@@ -402,17 +408,20 @@ int run_bench(const BenchArgs& a) {
       row["pytorch_peak_rss_mb"] = torch_result["peak_rss_mb"];
     }
     std::string notes;
+    const bool bf16_row = name.size() > 5 && name.substr(name.size() - 5) == "-bf16";
     if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo") {
       machine[name] = zoo["value"].get<double>();
     }
-    if (name == "train-gpt2-small" || name == "train-gpt2-small-1024") {
+    if (name == "train-gpt2-small" || name == "train-gpt2-small-bf16" || name == "train-gpt2-small-1024") {
       machine[name] = zoo["value"].get<double>();
       machine[name + ":rss"] = zoo["peak_rss_mb"].get<double>();
       machine[name + ":activations"] = zoo["activation_mb"].get<double>();
     }
-    if (name.rfind("finetune-gpt2-small-lora", 0) == 0 && machine.count("train-gpt2-small")) {
-      row["speed_vs_full"] = zoo["value"].get<double>() / machine["train-gpt2-small"];
-      row["peak_rss_vs_full"] = zoo["peak_rss_mb"].get<double>() / machine["train-gpt2-small:rss"];
+    // LoRA against full fine-tuning in the same precision.
+    const std::string full = bf16_row ? "train-gpt2-small-bf16" : "train-gpt2-small";
+    if (name.rfind("finetune-gpt2-small-lora", 0) == 0 && machine.count(full)) {
+      row["speed_vs_full"] = zoo["value"].get<double>() / machine[full];
+      row["peak_rss_vs_full"] = zoo["peak_rss_mb"].get<double>() / machine[full + ":rss"];
       notes = std::to_string(zoo["trainable_parameters"].get<int64_t>()) + " trainable; " +
               fixed(row["speed_vs_full"].get<double>(), 2) + "x full fine-tuning's tokens/s, peak RSS " +
               fixed(zoo["peak_rss_mb"].get<double>(), 0) + " MB = " +
@@ -436,7 +445,7 @@ int run_bench(const BenchArgs& a) {
       }
     }
     // MFU against the matmul rate of the row's own precision.
-    const std::string peak_row = name.size() > 5 && name.substr(name.size() - 5) == "-bf16" ? "gemm-bf16" : "gemm";
+    const std::string peak_row = bf16_row ? "gemm-bf16" : "gemm";
     if (zoo.contains("flops_per_token") && machine.count(peak_row)) {
       const double peak = machine[peak_row] * 1e9;
       row["mfu"] = zoo["value"].get<double>() * zoo["flops_per_token"].get<double>() / peak;
@@ -464,7 +473,7 @@ int run_bench(const BenchArgs& a) {
     if (a.json_lines) {
       std::cout << row.dump() << std::endl;
     } else {
-      std::cout << std::left << std::setw(26) << name << std::setw(10) << row["unit"].get<std::string>() << std::right
+      std::cout << std::left << std::setw(35) << name << std::setw(10) << row["unit"].get<std::string>() << std::right
                 << std::setw(10) << fixed(zoo["value"].get<double>(), 1) << std::setw(10)
                 << (row.contains("pytorch") ? fixed(row["pytorch"].get<double>(), 1) : "") << std::setw(8)
                 << (row.contains("ratio") ? fixed(row["ratio"].get<double>(), 2) + "x" : "") << "  " << notes

@@ -36,6 +36,9 @@ CLI::Validator finite_number();
 CLI::Validator positive_number();
 CLI::Validator fraction();  // in [0, 1)
 
+// Adds --dtype (a WeightsDtype spelling, train/checkpoint.h: auto, fp32 or bf16) into `dtype`.
+CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description);
+
 // Adds --overwrite: "replace OUTPUT at the path when zoo wrote it (never anything else)".
 CLI::Option* add_overwrite_flag(CLI::App* command, bool& overwrite, const std::string& what);
 

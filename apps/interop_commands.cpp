@@ -21,15 +21,20 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ImportArgs {
-  std::string dir, out, tokenizer, base;
+  std::string dir, out, tokenizer, base, dtype = "auto";
   bool overwrite = false;
 };
 
 struct ExportArgs {
-  std::string checkpoint, out, dtype = "fp32";
+  std::string checkpoint, out, dtype = "auto";
   bool overwrite = false;
   bool adapters_only = false;
 };
+
+// How messages name a resolved weights type: its --dtype spelling.
+std::string dtype_name(torch::ScalarType dtype) {
+  return to_string(dtype == torch::kBFloat16 ? WeightsDtype::kBFloat16 : WeightsDtype::kFloat32);
+}
 
 // A PEFT adapter directory onto a zoo checkpoint of its base model: a LoRA checkpoint naming
 // that base by path and hash, with the base's tokenizer.
@@ -56,6 +61,9 @@ int import_hf_command(const ImportArgs& a) {
   if (!a.base.empty()) throw std::runtime_error("--base: only for a PEFT adapter directory, and " + a.dir + " has no adapter_config.json");
   HfImportReport report;
   Model model = import_hf(a.dir, &report);
+  // A bf16 model stays bf16 on disk (half the bytes); training loads float32 master weights.
+  const auto dtype = resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), report.stored_dtype);
+  model.module()->to(dtype);
   if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << join(report.unexpected, ", ", 20) << "\n";
   if (!report.ignored.empty()) std::cerr << "ignored (tied copies, mask buffers): " << report.ignored.size() << " tensors\n";
   // The directory's own tokenizer comes with the model; --tokenizer replaces it.
@@ -72,7 +80,7 @@ int import_hf_command(const ImportArgs& a) {
                   {{"step", 0}, {"imported_from", fs::absolute(a.dir).string()}, {"format", "huggingface"}});
   if (replacing) say_replaced(a.out, "the checkpoint");
   std::cout << "wrote " << a.out << " (" << describe(model.config).substr(0, describe(model.config).find('\n'))
-            << ", " << count_parameters(*model.module()) << " parameters)\n";
+            << ", " << count_parameters(*model.module()) << " parameters in " << dtype_name(dtype) << ")\n";
   if (tokenizer) {
     std::cout << "tokenizer: " << to_string(tokenizer->kind()) << " from " << tokenizer_path << " ("
               << tokenizer->vocab_size() << " tokens)\n";
@@ -113,7 +121,7 @@ int export_hf_command(const ExportArgs& a) {
     return 0;
   }
   auto [replacing, dir, c] = open_export(a, OutputKind::kHuggingFaceDirectory);
-  export_hf(c.model, a.out, c.tokenizer.get());
+  export_hf(c.model, a.out, c.tokenizer.get(), resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
   if (replacing) say_replaced(a.out, "the Hugging Face export");
   std::cout << "wrote " << a.out << "/config.json and " << a.out << "/model.safetensors\n";
   return 0;
@@ -123,13 +131,14 @@ int export_command(const ExportArgs& a) {
   auto [replacing, dir, c] = open_export(a, OutputKind::kTorchScriptFile);
   // bf16: the weights zoo generate --dtype bf16 decodes with, the position tables in float32 as
   // the scripts expect (interop/script/positions.py).
-  if (a.dtype == "bf16") c.model.module()->to(torch::kBFloat16);
+  const auto dtype = resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype);
+  c.model.module()->to(dtype);
   export_torchscript(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
   const bool generates = config.family != Family::kBert;
   std::cout << "wrote " << a.out << " (" << to_string(config.family) << ", "
-            << count_parameters(*c.model.module()) << (a.dtype == "bf16" ? " bf16" : "") << " parameters; methods: forward"
+            << count_parameters(*c.model.module()) << " " << dtype_name(dtype) << " parameters; methods: forward"
             << (config.is_encoder_decoder() ? ", encode, decode" : "") << (generates ? ", generate" : "")
             << (c.tokenizer ? "; its tokenizer inside" : "") << ")\n";
   if (!c.tokenizer) std::cerr << "warning: " << dir << " has no tokenizer; the export carries none\n";
@@ -146,6 +155,7 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   import_cmd->add_option("--out", i->out, "checkpoint directory to write")->required();
   import_cmd->add_option("--base", i->base, "for a PEFT adapter directory (adapter_config.json): the zoo checkpoint of its base model");
   import_cmd->add_option("--tokenizer", i->tokenizer, "the tokenizer to store with it (default: the directory's own): a zoo .model, a tokenizer.json or a Hugging Face directory");
+  add_dtype_option(import_cmd, i->dtype, "the weights' type in the checkpoint: auto (default: bf16 when the files store bf16, else fp32), fp32 or bf16");
   add_overwrite_flag(import_cmd, i->overwrite, "a checkpoint");
   commands.push_back({import_cmd, [i] { return import_hf_command(*i); }});
 
@@ -156,6 +166,7 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   export_cmd->add_flag("--adapters-only", e->adapters_only,
                        "a LoRA checkpoint's adapters alone, in PEFT's layout (adapter_config.json + adapter_model.safetensors); "
                        "without it they are merged into the weights");
+  add_dtype_option(export_cmd, e->dtype, "the tensors' type: auto (default: the checkpoint's), fp32 or bf16");
   add_overwrite_flag(export_cmd, e->overwrite, "an export");
   commands.push_back({export_cmd, [e] { return export_hf_command(*e); }});
 
@@ -164,8 +175,8 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
       "export", "write a TorchScript module (torch::jit::load / torch.jit.load) with generation and the tokenizer inside");
   script_cmd->add_option("checkpoint", t->checkpoint, "checkpoint or run directory")->required();
   script_cmd->add_option("--out", t->out, "file to write (model.pt)")->required();
-  script_cmd->add_option("--dtype", t->dtype, "weights' type: fp32 (default) or bf16 (what generate --dtype bf16 runs)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_dtype_option(script_cmd, t->dtype,
+                   "weights' type: auto (default: the checkpoint's), fp32 or bf16 (what generate --dtype bf16 runs)");
   add_overwrite_flag(script_cmd, t->overwrite, "an export");
   commands.push_back({script_cmd, [t] { return export_command(*t); }});
   return commands;

@@ -66,7 +66,7 @@ struct EvalArgs {
 };
 
 struct GenerateArgs {
-  std::string checkpoint, device = "auto", dtype = "fp32";
+  std::string checkpoint, device = "auto", dtype = "auto";
   std::vector<std::string> prompts, stops;
   std::vector<int64_t> eos;
   int64_t max_new_tokens = 64, top_k = 200, num_beams = 1, seed = 0, show = 5;
@@ -218,7 +218,7 @@ int generate_command(const GenerateArgs& a) {
   for (const auto& prompt : a.prompts) check_utf8(prompt, "--prompt");
   const torch::Device device = resolve_device(a.device);
   // bf16 weights: half the bytes read per generated token (sums stay float32, layers/linear.cpp).
-  c.model.module()->to(device, a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);
+  c.model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
   place_in_huge_pages(*c.model.module());  // every weight is read once per token (core/runtime.h)
   c.model.module()->eval();
   if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a);
@@ -311,8 +311,8 @@ std::vector<Command> add_training_commands(CLI::App& app) {
       ->check(non_negative_integer());
   gen_cmd->add_option("--stop", g->stops, "text that ends generation (repeatable; not empty)")->allow_extra_args(false);
   gen_cmd->add_option("--seed", g->seed, "sampling seed")->check(non_negative_integer());
-  gen_cmd->add_option("--dtype", g->dtype, "weights' type: fp32 (default) or bf16 (half the memory read per token)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_dtype_option(gen_cmd, g->dtype,
+                   "weights' type: auto (default: the checkpoint's), fp32 or bf16 (half the memory read per token)");
   gen_cmd->add_flag("--no-cache", g->no_cache, "recompute every step instead of using the KV cache");
   gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(positive_integer());
   gen_cmd->add_flag("--chat", g->chat, "each prompt is a user message through the model's chat template; prints the reply");

@@ -18,6 +18,7 @@
 #include "models/config.h"
 #include "models/model.h"
 #include "models/parameter_count.h"
+#include "train/checkpoint.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -65,6 +66,10 @@ CLI::Validator fraction() {
 CLI::Option* add_overwrite_flag(CLI::App* command, bool& overwrite, const std::string& what) {
   return command->add_flag("--overwrite", overwrite,
                            "replace " + what + " at that path when zoo wrote it (zoo never replaces anything else)");
+}
+
+CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description) {
+  return command->add_option("--dtype", dtype, description)->check(CLI::IsMember(enum_names<WeightsDtype>()));
 }
 
 void say_replaced(const std::string& path, const std::string& what) {

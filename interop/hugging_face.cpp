@@ -280,6 +280,7 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
   auto params = model.module()->named_parameters();
   std::set<std::string> used;
   std::vector<std::string> missing;
+  size_t bf16_parts = 0, parts_read = 0;
   torch::NoGradGuard no_grad;
   for (const auto& map : tensor_maps(config, base)) {
     auto* target = params.find(map.zoo);
@@ -293,6 +294,7 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
         continue;
       }
       used.insert(found);
+      ++parts_read, bf16_parts += t->scalar_type() == torch::kBFloat16;
       parts.push_back(map.transpose ? t->t() : *t);
     }
     if (parts.size() != map.hf.size()) continue;
@@ -309,6 +311,7 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
     throw std::runtime_error(dir + ": missing tensors the model needs: " + join(missing, ", ", 12));
   }
   HfImportReport local;
+  local.stored_dtype = parts_read > 0 && bf16_parts == parts_read ? torch::kBFloat16 : torch::kFloat;
   for (const auto& [name, t] : weights) {
     if (used.count(name)) continue;
     (ignorable(name, config) ? local.ignored : local.unexpected).push_back(name);
@@ -325,15 +328,17 @@ std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c) {
   return tensor_maps(c, base);
 }
 
-void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer) {
+void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer, torch::ScalarType dtype) {
+  TORCH_CHECK(dtype == torch::kFloat || dtype == torch::kBFloat16, "export_hf writes float32 or bfloat16, not ", dtype);
   json hf = config_to_hf(model.config);
+  hf["torch_dtype"] = dtype == torch::kBFloat16 ? "bfloat16" : "float32";
   auto params = model.module()->named_parameters();
   const auto& c = model.config;
   std::map<std::string, torch::Tensor> out;
   for (const auto& map : hf_tensor_maps(c)) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
-    const auto value = source->detach().to(torch::kCPU, torch::kFloat);
+    const auto value = source->detach().to(torch::kCPU, dtype);
     const auto parts = map.rows.empty() ? value.chunk(static_cast<int64_t>(map.hf.size()), 0)
                                         : value.split_with_sizes(map.rows, 0);
     for (size_t i = 0; i < map.hf.size(); ++i) {

@@ -41,6 +41,9 @@ std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir);
 struct HfImportReport {
   std::vector<std::string> unexpected;  // in the files, not used by the model
   std::vector<std::string> ignored;     // known extras: tied copies, mask buffers
+  // kBFloat16 when every tensor the model took was stored in bf16 (the model holds float32
+  // copies either way), else kFloat.
+  torch::ScalarType stored_dtype = torch::kFloat;
 };
 
 // Builds the model config.json describes and fills it from the weights. A tensor the model
@@ -50,7 +53,9 @@ Model import_hf(const std::string& dir, HfImportReport* report = nullptr);
 
 // Writes DIR/config.json and DIR/model.safetensors in Hugging Face's layout (atomically each).
 // With a tokenizer, its files go beside the weights (a Hugging Face tokenizer's as it read them,
-// zoo's own as tokenizer.model) and config.json names its special tokens' ids.
-void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer = nullptr);
+// zoo's own as tokenizer.model) and config.json names its special tokens' ids. The tensors are
+// written in `dtype` (kFloat or kBFloat16), which config.json's torch_dtype names.
+void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer = nullptr,
+               torch::ScalarType dtype = torch::kFloat);
 
 }  // namespace zoo

@@ -43,7 +43,8 @@ torch::Tensor bf16_matrix_vector(const torch::Tensor& weight, const torch::Tenso
 
 torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1);
-  if (x.numel() != in || !x.device().is_cpu() || x.dim() == 0) {
+  // Mixed types (a bf16 frozen projection under autocast) go where autocast casts them.
+  if (x.numel() != in || !x.device().is_cpu() || x.dim() == 0 || x.scalar_type() != weight.scalar_type()) {
     return torch::nn::functional::linear(x, weight, bias);
   }
   auto vector = x.reshape({in});

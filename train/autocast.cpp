@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/version.h>
 
 namespace zoo {
@@ -17,6 +18,24 @@ c10::ScalarType compute_dtype(Precision precision) {
     case Precision::kFp32: return c10::kFloat;
   }
   return c10::kFloat;
+}
+
+int64_t hold_frozen_projections_in_compute_dtype(torch::nn::Module& module, Precision precision) {
+  const c10::ScalarType dtype = compute_dtype(precision);
+  if (dtype == c10::kFloat) return 0;
+  at::NoGradGuard no_grad;
+  int64_t converted = 0;
+  for (const auto& item : module.modules()) {
+    auto* linear = dynamic_cast<torch::nn::LinearImpl*>(item.get());
+    if (linear == nullptr || linear->weight.requires_grad() ||
+        (linear->bias.defined() && linear->bias.requires_grad())) {
+      continue;
+    }
+    linear->weight.set_data(linear->weight.to(dtype));
+    if (linear->bias.defined()) linear->bias.set_data(linear->bias.to(dtype));
+    ++converted;
+  }
+  return converted;
 }
 
 double measure_cpu_bf16_speedup() {

@@ -61,8 +61,17 @@ void save_weights(const std::string& path, const torch::nn::Module& module,
   save_archive(archive, path);
 }
 
-void load_weights(const std::string& path, torch::nn::Module& module, const std::function<bool(const std::string&)>& wanted_name,
-                  bool extra_allowed) {
+torch::ScalarType resolve_weights_dtype(WeightsDtype requested, torch::ScalarType stored) {
+  switch (requested) {
+    case WeightsDtype::kAuto: return stored == torch::kBFloat16 ? torch::kBFloat16 : torch::kFloat;
+    case WeightsDtype::kFloat32: return torch::kFloat;
+    case WeightsDtype::kBFloat16: return torch::kBFloat16;
+  }
+  throw std::logic_error("unhandled weights dtype");
+}
+
+torch::ScalarType load_weights(const std::string& path, torch::nn::Module& module,
+                               const std::function<bool(const std::string&)>& wanted_name, bool extra_allowed) {
   if (!fs::exists(path)) throw std::runtime_error(path + ": missing (no weights file)");
   torch::serialize::InputArchive archive;
   try {
@@ -94,6 +103,7 @@ void load_weights(const std::string& path, torch::nn::Module& module, const std:
     throw std::runtime_error(message);
   }
   torch::NoGradGuard no_grad;
+  size_t floating = 0, bf16 = 0;
   auto copy = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
     if (!wanted.count(name)) return;
     torch::Tensor value;
@@ -102,13 +112,15 @@ void load_weights(const std::string& path, torch::nn::Module& module, const std:
       throw std::runtime_error(path + ": tensor '" + name + "' has shape " + shape(value) + " but the model's is " +
                                shape(target));
     }
+    if (value.is_floating_point()) ++floating, bf16 += value.scalar_type() == torch::kBFloat16;
     target.copy_(value);
   };
   for (auto& p : targets) copy(p.key(), p.value(), false);
   for (auto& b : buffers) copy(b.key(), b.value(), true);
+  return floating > 0 && bf16 == floating ? torch::kBFloat16 : torch::kFloat;
 }
 
-void load_lora_weights(const std::string& dir, Model& model) {
+torch::ScalarType load_lora_weights(const std::string& dir, Model& model) {
   const std::string state_path = (fs::path(dir) / kLoraStateFile).string();
   const LoraState& lora = *model.lora;
   const std::string base_weights = (fs::path(lora.base) / "model.pt").string();
@@ -124,9 +136,10 @@ void load_lora_weights(const std::string& dir, Model& model) {
   }
   const auto own = owned_by(lora);
   // The base's tensors (its other heads are not the run's), then the run's own.
-  load_weights(base_weights, *model.module(), [&](const std::string& name) { return !own(name); },
-               /*extra_allowed=*/true);
+  const auto stored = load_weights(base_weights, *model.module(), [&](const std::string& name) { return !own(name); },
+                                   /*extra_allowed=*/true);
   load_weights((fs::path(dir) / "model.pt").string(), *model.module(), own, /*extra_allowed=*/false);
+  return stored;
 }
 
 void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
@@ -197,9 +210,9 @@ Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expecte
     } catch (const std::exception& e) {
       throw std::runtime_error(lora_path + ": " + e.what());
     }
-    load_lora_weights(dir, c.model);
+    c.stored_dtype = load_lora_weights(dir, c.model);
   } else {
-    load_weights((root / "model.pt").string(), *c.model.module());
+    c.stored_dtype = load_weights((root / "model.pt").string(), *c.model.module());
   }
   const auto state_path = (root / "state.json").string();
   if (fs::exists(state_path)) {

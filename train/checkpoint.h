@@ -20,10 +20,21 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include "core/enum_names.h"
 #include "models/model.h"
 #include "text/tokenizer.h"
 
 namespace zoo {
+
+// The weights' type a command decodes or writes with. auto keeps the checkpoint's own: bf16 where
+// its model.pt stores bf16 (an import of a bf16 Hugging Face model), float32 otherwise. Training
+// always holds float32 master weights, whatever the checkpoint stores.
+enum class WeightsDtype { kAuto, kFloat32, kBFloat16 };
+ZOO_ENUM_NAMES(WeightsDtype, "weights dtype", {"auto", WeightsDtype::kAuto}, {"fp32", WeightsDtype::kFloat32},
+               {"bf16", WeightsDtype::kBFloat16});
+
+// `requested`, or for auto the type `stored` (kBFloat16 or kFloat).
+torch::ScalarType resolve_weights_dtype(WeightsDtype requested, torch::ScalarType stored);
 
 // `extra_files` (name -> contents) go into the directory too: the run config, a label set.
 void save_checkpoint(const std::string& dir, const Model& model, const torch::optim::Optimizer* optimizer,
@@ -35,6 +46,9 @@ struct Checkpoint {
   Model model;
   nlohmann::json state;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the checkpoint has none
+  // What model.pt stores its weights in (a LoRA checkpoint: its base's): kBFloat16 when every
+  // floating tensor is bf16, else kFloat. The model itself is loaded in float32.
+  torch::ScalarType stored_dtype = torch::kFloat;
 };
 
 // Rebuilds the model from config.yaml and loads its weights. With `expected`, a checkpoint of
@@ -51,13 +65,15 @@ void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optim
 void save_weights(const std::string& path, const torch::nn::Module& module,
                   const std::function<bool(const std::string&)>& keep = nullptr);
 // Loads the module's tensors that `wanted` accepts (all by default): each must be in the file
-// with the module's shape; other tensors in the file are an error unless `extra_allowed`.
-void load_weights(const std::string& path, torch::nn::Module& module,
+// with the module's shape, and is converted to the module's type; other tensors in the file are
+// an error unless `extra_allowed`. Returns the type the file stores them in (as stored_dtype).
+torch::ScalarType load_weights(const std::string& path, torch::nn::Module& module,
                   const std::function<bool(const std::string&)>& wanted = nullptr, bool extra_allowed = false);
 
 // A LoRA checkpoint's weights into `model`, whose adapters are attached and whose `lora` is the
 // checkpoint's lora.json: the base's tensors from its model.pt (refused when its hash differs
 // from the recorded one, or it is gone), then the adapters and trained tensors from DIR/model.pt.
-void load_lora_weights(const std::string& dir, Model& model);
+// Returns the type the base stores its weights in.
+torch::ScalarType load_lora_weights(const std::string& dir, Model& model);
 
 }  // namespace zoo

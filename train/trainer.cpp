@@ -298,6 +298,8 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     parallel->broadcast(state);
     parallel->attach(trainable(*model_.module()));
   }
+  // Once every weight is loaded and shared: a frozen base's projections in the compute dtype.
+  const int64_t held_in_compute_dtype = hold_frozen_projections_in_compute_dtype(*model_.module(), precision_);
   // On resume too: overrides given then (more steps) hold for the next resume.
   if (main_rank()) write_file_atomically(run_->file("run.yaml"), to_yaml(config_));
   log_ << "run: " << options_.run_dir << "\n"
@@ -308,6 +310,10 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
        << "data: " << data_->describe() << "\n"
        << "device: " << device_ << " (" << to_string(precision_) << ": " << precision_reason_ << "), "
        << at::get_num_threads() << " threads\n";
+  if (held_in_compute_dtype > 0) {
+    log_ << "frozen projections held in " << to_string(precision_) << ": " << held_in_compute_dtype
+         << " (what autocast computes them in)\n";
+  }
   if (parallel) {
     const int64_t sequences = config_.batch_size * parallel->world_size() * config_.grad_accum;
     log_ << "data parallel: " << parallel->world_size() << " processes (" << parallel->backend()

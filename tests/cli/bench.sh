@@ -48,12 +48,16 @@ fails "tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in $work" \
   "$zoo" bench --only tokenize-gpt2 --gpt2-tokenizer "$work"
 # LoRA against full fine-tuning, activation checkpointing against plain training: each row
 # carries its ratio to the other, measured in the same run.
-"$zoo" bench --json --steps 1 --only train-gpt2-small finetune-gpt2-small-lora train-gpt2-small-1024 \
-  train-gpt2-small-1024-recompute > "$work/ft.jsonl"
+"$zoo" bench --json --steps 1 --only train-gpt2-small finetune-gpt2-small-lora train-gpt2-small-bf16 \
+  finetune-gpt2-small-lora-bf16 train-gpt2-small-1024 train-gpt2-small-1024-recompute > "$work/ft.jsonl"
 "$python" - "$work/ft.jsonl" <<'PY'
 import json, sys
 rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
 full, lora = rows["train-gpt2-small"], rows["finetune-gpt2-small-lora"]
+assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
+assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
+# In bf16, against full fine-tuning in bf16.
+full, lora = rows["train-gpt2-small-bf16"], rows["finetune-gpt2-small-lora-bf16"]
 assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
 assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
 plain, recompute = rows["train-gpt2-small-1024"], rows["train-gpt2-small-1024-recompute"]

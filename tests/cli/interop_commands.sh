@@ -82,7 +82,35 @@ for i in $(seq 1 200); do echo "The module reads every file once and writes the 
 "$zoo" train gpt-tiny model.vocab_size=2048 model.d_model=64 model.n_layers=2 model.n_heads=2 model.d_ff=128   steps=80 lr=0.01 warmup_steps=5 batch_size=4 block_size=32 eval_every=0 tokenizer="$work/tok.model"   --data "$work/repeat.txt" --run-dir "$work/learned" > /dev/null 2>&1
 "$zoo" export "$work/learned" --dtype bf16 --out "$work/learned-bf16.pt" > /dev/null
 same_text "$work/learned" "$work/learned-bf16.pt" "The module reads" bf16
-fails "--dtype: fp16 not in {fp32,bf16}" "$zoo" generate "$work/ckpt" --prompt x --dtype fp16
+# A bf16 Hugging Face model stays bf16: the checkpoint stores bf16 (half the bytes), generate and
+# the exports run in bf16 unless told otherwise, and fine-tuning trains float32 master weights.
+ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/lbf-ref.pt" write llama "$work/lbf-hf" --dtype bf16
+"$zoo" import-hf "$work/lbf-hf" --out "$work/lbf" --tokenizer "$work/tok.model" 2> /dev/null | grep -q "parameters in bf16)"
+"$zoo" import-hf "$work/lbf-hf" --out "$work/lbf32" --dtype fp32 --tokenizer "$work/tok.model" 2> /dev/null |
+  grep -q "parameters in fp32)"
+(( $(stat -c %s "$work/lbf/model.pt") < $(stat -c %s "$work/lbf32/model.pt") * 3 / 4 ))
+auto=$("$zoo" generate "$work/lbf" --prompt "The module" --max-new-tokens 8 --greedy 2> /dev/null)
+bf16=$("$zoo" generate "$work/lbf32" --prompt "The module" --max-new-tokens 8 --greedy --dtype bf16 2> /dev/null)
+[[ -n "$auto" && "$auto" == "$bf16" ]] || { echo "auto: '$auto', --dtype bf16: '$bf16'"; exit 1; }
+"$zoo" export "$work/lbf" --out "$work/lbf.pt" | grep -q " bf16 parameters"
+"$zoo" export "$work/lbf" --dtype fp32 --out "$work/lbf32.pt" | grep -q " fp32 parameters"
+"$zoo" export-hf "$work/lbf" --out "$work/lbf-back" > /dev/null
+grep -q '"torch_dtype": "bfloat16"' "$work/lbf-back/config.json"
+ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/lbf-back.pt" check llama "$work/lbf-back"
+"$python" - "$work/lbf-ref.pt" "$work/lbf-back.pt" "$work/lbf-back/model.safetensors" <<'PY'
+import json, struct, sys, torch
+a, b = torch.jit.load(sys.argv[1]), torch.jit.load(sys.argv[2])
+diff = (a.logits - b.logits).abs().max().item()
+assert diff < 1e-6, f"the bf16 round trip changed the logits by {diff}"
+with open(sys.argv[3], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+assert {e["dtype"] for k, e in header.items() if k != "__metadata__"} == {"BF16"}, header
+PY
+"$zoo" finetune "$work/lbf" --train "$work/slice.txt" --task lm steps=2 eval_every=0 batch_size=2 block_size=32 \
+  --run-dir "$work/lbf-ft" > /dev/null 2>&1
+"$zoo" export "$work/lbf-ft" --out "$work/lbf-ft.pt" | grep -q " fp32 parameters"
+fails "--dtype: fp16 not in {auto,fp32,bf16}" "$zoo" generate "$work/ckpt" --prompt x --dtype fp16
+fails "--dtype: fp16 not in {auto,fp32,bf16}" "$zoo" import-hf "$work/lbf-hf" --out "$work/x" --dtype fp16
 fails "no such checkpoint or run directory" "$zoo" export "$work/nothing" --out "$work/x.pt"
 head -c 5000 "$work/gpt.pt" > "$work/cut.pt"
 fails "cut.pt: not a TorchScript archive" "$python" "$generate_py" "$work/cut.pt" --prompt "x"

@@ -92,6 +92,7 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
   if (ignored.count(f.name)) {
     EXPECT_NE(std::find(report.ignored.begin(), report.ignored.end(), ignored.at(f.name)), report.ignored.end());
   }
+  EXPECT_EQ(report.stored_dtype, f.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat);
   if (!f.dtype.empty()) {
     // Half-precision files keep their dtype on read; the float32 model holds their exact values.
     const auto stored = read_hf_weights(dir);
@@ -121,6 +122,20 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
   Model back = import_hf(exported);
   auto got_back = outputs(back, ref);
   for (const auto& [key, value] : got) EXPECT_ALLCLOSE(got_back.at(key), value, 0.0) << key;
+
+  if (f.dtype == "bf16") {
+    // A bf16 export holds the bf16 values exactly, in half the bytes, and says so in config.json.
+    const auto exported_bf16 = flavor_dir(f, "export-bf16");
+    export_hf(model, exported_bf16, nullptr, torch::kBFloat16);
+    for (const auto& [name, t] : read_hf_weights(exported_bf16)) EXPECT_EQ(t.scalar_type(), torch::kBFloat16) << name;
+    const auto config = nlohmann::json::parse(read_file((fs::path(exported_bf16) / "config.json").string()));
+    EXPECT_EQ(config.at("torch_dtype"), "bfloat16");
+    const auto again_bf16 = testing::python_reference("hf_models.py", {"check", f.name, exported_bf16});
+    EXPECT_ALLCLOSE(again_bf16.at("logits"), ref.at("logits"), 1e-6);
+    HfImportReport bf16_report;
+    import_hf(exported_bf16, &bf16_report);
+    EXPECT_EQ(bf16_report.stored_dtype, torch::kBFloat16);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HuggingFace,

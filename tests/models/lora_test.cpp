@@ -10,6 +10,7 @@
 #include "layers/feed_forward.h"
 #include "models/model.h"
 #include "test_util.h"
+#include "train/autocast.h"
 
 namespace zoo {
 namespace {
@@ -236,6 +237,52 @@ TEST_P(LoraModels, ActivationCheckpointingGivesTheSameGradients) {
   randomize_adapters(model);
   for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
   expect_recompute_matches(model);
+}
+
+// Under bf16 autocast a frozen projection computes with its weight and bias cast to bf16; holding
+// them in bf16 (what a LoRA run does) gives the same loss and adapter gradients bit for bit, and
+// leaves norms, embeddings and the adapters in float32.
+TEST_P(LoraModels, FrozenProjectionsHeldInBf16ComputeAlikeUnderAutocast) {
+  auto model = tiny(GetParam());
+  LoraConfig lora;
+  lora.rank = 4, lora.targets = {"all"};
+  attach_lora(model, lora);
+  randomize_adapters(model);
+  for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
+  auto loss_and_gradients = [&] {
+    for (auto& p : model.module()->parameters()) p.mutable_grad() = torch::Tensor();
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(Precision::kBf16, torch::kCPU);
+      loss = run(model).to(torch::kFloat).square().mean();
+    }
+    loss.backward();
+    std::map<std::string, torch::Tensor> grads;
+    for (const auto& p : model.module()->named_parameters())
+      if (p.value().requires_grad()) grads[p.key()] = p.value().grad().clone();
+    return std::make_pair(loss.detach(), grads);
+  };
+  const auto [loss_fp32, grads_fp32] = loss_and_gradients();
+  EXPECT_GT(hold_frozen_projections_in_compute_dtype(*model.module(), Precision::kBf16), 0);
+  int64_t bf16 = 0;
+  for (const auto& p : model.module()->named_parameters()) {
+    const bool frozen_projection = p.value().scalar_type() == torch::kBFloat16;
+    bf16 += frozen_projection;
+    if (frozen_projection) EXPECT_FALSE(p.value().requires_grad()) << p.key();
+    if (p.key().find("norm") != std::string::npos || p.key().find("embedding") != std::string::npos ||
+        is_adapter_tensor(p.key())) {
+      EXPECT_EQ(p.value().scalar_type(), torch::kFloat) << p.key();
+    }
+  }
+  EXPECT_GT(bf16, 0);
+  const auto [loss_bf16, grads_bf16] = loss_and_gradients();
+  EXPECT_TRUE(torch::equal(loss_bf16, loss_fp32)) << loss_bf16.item<float>() << " vs " << loss_fp32.item<float>();
+  ASSERT_EQ(grads_bf16.size(), grads_fp32.size());
+  for (const auto& [name, g] : grads_fp32) EXPECT_TRUE(torch::equal(grads_bf16.at(name), g)) << name;
+  // fp32 runs keep every weight as it is.
+  auto plain = tiny(GetParam());
+  for (auto& p : plain.module()->parameters()) p.set_requires_grad(false);
+  EXPECT_EQ(hold_frozen_projections_in_compute_dtype(*plain.module(), Precision::kFp32), 0);
 }
 
 TEST(Lora, TargetsAreNamesPartsOrGlobs) {

@@ -574,6 +574,7 @@ def main(out_path, command, flavor, directory, *flags):
         w = {k: v.float() for k, v in w.items()}  # the references compute on the stored values
     else:
         cfg, w = read_dir(directory)
+        w = {k: v.float() if v.is_floating_point() else v for k, v in w.items()}  # bf16 exports too
         if cfg.get("tie_word_embeddings", True) and "lm_head.weight" in w and flavor == "gpt2":
             pass  # a tied head may be written; the reference uses wte
     out = forward(flavor, cfg, w)

@@ -61,6 +61,35 @@ TEST(Checkpoint, RoundTripRestoresWeightsOptimizerStateAndMetadata) {
   EXPECT_EQ(load_checkpoint(dir).state["step"], 2);
 }
 
+TEST(Checkpoint, Bf16WeightsLoadAsFloat32AndAutoKeepsTheirType) {
+  torch::manual_seed(0);
+  auto model = tiny_gpt();
+  const auto fp32_dir = testing::scratch_path("dtype/fp32").string();
+  save_checkpoint(fp32_dir, model, nullptr, nullptr, {{"step", 0}});
+  // What an import of a bf16 Hugging Face model writes: every tensor in bf16.
+  model.module()->to(torch::kBFloat16);
+  const auto bf16_dir = testing::scratch_path("dtype/bf16").string();
+  save_checkpoint(bf16_dir, model, nullptr, nullptr, {{"step", 0}});
+  EXPECT_LT(fs::file_size(fs::path(bf16_dir) / "model.pt"), fs::file_size(fs::path(fp32_dir) / "model.pt") * 3 / 4);
+
+  auto fp32 = load_checkpoint(fp32_dir), bf16 = load_checkpoint(bf16_dir);
+  EXPECT_EQ(fp32.stored_dtype, torch::kFloat);
+  EXPECT_EQ(bf16.stored_dtype, torch::kBFloat16);
+  const auto saved = model.module()->named_parameters();
+  for (const auto& p : bf16.model.module()->named_parameters()) {
+    // float32 master weights holding the stored bf16 values exactly.
+    EXPECT_EQ(p.value().scalar_type(), torch::kFloat) << p.key();
+    EXPECT_TRUE(p.value().equal(saved[p.key()].to(torch::kFloat))) << p.key();
+  }
+  EXPECT_EQ(resolve_weights_dtype(WeightsDtype::kAuto, bf16.stored_dtype), torch::kBFloat16);
+  EXPECT_EQ(resolve_weights_dtype(WeightsDtype::kAuto, fp32.stored_dtype), torch::kFloat);
+  EXPECT_EQ(resolve_weights_dtype(WeightsDtype::kFloat32, bf16.stored_dtype), torch::kFloat);
+  EXPECT_EQ(resolve_weights_dtype(WeightsDtype::kBFloat16, fp32.stored_dtype), torch::kBFloat16);
+  EXPECT_EQ(from_string<WeightsDtype>("bf16"), WeightsDtype::kBFloat16);
+  EXPECT_EQ(error_of([] { from_string<WeightsDtype>("fp16"); }),
+            "unknown weights dtype 'fp16' (expected one of: auto, fp32, bf16)");
+}
+
 TEST(Checkpoint, BadCheckpointsNameTheFileAndTheMismatch) {
   auto model = tiny_gpt();
   const auto dir = testing::scratch_path("bad/step-1").string();
