@@ -24,6 +24,9 @@
 //                        unigram tokenizer of 8192 pieces (trained on it once, then cached)
 //   tokenize-gpt2        the same through GPT-2's byte-level BPE (vocab.json + merges.txt from
 //                        --gpt2-tokenizer; by default the copy ctest fetches into the build tree)
+//
+// --profile N lists, under each training row, the N ops with the most self time in one extra
+// step run under LibTorch's profiler (core/op_profile.h), after the timed steps.
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -44,6 +47,7 @@
 
 #include "apps/commands.h"
 #include "core/files.h"
+#include "core/op_profile.h"
 #include "core/runtime.h"
 #include "core/strings.h"
 #include "models/generation.h"
@@ -67,6 +71,7 @@ struct BenchArgs {
   std::vector<std::string> only;
   std::string worker;
   int64_t steps = 0;  // measured repetitions; 0 = each workload's default
+  int64_t profile = 0;  // ops to list from a profiled step of each training workload; 0 = none
   std::string python = "/usr/bin/python3";
   std::string gpt2_tokenizer = ZOO_BINARY_DIR "/tests/npm/gpt2-files";
 };
@@ -133,7 +138,7 @@ struct TrainWorkload {
   bool recompute = false;  // activation checkpointing
 };
 
-json train_workload(const TrainWorkload& w, int64_t steps) {
+json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(w.model);
   const int64_t b = w.b, t = w.t;
@@ -194,7 +199,18 @@ json train_workload(const TrainWorkload& w, int64_t steps) {
                                  12.0 * static_cast<double>(config.n_layers * t * config.d_model);
   int64_t trainable = 0;
   for (const auto& p : params) trainable += p.numel();
+  // One more step under LibTorch's profiler, after the timed ones (it slows every op a little).
+  json profile = json::array();
+  if (profile_rows > 0) {
+    const auto start = Clock::now();
+    const auto ops = profile_ops(step);
+    profile.push_back({{"name", "(whole step)"}, {"calls", 1}, {"self_ms", 1000.0 * seconds_since(start)}});
+    for (size_t i = 0; i < ops.size() && static_cast<int64_t>(i) < profile_rows; ++i) {
+      profile.push_back({{"name", ops[i].name}, {"calls", ops[i].calls}, {"self_ms", ops[i].self_ms}});
+    }
+  }
   return {{"unit", "tokens/s"},
+          {"profile", profile},
           {"value", static_cast<double>(b * t) / s},
           {"step_ms", 1000.0 * s},
           {"activation_mb", activation_mb},
@@ -294,19 +310,19 @@ int run_worker(const BenchArgs& a) {
   if (a.worker == "gemm") r = gemm(a.steps, torch::kFloat);
   else if (a.worker == "gemm-bf16") r = gemm(a.steps, torch::kBFloat16);
   else if (a.worker == "bandwidth") r = bandwidth(a.steps);
-  else if (a.worker == "train-gpt2-small") r = train_workload({"gpt2-small", 4, 256}, a.steps);
-  else if (a.worker == "train-gpt2-small-bf16") r = train_workload({"gpt2-small", 4, 256, Precision::kBf16}, a.steps);
-  else if (a.worker == "train-gpt-tiny") r = train_workload({"gpt-tiny", 16, 128}, a.steps);
-  else if (a.worker == "train-gpt-tiny-bf16") r = train_workload({"gpt-tiny", 16, 128, Precision::kBf16}, a.steps);
+  else if (a.worker == "train-gpt2-small") r = train_workload({"gpt2-small", 4, 256}, a.steps, a.profile);
+  else if (a.worker == "train-gpt2-small-bf16") r = train_workload({"gpt2-small", 4, 256, Precision::kBf16}, a.steps, a.profile);
+  else if (a.worker == "train-gpt-tiny") r = train_workload({"gpt-tiny", 16, 128}, a.steps, a.profile);
+  else if (a.worker == "train-gpt-tiny-bf16") r = train_workload({"gpt-tiny", 16, 128, Precision::kBf16}, a.steps, a.profile);
   else if (a.worker == "finetune-gpt2-small-lora")
-    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8}, a.steps);
+    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8}, a.steps, a.profile);
   else if (a.worker == "finetune-gpt2-small-lora-bf16")
-    r = train_workload({"gpt2-small", 4, 256, Precision::kBf16, /*lora_rank=*/8}, a.steps);
+    r = train_workload({"gpt2-small", 4, 256, Precision::kBf16, /*lora_rank=*/8}, a.steps, a.profile);
   else if (a.worker == "finetune-gpt2-small-lora-recompute")
-    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8, /*recompute=*/true}, a.steps);
-  else if (a.worker == "train-gpt2-small-1024") r = train_workload({"gpt2-small", 1, 1024}, a.steps);
+    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8, /*recompute=*/true}, a.steps, a.profile);
+  else if (a.worker == "train-gpt2-small-1024") r = train_workload({"gpt2-small", 1, 1024}, a.steps, a.profile);
   else if (a.worker == "train-gpt2-small-1024-recompute")
-    r = train_workload({"gpt2-small", 1, 1024, Precision::kFp32, 0, /*recompute=*/true}, a.steps);
+    r = train_workload({"gpt2-small", 1, 1024, Precision::kFp32, 0, /*recompute=*/true}, a.steps, a.profile);
   else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
   else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps, torch::kFloat);
   else if (a.worker == "generate-gpt2-small-bf16") r = generate_gpt2(a.steps, torch::kBFloat16);
@@ -345,6 +361,18 @@ std::string fixed(double v, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << v;
   return s.str();
+}
+
+// The profiled step's ops under their workload's row: self time, its share of the step, calls.
+void print_profile(const json& profile) {
+  const double step_ms = profile[0]["self_ms"].get<double>();
+  std::cout << "    profiled step " << fixed(step_ms, 0) << " ms; ops by self time:\n";
+  for (size_t i = 1; i < profile.size(); ++i) {
+    const double ms = profile[i]["self_ms"].get<double>();
+    std::cout << "    " << std::right << std::setw(9) << fixed(ms, 1) << " ms " << std::setw(5)
+              << fixed(100.0 * ms / step_ms, 1) << "% " << std::setw(6) << profile[i]["calls"].get<int64_t>() << "x  "
+              << profile[i]["name"].get<std::string>() << "\n";
+  }
 }
 
 int run_bench(const BenchArgs& a) {
@@ -389,7 +417,7 @@ int run_bench(const BenchArgs& a) {
   std::map<std::string, double> machine;  // gemm, bandwidth: for MFU and the decoding bound
   for (const auto& name : names) {
     json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
-                          "--gpt2-tokenizer", a.gpt2_tokenizer},
+                          "--profile", std::to_string(a.profile), "--gpt2-tokenizer", a.gpt2_tokenizer},
                          {});
     // PyTorch has no tokenizer: the tokenizer rows compare with each other (bytes per second);
     // the LoRA and recompute rows compare with zoo's own plain training.
@@ -398,10 +426,11 @@ int run_bench(const BenchArgs& a) {
     json row = {{"name", name}, {"unit", zoo["unit"]}, {"zoo", zoo["value"]}, {"zoo_peak_rss_mb", zoo["peak_rss_mb"]}};
     json torch_result;
     if (a.compare && !tokenizer_row && !own_comparison) {
-      // zoo decodes with its weights in 2 MiB pages (place_in_huge_pages); glibc gives PyTorch's
-      // heap the same advice through its tunable.
+      // zoo decodes with its weights in 2 MiB pages (place_in_huge_pages) and trains with its
+      // large blocks in them (core/large_blocks.h); glibc gives PyTorch's heap and its mapped
+      // blocks the same advice through its tunable (it keeps no freed block for reuse).
       auto torch_env = env;
-      if (tuned && name.rfind("generate-", 0) == 0) torch_env.push_back("GLIBC_TUNABLES=glibc.malloc.hugetlb=1");
+      if (tuned) torch_env.push_back("GLIBC_TUNABLES=glibc.malloc.hugetlb=1");
       torch_result = run_child({a.python, script.string(), name, steps}, torch_env);
       row["pytorch"] = torch_result["value"];
       row["ratio"] = zoo["value"].get<double>() / torch_result["value"].get<double>();
@@ -470,6 +499,8 @@ int run_bench(const BenchArgs& a) {
       notes += std::string(notes.empty() ? "" : "; ") + "peak RSS " + fixed(zoo["peak_rss_mb"].get<double>(), 0) +
                " MB" + (a.compare ? " (pytorch " + fixed(torch_result["peak_rss_mb"].get<double>(), 0) + ")" : "");
     }
+    const bool profiled = zoo.contains("profile") && !zoo["profile"].empty();
+    if (profiled) row["profile"] = zoo["profile"];
     if (a.json_lines) {
       std::cout << row.dump() << std::endl;
     } else {
@@ -478,6 +509,7 @@ int run_bench(const BenchArgs& a) {
                 << (row.contains("pytorch") ? fixed(row["pytorch"].get<double>(), 1) : "") << std::setw(8)
                 << (row.contains("ratio") ? fixed(row["ratio"].get<double>(), 2) + "x" : "") << "  " << notes
                 << std::endl;
+      if (profiled) print_profile(zoo["profile"]);
     }
   }
   return 0;
@@ -492,6 +524,10 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
   cmd->add_flag("--json", a->json_lines, "one JSON object per line: name, unit, zoo[, pytorch, ratio][, mfu]");
   cmd->add_option("--only", a->only, "workloads to run (default: all)");
   cmd->add_option("--steps", a->steps, "measured repetitions per workload (default: each workload's own)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--profile", a->profile,
+                  "list the N ops with the most self time in one more step of each training workload, "
+                  "under LibTorch's profiler")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", a->python, "python with torch for --compare");
   cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer, "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2)");

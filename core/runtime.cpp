@@ -1,5 +1,7 @@
 #include "core/runtime.h"
 
+#include "core/large_blocks.h"
+
 #include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -83,7 +85,8 @@ bool configure_allocator() {
   bool ok = mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024) == 1;  // glibc's largest
   ok = mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 && ok;
   ok = mallopt(M_TOP_PAD, 64 * 1024 * 1024) == 1 && ok;
-  return ok;
+  // Blocks from 32 MiB up, which glibc always maps afresh: 2 MiB pages, kept for reuse.
+  return install_large_block_allocator() && ok;
 #else
   return false;
 #endif

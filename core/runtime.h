@@ -29,7 +29,9 @@ int64_t resolve_num_threads(int64_t requested = 0, std::string* note = nullptr);
 
 // Tunes glibc's allocator for training's allocate-free-reallocate pattern (large blocks kept
 // for reuse instead of being unmapped and faulted in again every step). Returns false where it
-// does not apply (not glibc). Set ZOO_MALLOC_DEFAULTS=1 to keep glibc's defaults.
+// does not apply (not glibc). LibTorch's CPU blocks of 32 MiB and more go to the large-block
+// allocator (core/large_blocks.h). Set ZOO_MALLOC_DEFAULTS=1 to keep glibc's defaults and
+// LibTorch's allocator.
 bool configure_allocator();
 
 // Moves every CPU parameter and buffer of `module` into one anonymous mapping that the kernel is

@@ -75,4 +75,22 @@ assert abs(decode["bound_fraction"] - decode["zoo"] / decode["bound"]) < 1e-9, d
 # 2 bytes per weight: the bound is bandwidth / (2 x gpt2-small's 124,439,808 parameters less its 786,432 position embeddings).
 assert abs(decode["bound"] - rows["bandwidth"]["zoo"] * 1e9 / (2 * (124439808 - 786432))) < 1e-6 * decode["bound"], decode
 PY
+# --profile N: the N ops with the most self time in one more step, under LibTorch's profiler.
+"$zoo" bench --json --steps 1 --only train-gpt-tiny-bf16 --profile 8 > "$work/profile.jsonl"
+"$python" - "$work/profile.jsonl" "$work/bench.jsonl" <<'PY'
+import json, sys
+row = json.loads(open(sys.argv[1]).read())
+profile = row["profile"]
+assert len(profile) == 9 and profile[0]["name"] == "(whole step)", profile
+ops = profile[1:]
+assert all(a["self_ms"] >= b["self_ms"] for a, b in zip(ops, ops[1:])), ops
+assert sum(o["self_ms"] for o in ops) <= profile[0]["self_ms"], profile
+# gpt-tiny's step multiplies matrices: 4 projections a layer, each forward and twice backward.
+mm = [o for o in ops if o["name"] == "aten::mm"]
+assert mm and mm[0]["calls"] >= 3 * 4 * 2, ops
+assert "profile" not in json.loads(open(sys.argv[2]).readline()), "no profile unless asked"
+PY
+"$zoo" bench --steps 1 --only train-gpt-tiny --profile 3 > "$work/profile.txt"
+grep -q "profiled step .* ms; ops by self time:" "$work/profile.txt" || { cat "$work/profile.txt"; exit 1; }
+[ "$(grep -c '^ .* ms .*%' "$work/profile.txt")" -eq 3 ] || { cat "$work/profile.txt"; exit 1; }
 echo "bench: ok"

@@ -1,11 +1,16 @@
 #include "core/runtime.h"
+#include "core/large_blocks.h"
+#include "core/op_profile.h"
 
 #include <cstdint>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 namespace zoo {
@@ -145,6 +150,117 @@ TEST(Runtime, PlacesWeightsInOneHugePageMapping) {
 
   torch::nn::Module empty;
   EXPECT_EQ(place_in_huge_pages(empty), 0);
+}
+
+const OpTime* find_op(const std::vector<OpTime>& rows, const std::string& name) {
+  for (const auto& row : rows)
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
+// A worked example: a 2-D matmul is aten::matmul calling aten::mm once, three times over, then
+// one add; the profile counts those calls, nests mm's time inside matmul's, and its self times
+// add up to no more than the wall time.
+TEST(OpProfile, CountsCallsAndNestsTimes) {
+  auto a = torch::randn({256, 256}), b = torch::randn({256, 256});
+  const auto start = std::chrono::steady_clock::now();
+  const auto rows = profile_ops([&] {
+    auto c = at::matmul(a, b);
+    c = at::matmul(c, b);
+    c = at::matmul(c, b);
+    c = c + a;
+  });
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const OpTime* matmul = find_op(rows, "aten::matmul");
+  const OpTime* mm = find_op(rows, "aten::mm");
+  const OpTime* add = find_op(rows, "aten::add");
+  ASSERT_NE(matmul, nullptr);
+  ASSERT_NE(mm, nullptr);
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(matmul->calls, 3);
+  EXPECT_EQ(mm->calls, 3);
+  EXPECT_EQ(add->calls, 1);
+  EXPECT_GT(mm->self_ms, 0.0);
+  EXPECT_GE(matmul->total_ms, mm->total_ms);
+  EXPECT_NEAR(matmul->self_ms, matmul->total_ms - mm->total_ms, 1e-6);
+  double self_sum = 0;
+  for (const auto& row : rows) self_sum += row.self_ms;
+  EXPECT_LE(self_sum, wall_ms);
+  for (size_t i = 1; i < rows.size(); ++i) EXPECT_GE(rows[i - 1].self_ms, rows[i].self_ms);
+}
+
+// Backward runs under the profile too (autograd's nodes and the ops they call).
+TEST(OpProfile, FollowsBackward) {
+  auto w = torch::randn({64, 64}, torch::requires_grad());
+  auto x = torch::randn({8, 64});
+  const auto rows = profile_ops([&] { at::mm(x, w).sum().backward(); });
+  const OpTime* node = find_op(rows, "autograd::engine::evaluate_function: MmBackward0");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->calls, 1);
+  // x @ w: only w needs a gradient, so backward's one mm is x^T times the incoming gradient.
+  EXPECT_EQ(find_op(rows, "aten::mm")->calls, 2);
+}
+
+// Work that throws leaves the profiler off, and the error reaches the caller.
+TEST(OpProfile, ThrowingWorkLeavesTheProfilerOff) {
+  EXPECT_THROW(profile_ops([] { throw std::runtime_error("boom"); }), std::runtime_error);
+  EXPECT_FALSE(torch::profiler::impl::profilerEnabled());
+  EXPECT_NO_THROW(profile_ops([] { torch::ones({2}).sum(); }));
+}
+
+// Large blocks come in 2 MiB-aligned mappings, and a freed one is what the next request of its
+// size gets; small ones stay with LibTorch's allocator; what is kept stays under its limit.
+TEST(LargeBlocks, ReusesFreedBlocksAlignedForHugePages) {
+  ASSERT_TRUE(install_large_block_allocator());
+  ASSERT_TRUE(install_large_block_allocator());  // once is enough; again changes nothing
+  release_cached_large_blocks();
+  const LargeBlockStats start = large_block_stats();
+  const int64_t n = (kLargeBlockBytes + (int64_t{3} << 20)) / 4;  // 35 MiB of floats
+  const void* first = nullptr;
+  {
+    auto t = torch::full({n}, 2.0f);
+    first = t.data_ptr();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % (uintptr_t{2} << 20), 0u);
+    EXPECT_EQ(t.sum().item<double>(), 2.0 * static_cast<double>(n));
+    EXPECT_EQ(large_block_stats().mapped, start.mapped + 1);
+    EXPECT_EQ(large_block_stats().in_use_bytes, start.in_use_bytes + (int64_t{36} << 20));
+  }
+  EXPECT_EQ(large_block_stats().cached_bytes, int64_t{36} << 20);
+  {
+    auto t = torch::ones({n});  // a little smaller or larger would do too: within an eighth
+    EXPECT_EQ(t.data_ptr(), first);
+    EXPECT_EQ(t.sum().item<double>(), static_cast<double>(n));
+    EXPECT_EQ(large_block_stats().reused, start.reused + 1);
+    EXPECT_EQ(large_block_stats().cached_bytes, 0);
+  }
+  {
+    auto small = torch::ones({1000});  // 4 kB: LibTorch's own allocator
+    EXPECT_EQ(large_block_stats().in_use_bytes, start.in_use_bytes);
+    EXPECT_EQ(large_block_stats().mapped, start.mapped + 1);
+  }
+  {
+    auto twice = torch::empty({2 * n});  // 72 MiB: no kept block is within an eighth of it
+    EXPECT_NE(twice.data_ptr(), first);
+    EXPECT_EQ(large_block_stats().mapped, start.mapped + 2);
+  }
+  // Freed blocks beyond the limit are unmapped, the oldest first.
+  {
+    std::vector<torch::Tensor> many;
+    for (int i = 0; i < 40; ++i) many.push_back(torch::empty({n}));  // 40 x 36 MiB, never touched
+  }
+  EXPECT_LE(large_block_stats().cached_bytes, kLargeBlockCacheBytes);
+  EXPECT_GT(large_block_stats().cached_bytes, kLargeBlockCacheBytes - (int64_t{36} << 20));
+  // raw_allocate's pointers of both sizes go back through raw_deleter.
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  for (size_t bytes : {size_t{64}, static_cast<size_t>(kLargeBlockBytes)}) {
+    void* p = allocator->raw_allocate(bytes);
+    ASSERT_NE(p, nullptr);
+    static_cast<char*>(p)[bytes - 1] = 1;
+    allocator->raw_deleter()(p);
+  }
+  release_cached_large_blocks();
+  EXPECT_EQ(large_block_stats().cached_bytes, 0);
+  EXPECT_EQ(large_block_stats().in_use_bytes, start.in_use_bytes);
 }
 
 }  // namespace
