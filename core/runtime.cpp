@@ -19,6 +19,8 @@
 #include <string>
 #include <thread>
 
+#include <ATen/Version.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/torch.h>
 
 namespace zoo {
@@ -27,10 +29,28 @@ std::string version() { return ZOO_VERSION; }
 
 std::string torch_description() {
   std::string s = std::string("LibTorch ") + TORCH_VERSION;
-  s += torch::cuda::is_available()
-           ? ", CUDA available (" + std::to_string(torch::cuda::device_count()) + " devices)"
-           : ", no CUDA device";
+  if (at::globalContext().hasCUDART()) {
+    // versionCUDART() is major * 1000 + minor * 10, e.g. 13020 for 13.2.
+    const long cuda = at::detail::getCUDAHooks().versionCUDART();
+    s += ", CUDA " + std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10) + " compiled in";
+    const auto devices = torch::cuda::device_count();
+    s += devices > 0 ? ", " + std::to_string(devices) + (devices == 1 ? " CUDA device" : " CUDA devices")
+                     : ", no CUDA device";
+  } else {
+    s += ", CPU-only build";
+  }
   return s;
+}
+
+std::string cpu_kernels_description() {
+  // LibTorch's build configuration names its BLAS (BLAS_INFO=mkl for PyPI's wheels).
+  const std::string config = at::show_config();
+  std::string blas = "unknown";
+  if (const auto at = config.find("BLAS_INFO="); at != std::string::npos) {
+    const auto start = at + 10;
+    blas = config.substr(start, config.find_first_of(", \n", start) - start);
+  }
+  return "BLAS " + blas + " (LibTorch's), CPU kernels " + at::get_cpu_capability();
 }
 
 int64_t available_cpus() {
@@ -182,18 +202,6 @@ std::string describe_bytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
   return text;
-}
-
-std::string loaded_library(const std::string& prefix) {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const auto slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    const std::string path = line.substr(slash);
-    const auto name = path.substr(path.rfind('/') + 1);
-    if (name.rfind(prefix, 0) == 0) return path;
-  }
-  return "";
 }
 
 int64_t physical_memory_bytes() {

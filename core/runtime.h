@@ -13,8 +13,14 @@ namespace zoo {
 // Version of zoo itself (the CMake project version).
 std::string version();
 
-// A line naming the LibTorch version zoo was built against and whether CUDA is available.
+// A line naming the LibTorch version zoo was built against, whether it has CUDA compiled in
+// (and which) and how many CUDA devices this process sees: "LibTorch 2.15.0, CUDA 13.2
+// compiled in, no CUDA device".
 std::string torch_description();
+
+// The BLAS LibTorch was built with and the vector instructions its CPU kernels use here:
+// "BLAS mkl (LibTorch's), CPU kernels AVX2".
+std::string cpu_kernels_description();
 
 // CPUs this process may run on: the affinity mask (taskset, cgroup cpusets), not just the
 // machine's core count, so a container limited to 2 of 64 cores gets 2 threads.
@@ -49,10 +55,6 @@ int64_t configure_threads(int64_t requested = 0, std::string* note = nullptr);
 
 // "1.5 GB", "340 MB", "12 kB" (decimal units).
 std::string describe_bytes(double bytes);
-
-// The file of the loaded shared library whose name starts with `prefix` (e.g. "libblas.so"),
-// from /proc/self/maps; "" when none is loaded.
-std::string loaded_library(const std::string& prefix);
 
 // Physical memory of this machine in bytes (0 when unknown).
 int64_t physical_memory_bytes();

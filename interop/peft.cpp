@@ -1,5 +1,6 @@
 #include "interop/peft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -84,6 +85,30 @@ std::vector<AttachedAdapter> attached_adapters(const Model& model) {
 // The Hugging Face module each trained base-model tensor belongs to, for modules_to_save: the
 // zoo module's first name (classifier, pooler), which PEFT matches as a suffix.
 std::string module_to_save(const std::string& zoo_name) { return zoo_name.substr(0, zoo_name.find('.')); }
+
+// PEFT's target_modules name a module by its name or a dotted suffix of it. Each adapted module
+// is named by its shortest suffix that matches no module left without an adapter: GPT-2's
+// feed-forward c_proj is "mlp.c_proj", since "c_proj" would take the attention's too.
+std::set<std::string> target_modules(const std::set<std::string>& adapted, const std::set<std::string>& modules) {
+  const auto matches = [](const std::string& module, const std::string& suffix) {
+    if (module == suffix) return true;
+    return module.size() > suffix.size() && module[module.size() - suffix.size() - 1] == '.' &&
+           module.compare(module.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  std::set<std::string> targets;
+  for (const auto& name : adapted) {
+    std::string suffix = leaf(name);
+    while (suffix != name && std::any_of(modules.begin(), modules.end(), [&](const std::string& m) {
+             return adapted.count(m) == 0 && matches(m, suffix);
+           })) {
+      const size_t dot = name.size() - suffix.size() - 1;  // the '.' before the suffix
+      const size_t before = dot == 0 ? std::string::npos : name.rfind('.', dot - 1);
+      suffix = before == std::string::npos ? name : name.substr(before + 1);
+    }
+    targets.insert(suffix);
+  }
+  return targets;
+}
 
 json task_type(const ModelConfig& c) {
   switch (c.family) {
@@ -181,8 +206,12 @@ void export_peft(const Model& model, const std::string& dir) {
     rank_pattern[key] = rank;
     alpha_pattern[key] = scaling * static_cast<double>(rank);
   }
-  std::set<std::string> targets, to_save;
-  for (const auto& [name, rank] : module_rank) targets.insert(leaf(name));
+  std::set<std::string> adapted, hf_modules, to_save;
+  for (const auto& [name, rank] : module_rank) adapted.insert(name);
+  for (const auto& m : maps) {
+    for (const auto& name : m.hf) hf_modules.insert(without_suffix(name, ".weight"));
+  }
+  const std::set<std::string> targets = target_modules(adapted, hf_modules);
   for (const auto& zoo_name : model.lora->trained) {
     const auto found = by_zoo.find(zoo_name);
     if (found == by_zoo.end() || found->second->hf.size() != 1) {

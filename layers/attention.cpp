@@ -219,20 +219,9 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
   if (takes_bf16_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
     o = bf16_decode_attention(qf, k, v, bias, scale);
   } else if (backend == AttentionBackend::kFused && !need_weights) {
-    c10::optional<torch::Tensor> mask;
+    std::optional<torch::Tensor> mask;
     if (bias.defined()) mask = bias;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
     o = at::scaled_dot_product_attention(qf, k, v, mask, dropout, is_causal, scale);
-#else
-    // No scale argument before 2.1: the kernel divides by sqrt(D), so pre-multiply.
-    const double prescale = scale * std::sqrt(static_cast<double>(d));
-    auto qs = std::abs(prescale - 1.0) < 1e-12 ? qf : qf * prescale;
-#if TORCH_VERSION_MAJOR == 2
-    o = at::scaled_dot_product_attention(qs, k, v, mask, dropout, is_causal);
-#else
-    o = std::get<0>(at::_scaled_dot_product_attention(qs, k, v, mask, dropout, false, is_causal));
-#endif
-#endif
   } else {
     auto scores = torch::matmul(qf, k.transpose(-2, -1)) * scale;  // (B, Hkv, rep * T, Tk)
     if (is_causal) {

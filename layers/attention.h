@@ -43,7 +43,7 @@ struct AttentionOptions {
   TORCH_ARG(bool, scaled) = true;
   TORCH_ARG(bool, causal) = false;
   // Sliding window (Mistral): query i sees keys i-window+1 .. i. Unset = unbounded. Causal only.
-  TORCH_ARG(c10::optional<int64_t>, window) = c10::nullopt;
+  TORCH_ARG(std::optional<int64_t>, window) = std::nullopt;
   TORCH_ARG(double, dropout) = 0.0;  // on the attention weights, in training only
   // Rotary positions applied to queries and keys (self-attention only).
   TORCH_ARG(bool, rope) = false;

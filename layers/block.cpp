@@ -10,7 +10,7 @@ namespace zoo {
 
 AttentionOptions TransformerBlockOptions::cross_attention_options() const {
   AttentionOptions cross = attention_;
-  cross.cross_attention(true).causal(false).window(c10::nullopt).rope(false);
+  cross.cross_attention(true).causal(false).window(std::nullopt).rope(false);
   return cross;
 }
 

@@ -13,13 +13,8 @@ namespace {
 // leaves float64 alone).
 c10::ScalarType product_type(const torch::Tensor& t) {
   if (t.scalar_type() == torch::kDouble) return torch::kDouble;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   const auto device = t.device().type();
   return at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : t.scalar_type();
-#else
-  if (t.is_cuda()) return at::autocast::is_enabled() ? at::autocast::get_autocast_gpu_dtype() : t.scalar_type();
-  return at::autocast::is_cpu_enabled() ? at::autocast::get_autocast_cpu_dtype() : t.scalar_type();
-#endif
 }
 
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {

@@ -11,7 +11,7 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .qkv_bias(config.qkv_bias)
                        .scaled(config.scale_attention)
                        .causal(causal)
-                       .window(causal && config.window ? c10::optional<int64_t>(*config.window) : c10::nullopt)
+                       .window(causal && config.window ? std::optional<int64_t>(*config.window) : std::nullopt)
                        .dropout(config.attention_dropout)
                        .rope(config.position == PositionKind::kRope)
                        .rope_base(config.rope_base)

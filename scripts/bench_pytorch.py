@@ -93,10 +93,21 @@ def median_seconds(warmup, runs, f):
     return sorted(times)[len(times) // 2]
 
 
+# ZOO_BENCH_COMPILE=1 (zoo bench --torch-compile): training and the BERT forward run their model
+# through torch.compile (Inductor's C++ kernels here); the decoding loop, whose shapes change
+# every token, stays eager.
+COMPILE = os.environ.get("ZOO_BENCH_COMPILE") == "1"
+
+
+def compiled(module):
+    return torch.compile(module) if COMPILE else module
+
+
 def train(name, b, t, steps, bf16=False):
     torch.manual_seed(0)
-    model = GPT(**GPT_SIZES[name])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
+    eager = GPT(**GPT_SIZES[name])
+    optimizer = torch.optim.AdamW(eager.parameters(), lr=6e-4, weight_decay=0.1)
+    model = compiled(eager)
     data = torch.randint(GPT_SIZES[name]["vocab"], (b, t + 1))
     x, y = data[:, :t].contiguous(), data[:, 1:].contiguous()
 
@@ -111,7 +122,7 @@ def train(name, b, t, steps, bf16=False):
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(eager.parameters(), 1.0)
         optimizer.step()
         split["forward"].append(t1 - t0)
         split["backward"].append(t2 - t1)
@@ -127,7 +138,7 @@ def forward_bert(steps):
     d, vocab, b, t = 768, 30522, 8, 128
     layer = nn.TransformerEncoderLayer(d, 12, 3072, dropout=0.0, activation="gelu", batch_first=True,
                                        layer_norm_eps=1e-12)
-    encoder = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval()
+    encoder = compiled(nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval())
     tokens, positions, types = nn.Embedding(vocab, d), nn.Embedding(512, d), nn.Embedding(2, d)
     norm, pooler = nn.LayerNorm(d, eps=1e-12), nn.Linear(d, d)
     ids = torch.randint(vocab, (b, t))
@@ -195,7 +206,8 @@ def main():
         sys.exit(f"unknown workload {name}; known: {', '.join(workloads)}")
     unit, value, *extra = workloads[name]()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = {"name": name, "unit": unit, "value": value, "peak_rss_mb": peak}
+    result = {"name": name, "unit": unit, "value": value, "peak_rss_mb": peak,
+              "compiled": COMPILE and not name.startswith(("generate", "gemm", "bandwidth"))}
     for more in extra:
         result.update(more)
     print(json.dumps(result))

@@ -3,9 +3,11 @@
 # corpus (configs/runs/demo.yaml: 500 steps, ~4 minutes on 2 CPU cores), sample from it, plot
 # its curves, export it to TorchScript, generate from the export in plain Python (no zoo code),
 # and check it reached the validation loss the README states.
+# Safe to run again: it replaces its own run, curves and export.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+source scripts/env.sh
 zoo=build/zoo
 run=runs/demo
 expected_loss=5.6   # README: the run ends near 5.37; above 5.6 something is wrong
@@ -24,11 +26,11 @@ done
 "$zoo" plot "$run"
 
 echo
-"$zoo" export "$run" --out "$run/model.pt"
-echo "Greedy, from zoo and from $run/model.pt in plain Python (torch + sentencepiece):"
+"$zoo" export "$run" --out "$run/model.pt" --overwrite
+echo "Greedy, from zoo and from $run/model.pt in plain Python (PyTorch 2.15 + sentencepiece):"
 prompt="The Python interpreter"
 native=$("$zoo" generate "$run" --prompt "$prompt" --greedy --max-new-tokens 30 2>/dev/null)
-exported=$(/usr/bin/python3 scripts/torchscript_generate.py "$run/model.pt" --prompt "$prompt" --greedy --max-new-tokens 30)
+exported=$("$zoo_python" scripts/torchscript_generate.py "$run/model.pt" --prompt "$prompt" --greedy --max-new-tokens 30)
 echo "  zoo:    $native"
 echo "  python: $exported"
 if [[ "$native" != "$exported" ]]; then

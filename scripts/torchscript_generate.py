@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Generates text from a `zoo export` file with nothing but PyTorch and SentencePiece.
 
-    python3 scripts/torchscript_generate.py model.pt --prompt "The Python interpreter"
-    python3 scripts/torchscript_generate.py model.pt --ids "464 8265"     # token ids in and out
+    ~/.cache/zoo/venv/bin/python scripts/torchscript_generate.py model.pt --prompt "The Python interpreter"
+    ~/.cache/zoo/venv/bin/python scripts/torchscript_generate.py model.pt --ids "464 8265"   # ids in and out
 
 The archive holds the model, its generate() method (KV cache inside) and the tokenizer
 (tokenizer.model for zoo's own; tokenizer.files, the container of a Hugging Face tokenizer's
@@ -11,13 +11,18 @@ the SentencePiece models of Hugging Face directories (LLaMA's tokenizer.model, T
 spiece.model). Other Hugging Face tokenizers (tokenizer.json, GPT-2's and BERT's files) have no
 reader in plain PyTorch: give ids with --ids (`zoo tokenizer encode` prints them) and get ids.
 GPT exports continue the prompt; T5 exports map it to an output. --greedy (or --temperature 0)
-picks the most likely token.
+picks the most likely token. Any PyTorch 2.x loads the file (setup's environment has 2.15);
+torch.jit.load is deprecated there and refused by Python 3.14 and later.
 """
 import argparse
 import json
 import sys
+import warnings
 
 import torch
+
+# PyTorch 2.x warns on every torch.jit.load that TorchScript is deprecated; it still loads.
+warnings.filterwarnings("ignore", message=".*torch.jit.load.*is deprecated", category=FutureWarning)
 
 
 def main():
@@ -32,6 +37,7 @@ def main():
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--greedy", action="store_true", help="same as --temperature 0")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="where to run: cpu, cuda, cuda:N")
     args = parser.parse_args()
 
     extra = {"zoo.json": "", "tokenizer.model": "", "tokenizer.files": ""}
@@ -52,6 +58,7 @@ def main():
     specials = set(meta["special_ids"].values())
     temperature = 0.0 if args.greedy else args.temperature
     model.eval()
+    model.to(args.device)
     for prompt in args.ids or args.prompt:
         if args.ids:
             try:
@@ -70,7 +77,7 @@ def main():
             steps = min(args.max_new_tokens, meta["max_positions"])
         torch.manual_seed(args.seed)
         with torch.no_grad():
-            out = model.generate(torch.tensor([ids]), steps, temperature, args.top_k, args.top_p, eos)
+            out = model.generate(torch.tensor([ids], device=args.device), steps, temperature, args.top_k, args.top_p, eos)
         new = out[0, len(ids) if meta["family"] == "gpt" else 1:].tolist()
         if eos in new:
             new = new[: new.index(eos)]

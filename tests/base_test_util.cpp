@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "core/files.h"
@@ -24,6 +25,15 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "no error";
+}
+
+std::string reference_python() {
+  if (const char* python = std::getenv("ZOO_PYTHON"); python != nullptr && *python != '\0') return python;
+  const char* home = std::getenv("HOME");
+  const auto fallback = std::filesystem::path(home != nullptr ? home : "/") / ".cache/zoo/venv/bin/python";
+  if (std::filesystem::exists(fallback)) return fallback.string();
+  throw std::runtime_error("no reference Python: set ZOO_PYTHON to the Python of scripts/setup.sh's environment "
+                           "(ctest sets it), or run scripts/setup.sh");
 }
 
 std::string shared_corpus() {

@@ -21,6 +21,12 @@ std::filesystem::path scratch_path(const std::string& name);
 // The message of the exception `f` throws, or "no error".
 std::string error_of(const std::function<void()>& f);
 
+// The Python that runs the reference scripts: $ZOO_PYTHON (ctest sets it to scripts/setup.sh's
+// environment, which has PyTorch 2.15, transformers, tokenizers, peft, sentencepiece), else that
+// environment at its default place (~/.cache/zoo/venv/bin/python). Throws, saying so, when
+// neither exists.
+std::string reference_python();
+
 // The default corpus, built once per build tree (tests share it; building takes seconds).
 std::string shared_corpus();
 

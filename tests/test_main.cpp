@@ -23,7 +23,7 @@ std::map<std::string, torch::Tensor> python_reference(const std::string& script,
       fs::temp_directory_path() /
       ("zoo_ref_" + fs::path(script).stem().string() + "_" + std::to_string(::getpid()) + "_" +
        std::to_string(std::rand()) + ".pt");
-  std::string cmd = std::string(ZOO_TEST_PYTHON) + " '" + source.string() + "' '" + out.string() + "'";
+  std::string cmd = reference_python() + " '" + source.string() + "' '" + out.string() + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   if (std::system(cmd.c_str()) != 0) {
     throw std::runtime_error("reference script failed: " + cmd);

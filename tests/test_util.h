@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the tests: tolerances, devices, and reference data from python3-torch.
+// Helpers shared by the tests: tolerances, devices, and reference data from PyTorch.
 
 #include <cstdint>
 #include <filesystem>
@@ -32,7 +32,7 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
 // gtest assertion: tensors have the same shape and differ by at most `tol` anywhere.
 #define EXPECT_ALLCLOSE(a, b, tol) EXPECT_LE(::zoo::testing::max_abs_diff((a), (b)), (tol))
 
-// Runs tests/reference/<script> with Debian's python3 (which has python3-torch) and returns
+// Runs tests/reference/<script> with the test environment's Python (PyTorch 2.15, transformers) and returns
 // the tensors it saved, by name. The script writes a TorchScript module whose buffers are the
 // tensors (names with '.' stored as '__'), which C++ reads back with torch::jit::load.
 std::map<std::string, torch::Tensor> python_reference(const std::string& script,

@@ -1180,6 +1180,26 @@ class Renderer {
       if (!v.is_mapping()) throw ValueError("can only get item pairs from a mapping, not " + v.type_name());
       return dict_method(v, "items", Args{});
     }
+    if (name == "dictsort") {
+      // jinja2's dictsort(value, case_sensitive=False, by='key', reverse=False): the items as
+      // (key, value) pairs, sorted by one of them.
+      args.check(what, {"case_sensitive", "by", "reverse"});
+      if (!v.is_mapping()) throw ValueError("the dictsort filter needs a mapping, not " + v.type_name());
+      const bool case_sensitive = args.get(0, "case_sensitive", Value(false)).truthy();
+      const std::string by = string_argument(args.get(1, "by", Value("key")), "dictsort's by");
+      if (by != "key" && by != "value") throw ValueError("You can only sort by either \"key\" or \"value\"");
+      const bool reverse = args.get(2, "reverse", Value(false)).truthy();
+      List items = iterate(dict_method(v, "items", Args{}));
+      const size_t at = by == "key" ? 0 : 1;
+      auto key = [&](const Value& item) {
+        const Value& k = item.as_list()[at];
+        return !case_sensitive && k.is_string() ? Value(lower(k.as_string())) : k;
+      };
+      std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
+        return reverse ? jinja::compare(key(b), key(a)) < 0 : jinja::compare(key(a), key(b)) < 0;
+      });
+      return Value::list(std::move(items));
+    }
     if (name == "reverse") {
       args.check(what, {});
       if (v.is_string()) {

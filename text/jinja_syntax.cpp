@@ -880,7 +880,7 @@ class Parser {
 
 const std::vector<std::string>& known_filters() {
   static const std::vector<std::string> kFilters = {
-      "abs",  "capitalize", "count",   "d",     "default", "e",          "escape",  "first",   "float",
+      "abs",  "capitalize", "count",   "d",     "default", "dictsort", "e",       "escape",  "first",   "float",
       "indent", "int",      "items",   "join",  "last",    "length",     "list",    "lower",   "map",
       "reject", "rejectattr", "replace", "reverse", "safe", "select",    "selectattr", "sort", "string",
       "title",  "tojson",   "trim",    "upper"};

@@ -189,7 +189,7 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
   replace_directory(tmp.string(), dir);
 }
 
-Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expected) {
+Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expected) {
   const fs::path root(dir);
   if (!fs::is_directory(root)) throw std::runtime_error(dir + ": no such checkpoint directory");
   Checkpoint c;

@@ -54,7 +54,7 @@ struct Checkpoint {
 // Rebuilds the model from config.yaml and loads its weights. With `expected`, a checkpoint of
 // another family is refused. Errors name the file and the mismatch: a missing or corrupt file,
 // missing or unexpected tensors, a tensor whose shape differs from the model's.
-Checkpoint load_checkpoint(const std::string& dir, c10::optional<Family> expected = c10::nullopt);
+Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expected = std::nullopt);
 
 // Restores optimizer.pt into an optimizer built over the loaded model's parameters.
 // Its tensors go to `device` (the parameters').

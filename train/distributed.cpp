@@ -96,7 +96,8 @@ struct DataParallel::Impl {
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::vector<torch::Tensor> params;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  // Whatever pointer LibTorch hands out for a leaf's accumulator (it went from shared_ptr to intrusive_ptr).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<torch::Tensor>()))> accumulators;
   std::vector<size_t> bucket_of;
   std::vector<bool> ready;
   std::vector<Bucket> buckets;

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <set>
-#include <type_traits>
 
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
@@ -12,11 +11,6 @@
 
 namespace zoo {
 namespace {
-
-// The optimizer state's key for `p`: LibTorch 1.13 keys by the TensorImpl address as a string,
-// later versions by the address itself.
-[[maybe_unused]] std::string state_key(const torch::Tensor& p, std::string*) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-[[maybe_unused]] void* state_key(const torch::Tensor& p, void**) { return p.unsafeGetTensorImpl(); }
 
 // torch::optim::AdamW with each parameter's update done in one pass over its memory: decay,
 // both moments and the step read and write p, m and v once, instead of the eight tensor-wide
@@ -43,12 +37,11 @@ class FusedAdamW : public torch::optim::AdamW {
       at::AutoGradMode enable(true);
       loss = closure();
     }
-    using Key = std::decay_t<decltype(state_)>::key_type;
     for (auto& group : param_groups()) {
       const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
-        const auto key = state_key(p, static_cast<Key*>(nullptr));
+        void* const key = p.unsafeGetTensorImpl();  // how LibTorch's optimizers key their state
         auto found = state_.find(key);
         if (found == state_.end()) {
           auto fresh = std::make_unique<torch::optim::AdamWParamState>();

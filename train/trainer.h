@@ -52,7 +52,7 @@ struct TrainerOptions {
 struct TrainSummary {
   int64_t start_step = 0, end_step = 0;
   std::vector<double> losses;  // per update of this session (NaN where skipped)
-  c10::optional<EvalResult> final_eval, best_eval;
+  std::optional<EvalResult> final_eval, best_eval;
   std::string last_checkpoint, best_checkpoint;
   int64_t skipped = 0;
   bool interrupted = false;
@@ -127,7 +127,7 @@ class Trainer {
   int64_t trainable_parameters_ = 0, total_parameters_ = 0;
   double last_lr_ = 0, last_loss_ = NAN, last_grad_norm_ = NAN, last_step_seconds_ = 0;
   int64_t last_step_tokens_ = 0;
-  c10::optional<EvalResult> best_;
+  std::optional<EvalResult> best_;
   std::string best_dir_;
   bool stop_requested_ = false;
 };

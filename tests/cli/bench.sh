@@ -4,8 +4,8 @@
 # the output's shape and that the numbers are positive, never how fast anything is.
 set -euo pipefail
 zoo="$1"
-npm="$2"
-python=/usr/bin/python3
+references="$2"
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
 source "$(dirname "$0")/lib.sh"
 
 "$zoo" bench --compare --json --steps 1 --only gemm bandwidth train-gpt-tiny > "$work/bench.jsonl"
@@ -20,23 +20,32 @@ for r in rows:
 train = rows[2]
 assert train["unit"] == "tokens/s" and 0 < train["mfu"] < 1.5 and 0 < train["pytorch_mfu"] < 1.5, train
 PY
-# bf16 rows: zoo under LibTorch's CPU autocast against PyTorch's torch.autocast, MFU against the
-# bf16 matmul rate.
-"$zoo" bench --compare --json --steps 1 --only gemm-bf16 train-gpt-tiny-bf16 > "$work/bf16.jsonl"
-"$python" - "$work/bf16.jsonl" <<'PY'
+# bf16 training rows: zoo under LibTorch's CPU autocast against PyTorch's torch.autocast, MFU
+# against the bf16 matmul rate. A CPU without bf16 arithmetic (no AVX512-BF16 or AMX: an AVX2
+# Zen 3, say) runs bf16 products tens of times slower than fp32's, and these rows past this
+# test's time limit: there they are left out, saying so.
+speedup=$("$zoo" env | sed -n 's/^bf16 matrix products: \([0-9.]*\)x.*/\1/p')
+bf16_training=0
+awk -v s="$speedup" 'BEGIN { exit !(s >= 0.5) }' && bf16_training=1
+if ((bf16_training)); then
+  "$zoo" bench --compare --json --steps 1 --only gemm-bf16 train-gpt-tiny-bf16 > "$work/bf16.jsonl"
+  "$python" - "$work/bf16.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 assert [r["name"] for r in rows] == ["gemm-bf16", "train-gpt-tiny-bf16"], rows
 assert all(r["zoo"] > 0 and r["pytorch"] > 0 for r in rows), rows
 assert 0 < rows[1]["mfu"] < 1.5 and 0 < rows[1]["pytorch_mfu"] < 1.5, rows[1]
 PY
+else
+  echo "bf16 training rows left out: bf16 matrix products run ${speedup}x fp32's on this CPU"
+fi
 "$zoo" bench --steps 1 --only gemm > "$work/table.txt"
 grep -q "^gemm .*GFLOP/s" "$work/table.txt"
 fails "unknown workload 'nope'" "$zoo" bench --only nope
 
 # The tokenizer rows: MB/s of the default corpus through zoo's SentencePiece and GPT-2's BPE,
 # the second also as a ratio to the first (per byte, measured in the same run).
-"$zoo" bench --json --steps 1 --only tokenize-zoo tokenize-gpt2 --gpt2-tokenizer "$npm/gpt2-files" > "$work/tok.jsonl"
+"$zoo" bench --json --steps 1 --only tokenize-zoo tokenize-gpt2 --gpt2-tokenizer "$references/gpt2-files" > "$work/tok.jsonl"
 "$python" - "$work/tok.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -48,18 +57,19 @@ fails "tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in $work" \
   "$zoo" bench --only tokenize-gpt2 --gpt2-tokenizer "$work"
 # LoRA against full fine-tuning, activation checkpointing against plain training: each row
 # carries its ratio to the other, measured in the same run.
-"$zoo" bench --json --steps 1 --only train-gpt2-small finetune-gpt2-small-lora train-gpt2-small-bf16 \
-  finetune-gpt2-small-lora-bf16 train-gpt2-small-1024 train-gpt2-small-1024-recompute > "$work/ft.jsonl"
+bf16_rows=()
+((bf16_training)) && bf16_rows=(train-gpt2-small-bf16 finetune-gpt2-small-lora-bf16)
+"$zoo" bench --json --steps 1 --only train-gpt2-small finetune-gpt2-small-lora "${bf16_rows[@]}" \
+  train-gpt2-small-1024 train-gpt2-small-1024-recompute > "$work/ft.jsonl"
 "$python" - "$work/ft.jsonl" <<'PY'
 import json, sys
 rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
-full, lora = rows["train-gpt2-small"], rows["finetune-gpt2-small-lora"]
-assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
-assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
-# In bf16, against full fine-tuning in bf16.
-full, lora = rows["train-gpt2-small-bf16"], rows["finetune-gpt2-small-lora-bf16"]
-assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
-assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
+pairs = [("train-gpt2-small", "finetune-gpt2-small-lora")]
+if "train-gpt2-small-bf16" in rows:  # in bf16, against full fine-tuning in bf16
+    pairs.append(("train-gpt2-small-bf16", "finetune-gpt2-small-lora-bf16"))
+for full, lora in ((rows[a], rows[b]) for a, b in pairs):
+    assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
+    assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
 plain, recompute = rows["train-gpt2-small-1024"], rows["train-gpt2-small-1024-recompute"]
 assert recompute["activations_saved"] > 0 and abs(recompute["step_time_vs_plain"] - plain["zoo"] / recompute["zoo"]) < 1e-9, recompute
 PY
@@ -76,7 +86,7 @@ assert abs(decode["bound_fraction"] - decode["zoo"] / decode["bound"]) < 1e-9, d
 assert abs(decode["bound"] - rows["bandwidth"]["zoo"] * 1e9 / (2 * (124439808 - 786432))) < 1e-6 * decode["bound"], decode
 PY
 # --profile N: the N ops with the most self time in one more step, under LibTorch's profiler.
-"$zoo" bench --json --steps 1 --only train-gpt-tiny-bf16 --profile 8 > "$work/profile.jsonl"
+"$zoo" bench --json --steps 1 --only train-gpt-tiny --profile 8 > "$work/profile.jsonl"
 "$python" - "$work/profile.jsonl" "$work/bench.jsonl" <<'PY'
 import json, sys
 row = json.loads(open(sys.argv[1]).read())

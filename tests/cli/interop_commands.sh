@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # zoo import-hf, export-hf and export end to end: a GPT-2 directory in Hugging Face's layout
-# (written by python3-torch) becomes a zoo checkpoint that generates and fine-tunes like any
+# (in transformers' layout) becomes a zoo checkpoint that generates and fine-tunes like any
 # other, and exports back to files the reference forward reads to the same logits; so do Qwen2
 # and LLaMA directories. `zoo export` writes TorchScript that generates, in plain Python with its
 # own tokenizer, what zoo generates.
@@ -8,7 +8,7 @@ set -euo pipefail
 zoo="$1"
 corpus="$2"
 reference="$3"
-python=/usr/bin/python3
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
 source "$(dirname "$0")/lib.sh"
 generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
@@ -39,7 +39,7 @@ PY
 "$zoo" export-hf "$work/ft" --out "$work/ft-hf" > /dev/null
 test -s "$work/ft-hf/model.safetensors"
 
-# TorchScript: GPT-2 and T5 exports generate in python3-torch exactly what zoo generates.
+# TorchScript: GPT-2 and T5 exports generate in PyTorch 2.15 exactly what zoo generates.
 "$zoo" export "$work/ckpt" --out "$work/gpt.pt" > "$work/export.out"
 grep -q "methods: forward, generate; its tokenizer inside" "$work/export.out"
 same_text() {  # same_text CHECKPOINT EXPORT PROMPT [DTYPE]

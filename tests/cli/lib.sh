@@ -17,12 +17,12 @@ fails() {
 slice() { head -c 200000 "$1" > "$work/slice.txt"; }
 
 # pretrained_inputs CORPUS SPM_REFERENCE: the slice, SentencePiece models in LLaMA's and T5's
-# layouts trained by python3-sentencepiece ($work/spm/llama-dir, $work/spm/t5-dir), a two-class
+# layouts trained by the sentencepiece package ($work/spm/llama-dir, $work/spm/t5-dir), a two-class
 # CSV ($work/cls.csv) and copy pairs ($work/pairs.jsonl).
 pretrained_inputs() {
   slice "$1"
   head -c 400000 "$1" > "$work/spm-corpus.txt"
-  /usr/bin/python3 "$2" train "$work/spm-corpus.txt" "$work/spm" > /dev/null
+  "${ZOO_PYTHON:?}" "$2" train "$work/spm-corpus.txt" "$work/spm" > /dev/null
   {
     echo "text,label"
     for i in $(seq 1 30); do echo "\"item $i is good\",pos"; echo "\"item $i is bad\",neg"; done
@@ -35,7 +35,7 @@ pretrained_inputs() {
 # $work/FLAVOR with its tokenizer.
 hf_dir() {
   local flavor="$1" vocab="$2"; shift 2
-  ZOO_HF_VOCAB="$vocab" /usr/bin/python3 "$reference" "$work/$flavor-ref.pt" write "$flavor" "$work/$flavor-hf"
+  ZOO_HF_VOCAB="$vocab" "${ZOO_PYTHON:?}" "$reference" "$work/$flavor-ref.pt" write "$flavor" "$work/$flavor-hf"
   cp "$@" "$work/$flavor-hf/"
   "$zoo" import-hf "$work/$flavor-hf" --out "$work/$flavor" > "$work/$flavor-import.out" 2> /dev/null
   grep -q "^tokenizer: " "$work/$flavor-import.out"

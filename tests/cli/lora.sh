@@ -1,32 +1,34 @@
 #!/usr/bin/env bash
-# LoRA end to end on Hugging Face models (weights by python3-torch, real tokenizer files):
+# LoRA end to end on Hugging Face models (transformers' layouts, real tokenizer files):
 # `zoo finetune ... lora.rank=N` trains adapters on an imported GPT-2 (fused c_attn, Conv1D),
 # LLaMA (separate q/k/v/o, gate/up/down) and BERT classifier (head trained in full), writes
 # checkpoints of adapters only, exports them merged (TorchScript, Hugging Face) and in PEFT's
-# layout, which python3-torch checks against PEFT's formula applied to the base's weights; the
-# PEFT directory imports back onto the base and generates what the run does; bad input is named.
+# layout, which PEFT itself loads onto transformers' base model and merges to the same weights
+# and logits; the PEFT directory imports back onto the base and generates what the run does.
+# The other way, adapters made and saved by PEFT import onto zoo's base to PEFT's merge. Bad
+# input is named.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-zoo="$1" corpus="$2" reference="$3" npm="$4" spm_reference="$5"
-python=/usr/bin/python3 peft="$(dirname "$3")/peft_reference.py" generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
+zoo="$1" corpus="$2" reference="$3" references="$4" spm_reference="$5"
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}" peft="$(dirname "$3")/peft_reference.py" generate_py="$(dirname "$0")/../../scripts/torchscript_generate.py"
 
 pretrained_inputs "$corpus" "$spm_reference"
 lora="steps=3 eval_every=0 batch_size=2 lr=0.01 lora.rank=4 lora.alpha=8"
 
-# peft_round_trip FLAVOR RUN: the merged export equals PEFT's formula on the base's weights; the
-# PEFT directory imports onto the base and exports to the same merged weights.
+# peft_round_trip FLAVOR RUN: the merged export equals PEFT's merge of the adapter export on
+# transformers' base; the PEFT directory imports onto the base and exports to the same.
 peft_round_trip() {
   local flavor="$1" run="$2"
   "$zoo" export-hf "$run" --adapters-only --out "$run-peft" > /dev/null
   "$zoo" export-hf "$run" --out "$run-merged" | grep -q "^merging the LoRA adapters (rank 4, alpha 8"
-  "$python" "$peft" "$work/$flavor-hf" "$run-peft" "$run-merged" > /dev/null
+  "$python" "$peft" check "$work/$flavor-hf" "$run-peft" "$run-merged" > /dev/null
   "$zoo" import-hf "$run-peft" --base "$work/$flavor" --out "$run-back" | grep -q "LoRA adapters on"
   "$zoo" export-hf "$run-back" --out "$run-merged2" > /dev/null
-  "$python" "$peft" "$work/$flavor-hf" "$run-peft" "$run-merged2" > /dev/null
+  "$python" "$peft" check "$work/$flavor-hf" "$run-peft" "$run-merged2" > /dev/null
 }
 
 # GPT-2: adapters on q and v (parts of the fused c_attn) and the feed-forward's down (c_proj).
-hf_dir gpt2 50257 "$npm/gpt2-files/vocab.json" "$npm/gpt2-files/merges.txt"
+hf_dir gpt2 50257 "$references/gpt2-files/vocab.json" "$references/gpt2-files/merges.txt"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $lora block_size=32 lora.targets=q,v,down \
   --run-dir "$work/gpt2-lora" > "$work/gpt2-lora.out" 2>&1
@@ -39,15 +41,16 @@ peft_round_trip gpt2 "$work/gpt2-lora"
 "$python" - "$work/gpt2-lora-peft/adapter_config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-# q and v of c_attn: one adapter of rank 8 at the same scale (alpha 16 / 8 = 8 / 4).
-assert c["target_modules"] == ["c_attn", "c_proj"] and c["fan_in_fan_out"] is True, c
+# q and v of c_attn: one adapter of rank 8 at the same scale (alpha 16 / 8 = 8 / 4); the
+# feed-forward's c_proj named so that PEFT does not also take the attention's c_proj.
+assert c["target_modules"] == ["c_attn", "mlp.c_proj"] and c["fan_in_fan_out"] is True, c
 assert c["rank_pattern"] == {"c_attn": 8} and c["alpha_pattern"] == {"c_attn": 16.0}, c
 assert c["task_type"] == "CAUSAL_LM" and c["r"] == 4 and c["lora_alpha"] == 8, c
 PY
 want=$("$zoo" generate "$work/gpt2-lora" --prompt "The module" --max-new-tokens 6 --greedy 2> /dev/null)
 got=$("$zoo" generate "$work/gpt2-lora-back" --prompt "The module" --max-new-tokens 6 --greedy 2> /dev/null)
 [[ -n "$want" && "$want" == "$got" ]] || { echo "LoRA run: '$want', PEFT import: '$got'"; exit 1; }
-# The merged TorchScript export generates the same in plain python3-torch.
+# The merged TorchScript export generates the same in plain PyTorch.
 "$zoo" export "$work/gpt2-lora" --out "$work/gpt2-lora.pt" | grep -q "its tokenizer inside"
 tokenizer="$work/gpt2-lora/checkpoints/last/tokenizer"
 ids=$(printf 'The module\n' | "$zoo" tokenizer encode --model "$tokenizer")
@@ -69,9 +72,19 @@ for m in q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; do
   grep -q "\"$m\"" "$work/llama-lora-peft/adapter_config.json"
 done
 
+# PEFT's own adapters (get_peft_model, save_pretrained) on GPT-2's c_attn and LLaMA's q, v and
+# down projections import onto zoo's base and export merged to PEFT's merge.
+for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj; do
+  flavor="${flavor_targets%%:*}"
+  "$python" "$peft" make "$work/$flavor-hf" "$work/$flavor-made-peft" "${flavor_targets#*:}" 4 8 > /dev/null
+  "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | grep -q "LoRA adapters on"
+  "$zoo" export-hf "$work/$flavor-made" --out "$work/$flavor-made-merged" > /dev/null
+  "$python" "$peft" check "$work/$flavor-hf" "$work/$flavor-made-peft" "$work/$flavor-made-merged" > /dev/null
+done
+
 # BERT masked-LM base fine-tuned as a classifier: adapters on query and value, the fresh
 # classifier and pooler trained in full (PEFT's modules_to_save).
-hf_dir bert_mlm 30522 "$npm/bert-vocab/vocab.txt"
+hf_dir bert_mlm 30522 "$references/bert-vocab/vocab.txt"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/bert_mlm" --train "$work/cls.csv" $lora --run-dir "$work/bert-lora" > "$work/bert.out" 2>&1
 grep -q "trained in full: pooler.weight, pooler.bias, classifier.weight, classifier.bias" "$work/bert.out"

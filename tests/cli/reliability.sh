@@ -7,7 +7,7 @@ set -euo pipefail
 zoo="$(readlink -f "$1")"
 corpus="$2"
 reference="$3"
-python=/usr/bin/python3
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
 source "$(dirname "$0")/lib.sh"
 
 slice "$corpus"

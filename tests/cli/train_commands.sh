@@ -18,7 +18,7 @@ common="batch_size=4 block_size=32 eval_batches=2 log_every=2 tokenizer=$work/to
 # keeps the curve smooth. These 40 steps share the demo's warm-up, so its first 30 updates.
 "$zoo" train "$(dirname "$0")/../../configs/runs/demo.yaml" steps=40 log_every=1 eval_every=0 --data "$corpus" \
   --run-dir "$work/demo" > /dev/null 2>&1
-/usr/bin/python3 - "$work/demo/metrics.jsonl" <<'PY'
+"${ZOO_PYTHON:?}" - "$work/demo/metrics.jsonl" <<'PY'
 import json, sys
 loss = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if r.get("split") == "train"}
 # A spike: a step a whole nat above the lowest loss so far (beta2 0.95: 9.77 against 6.90).

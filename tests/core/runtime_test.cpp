@@ -84,6 +84,10 @@ TEST(Runtime, BadEnvironmentValueIsNamed) {
 TEST(Runtime, DescribesVersions) {
   EXPECT_FALSE(version().empty());
   EXPECT_NE(torch_description().find(TORCH_VERSION), std::string::npos);
+  // The build says whether it has CUDA, whatever the machine has.
+  const std::string cuda = at::globalContext().hasCUDART() ? " compiled in" : "CPU-only build";
+  EXPECT_NE(torch_description().find(cuda), std::string::npos) << torch_description();
+  EXPECT_NE(cpu_kernels_description().find("CPU kernels "), std::string::npos);
 }
 
 // The /proc/self/smaps entry of the mapping that holds `address`: its range line and VmFlags.

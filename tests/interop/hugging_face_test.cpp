@@ -64,9 +64,9 @@ torch::Tensor stored_as_float(const std::map<std::string, torch::Tensor>& stored
 
 class HuggingFace : public ::testing::TestWithParam<Flavor> {};
 
-// A model written in Hugging Face's naming by python3-torch, with a reference forward from the
-// published architecture, imports and matches; exported back, the reference forward reading
-// zoo's files gives the same outputs.
+// A model written in Hugging Face's naming, with the outputs of transformers' own model class
+// reading that directory, imports and matches; exported back, transformers reading zoo's files
+// gives the same outputs.
 TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
   const auto& f = GetParam();
   const auto dir = flavor_dir(f);

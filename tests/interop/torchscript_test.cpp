@@ -282,14 +282,14 @@ TEST_P(TorchScriptExport, MatchesTheNativeModelInCpp) {
 
 TEST_P(TorchScriptExport, MatchesTheNativeModelInPython) {
   auto python = testing::python_reference("torchscript_check.py", python_arguments());
-  expect_equal_outputs(native(), python, "python3-torch");
+  expect_equal_outputs(native(), python, "PyTorch");
 }
 
 // The files of interop/script run as plain Python over the export's weights: what a user reads
 // is the program that runs.
 TEST_P(TorchScriptExport, MatchesTheNativeModelAsEagerPython) {
   auto python = testing::python_reference("torchscript_check.py", python_arguments("--eager"));
-  expect_equal_outputs(native(), python, "interop/script in eager python3-torch");
+  expect_equal_outputs(native(), python, "interop/script in eager PyTorch");
 }
 
 TEST_P(TorchScriptExport, CarriesItsConfigAndTokenizer) {

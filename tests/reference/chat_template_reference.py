@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Renders chat templates with jinja2 the way transformers' apply_chat_template does, as the
-reference for zoo's renderer (text/chat_template.h). Nothing here is shared with zoo.
+"""Renders chat templates with transformers itself, as the reference for zoo's renderer
+(text/chat_template.h). Nothing here is shared with zoo.
 
-transformers compiles a chat template in an ImmutableSandboxedEnvironment with trim_blocks and
-lstrip_blocks, the loopcontrols extension and its own {% generation %} block, and adds the
-globals raise_exception and strftime_now and a tojson filter that is json.dumps with
-ensure_ascii=False (so non-ASCII text stays as it is and '<' is not HTML-escaped).
+A case with "messages" goes through transformers' render_jinja_template, the function
+apply_chat_template calls (messages as one conversation; tools, documents and
+add_generation_prompt as apply_chat_template passes them; every other variable as a keyword,
+as a tokenizer's special tokens are). Any other case is rendered by the template that
+transformers compiles (its sandboxed environment with trim_blocks and lstrip_blocks, loop
+controls, {% generation %}, raise_exception, strftime_now, its tojson, dict and namespace).
 
 Usage: chat_template_reference.py CASES.json OUT.json
 CASES is a JSON array of {"template": str, "variables": {...}}; OUT gets, for each case,
@@ -13,65 +15,38 @@ CASES is a JSON array of {"template": str, "variables": {...}}; OUT gets, for ea
 raise_exception.
 """
 import json
+import logging
 import sys
-from datetime import datetime
 
 import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from transformers.utils import chat_template_utils
 
 
-class Raised(Exception):
-    pass
-
-
-class GenerationBlock(jinja2.ext.Extension):
-    """{% generation %}...{% endgeneration %}: transformers marks the assistant's text with it;
-    the body renders as it is."""
-
-    tags = {"generation"}
-
-    def parse(self, parser):
-        next(parser.stream)
-        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-
-def raise_exception(message):
-    raise Raised(message)
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def strftime_now(date_format):
-    return datetime.now().strftime(date_format)
-
-
-def environment():
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlock, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env
+def render(source, variables):
+    if "messages" not in variables:
+        return chat_template_utils._compile_jinja_template(source).render(**variables)
+    variables = dict(variables)
+    messages = variables.pop("messages")
+    rendered, _ = chat_template_utils.render_jinja_template(
+        conversations=[messages], tools=variables.pop("tools", None), documents=variables.pop("documents", None),
+        chat_template=source, add_generation_prompt=variables.pop("add_generation_prompt", False), **variables)
+    return rendered[0]
 
 
 def main():
+    logging.disable(logging.WARNING)
     cases_path, out_path = sys.argv[1:3]
     with open(cases_path, encoding="utf-8") as f:
         cases = json.load(f)
-    env = environment()
-    compiled = {}
     results = []
     for case in cases:
         try:
-            source = case["template"]
-            if source not in compiled:
-                compiled[source] = env.from_string(source)
-            results.append({"output": compiled[source].render(**case["variables"])})
-        except Raised as e:
-            results.append({"error": "raise_exception: " + str(e), "raised": str(e)})
+            results.append({"output": render(case["template"], case["variables"])})
+        except jinja2.exceptions.TemplateError as e:
+            if type(e) is jinja2.exceptions.TemplateError:  # raise_exception's; not a syntax or undefined error
+                results.append({"error": "raise_exception: " + str(e), "raised": str(e)})
+            else:
+                results.append({"error": type(e).__name__ + ": " + str(e)})
         except Exception as e:  # the reference's verdict, whatever it is
             results.append({"error": type(e).__name__ + ": " + str(e)})
     with open(out_path, "w", encoding="utf-8") as f:

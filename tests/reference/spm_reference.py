@@ -1,4 +1,4 @@
-"""SentencePiece references for zoo's Hugging Face tokenizer tests, from python3-sentencepiece.
+"""SentencePiece references for zoo's Hugging Face tokenizer tests, from the sentencepiece package.
 Shares no code with zoo.
 
   spm_reference.py train CORPUS OUT_DIR
@@ -15,7 +15,7 @@ Shares no code with zoo.
           Unigram, "$A </s>" template, 100 sentinels <extra_id_N> after the vocabulary
           (<extra_id_0> last).
   spm_reference.py encode MODEL IN.json OUT.json
-      The ids python3-sentencepiece gives each text of IN (a JSON array of strings).
+      The ids the sentencepiece package gives each text of IN (a JSON array of strings).
 """
 import base64
 import json
@@ -56,7 +56,7 @@ def template(single, pair, tokens):
 
 def protobuf_fields(data):
     """(field number, value) of a serialized protobuf message; values of length-delimited
-    fields as bytes (python3-sentencepiece here has no protobuf module to parse the model)."""
+    fields as bytes (the sentencepiece package here has no protobuf module to parse the model)."""
     def varint(i):
         shift = value = 0
         while True:

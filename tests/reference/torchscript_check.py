@@ -1,4 +1,4 @@
-"""Runs a zoo TorchScript export in plain python3-torch (no zoo code) for the export tests.
+"""Runs a zoo TorchScript export in plain PyTorch (no zoo code) for the export tests.
 
 Usage: torchscript_check.py OUT.pt MODEL.pt [--eager] [--to DTYPE]
 

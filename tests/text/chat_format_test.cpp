@@ -14,13 +14,13 @@ namespace {
 using testing::error_of;
 namespace fs = std::filesystem;
 
-// GPT-2's vocabulary (the npm reference files) with a tokenizer_config.json naming its special
+// GPT-2's vocabulary (the reference files from openai-whisper's package) with a tokenizer_config.json naming its special
 // tokens as GPT-2's does, and `chat_template` when given.
 std::string gpt2_with_template(const std::string& name, const std::string& chat_template) {
   const fs::path dir = testing::scratch_path(name);
   fs::create_directories(dir);
   for (const char* file : {"vocab.json", "merges.txt"}) {
-    fs::copy_file(testing::npm_reference(std::string("gpt2-files/") + file), dir / file, fs::copy_options::overwrite_existing);
+    fs::copy_file(testing::reference_file(std::string("gpt2-files/") + file), dir / file, fs::copy_options::overwrite_existing);
   }
   nlohmann::ordered_json config = {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
   if (!chat_template.empty()) config["chat_template"] = chat_template;

