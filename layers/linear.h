@@ -1,8 +1,8 @@
 #pragma once
 // y = x W^T + b, as torch::nn::Linear computes it, with one exception: a single input vector
-// (batch-1 decoding) goes through a matrix-vector product. OpenBLAS's sgemm with one row reads
-// the weights at 9-16 GB/s on this project's machine, its sgemv at 28-89 GB/s, and decoding a
-// token is nothing but reading every weight once (README, Performance).
+// (batch-1 decoding) goes through a matrix-vector product, in float32 LibTorch's and in bf16
+// zoo's own where the CPU has AVX-512 BF16 (layers/bf16_dot.h). Decoding a token is nothing but
+// reading every weight once (docs/performance-libtorch-1.13.md says why each was chosen).
 
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's main job: install what is missing, build, then train gpt-tiny on the default
-# corpus (configs/runs/demo.yaml: 500 steps, ~4 minutes on 2 CPU cores), sample from it, plot
+# corpus (configs/runs/demo.yaml: 500 steps, 3.5-7 minutes on 2 CPU cores), sample from it, plot
 # its curves, export it to TorchScript, generate from the export in plain Python (no zoo code),
 # and check it reached the validation loss the README states.
 # Safe to run again: it replaces its own run, curves and export.
@@ -10,7 +10,6 @@ scripts/setup.sh
 source scripts/env.sh
 zoo=build/zoo
 run=runs/demo
-expected_loss=5.6   # README: the run ends near 5.37; above 5.6 something is wrong
 
 mkdir -p runs
 "$zoo" info gpt-tiny
@@ -39,6 +38,13 @@ if [[ "$native" != "$exported" ]]; then
 fi
 
 loss=$(sed -n 's/^final: .*val loss \([0-9.]*\).*/\1/p' "$run.summary")
+# README: in bf16 (a CPU with bf16 arithmetic) the run ended near 5.37, in fp32 near 5.63; past
+# these limits something is wrong.
+precision=$(sed -n 's/^precision: *//p' "$run/run.yaml")
+case "$precision" in
+  bf16) expected_loss=5.6 ;;
+  *) expected_loss=5.8 ;;
+esac
 rm -f "$run.summary"
 if ! awk -v l="$loss" -v e="$expected_loss" 'BEGIN { exit !(l != "" && l < e) }'; then
   echo "zoo demo: final validation loss ${loss:-missing} did not reach $expected_loss" >&2

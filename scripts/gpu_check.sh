@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 deb_packages=(libyaml-cpp-dev libyaml-cpp0.7 libgtest-dev googletest nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9
   libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 libxxhash-dev libxxhash0 libsentencepiece-dev
-  libsentencepiece0 libprotobuf-lite32 libgloo-dev libgloo0)
+  libsentencepiece0 libprotobuf-lite32 libgloo-dev libgloo0 pkgconf pkgconf-bin libpkgconf3)
 
 if [[ "${1:-}" == fetch-deps ]]; then
   dir="${2:?usage: scripts/gpu_check.sh fetch-deps DIR}"
@@ -59,6 +59,7 @@ if [[ -n "$deps" ]]; then
   grep -rlZ "/usr/" "$root/usr/lib/$multiarch/pkgconfig" "$root/usr/share/pkgconfig" 2>/dev/null |
     xargs -0 -r sed -i "s|^prefix=/usr|prefix=$root/usr|"
   export PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig:$root/usr/share/pkgconfig"
+  command -v pkg-config > /dev/null || export PATH="$root/usr/bin:$PATH"
   export LD_LIBRARY_PATH="$root/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   prefix_path="$prefix_path;$root/usr;$root/usr/lib/$multiarch/cmake"
   cmake_args+=(-DCMAKE_INCLUDE_PATH="$root/usr/include" -DCMAKE_LIBRARY_PATH="$root/usr/lib/$multiarch"

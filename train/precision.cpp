@@ -18,7 +18,8 @@ Precision resolve_precision(Precision requested, const ComputeDevice& device, st
         chosen = Precision::kBf16, reason = "auto: bf16 on CUDA";
       } else {
         std::ostringstream speedup;
-        speedup << std::fixed << std::setprecision(1) << device.cpu_bf16_speedup;
+        // Two digits below 0.1x (an AVX2 CPU measures ~0.02x), where one would print 0.0x.
+        speedup << std::fixed << std::setprecision(device.cpu_bf16_speedup < 0.1 ? 2 : 1) << device.cpu_bf16_speedup;
         const bool faster = device.cpu_bf16_speedup >= kBf16SpeedupForAuto;
         chosen = faster ? Precision::kBf16 : Precision::kFp32;
         reason = std::string("auto: ") + (faster ? "bf16" : "fp32") + ", bf16 matmuls run " + speedup.str() +

@@ -29,10 +29,11 @@ from torch import device as Device
 
 
 def _project(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    # x (..., in) -> (..., out) with weight (out, in), as layers/linear.cpp: a single vector
-    # (batch-1 decoding) goes through sgemv, which reads the weights 2-3x faster than sgemm
-    # with one row; decoding a token is little more than reading every weight once.
-    if x.numel() == weight.size(1) and not x.is_cuda:
+    # x (..., in) -> (..., out) with weight (out, in), as layers/linear.cpp: a single float32
+    # vector (batch-1 decoding) goes through mv, which reads the weights faster than a one-row
+    # matrix product; decoding a token is little more than reading every weight once. In bf16,
+    # LibTorch 2.x's linear is the faster (its bf16 mv is slow).
+    if x.numel() == weight.size(1) and not x.is_cuda and x.dtype != torch.bfloat16:
         if bias is None:
             y = torch.mv(weight, x.reshape(-1))
         else:

@@ -56,10 +56,11 @@ PY
 fails "tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in $work" \
   "$zoo" bench --only tokenize-gpt2 --gpt2-tokenizer "$work"
 # LoRA against full fine-tuning, activation checkpointing against plain training: each row
-# carries its ratio to the other, measured in the same run.
+# carries its ratio to the other, measured in the same run. Under --compare these rows have no
+# PyTorch side (the full-training row has), and their MFU is zoo's alone.
 bf16_rows=()
 ((bf16_training)) && bf16_rows=(train-gpt2-small-bf16 finetune-gpt2-small-lora-bf16)
-"$zoo" bench --json --steps 1 --only train-gpt2-small finetune-gpt2-small-lora "${bf16_rows[@]}" \
+"$zoo" bench --compare --json --steps 1 --only gemm train-gpt2-small finetune-gpt2-small-lora "${bf16_rows[@]}" \
   train-gpt2-small-1024 train-gpt2-small-1024-recompute > "$work/ft.jsonl"
 "$python" - "$work/ft.jsonl" <<'PY'
 import json, sys
@@ -70,7 +71,11 @@ if "train-gpt2-small-bf16" in rows:  # in bf16, against full fine-tuning in bf16
 for full, lora in ((rows[a], rows[b]) for a, b in pairs):
     assert abs(lora["speed_vs_full"] - lora["zoo"] / full["zoo"]) < 1e-9, lora
     assert abs(lora["peak_rss_vs_full"] - lora["zoo_peak_rss_mb"] / full["zoo_peak_rss_mb"]) < 1e-9, lora
+assert "pytorch" in rows["train-gpt2-small"] and "pytorch_mfu" in rows["train-gpt2-small"], rows["train-gpt2-small"]
+lora = rows["finetune-gpt2-small-lora"]
+assert "pytorch" not in lora and "pytorch_mfu" not in lora and lora["mfu"] > 0, lora
 plain, recompute = rows["train-gpt2-small-1024"], rows["train-gpt2-small-1024-recompute"]
+assert "pytorch" not in plain and "pytorch" not in recompute, (plain, recompute)
 assert recompute["activations_saved"] > 0 and abs(recompute["step_time_vs_plain"] - plain["zoo"] / recompute["zoo"]) < 1e-9, recompute
 PY
 # bf16 decoding: zoo's bf16 weights against PyTorch's model.to(torch.bfloat16), and against the

@@ -6,7 +6,11 @@ Usage:
       Writes DIR/config.json and random weights in Hugging Face naming with the safetensors
       library (one file, or two shards plus model.safetensors.index.json; float32, or rounded to
       bfloat16 or float16 and stored so), then has transformers load DIR (from_pretrained, in
-      float32) and saves the inputs and its outputs into OUT.pt. For the LLaMA family, OUT.pt also
+      float32) and saves the inputs and its outputs into OUT.pt: logits (and BERT's hidden
+      states), the loss transformers computes from `labels` (saved too, in its convention: a
+      causal LM's are its inputs) for every model with a head, and for the generative families the 8 tokens transformers' generate() picks
+      greedily after each input (T5: after its decoder start), end-of-sequence ignored; for a
+      bf16 directory also logits_bf16, transformers computing in bf16 throughout. For the LLaMA family, OUT.pt also
       holds logits_plain: the same model without its flavor's feature (rope scaling, sliding
       window, q/k/v biases), so a test can see that the feature changes the outputs.
   hf_models.py OUT.pt check FLAVOR DIR
@@ -38,6 +42,7 @@ from tensor_file import save_tensors
 VOCAB = int(os.environ.get("ZOO_HF_VOCAB", "96"))  # larger to pair the model with a zoo tokenizer
 D, HEADS, FF, LAYERS, POSITIONS = 32, 4, 64, 2, 64
 BATCH, T, T_DEC = 2, 7, 5
+GREEDY_TOKENS = 8
 
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
@@ -233,15 +238,22 @@ def model_class(cfg):
     return getattr(transformers, cfg["architectures"][0])
 
 
-def hf_outputs(flavor, directory):
+def hf_outputs(flavor, directory, dtype=torch.float32):
     """The outputs transformers computes with the model it reads from `directory`, on inputs()."""
     with open(os.path.join(directory, "config.json")) as f:
         cfg = json.load(f)
-    model = model_class(cfg).from_pretrained(directory, dtype=torch.float32).eval()
+    model = model_class(cfg).from_pretrained(directory, dtype=dtype).eval()
     ids, mask, types, dec_ids = inputs()
+    if not flavor.startswith("bert"):
+        # Greedy decoding through transformers' generate, 8 new tokens whatever they are.
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = 0
     with torch.no_grad():
         if flavor in LLAMA_FAMILY or flavor == "gpt2":
-            return {"logits": model(input_ids=ids).logits}
+            greedy = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=GREEDY_TOKENS,
+                                    do_sample=False)
+            return {"logits": model(input_ids=ids).logits, "greedy": greedy[:, ids.size(1):],
+                    "loss": model(input_ids=ids, labels=labels_for(flavor)).loss}
         if flavor.startswith("bert"):
             bert = model if flavor == "bert" else model.bert
             body = bert(input_ids=ids, attention_mask=mask, token_type_ids=types)
@@ -249,9 +261,15 @@ def hf_outputs(flavor, directory):
             if body.pooler_output is not None:
                 out["pooled_output"] = body.pooler_output
             if flavor != "bert":
-                out["logits"] = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
+                head = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels_for(flavor))
+                out["logits"], out["loss"] = head.logits, head.loss
             return out
-        return {"logits": model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec_ids).logits}
+        # Without its cache: transformers 5.23 sizes T5's decoder cache by num_layers, and these
+        # models have one decoder layer more than encoder layers (num_decoder_layers).
+        greedy = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=GREEDY_TOKENS, do_sample=False,
+                                use_cache=False)
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec_ids, labels=labels_for(flavor))
+        return {"logits": full.logits, "greedy": greedy[:, 1:], "loss": full.loss}
 
 
 def without_feature(flavor, cfg, w):
@@ -273,6 +291,25 @@ def inputs():
     dec_ids = torch.randint(4, VOCAB, (BATCH, T_DEC), generator=g)
     dec_ids[:, 0] = 0
     return ids, mask, types, dec_ids
+
+
+def labels_for(flavor):
+    """The labels transformers computes its loss from, in its convention: a causal LM's are its
+    inputs (the model shifts them), -100 where no loss is taken."""
+    ids, mask, _, dec_ids = inputs()
+    g = torch.Generator().manual_seed(11)
+    if flavor in LLAMA_FAMILY or flavor == "gpt2":
+        return ids
+    if flavor == "bert_mlm":
+        labels = torch.full_like(ids, -100)
+        for b, t in ((0, 1), (0, 5), (1, 2)):
+            labels[b, t] = int(torch.randint(4, VOCAB, (1,), generator=g))
+        return labels
+    if flavor == "bert_cls":
+        return torch.tensor([2, 0])
+    labels = torch.randint(4, VOCAB, (BATCH, T_DEC), generator=g)  # T5: the decoder's targets
+    labels[1, -1] = -100
+    return labels
 
 
 STORED = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -308,6 +345,10 @@ def main(out_path, command, flavor, directory, *flags):
             w = {k: v.to(stored) for k, v in w.items()}
         write_dir(directory, cfg, w, sharded="--sharded" in flags)
     out = hf_outputs(flavor, directory)
+    if "--dtype" in flags and flags[flags.index("--dtype") + 1] == "bf16":
+        # The same model computing in bf16 (weights, activations and products), as transformers
+        # runs a bf16 checkpoint loaded with dtype=torch.bfloat16.
+        out["logits_bf16"] = hf_outputs(flavor, directory, torch.bfloat16)["logits"].float()
     if command == "write" and flavor in LLAMA_FAMILY:
         # The same weights without the flavor's feature, through transformers too.
         plain_cfg, plain_w = without_feature(flavor, cfg, w)
@@ -316,6 +357,8 @@ def main(out_path, command, flavor, directory, *flags):
         out["logits_plain"] = hf_outputs(flavor, plain)["logits"]
     ids, mask, types, dec_ids = inputs()
     out.update({"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "decoder_input_ids": dec_ids})
+    if "loss" in out:
+        out["labels"] = labels_for(flavor)
     save_tensors(out, out_path)
 
 

@@ -1,5 +1,7 @@
 #include "text/hf_directory.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "base_test_util.h"
@@ -53,6 +55,34 @@ TEST(HfDirectory, SpecialTokens) {
   const HfDirectory llama = read_dir(testing::spm_references() + "/llama");
   EXPECT_EQ(llama.special.unk, 0);
   EXPECT_EQ(llama.special.bos, 1);  // "<s> $A": the token before the sequence
+}
+
+// Mistral's own SentencePiece models (tokenizer.model v1, and the v2 and v3 instruct
+// tokenizers of 32,768 pieces, from PyPI's mistral-common), each alone in a directory as a
+// LLaMA-layout model: the sentencepiece package's ids with <s> in front, on hard cases and
+// prose.
+TEST(HfDirectory, MistralSentencePieceModelsMatchTheSentencePiecePackage) {
+  auto texts = testing::varied_texts();
+  for (auto& line : testing::prose_lines(300)) texts.push_back(line);
+  for (const std::string version : {"v1", "v2", "v3"}) {
+    SCOPED_TRACE(version);
+    const auto dir = testing::scratch_path("mistral-" + version);
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(testing::reference_file("mistral/tokenizer.model." + version), dir / "tokenizer.model",
+                               std::filesystem::copy_options::overwrite_existing);
+    const HfDirectory d = read_dir(dir.string());
+    EXPECT_EQ(d.kind, TokenizerBackend::kHfSentencePiece);
+    EXPECT_EQ(d.special.bos, 1);
+    EXPECT_EQ(d.special.eos, 2);
+    const auto expected = testing::spm_encode((dir / "tokenizer.model").string(), texts);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      Ids with_bos = {1};
+      with_bos.insert(with_bos.end(), expected[i].begin(), expected[i].end());
+      const Ids ids = d.engine->encode(texts[i], true).ids;
+      ASSERT_EQ(ids, with_bos) << "text " << i << ": '" << texts[i] << "'";
+    }
+    EXPECT_EQ(d.engine->vocab_size(), version == "v1" ? 32000 : 32768);
+  }
 }
 
 // T5's conventions over its spiece.model: the sentencepiece package's ids, </s> after each

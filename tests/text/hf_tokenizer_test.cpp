@@ -1,5 +1,7 @@
 #include "text/hf_tokenizer.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -82,6 +84,50 @@ TEST(HfTokenizer, BertTokenizerJsonMatchesTheTokenizersLibrary) {
     }
   }
   EXPECT_EQ(legacy_differs, 1u);
+}
+
+// Six tokenizers trained by the tokenizers library's own trainers across its components
+// (tests/reference/hf_trained_tokenizers.py says which: byte-level and byte-fallback BPE,
+// WordPiece, Unigram; Prepend, Replace, NFKC, NFD, StripAccents, Lowercase and BERT's
+// normalizers; ByteLevel, Metaspace, BERT, Whitespace, Digits, Split and Punctuation
+// pre-tokenizers; template, BERT, RoBERTa and byte-level post-processing; added tokens with
+// lstrip, rstrip, single_word and normalized; eight decoders): zoo reads each tokenizer.json
+// and gives the library's ids, with its special tokens, and its decoded text with and without
+// them.
+TEST(HfTokenizer, TrainedByTheTokenizersLibraryEncodesAndDecodesAlike) {
+  const auto dir = testing::scratch_path("hf_trained"), corpus = testing::scratch_path("hf_trained_corpus.txt");
+  const std::string text = read_file(testing::shared_corpus());
+  write_file_atomically(corpus.string(), text.substr(0, text.rfind('\n', 400000) + 1));
+  const std::string train = testing::reference_python() + " '" + ZOO_SOURCE_DIR +
+                            "/tests/reference/hf_trained_tokenizers.py' train '" + corpus.string() + "' '" +
+                            dir.string() + "' > /dev/null";
+  ASSERT_EQ(std::system(train.c_str()), 0) << train;
+  auto texts = testing::varied_texts();
+  for (auto& line : testing::prose_lines(200)) texts.push_back(line);
+  for (const char* text : {"New York cat [SPLIT]  x <mask> y catalog cat", "a <mask>b [SPLIT]c", "The <extra_id_0> and <|endoftext|>.",
+                           "<s></s><unk> <0x41> [CLS] [MASK]", "new york NEW YORK", "digits 0123456789 and 3.14"}) {
+    texts.push_back(text);
+  }
+  size_t tokenizers = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    ++tokenizers;
+    const std::string path = (entry.path() / "tokenizer.json").string();
+    SCOPED_TRACE(path);
+    const HfTokenizer t = HfTokenizer::from_json(read_file(path), path);
+    const auto expected = testing::run_reference(
+        testing::reference_python() + " '" + ZOO_SOURCE_DIR + "/tests/reference/hf_trained_tokenizers.py' encode '" + path + "'",
+        texts);
+    ASSERT_EQ(expected.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto& e = expected[i];
+      const Encoding got = t.encode(texts[i], true);
+      ASSERT_EQ(got.ids, e["ids"].get<Ids>()) << "text " << i << ": '" << texts[i] << "'";
+      EXPECT_EQ(got.type_ids, e["type_ids"].get<Ids>()) << "text " << i;
+      EXPECT_EQ(t.decode(got.ids, false), e["decoded"].get<std::string>()) << "text " << i << ": '" << texts[i] << "'";
+      EXPECT_EQ(t.decode(got.ids, true), e["decoded_skip"].get<std::string>()) << "text " << i << ": '" << texts[i] << "'";
+    }
+  }
+  EXPECT_EQ(tokenizers, 6u);
 }
 
 // Worked by hand against bert-base-uncased's vocabulary: whitespace runs, CJK, accents

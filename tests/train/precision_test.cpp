@@ -23,6 +23,8 @@ TEST(Precision, AutoFollowsTheHardwareAndSaysWhy) {
   EXPECT_EQ(why, "auto: bf16, bf16 matmuls run 5.4x fp32's on this CPU (measured)");
   EXPECT_EQ(resolve_precision(Precision::kAuto, {false, 0.7}, &why), Precision::kFp32);
   EXPECT_EQ(why, "auto: fp32, bf16 matmuls run 0.7x fp32's on this CPU (measured)");
+  EXPECT_EQ(resolve_precision(Precision::kAuto, {false, 0.021}, &why), Precision::kFp32);  // AVX2 alone
+  EXPECT_EQ(why, "auto: fp32, bf16 matmuls run 0.02x fp32's on this CPU (measured)");
   EXPECT_EQ(resolve_precision(Precision::kAuto, {false, kBf16SpeedupForAuto}), Precision::kBf16);
   for (const ComputeDevice device : {ComputeDevice{true, 0.0}, ComputeDevice{false, 0.5}, ComputeDevice{false, 3.0}}) {
     EXPECT_EQ(resolve_precision(Precision::kBf16, device, &why), Precision::kBf16);
