@@ -7,7 +7,8 @@
 // as PyTorch's torch.autocast("cpu", torch.bfloat16)):
 //   gemm, gemm-bf16      2048^3 matmul: the FLOP/s that MFU is measured against
 //   bandwidth            512 MiB copies: the bytes/s that bounds batch-1 decoding
-//   train-gpt2-small     forward + backward + AdamW, B=4, T=256
+//   train-gpt2-small     forward + backward + AdamW, B=4, T=256 (with --device cuda B=8, T=1024,
+//                        the size that keeps a GPU busy; the LoRA rows likewise)
 //   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
 //   train-*-bf16         the same two in bf16 mixed precision
 //   finetune-gpt2-small-lora   train-gpt2-small's step with LoRA rank 8 on q and v, the base
@@ -27,6 +28,10 @@
 //
 // --profile N lists, under each training row, the N ops with the most self time in one extra
 // step run under LibTorch's profiler (core/op_profile.h), after the timed steps.
+//
+// --device cuda runs the model, matmul and copy rows on the GPU (both sides; bf16 under CUDA
+// autocast), each timing ending in a device synchronisation; peak memory is then the GPU's
+// (the caching allocator's peak) rather than resident memory, and the tokenizer rows are left out.
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -42,7 +47,9 @@
 #include <memory>
 #include <sstream>
 
+#include <ATen/DeviceAccelerator.h>
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "apps/commands.h"
@@ -75,6 +82,7 @@ struct BenchArgs {
   bool torch_compile = false;  // the PyTorch side through torch.compile
   std::string python;           // default: setup_python()
   std::string gpt2_tokenizer;   // default: the reference files' GPT-2 (setup_cache())
+  std::string device = "cpu";  // cpu or cuda: where the model, matmul and copy rows run
 };
 
 // Where scripts/setup.sh keeps its Python environment and the tests' reference files
@@ -107,14 +115,25 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-// Median of `runs` timings of `f` after `warmup` untimed calls.
+// The GPU `device` names: "cuda" is the current one, device 0 (LibTorch refuses index -1 there).
+c10::DeviceIndex gpu_index(const torch::Device& device) { return device.has_index() ? device.index() : 0; }
+
+// Waits for the work queued on `device` (a GPU runs it asynchronously), so a timing ends when
+// the work does.
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(gpu_index(device));
+}
+
+// Median of `runs` timings of `f` after `warmup` untimed calls, each ending when `device` is done.
 template <typename F>
-double median_seconds(int64_t warmup, int64_t runs, F f) {
+double median_seconds(int64_t warmup, int64_t runs, F f, const torch::Device& device = torch::kCPU) {
   for (int64_t i = 0; i < warmup; ++i) f();
+  synchronize(device);
   std::vector<double> times;
   for (int64_t i = 0; i < runs; ++i) {
     const auto start = Clock::now();
     f();
+    synchronize(device);
     times.push_back(seconds_since(start));
   }
   std::sort(times.begin(), times.end());
@@ -144,6 +163,13 @@ double rss_mb() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1048576.0;
 }
 
+// The GPU caching allocator's bytes in use now, and the most it has held at once, in MB.
+double gpu_allocated_mb(const torch::Device& device, bool peak = false) {
+  const auto stats = at::accelerator::getDeviceStats(gpu_index(device));
+  const auto& bytes = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  return static_cast<double>(peak ? bytes.peak : bytes.current) / 1048576.0;
+}
+
 struct TrainWorkload {
   std::string model;
   int64_t b = 0, t = 0;
@@ -152,7 +178,7 @@ struct TrainWorkload {
   bool recompute = false;  // activation checkpointing
 };
 
-json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows) {
+json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows, const torch::Device& device) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(w.model);
   const int64_t b = w.b, t = w.t;
@@ -166,6 +192,7 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows)
     hold_frozen_projections_in_compute_dtype(*model.module(), precision);  // as the trainer does
   }
   model.set_activation_checkpointing(w.recompute);
+  model.module()->to(device);
   model.module()->train();
   OptimizerOptions o;
   o.lr = 6e-4, o.weight_decay = 0.1;
@@ -175,33 +202,38 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows)
     if (p.requires_grad()) params.push_back(p);
   auto data = torch::randint(config.vocab_size, {b, t + 1}, torch::kLong);
   Batch batch;
-  batch.input_ids = data.narrow(1, 0, t).contiguous();
-  batch.labels = data.narrow(1, 1, t).contiguous();
+  batch.input_ids = data.narrow(1, 0, t).contiguous().to(device);
+  batch.labels = data.narrow(1, 1, t).contiguous().to(device);
   // Where the time goes: forward (with the loss), backward, optimizer (clipping + AdamW).
   std::vector<double> forward_s, backward_s, optimizer_s;
   // What the first forward keeps for backward (activations and logits), by resident memory
-  // before and after it: later steps reuse freed memory and would show nothing.
+  // before and after it: later steps reuse freed memory and would show nothing. (On a GPU, by
+  // the caching allocator's allocated bytes.)
   double activation_mb = -1;
+  auto memory_mb = [&] { return device.is_cuda() ? gpu_allocated_mb(device) : rss_mb(); };
   auto step = [&] {
     auto t0 = Clock::now();
     clear_gradients(*optimizer);
     LossOutput out;
-    const double before = activation_mb < 0 ? rss_mb() : 0;
+    const double before = activation_mb < 0 ? memory_mb() : 0;
     {
-      AutocastScope autocast(precision, torch::kCPU);
-      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU);
+      AutocastScope autocast(precision, device);
+      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, device);
     }
-    if (activation_mb < 0) activation_mb = rss_mb() - before;
+    if (activation_mb < 0) activation_mb = memory_mb() - before;
+    synchronize(device);
     auto t1 = Clock::now();
     out.loss.backward();
+    synchronize(device);
     auto t2 = Clock::now();
     torch::nn::utils::clip_grad_norm_(params, 1.0);
     optimizer->step();
+    synchronize(device);
     forward_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     backward_s.push_back(std::chrono::duration<double>(t2 - t1).count());
     optimizer_s.push_back(seconds_since(t2));
   };
-  const double s = median_seconds(2, steps > 0 ? steps : 5, step);
+  const double s = median_seconds(2, steps > 0 ? steps : 5, step, device);
   auto median_ms = [](std::vector<double> v) {
     v.erase(v.begin(), v.begin() + 2);  // the warm-up steps
     std::sort(v.begin(), v.end());
@@ -234,49 +266,53 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows)
                         {"optimizer", median_ms(optimizer_s)}}}};
 }
 
-json forward_bert(int64_t steps) {
+json forward_bert(int64_t steps, const torch::Device& device) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config("bert-base");
   Model model = build_model(config);
+  model.module()->to(device);
   model.module()->eval();
   const int64_t b = 8, t = 128;
-  auto ids = torch::randint(config.vocab_size, {b, t}, torch::kLong);
-  auto mask = torch::ones({b, t}, torch::kLong);
+  auto ids = torch::randint(config.vocab_size, {b, t}, torch::kLong).to(device);
+  auto mask = torch::ones({b, t}, torch::kLong).to(device);
   c10::InferenceMode inference;
-  const double s = median_seconds(2, steps > 0 ? steps : 5, [&] { model.bert->forward(ids, mask); });
+  const double s = median_seconds(2, steps > 0 ? steps : 5, [&] { model.bert->forward(ids, mask); }, device);
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
 }
 
-json generate_gpt2(int64_t steps, torch::ScalarType dtype) {
+json generate_gpt2(int64_t steps, torch::ScalarType dtype, const torch::Device& device) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config("gpt2-small");
   Model model = build_model(config);
-  model.module()->to(dtype);
-  place_in_huge_pages(*model.module());  // as zoo generate does
+  model.module()->to(device, dtype);
+  if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
   model.module()->eval();
   std::vector<int64_t> prompt;
   for (int64_t i = 0; i < 16; ++i) prompt.push_back((i * 7919) % config.vocab_size);
   GenerationOptions o;
   o.max_new_tokens = 128;
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
-                                  [&] { generate(model.gpt, {prompt}, o); });
+                                  [&] { generate(model.gpt, {prompt}, o); }, device);
   // Every weight is read once per token (the tied embedding as the output projection).
   const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   return {{"unit", "tokens/s"}, {"value", 128.0 / s}, {"bytes_per_token", bytes}};
 }
 
-json gemm(int64_t steps, torch::ScalarType dtype) {
-  const int64_t n = 2048;
-  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
+json gemm(int64_t steps, torch::ScalarType dtype, const torch::Device& device) {
+  // 2048 fills a CPU; a GPU needs 8192 to reach its matmul rate.
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  auto a = torch::randn({n, n}).to(device, dtype), b = torch::randn({n, n}).to(device, dtype);
   auto c = torch::empty({n, n}, a.options());
-  const double s = median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { at::mm_out(c, a, b); });
+  const double s =
+      median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { at::mm_out(c, a, b); }, device);
   return {{"unit", "GFLOP/s"}, {"value", 2.0 * n * n * n / s / 1e9}};
 }
 
-json bandwidth(int64_t steps) {
+json bandwidth(int64_t steps, const torch::Device& device) {
   const int64_t n = 512ll * 1024 * 1024 / 4;
-  auto src = torch::ones({n}), dst = torch::empty({n});
-  const double s = median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { dst.copy_(src); });
+  auto src = torch::rand({n}).to(device), dst = torch::empty({n}, src.options());
+  const double s =
+      median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { dst.copy_(src); }, device);
   return {{"unit", "GB/s"}, {"value", 2.0 * 4.0 * static_cast<double>(n) / s / 1e9}};  // read + write
 }
 
@@ -320,31 +356,35 @@ Tokenizer bench_gpt2_tokenizer(const std::string& dir) {
 }
 
 int run_worker(const BenchArgs& a) {
+  const torch::Device device(a.device);
+  auto train = [&](TrainWorkload w) {
+    if (device.is_cuda() && w.model == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;
+    return train_workload(w, a.steps, a.profile, device);
+  };
   json r;
-  if (a.worker == "gemm") r = gemm(a.steps, torch::kFloat);
-  else if (a.worker == "gemm-bf16") r = gemm(a.steps, torch::kBFloat16);
-  else if (a.worker == "bandwidth") r = bandwidth(a.steps);
-  else if (a.worker == "train-gpt2-small") r = train_workload({"gpt2-small", 4, 256}, a.steps, a.profile);
-  else if (a.worker == "train-gpt2-small-bf16") r = train_workload({"gpt2-small", 4, 256, Precision::kBf16}, a.steps, a.profile);
-  else if (a.worker == "train-gpt-tiny") r = train_workload({"gpt-tiny", 16, 128}, a.steps, a.profile);
-  else if (a.worker == "train-gpt-tiny-bf16") r = train_workload({"gpt-tiny", 16, 128, Precision::kBf16}, a.steps, a.profile);
-  else if (a.worker == "finetune-gpt2-small-lora")
-    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8}, a.steps, a.profile);
-  else if (a.worker == "finetune-gpt2-small-lora-bf16")
-    r = train_workload({"gpt2-small", 4, 256, Precision::kBf16, /*lora_rank=*/8}, a.steps, a.profile);
+  if (a.worker == "gemm") r = gemm(a.steps, torch::kFloat, device);
+  else if (a.worker == "gemm-bf16") r = gemm(a.steps, torch::kBFloat16, device);
+  else if (a.worker == "bandwidth") r = bandwidth(a.steps, device);
+  else if (a.worker == "train-gpt2-small") r = train({"gpt2-small", 4, 256});
+  else if (a.worker == "train-gpt2-small-bf16") r = train({"gpt2-small", 4, 256, Precision::kBf16});
+  else if (a.worker == "train-gpt-tiny") r = train({"gpt-tiny", 16, 128});
+  else if (a.worker == "train-gpt-tiny-bf16") r = train({"gpt-tiny", 16, 128, Precision::kBf16});
+  else if (a.worker == "finetune-gpt2-small-lora") r = train({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8});
+  else if (a.worker == "finetune-gpt2-small-lora-bf16") r = train({"gpt2-small", 4, 256, Precision::kBf16, /*lora_rank=*/8});
   else if (a.worker == "finetune-gpt2-small-lora-recompute")
-    r = train_workload({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8, /*recompute=*/true}, a.steps, a.profile);
-  else if (a.worker == "train-gpt2-small-1024") r = train_workload({"gpt2-small", 1, 1024}, a.steps, a.profile);
+    r = train({"gpt2-small", 4, 256, Precision::kFp32, /*lora_rank=*/8, /*recompute=*/true});
+  else if (a.worker == "train-gpt2-small-1024") r = train({"gpt2-small", 1, 1024});
   else if (a.worker == "train-gpt2-small-1024-recompute")
-    r = train_workload({"gpt2-small", 1, 1024, Precision::kFp32, 0, /*recompute=*/true}, a.steps, a.profile);
-  else if (a.worker == "forward-bert-base") r = forward_bert(a.steps);
-  else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps, torch::kFloat);
-  else if (a.worker == "generate-gpt2-small-bf16") r = generate_gpt2(a.steps, torch::kBFloat16);
+    r = train({"gpt2-small", 1, 1024, Precision::kFp32, 0, /*recompute=*/true});
+  else if (a.worker == "forward-bert-base") r = forward_bert(a.steps, device);
+  else if (a.worker == "generate-gpt2-small") r = generate_gpt2(a.steps, torch::kFloat, device);
+  else if (a.worker == "generate-gpt2-small-bf16") r = generate_gpt2(a.steps, torch::kBFloat16, device);
   else if (a.worker == "tokenize-zoo") r = tokenize_workload(bench_zoo_tokenizer(), a.steps);
   else if (a.worker == "tokenize-gpt2") r = tokenize_workload(bench_gpt2_tokenizer(a.gpt2_tokenizer), a.steps);
   else throw std::invalid_argument("zoo bench: unknown workload '" + a.worker + "'");
   r["name"] = a.worker;
-  r["peak_rss_mb"] = peak_rss_mb();
+  // On a GPU the memory that matters is the device's: the allocator's peak stands in for RSS.
+  r["peak_rss_mb"] = device.is_cuda() ? gpu_allocated_mb(device, /*peak=*/true) : peak_rss_mb();
   std::cout << r.dump() << std::endl;
   return 0;
 }
@@ -390,22 +430,32 @@ void print_profile(const json& profile) {
 }
 
 int run_bench(const BenchArgs& a) {
+  const torch::Device device(a.device);
+  const bool on_gpu = device.is_cuda();
+  if (on_gpu && torch::cuda::device_count() == 0) {
+    throw std::runtime_error("zoo bench --device cuda: no CUDA device (" + torch_description() + ")");
+  }
   std::vector<std::string> names = a.only.empty() ? kWorkloads : a.only;
   for (const auto& n : names) {
     if (std::find(kWorkloads.begin(), kWorkloads.end(), n) == kWorkloads.end()) {
       throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(kWorkloads, ", ") + ")");
     }
+    if (on_gpu && n.starts_with("tokenize-")) {
+      throw std::invalid_argument("zoo bench: " + n + " runs on the CPU only (leave out --device cuda)");
+    }
   }
+  // Tokenizers run on the CPU: a GPU run leaves their rows out.
+  if (on_gpu && a.only.empty()) std::erase_if(names, [](const std::string& n) { return n.starts_with("tokenize-"); });
   // Without GPT-2's files the default run leaves its row out, saying so; asked for, it fails.
   const bool have_gpt2 = fs::exists(fs::path(a.gpt2_tokenizer) / "vocab.json");
-  if (a.only.empty() && !have_gpt2) {
+  if (a.only.empty() && !on_gpu && !have_gpt2) {
     names.erase(std::find(names.begin(), names.end(), "tokenize-gpt2"));
     std::cerr << "zoo bench: no GPT-2 tokenizer in " << a.gpt2_tokenizer << ": tokenize-gpt2 left out\n";
   }
   // A CPU without bf16 arithmetic (AVX2 alone) multiplies bf16 ~100x slower than fp32 under
   // LibTorch 2.15, on one thread: gemm-bf16 alone took over 9 minutes on an AVX2 Zen 3. The
   // default run leaves the bf16 matmul and training rows out there, saying so; asked for, they run.
-  if (a.only.empty()) {
+  if (a.only.empty() && !on_gpu) {
     const double speedup = measure_cpu_bf16_speedup();
     if (speedup < 0.5) {
       std::vector<std::string> left_out;
@@ -424,7 +474,7 @@ int run_bench(const BenchArgs& a) {
   if (a.compare && !fs::exists(script)) throw std::runtime_error("zoo bench --compare: " + script.string() + " not found");
   // The PyTorch side runs under the settings zoo chooses for itself: its thread count, and
   // glibc's allocator tuned as configure_allocator tunes it (through glibc's own variables).
-  std::vector<std::string> env = {"ZOO_BENCH_THREADS=" + std::to_string(threads)};
+  std::vector<std::string> env = {"ZOO_BENCH_THREADS=" + std::to_string(threads), "ZOO_BENCH_DEVICE=" + device.str()};
   const char* keep = std::getenv("ZOO_MALLOC_DEFAULTS");
   const bool tuned = keep == nullptr || std::string(keep) != "1";
   if (tuned) {
@@ -434,9 +484,9 @@ int run_bench(const BenchArgs& a) {
   const std::string steps = std::to_string(a.steps);
 
   if (!a.json_lines) {
-    std::cout << "zoo bench: " << torch_description() << ", " << threads << " intra-op threads, "
-              << available_cpus() << " CPUs, allocator " << (tuned ? "tuned" : "glibc defaults") << ", "
-              << cpu_kernels_description()
+    std::cout << "zoo bench: " << torch_description() << (on_gpu ? ", on " + device.str() + " (peak memory: the GPU's)" : "")
+              << ", " << threads << " intra-op threads, " << available_cpus() << " CPUs, allocator "
+              << (tuned ? "tuned" : "glibc defaults") << ", " << cpu_kernels_description()
               << (a.compare ? std::string(", PyTorch ") + (a.torch_compile ? "through torch.compile" : "eager") : "")
               << "\n";
     std::cout << std::left << std::setw(35) << "workload" << std::setw(10) << "unit" << std::right << std::setw(10)
@@ -444,9 +494,11 @@ int run_bench(const BenchArgs& a) {
               << "  notes\n";
   }
   std::map<std::string, double> machine;  // gemm, bandwidth: for MFU and the decoding bound
+  const std::string memory = on_gpu ? "peak GPU memory" : "peak RSS";
   for (const auto& name : names) {
     json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
-                          "--profile", std::to_string(a.profile), "--gpt2-tokenizer", a.gpt2_tokenizer},
+                          "--profile", std::to_string(a.profile), "--gpt2-tokenizer", a.gpt2_tokenizer, "--device",
+                          device.str()},
                          {});
     // PyTorch has no tokenizer: the tokenizer rows compare with each other (bytes per second);
     // the LoRA and recompute rows compare with zoo's own plain training.
@@ -483,7 +535,7 @@ int run_bench(const BenchArgs& a) {
       row["speed_vs_full"] = zoo["value"].get<double>() / machine[full];
       row["peak_rss_vs_full"] = zoo["peak_rss_mb"].get<double>() / machine[full + ":rss"];
       notes = std::to_string(zoo["trainable_parameters"].get<int64_t>()) + " trainable; " +
-              fixed(row["speed_vs_full"].get<double>(), 2) + "x full fine-tuning's tokens/s, peak RSS " +
+              fixed(row["speed_vs_full"].get<double>(), 2) + "x full fine-tuning's tokens/s, " + memory + " " +
               fixed(zoo["peak_rss_mb"].get<double>(), 0) + " MB = " +
               fixed(100.0 * row["peak_rss_vs_full"].get<double>(), 0) + "% of its; ";
     }
@@ -527,7 +579,7 @@ int run_bench(const BenchArgs& a) {
       if (a.compare && torch_result.contains("split_ms")) row["pytorch_split_ms"] = torch_result["split_ms"];
     }
     if (name.rfind("train", 0) == 0) {
-      notes += std::string(notes.empty() ? "" : "; ") + "peak RSS " + fixed(zoo["peak_rss_mb"].get<double>(), 0) +
+      notes += std::string(notes.empty() ? "" : "; ") + memory + " " + fixed(zoo["peak_rss_mb"].get<double>(), 0) +
                " MB" + (!torch_result.is_null() ? " (pytorch " + fixed(torch_result["peak_rss_mb"].get<double>(), 0) + ")" : "");
     }
     const bool profiled = zoo.contains("profile") && !zoo["profile"].empty();
@@ -567,6 +619,10 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
   cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer,
                   "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2; default: the tests' reference files)");
   cmd->add_option("--worker", a->worker, "run one workload in this process and print its JSON (internal)");
+  cmd->add_option("--device", a->device,
+                  "where the model, matmul and copy rows run, both sides: cpu or cuda (default cpu; on cuda, peak "
+                  "memory is the GPU allocator's and the tokenizer rows are left out)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   return {{cmd, [a] {
              if (a->python.empty()) a->python = setup_python();
              if (a->gpt2_tokenizer.empty()) {

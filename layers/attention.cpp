@@ -237,7 +237,8 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
     o = torch::matmul(w, v);
     if (rep > 1 && need_weights) w = w.view({b, h, t, tk});
   }
-  if (rep > 1) o = o.view({b, h, t, d});
+  // reshape, not view: CUDA's fused kernels return (B, Hkv, rep * T, D) laid out as (B, rep * T, Hkv, D).
+  if (rep > 1) o = o.reshape({b, h, t, d});
   return {o, need_weights ? w : torch::Tensor()};
 }
 

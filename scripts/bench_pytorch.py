@@ -5,7 +5,10 @@
     python3 scripts/bench_pytorch.py WORKLOAD [STEPS]
 
 Prints one JSON object (name, unit, value, peak_rss_mb). Threads come from ZOO_BENCH_THREADS
-(what zoo chose for itself). The models are written here the way a PyTorch user writes them
+(what zoo chose for itself), the device from ZOO_BENCH_DEVICE (cpu or cuda: `zoo bench --device`;
+on cuda, bf16 is torch.autocast("cuda", torch.bfloat16), every timing ends in a synchronisation,
+attention is F.scaled_dot_product_attention as nanoGPT's is there, and peak_rss_mb is the GPU's
+torch.cuda.max_memory_allocated()). The models are written here the way a PyTorch user writes them
 (nanoGPT's GPT with its KV-cache decoding loop; BERT from torch.nn.TransformerEncoder), with
 zoo's configs' sizes: gpt2-small and gpt-tiny (pre-norm, GELU tanh, learned positions, tied
 head), bert-base (post-norm, exact GELU).
@@ -27,6 +30,10 @@ GPT_SIZES = {
 }
 
 
+DEVICE = torch.device(os.environ.get("ZOO_BENCH_DEVICE", "cpu"))
+FUSED_ATTENTION = DEVICE.type == "cuda"
+
+
 class Attention(nn.Module):
     def __init__(self, d, heads, positions):
         super().__init__()
@@ -45,6 +52,9 @@ class Attention(nn.Module):
                 v = torch.cat([cache[1], v], dim=2)
             cache[0], cache[1] = k, v
         past = k.size(2) - t
+        if FUSED_ATTENTION and (past == 0 or t == 1):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+            return self.out(y.transpose(1, 2).contiguous().view(b, t, d))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
         scores = scores.masked_fill(~self.causal[past:past + t, :past + t], float("-inf"))
         y = F.softmax(scores, dim=-1) @ v
@@ -75,20 +85,27 @@ class GPT(nn.Module):
                 nn.init.normal_(p, std=0.02)
 
     def forward(self, ids, caches=None, start=0):
-        pos = torch.arange(start, start + ids.size(1))
+        pos = torch.arange(start, start + ids.size(1), device=ids.device)
         x = self.tokens(ids) + self.positions(pos)
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])
         return F.linear(self.ln(x), self.tokens.weight)
 
 
+def synchronize():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def median_seconds(warmup, runs, f):
     for _ in range(warmup):
         f()
+    synchronize()
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         f()
+        synchronize()
         times.append(time.perf_counter() - start)
     return sorted(times)[len(times) // 2]
 
@@ -104,11 +121,13 @@ def compiled(module):
 
 
 def train(name, b, t, steps, bf16=False):
+    if DEVICE.type == "cuda" and name == "gpt2-small" and t == 256:
+        b, t = 8, 1024  # as zoo bench: the size that keeps a GPU busy
     torch.manual_seed(0)
-    eager = GPT(**GPT_SIZES[name])
+    eager = GPT(**GPT_SIZES[name]).to(DEVICE)
     optimizer = torch.optim.AdamW(eager.parameters(), lr=6e-4, weight_decay=0.1)
     model = compiled(eager)
-    data = torch.randint(GPT_SIZES[name]["vocab"], (b, t + 1))
+    data = torch.randint(GPT_SIZES[name]["vocab"], (b, t + 1)).to(DEVICE)
     x, y = data[:, :t].contiguous(), data[:, 1:].contiguous()
 
     split = {"forward": [], "backward": [], "optimizer": []}
@@ -116,14 +135,17 @@ def train(name, b, t, steps, bf16=False):
     def step():
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=bf16):
             logits = model(x)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        synchronize()
         t1 = time.perf_counter()
         loss.backward()
+        synchronize()
         t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(eager.parameters(), 1.0)
         optimizer.step()
+        synchronize()
         split["forward"].append(t1 - t0)
         split["backward"].append(t2 - t1)
         split["optimizer"].append(time.perf_counter() - t2)
@@ -138,14 +160,15 @@ def forward_bert(steps):
     d, vocab, b, t = 768, 30522, 8, 128
     layer = nn.TransformerEncoderLayer(d, 12, 3072, dropout=0.0, activation="gelu", batch_first=True,
                                        layer_norm_eps=1e-12)
-    encoder = compiled(nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval())
-    tokens, positions, types = nn.Embedding(vocab, d), nn.Embedding(512, d), nn.Embedding(2, d)
-    norm, pooler = nn.LayerNorm(d, eps=1e-12), nn.Linear(d, d)
-    ids = torch.randint(vocab, (b, t))
-    mask = torch.zeros(b, t, dtype=torch.bool)  # no padding
+    encoder = compiled(nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).eval().to(DEVICE))
+    tokens, positions, types = (nn.Embedding(vocab, d).to(DEVICE), nn.Embedding(512, d).to(DEVICE),
+                                nn.Embedding(2, d).to(DEVICE))
+    norm, pooler = nn.LayerNorm(d, eps=1e-12).to(DEVICE), nn.Linear(d, d).to(DEVICE)
+    ids = torch.randint(vocab, (b, t)).to(DEVICE)
+    mask = torch.zeros(b, t, dtype=torch.bool, device=DEVICE)  # no padding
 
     def forward():
-        x = norm(tokens(ids) + positions(torch.arange(t)) + types(torch.zeros_like(ids)))
+        x = norm(tokens(ids) + positions(torch.arange(t, device=DEVICE)) + types(torch.zeros_like(ids)))
         h = encoder(x, src_key_padding_mask=mask)
         return torch.tanh(pooler(h[:, 0]))
 
@@ -155,8 +178,8 @@ def forward_bert(steps):
 
 def generate(steps, dtype=torch.float32):
     torch.manual_seed(0)
-    model = GPT(**GPT_SIZES["gpt2-small"]).eval().to(dtype)
-    prompt = torch.tensor([[(i * 7919) % 50257 for i in range(16)]])
+    model = GPT(**GPT_SIZES["gpt2-small"]).eval().to(DEVICE, dtype)
+    prompt = torch.tensor([[(i * 7919) % 50257 for i in range(16)]], device=DEVICE)
 
     def decode():
         caches = [[None, None] for _ in model.blocks]
@@ -174,15 +197,16 @@ def generate(steps, dtype=torch.float32):
 
 
 def gemm(steps, dtype=torch.float32):
-    n = 2048
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    c = torch.empty(n, n, dtype=dtype)
+    n = 8192 if DEVICE.type == "cuda" else 2048  # as zoo bench: a GPU needs the larger size
+    a, b = torch.randn(n, n).to(DEVICE, dtype), torch.randn(n, n).to(DEVICE, dtype)
+    c = torch.empty(n, n, dtype=dtype, device=DEVICE)
     return "GFLOP/s", 2 * n ** 3 / median_seconds(2, max(steps, 5) if steps else 10, lambda: torch.mm(a, b, out=c)) / 1e9
 
 
 def bandwidth(steps):
     n = 512 * 1024 * 1024 // 4
-    src, dst = torch.ones(n), torch.empty(n)
+    src = torch.rand(n).to(DEVICE)
+    dst = torch.empty_like(src)
     return "GB/s", 8 * n / median_seconds(2, max(steps, 5) if steps else 10, lambda: dst.copy_(src)) / 1e9
 
 
@@ -205,7 +229,8 @@ def main():
     if name not in workloads:
         sys.exit(f"unknown workload {name}; known: {', '.join(workloads)}")
     unit, value, *extra = workloads[name]()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if DEVICE.type == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     result = {"name": name, "unit": unit, "value": value, "peak_rss_mb": peak,
               "compiled": COMPILE and not name.startswith(("generate", "gemm", "bandwidth"))}
     for more in extra:

@@ -307,7 +307,8 @@ int64_t build_default_corpus(const std::string& out) {
     ++documents;
   }
   if (documents == 0) throw std::runtime_error("default corpus: no text found under " + sources);
-  fs::create_directories(fs::path(out).parent_path());
+  // A bare file name has no parent to create (create_directories("") fails with EINVAL).
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
   write_file_atomically(out, text);
   return documents;
 }

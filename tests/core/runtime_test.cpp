@@ -2,6 +2,8 @@
 #include "core/large_blocks.h"
 #include "core/op_profile.h"
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <chrono>
 #include <cstdlib>
@@ -265,6 +267,22 @@ TEST(LargeBlocks, ReusesFreedBlocksAlignedForHugePages) {
   release_cached_large_blocks();
   EXPECT_EQ(large_block_stats().cached_bytes, 0);
   EXPECT_EQ(large_block_stats().in_use_bytes, start.in_use_bytes);
+}
+
+// PyPI's LibTorch exports copies of std::filesystem (2.11 from libtorch.so, 2.15 from
+// libtorch_cpu.so); zoo's programs must bind the system libstdc++'s (2.11's remove_all jumped to
+// address 0 on a failed run's cleanup). A program's calls bind to the first definition in the
+// global scope, which is what dlvsym(RTLD_DEFAULT) finds.
+TEST(Runtime, StdFilesystemBindsToTheSystemLibstdcxx) {
+  for (const char* symbol : {"_ZNSt10filesystem10remove_allERKNS_7__cxx114pathERSt10error_code",
+                             "_ZNSt10filesystem18create_directoriesERKNS_7__cxx114pathE"}) {
+    SCOPED_TRACE(symbol);
+    void* address = dlvsym(RTLD_DEFAULT, symbol, "GLIBCXX_3.4.26");
+    ASSERT_NE(address, nullptr);
+    Dl_info info{};
+    ASSERT_NE(dladdr(address, &info), 0);
+    EXPECT_NE(std::string(info.dli_fname).find("libstdc++"), std::string::npos) << info.dli_fname;
+  }
 }
 
 }  // namespace

@@ -134,9 +134,16 @@ TEST_P(ModelDeviceTest, EveryFamilyMovesAndAgrees) {
     auto reference = run(ids, mask);
     model.module()->to(device, dtype);
     auto moved = run(ids.to(device), mask.to(device));
-    EXPECT_EQ(moved.device(), device);
+    EXPECT_EQ(moved.device().type(), device.type());
     EXPECT_EQ(moved.scalar_type(), dtype);
-    EXPECT_LE(testing::max_abs_diff(moved, reference), 1e-3);
+    // Every position a real token holds agrees. A causal model's padded positions attend to no
+    // key at all: what they hold is undefined (as in transformers) and kernels may differ there (an
+    // H200 run differed by 0.92), so they need only be finite.
+    const bool causal = static_cast<bool>(model.gpt);
+    auto real = [&](const torch::Tensor& y) { return causal ? y[1].narrow(0, 3, 6).cpu() : y.cpu(); };
+    EXPECT_LE(testing::max_abs_diff(real(moved).to(torch::kDouble), real(reference)), 1e-3);
+    if (causal) EXPECT_LE(testing::max_abs_diff(moved[0].cpu().to(torch::kDouble), reference[0]), 1e-3);
+    EXPECT_TRUE(torch::isfinite(moved).all().item<bool>());
   }
 }
 
