@@ -28,6 +28,21 @@ using jinja::NodeKind;
 using jinja::Value;
 using jinja::ValueError;
 
+// Bounds on what one rendering may build, so a hostile template is an error rather than
+// exhausting memory or time.
+constexpr size_t kMaxText = size_t{1} << 26;  // bytes of output, or of one string (64 MiB)
+constexpr int64_t kMaxSteps = 10000000;       // loop iterations and macro calls
+// A string iterated becomes one value per character (tens of bytes each): a smaller bound.
+constexpr size_t kMaxIteratedString = size_t{1} << 20;
+// Items in one list built by + or * (about 16 bytes of memory each at least).
+constexpr size_t kMaxListItems = kMaxText / 16;
+
+// A string built by concatenation, refused past kMaxText.
+Value bounded_string(std::string s, const char* how) {
+  if (s.size() > kMaxText) throw ValueError(std::string(how) + " makes a string larger than 64 MiB");
+  return Value(std::move(s));
+}
+
 // ---- strings as Python sees them: sequences of code points ----
 
 std::vector<std::string> characters(const std::string& s) {
@@ -164,6 +179,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
     for (const auto& c : characters(s)) {
       if (count < 0 || done < count) out += with, ++done;
       out += c;
+      if (out.size() > kMaxText) throw ValueError("replace makes a string larger than 64 MiB");
     }
     if (count < 0 || done < count) out += with;
     return out;
@@ -178,8 +194,9 @@ std::string replace(const std::string& s, const std::string& old, const std::str
     out += with;
     at = found + old.size();
     ++done;
+    if (out.size() > kMaxText) throw ValueError("replace makes a string larger than 64 MiB");
   }
-  return out + s.substr(at);
+  return bounded_string(out + s.substr(at), "replace").as_string();
 }
 
 // Python's str.split(sep, maxsplit).
@@ -279,8 +296,14 @@ Value add(const Value& a, const Value& b) {
     if (a.kind() == Kind::kFloat || b.kind() == Kind::kFloat) return Value(a.as_float() + b.as_float());
     return Value(checked_add(a.as_int(), b.as_int()));
   }
-  if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+  if (a.is_string() && b.is_string()) {
+    if (a.as_string().size() + b.as_string().size() > kMaxText) throw ValueError("'+' makes a string larger than 64 MiB");
+    return Value(a.as_string() + b.as_string());
+  }
   if (a.kind() == Kind::kList && b.kind() == Kind::kList) {
+    if (a.as_list().size() + b.as_list().size() > kMaxListItems) {
+      throw ValueError("'+' makes a list of more than " + std::to_string(kMaxListItems) + " items");
+    }
     List items = a.as_list();
     items.insert(items.end(), b.as_list().begin(), b.as_list().end());
     return Value::list(std::move(items));
@@ -288,12 +311,6 @@ Value add(const Value& a, const Value& b) {
   throw ValueError(operand_error("+", a, b));
 }
 
-// Bounds on what one rendering may build, so a hostile template is an error rather than
-// exhausting memory or time.
-constexpr size_t kMaxText = size_t{1} << 26;  // bytes of output, or of one string (64 MiB)
-constexpr int64_t kMaxSteps = 10000000;       // loop iterations and macro calls
-// A string iterated becomes one value per character (tens of bytes each): a smaller bound.
-constexpr size_t kMaxIteratedString = size_t{1} << 20;
 
 // `n` spaces of indentation (tojson's indent, the indent filter's width), at most 1024.
 std::string spaces(int64_t n, const std::string& what) {
@@ -332,7 +349,7 @@ bool is_integral(const Value& v) { return v.kind() == Kind::kInt || v.kind() == 
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") return add(a, b);
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") return bounded_string(a.str() + b.str(), "'~'");
   if (op == "*") {
     if (a.is_number() && b.is_number()) {
       if (a.kind() == Kind::kFloat || b.kind() == Kind::kFloat) return Value(a.as_float() * b.as_float());
@@ -516,7 +533,9 @@ int64_t integer_argument(const Value& v, const char* what) {
   return v.as_int();
 }
 
-const std::string& string_argument(const Value& v, const char* what) {
+// A copy: arguments are often temporaries (args.get returns one), and a reference into one
+// outlives it (`find` and `strftime_now` read freed memory that way).
+std::string string_argument(const Value& v, const char* what) {
   if (!v.is_string()) throw ValueError(std::string(what) + " must be a string, got " + v.type_name());
   return v.as_string();
 }
@@ -555,7 +574,7 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
   }
   if (name == "find" || name == "count") {
     args.check(what, {"sub"});
-    const std::string& sub = string_argument(args.get(0, "sub"), "sub");
+    const std::string sub = string_argument(args.get(0, "sub"), "sub");
     if (name == "find") {
       const size_t at = s.find(sub);
       return Value(at == std::string::npos ? int64_t{-1}
@@ -637,13 +656,27 @@ class Renderer {
     frames_.push_back(std::move(globals));
   }
 
-  void render(const Body& body, std::string& out) { render_body(body, out); }
+  void render(const Body& body, std::string& out) {
+    stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
+    render_body(body, out);
+  }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
 
   [[noreturn]] void fail(int line, const std::string& message) const {
     throw ChatTemplateError(name_ + ":" + std::to_string(line) + ": " + message);
+  }
+
+  // Rendering recurses through nested statements, expressions and macro calls; the parser bounds
+  // each body's nesting, macro calls multiply it. The stack this render has used is bounded
+  // instead, in bytes: a sanitizer's larger frames reach the bound sooner, never the stack's end.
+  static constexpr ptrdiff_t kMaxStackBytes = ptrdiff_t{1} << 20;
+  void check_stack(int line) const {
+    const auto* here = static_cast<const char*>(__builtin_frame_address(0));
+    if (stack_base_ - here > kMaxStackBytes) {
+      fail(line, "the template nests statements, expressions and macro calls too deeply (over 1 MiB of stack)");
+    }
   }
 
   // Whether `v` is or contains (through lists, dicts and namespaces) the namespace `items`;
@@ -718,6 +751,7 @@ class Renderer {
   }
 
   Flow render_node(const Node& n, std::string& out) {
+    check_stack(n.line);
     switch (n.kind) {
       case NodeKind::kText: out += n.text; return Flow::kNormal;
       case NodeKind::kOutput: {
@@ -742,6 +776,12 @@ class Renderer {
         if (target.kind() != Kind::kNamespace) {
           fail(n.line, "cannot set '" + n.targets[0] + "." + n.attribute + "': '" + n.targets[0] + "' is a " +
                            target.type_name() + ", not a namespace()");
+        }
+        // The namespace's recorded depth was fixed when it was made: what is stored in it stays
+        // within the bound on its own.
+        if (v.depth() >= jinja::kMaxValueDepth) {
+          fail(n.line, "cannot set '" + n.targets[0] + "." + n.attribute + "': the value is nested " +
+                           std::to_string(v.depth()) + " levels deep");
         }
         Dict& items = target.namespace_items();
         // Values share their containers, so a namespace stored into itself would be a cycle that
@@ -820,6 +860,7 @@ class Renderer {
   // ---- expressions ----
 
   Value eval(const Expr& e) {
+    check_stack(e.line);
     try {
       return eval_unchecked(e);
     } catch (const ValueError& error) {
@@ -1022,9 +1063,17 @@ class Renderer {
       const std::time_t now = std::time(nullptr);
       std::tm local{};
       localtime_r(&now, &local);
-      char buffer[256];
-      const size_t n = std::strftime(buffer, sizeof buffer, string_argument(args.get(0, "format"), "the format").c_str(), &local);
-      return Value(std::string(buffer, n));
+      const std::string format = string_argument(args.get(0, "format"), "the format");
+      // strftime writes nothing when the result does not fit: a conversion writes at most ~64
+      // bytes, so this buffer holds any result; an empty one from a non-empty format is refused.
+      const size_t capacity = std::min<size_t>(kMaxText, 256 + 64 * format.size());
+      std::string buffer(capacity, '\0');
+      const size_t n = std::strftime(buffer.data(), buffer.size(), format.c_str(), &local);
+      if (n == 0 && !format.empty()) {
+        throw ValueError("strftime_now: the format gives no text or more than " + std::to_string(capacity) + " bytes");
+      }
+      buffer.resize(n);
+      return Value(std::move(buffer));
     }
     throw ValueError("unknown function '" + name + "'");
   }
@@ -1229,7 +1278,7 @@ class Renderer {
         return Value::list(std::move(out));
       }
       if (args.positional.empty()) throw ValueError("the map filter needs a filter name or attribute=");
-      const std::string& filter_name = string_argument(args.positional[0], "the filter name");
+      const std::string filter_name = string_argument(args.positional[0], "the filter name");
       const auto& known = jinja::known_filters();
       if (std::find(known.begin(), known.end(), filter_name) == known.end()) throw ValueError("unknown filter '" + filter_name + "'");
       Args rest;
@@ -1363,6 +1412,7 @@ class Renderer {
   std::vector<Frame> frames_;
   std::vector<size_t> barriers_;  // where each macro call's frames begin
   int64_t steps_ = 0;
+  const char* stack_base_ = nullptr;  // the frame render() began in
   Value block_input_;             // the rendered body of the {% filter %} block being applied
 };
 

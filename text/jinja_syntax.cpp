@@ -561,9 +561,11 @@ class Parser {
   }
 
   ExprPtr parse_conditional() {
+    Chain chain(*this);
     ExprPtr e = parse_or();
     while (is_name("if")) {
       const int line = next().line;
+      deepen(line);
       auto c = make(ExprKind::kConditional, line);
       c->a = parse_or();
       c->b = std::move(e);
@@ -584,6 +586,7 @@ class Parser {
     };
     while (at_operator()) {
       const Token& op = next();
+      deepen(op.line);
       auto node = make(kind, op.line);
       node->name = op.text;
       node->a = std::move(e);
@@ -727,7 +730,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      if (is_op(".") || is_op("[") || is_op("(")) deepen(peek().line);
       if (is_op(".")) {
         const int line = next().line;
         if (peek().kind == TokenKind::kNumber && peek().number.kind() == Kind::kInt) {
@@ -802,9 +807,11 @@ class Parser {
 
   // "| name(args) | ..." after `input` (null for a {% filter %} block's input).
   ExprPtr parse_filters(ExprPtr input, bool first_without_pipe) {
+    Chain chain(*this);
     while (first_without_pipe || skip_op("|")) {
       first_without_pipe = false;
       const int line = peek().line;
+      deepen(line);
       const std::string name = dotted_name("a filter name");
       const auto& known = known_filters();
       if (std::find(known.begin(), known.end(), name) == known.end()) fail(line, "unknown filter '" + name + "'");
@@ -822,7 +829,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expression(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      if (is_op("|") || is_name("is") || is_op("(")) deepen(peek().line);
       if (is_op("|")) {
         e = parse_filters(std::move(e), false);
       } else if (is_name("is")) {
@@ -861,12 +870,23 @@ class Parser {
 
   // Bounds the recursion of nested brackets, operators and statements: deep nesting is an
   // error, not a stack overflow.
-  struct Depth {
-    Depth(Parser& p, int line) : p_(p) {
-      if (++p_.depth_ > 200) p_.fail(line, "nested more than 200 levels deep");
-    }
-    ~Depth() { --p_.depth_; }
+  //
+  // A chain of operators, filters, attributes or conditionals ('a'|upper|upper|..., a ~ b ~ ...)
+  // is parsed by a loop but makes a tree as deep as the chain, which rendering (and freeing)
+  // walks recursively: each link deepens too, until the scope that holds the chain ends.
+  static constexpr int kMaxDepth = 200;
+  void deepen(int line) {
+    if (++depth_ > kMaxDepth) fail(line, "nested more than " + std::to_string(kMaxDepth) + " levels deep");
+  }
+  // The scope of a chain: the depth its links added ends with it.
+  struct Chain {
+    explicit Chain(Parser& p) : p_(p), saved_(p.depth_) {}
+    ~Chain() { p_.depth_ = saved_; }
     Parser& p_;
+    int saved_;
+  };
+  struct Depth : Chain {
+    Depth(Parser& p, int line) : Chain(p) { p.deepen(line); }
   };
 
   std::vector<Token> t_;

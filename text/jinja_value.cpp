@@ -70,6 +70,9 @@ std::string json_float(double d) {
 }
 
 void json_value(std::string& out, const Value& v, const JsonOptions& o, int depth) {
+  // A namespace changed after it was nested can make a value deeper than its recorded depth.
+  if (depth > 2 * kMaxValueDepth) throw ValueError("tojson: a value nested more than " + std::to_string(2 * kMaxValueDepth) + " levels deep");
+  if (out.size() > kMaxPrintedBytes) throw ValueError("tojson makes a string larger than 64 MiB");
   const std::string item_separator = o.separators ? o.separators->first : o.indent ? "," : ", ";
   const std::string key_separator = o.separators ? o.separators->second : ": ";
   auto newline = [&](int level) {
@@ -175,9 +178,25 @@ Value Value::none() {
   return v;
 }
 
+namespace {
+
+// 1 + the deepest item's depth, refused past kMaxValueDepth.
+template <typename Items, typename ValueOf>
+int container_depth(const Items& items, ValueOf value_of) {
+  int deepest = 0;
+  for (const auto& item : items) deepest = std::max(deepest, value_of(item).depth());
+  if (deepest + 1 > kMaxValueDepth) {
+    throw ValueError("a value nested more than " + std::to_string(kMaxValueDepth) + " levels deep (lists and dicts inside each other)");
+  }
+  return deepest + 1;
+}
+
+}  // namespace
+
 Value Value::list(List items) {
   Value v;
   v.kind_ = Kind::kList;
+  v.depth_ = container_depth(items, [](const Value& item) -> const Value& { return item; });
   v.data_ = std::make_shared<List>(std::move(items));
   return v;
 }
@@ -185,6 +204,7 @@ Value Value::list(List items) {
 Value Value::dict(Dict items) {
   Value v;
   v.kind_ = Kind::kDict;
+  v.depth_ = container_depth(items, [](const auto& item) -> const Value& { return item.second; });
   v.data_ = std::make_shared<Dict>(std::move(items));
   return v;
 }
@@ -202,7 +222,13 @@ Value Value::callable(std::shared_ptr<const Callable> f) {
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& json) {
+Value Value::from_json(const nlohmann::ordered_json& json) { return from_json_at(json, 0); }
+
+// Checks the depth on the way down: the JSON itself may nest deeper than the stack allows.
+Value Value::from_json_at(const nlohmann::ordered_json& json, int depth) {
+  if (depth > kMaxValueDepth) {
+    throw ValueError("JSON nested more than " + std::to_string(kMaxValueDepth) + " levels deep");
+  }
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null: return none();
     case nlohmann::ordered_json::value_t::boolean: return Value(json.get<bool>());
@@ -222,12 +248,12 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     }
     case nlohmann::ordered_json::value_t::array: {
       List items;
-      for (const auto& e : json) items.push_back(from_json(e));
+      for (const auto& e : json) items.push_back(from_json_at(e, depth + 1));
       return list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict items;
-      for (const auto& [key, e] : json.items()) items.emplace_back(key, from_json(e));
+      for (const auto& [key, e] : json.items()) items.emplace_back(key, from_json_at(e, depth + 1));
       return dict(std::move(items));
     }
     case nlohmann::ordered_json::value_t::binary:
@@ -296,30 +322,46 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  std::string out;
+  repr_into(out);
+  return out;
+}
+
+// Appends repr() to `out`, refusing past kMaxPrintedBytes as it goes (a shared list can print
+// to more than memory holds).
+void Value::repr_into(std::string& out) const {
+  if (out.size() > kMaxPrintedBytes) throw ValueError("printing a value makes a string larger than 64 MiB");
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return as_bool() ? "True" : "False";
-    case Kind::kInt: return std::to_string(as_int());
-    case Kind::kFloat: return python_float_repr(as_float());
-    case Kind::kString: return repr_string(as_string());
+    case Kind::kUndefined: out += "Undefined"; return;
+    case Kind::kNone: out += "None"; return;
+    case Kind::kBool: out += as_bool() ? "True" : "False"; return;
+    case Kind::kInt: out += std::to_string(as_int()); return;
+    case Kind::kFloat: out += python_float_repr(as_float()); return;
+    case Kind::kString: out += repr_string(as_string()); return;
     case Kind::kList: {
-      std::string out = "[";
-      for (size_t i = 0; i < as_list().size(); ++i) out += (i ? ", " : "") + as_list()[i].repr();
-      return out + "]";
+      out += '[';
+      for (size_t i = 0; i < as_list().size(); ++i) {
+        if (i) out += ", ";
+        as_list()[i].repr_into(out);
+      }
+      out += ']';
+      return;
     }
     case Kind::kDict:
     case Kind::kNamespace: {
-      std::string out = "{";
+      if (kind_ == Kind::kNamespace) out += "<Namespace ";
+      out += '{';
       for (size_t i = 0; i < as_dict().size(); ++i) {
-        out += (i ? ", " : "") + repr_string(as_dict()[i].first) + ": " + as_dict()[i].second.repr();
+        if (i) out += ", ";
+        out += repr_string(as_dict()[i].first) + ": ";
+        as_dict()[i].second.repr_into(out);
       }
-      out += "}";
-      return kind_ == Kind::kNamespace ? "<Namespace " + out + ">" : out;
+      out += '}';
+      if (kind_ == Kind::kNamespace) out += '>';
+      return;
     }
-    case Kind::kCallable: return "<Macro '" + as_callable()->name() + "'>";
+    case Kind::kCallable: out += "<Macro '" + as_callable()->name() + "'>"; return;
   }
-  return "";
 }
 
 std::string Value::type_name() const {
@@ -348,9 +390,12 @@ bool operator==(const Value& a, const Value& b) {
     case Kind::kUndefined:
     case Kind::kNone: return true;
     case Kind::kString: return a.as_string() == b.as_string();
-    case Kind::kList: return a.as_list() == b.as_list();
+    // The same list is equal to itself (Python compares identical items as equal without
+    // looking inside: a list doubled 40 times compares at once).
+    case Kind::kList: return &a.as_list() == &b.as_list() || a.as_list() == b.as_list();
     case Kind::kDict: {
       const Dict &x = a.as_dict(), &y = b.as_dict();
+      if (&x == &y) return true;
       if (x.size() != y.size()) return false;
       for (const auto& [key, value] : x) {
         const Value other = b.item(key);

@@ -38,6 +38,13 @@ class ValueError : public std::runtime_error {
 
 enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };
 
+// Lists and dicts nest at most this deep (a template's or the variables'): printing, comparing
+// and freeing a value recurse through it. Deeper is a ValueError naming the limit.
+constexpr int kMaxValueDepth = 256;
+// What printing one value (str, repr, tojson) may produce: values share their containers, so a
+// list doubled 40 times holds 2^40 leaves in a few bytes of memory.
+constexpr size_t kMaxPrintedBytes = size_t{1} << 26;  // 64 MiB
+
 class Value {
  public:
   // Undefined; `why` is jinja2's message for using it ("'x' is undefined").
@@ -59,6 +66,8 @@ class Value {
   static Value from_json(const nlohmann::ordered_json& json);
 
   Kind kind() const { return kind_; }
+  // How deep lists and dicts nest in this value: 0 for the others, 1 for a list of numbers.
+  int depth() const { return depth_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_string() const { return kind_ == Kind::kString; }
@@ -91,7 +100,11 @@ class Value {
   std::string type_name() const;  // Python's type name: 'str', 'int', 'dict', 'NoneType', ...
 
  private:
+  static Value from_json_at(const nlohmann::ordered_json& json, int depth);
+  void repr_into(std::string& out) const;
+
   Kind kind_ = Kind::kUndefined;
+  int depth_ = 0;
   std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<List>, std::shared_ptr<Dict>,
                std::shared_ptr<const Callable>>
       data_;

@@ -29,7 +29,10 @@ void JsonView::wrong_type(const char* expected) const {
 }
 
 JsonView JsonView::child(const nlohmann::json& value, const std::string& suffix) const {
-  return JsonView(value, file_, path_ + suffix);
+  if (depth_ >= kMaxDepth) fail("nested more than " + std::to_string(kMaxDepth) + " levels deep");
+  JsonView view(value, file_, path_ + suffix);
+  view.depth_ = depth_ + 1;
+  return view;
 }
 
 bool JsonView::has(const std::string& key) const {

@@ -16,6 +16,10 @@ namespace zoo {
 
 class JsonView {
  public:
+  // How deep a reader may descend: the readers of nested components (a tokenizer.json Sequence
+  // of Sequences) recurse once per level, so a deeper document is refused, naming the path.
+  static constexpr int kMaxDepth = 64;
+
   JsonView(const nlohmann::json& value, std::string file, std::string path = "")
       : value_(&value), file_(std::move(file)), path_(std::move(path)) {}
 
@@ -66,6 +70,7 @@ class JsonView {
   const nlohmann::json* value_;
   std::string file_;
   std::string path_;
+  int depth_ = 0;
 };
 
 // The enumerator a JSON string names, by the enum's EnumNames table (core/enum_names.h); an

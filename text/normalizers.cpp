@@ -1,10 +1,34 @@
 #include "text/normalizers.h"
 
+#include <stdexcept>
+
 #include "text/text_piece.h"
 #include "text/unicode.h"
 
 namespace zoo {
 namespace {
+
+// Bounds on what a tokenizer.json's normalizers may do to a text: each component string is
+// short (real ones are a character or a word), and the normalized text stays within a size, so
+// 64 chained Replace a->aa or a 10 MB Prepend is a named error, not memory or time exhausted.
+constexpr size_t kMaxComponentString = 4096;
+constexpr size_t kMaxNormalizedBytes = size_t{1} << 26;  // 64 MiB
+
+void check_normalized_size(const std::string& text, const char* normalizer) {
+  if (text.size() > kMaxNormalizedBytes) {
+    throw std::runtime_error(std::string("tokenizer.json: the ") + normalizer +
+                             " normalizer makes the text larger than 64 MiB");
+  }
+}
+
+std::string component_string(const JsonView& json, const std::string& key) {
+  std::string s = json.string_at(key);
+  if (s.size() > kMaxComponentString) {
+    json.at(key).fail(std::to_string(s.size()) + " bytes, longer than the " + std::to_string(kMaxComponentString) +
+                      " a normalizer's string may be");
+  }
+  return s;
+}
 
 // Keeps the characters `keep` accepts; the piece no longer starts at the input's start when
 // its first character goes.
@@ -81,6 +105,7 @@ void apply_replace(const Normalizer& n, TextPiece& piece) {
       continue;
     }
     out += n.content;
+    check_normalized_size(out, "Replace");
     // tokenizers aligns the replacement with the last replaced character, so a replaced run
     // of several characters at the front no longer begins at the input's start; nor does the
     // text when the replacement is empty.
@@ -156,10 +181,10 @@ Normalizer Normalizer::from_json(const JsonView& json) {
     }
     case NormalizerKind::kReplace:
       n.pattern = read_pattern(json.at("pattern"));
-      n.content = json.string_at("content");
+      n.content = component_string(json, "content");
       break;
     case NormalizerKind::kPrepend:
-      n.prepend = json.string_at("prepend");
+      n.prepend = component_string(json, "prepend");
       break;
     case NormalizerKind::kStrip:
       n.strip_left = json.bool_at("strip_left");
@@ -198,6 +223,7 @@ void Normalizer::apply(TextPiece& piece) const {
       break;
     case NormalizerKind::kPrepend:
       if (!piece.text.empty()) piece.text = prepend + piece.text;
+      check_normalized_size(piece.text, "Prepend");
       break;
     case NormalizerKind::kStrip:
       apply_strip(*this, piece);

@@ -111,6 +111,73 @@ TEST(ChatTemplate, BadTemplatesNameFileLineAndConstruct) {
             "t.jinja:1: the template runs more than 10000000 loop iterations and macro calls");
 }
 
+// Hostile templates (issue 31): each of these crashed (stack overflow), hung or grew without
+// bound before; now each is an error naming the template, its line and the limit.
+TEST(ChatTemplate, HostileTemplatesEndInNamedErrors) {
+  auto chain = [](const std::string& first, const std::string& link, int n) {
+    std::string s = "{{ " + first;
+    for (int i = 0; i < n; ++i) s += link;
+    return s + " }}";
+  };
+  const std::string deep = "t.jinja:1: nested more than 200 levels deep";
+  // Long chains parse in a loop but make trees as deep as the chain: 20,000 links each.
+  for (const auto& [first, link] : std::vector<std::pair<std::string, std::string>>{
+           {"'a'", "|upper"}, {"'a'", " ~ 'a'"}, {"1", " + 1"}, {"x", " and x"}, {"x", " or x"},
+           {"2", " * 2"}, {"2", " ** 2"}, {"x", ".a"}, {"x", "[0]"}, {"x", "()"}, {"1", " if x else 1"}}) {
+    EXPECT_EQ(error_of([&] { ChatTemplate(chain(first, link, 20000), "t.jinja"); }).substr(0, deep.size()), deep) << link;
+  }
+  // Chains within the bound still render.
+  EXPECT_EQ(render(chain("'a'", "|upper", 150)), "A");
+  EXPECT_EQ(render(chain("1", " + 1", 150)), "151");
+
+  auto error = [](const std::string& source, const json& variables = json::object()) {
+    return error_of([&] { ChatTemplate(source, "t.jinja").render(variables); });
+  };
+  // A list wrapped in itself 100,000 times, then printed: refused at 256 levels, whether stored
+  // in a namespace or built in an expression.
+  EXPECT_EQ(error("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                  "{{ ns.x|tojson }}"),
+            "t.jinja:1: cannot set 'ns.x': the value is nested 256 levels deep");
+  EXPECT_EQ(error("{% set ns = namespace(x=[]) %}{% for i in range(254) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                  "{{ [ns.x]|length }}{{ [[ns.x]] }}"),
+            "t.jinja:1: a value nested more than 256 levels deep (lists and dicts inside each other)");
+  // A value doubled 64 times: 2^64 leaves in 64 lists. Printing stops at 64 MiB; comparing it
+  // with itself is immediate.
+  const std::string doubled = "{% set ns = namespace(x=[1]) %}{% for i in range(64) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}";
+  EXPECT_EQ(error(doubled + "{{ ns.x|string }}"), "t.jinja:1: printing a value makes a string larger than 64 MiB");
+  EXPECT_EQ(error(doubled + "{{ ns.x|tojson }}"), "t.jinja:1: tojson makes a string larger than 64 MiB");
+  EXPECT_EQ(render(doubled + "{{ ns.x == ns.x }}"), "True");
+  // Strings and lists doubled through a namespace, and a large replacement.
+  EXPECT_EQ(error("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+            "t.jinja:1: '~' makes a string larger than 64 MiB");
+  EXPECT_EQ(error("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+            "t.jinja:1: '+' makes a string larger than 64 MiB");
+  EXPECT_EQ(error("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
+            "t.jinja:1: '+' makes a list of more than 4194304 items");
+  EXPECT_EQ(error("{{ ('a' * 1000000).replace('a', 'b' * 1000) }}"), "t.jinja:1: replace makes a string larger than 64 MiB");
+  EXPECT_EQ(error("{{ ('a' * 1000000)|replace('a', 'b' * 1000) }}"), "t.jinja:1: replace makes a string larger than 64 MiB");
+  // strftime_now's result in full, past its old 255-byte buffer (it printed an empty string).
+  EXPECT_EQ(render("{{ strftime_now('x' * 300) }}"), std::string(300, 'x'));
+  EXPECT_EQ(render("{{ strftime_now('%Y' * 100)|length }}"), "400");
+  // Variables nested 100,000 deep (parsed by nlohmann-json without recursion).
+  const json nested = json::parse(std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_EQ(error("{{ messages }}", {{"messages", nested}}),
+            "t.jinja: variable 'messages': JSON nested more than 256 levels deep");
+  // Macros calling each other 48 deep, each through a 150-deep expression: rendering recurses
+  // 7,200 expressions deep, which ends in the named stack error (or renders, with small frames).
+  std::string tilde;
+  for (int i = 0; i < 150; ++i) tilde += " ~ ''";
+  const std::string macros =
+      "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1)" + tilde + " }}{% else %}x{% endif %}{% endmacro %}{{ m(48) }}";
+  std::string rendered, failure;
+  try {
+    rendered = render(macros);
+  } catch (const ChatTemplateError& e) {
+    failure = e.what();
+  }
+  EXPECT_TRUE(rendered == "x" || failure.find("too deeply (over 1 MiB of stack)") != std::string::npos) << failure;
+}
+
 TEST(ChatTemplate, RenderErrorsNameFileAndLine) {
   const std::string alternation =
       "{% for m in messages %}\n"

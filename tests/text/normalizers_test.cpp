@@ -84,5 +84,36 @@ TEST(Normalizer, UnsupportedOrIncompleteIsAnError) {
             "t.json: normalizer.pattern.Glob: unsupported pattern form 'Glob' (expected String or Regex)");
 }
 
+// Hostile tokenizer.json normalizers (issue 31): a Sequence of Sequences 100,000 deep used 6 GB
+// and crashed; a 10 MB Prepend hung tokenizing; 64 chained Replace a->aa exhausted memory.
+TEST(Normalizer, HostileComponentsAreNamedErrors) {
+  std::string nested;
+  for (int i = 0; i < 100000; ++i) nested += R"({"type":"Sequence","normalizers":[)";
+  nested += R"({"type":"Lowercase"})";
+  for (int i = 0; i < 100000; ++i) nested += "]}";
+  const std::string deep = error_of([&] { parse(nested); });
+  EXPECT_EQ(deep.substr(0, 33), "t.json: normalizer.normalizers[0]");
+  EXPECT_NE(deep.find(": nested more than 64 levels deep"), std::string::npos) << deep.substr(0, 200);
+  // 30 Sequences (60 levels of JSON) still read.
+  std::string ok;
+  for (int i = 0; i < 30; ++i) ok += R"({"type":"Sequence","normalizers":[)";
+  ok += R"({"type":"Lowercase"})";
+  for (int i = 0; i < 30; ++i) ok += "]}";
+  EXPECT_EQ(apply(parse(ok), "AB"), "ab");
+
+  const std::string big(10 << 20, 'a');
+  EXPECT_EQ(error_of([&] { parse(R"({"type":"Prepend","prepend":")" + big + R"("})"); }),
+            "t.json: normalizer.prepend: 10485760 bytes, longer than the 4096 a normalizer's string may be");
+  std::string doubling = R"({"type":"Sequence","normalizers":[)";
+  // Each a -> 1000 a's (the report's a -> aa, grown faster so the test is quick).
+  const std::string thousand(1000, 'a');
+  for (int i = 0; i < 64; ++i) {
+    doubling += std::string(i ? "," : "") + R"({"type":"Replace","pattern":{"String":"a"},"content":")" + thousand + R"("})";
+  }
+  doubling += "]}";
+  EXPECT_EQ(error_of([&] { apply(parse(doubling), "a"); }),
+            "tokenizer.json: the Replace normalizer makes the text larger than 64 MiB");
+}
+
 }  // namespace
 }  // namespace zoo
