@@ -81,6 +81,12 @@ struct TokenizerTrainArgs {
 
 int tokenizer_train_command(TokenizerTrainArgs a) {
   a.options.kind = from_string<TokenizerKind>(a.model_type);
+  // A prefix, not a folder: "DIR/" would write the hidden files DIR/.model and DIR/.vocab.
+  std::error_code dir_ec;
+  if (a.out.empty() || a.out.ends_with('/') || fs::is_directory(a.out, dir_ec)) {
+    throw std::runtime_error("--out " + a.out + ": a folder; give a file prefix such as " +
+                             (fs::path(a.out) / "tokenizer").string() + " (writes tokenizer.model and tokenizer.vocab there)");
+  }
   // PREFIX.model and PREFIX.vocab: replaced only when they are a tokenizer zoo trained.
   const std::string model = a.out + ".model", vocab = a.out + ".vocab";
   std::error_code ec;
@@ -178,7 +184,7 @@ std::vector<Command> add_text_commands(CLI::App& app) {
   train->add_option("--vocab-size", tr->options.vocab_size, "vocabulary size")->check(positive_integer());
   train->add_option("--model-type", tr->model_type, "unigram or bpe")->check(CLI::IsMember(enum_names<TokenizerKind>()));
   train->add_option("--out", tr->out, "output prefix: writes PREFIX.model and PREFIX.vocab")->required();
-  train->add_option("--seed", tr->options.seed, "sampling seed");
+  train->add_option("--seed", tr->options.seed, "sampling seed")->check(non_negative_integer());
   train->add_option("--max-sentences", tr->options.max_sentences, "lines sampled for training (0 = all)")
       ->check(non_negative_integer());
   train->add_flag("--skip-invalid-utf8", tr->options.skip_invalid_utf8, "skip invalid lines instead of failing");
@@ -215,7 +221,7 @@ std::vector<Command> add_text_commands(CLI::App& app) {
   prepare->add_option("--out", d->out, "output directory")->required();
   prepare->add_option("--val-fraction", d->options.val_fraction, "share of documents for validation, in [0, 1)")
       ->check(fraction());
-  prepare->add_option("--seed", d->options.seed, "which documents go to validation");
+  prepare->add_option("--seed", d->options.seed, "which documents go to validation")->check(non_negative_integer());
   add_overwrite_flag(prepare, d->overwrite, "token files");
   commands.push_back({prepare, [d] { return data_prepare_command(*d); }});
   return commands;

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <iostream>
+#include <optional>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
@@ -62,8 +65,56 @@ std::string read_file(const std::string& path) {
   return buffer.str();
 }
 
+namespace {
+
+// Whether `name` is a temporary zoo made for `base` (base.tmp.PID.N, maybe with a suffix such as
+// .index), and that process's PID.
+std::optional<pid_t> temporary_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // (C++17: the fuzzers build this file)
+  size_t i = prefix.size(), digits = 0;
+  pid_t pid = 0;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && digits < 9) {
+    pid = pid * 10 + (name[i++] - '0'), ++digits;
+  }
+  if (digits == 0 || i >= name.size() || name[i] != '.') return std::nullopt;
+  if (++i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i < name.size() && name[i] != '.') return std::nullopt;
+  return pid;
+}
+
+bool process_ended(pid_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+int64_t remove_stale_temporaries_of(const std::string& path, std::ostream* log) {
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string base = p.filename().string();
+  if (base.empty()) return 0;
+  std::error_code ec;
+  int64_t removed = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto pid = temporary_owner(name, base);
+    if (!pid || !process_ended(*pid)) continue;  // not one of zoo's, or its writer still runs
+    std::error_code ignored;
+    if (fs::remove_all(entry.path(), ignored) > 0 && !ignored) {
+      ++removed;
+      if (log != nullptr) {
+        *log << "zoo: removed " << entry.path().string() << ", left by zoo process " << *pid
+             << " (no longer running) while it wrote " << path << "\n";
+      }
+    }
+  }
+  return removed;
+}
+
 std::string temporary_path_for(const std::string& path) {
   static std::atomic<int> counter{0};
+  // A writer killed earlier (SIGKILL, power loss) left its temporary here: nothing reuses it.
+  remove_stale_temporaries_of(path, &std::cerr);
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 

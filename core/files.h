@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 namespace zoo {
@@ -47,9 +48,14 @@ class AtomicFile {
   uint64_t size_ = 0;
 };
 
-// A unique temporary name beside `path` for writers that produce a file or directory
-// themselves; the caller renames it into place or removes it.
+// A unique temporary name beside `path` (PATH.tmp.PID.N) for writers that produce a file or
+// directory themselves; the caller renames it into place or removes it. Temporaries of `path`
+// that a zoo process no longer running left behind are removed first, saying so on stderr.
 std::string temporary_path_for(const std::string& path);
+
+// Removes PATH.tmp.PID.N[.suffix] beside `path` whose process PID no longer runs; says so on
+// `log` when given. Returns how many it removed.
+int64_t remove_stale_temporaries_of(const std::string& path, std::ostream* log = nullptr);
 
 // Moves the finished directory `finished` (written under a temporary name) to `target`,
 // replacing a directory there only once the new one is complete: the old one is moved aside,

@@ -35,6 +35,21 @@ std::string ChatFormat::render(const std::vector<ChatMessage>& messages, bool ad
 
 ChatFormat::Training ChatFormat::render_for_training(const std::vector<ChatMessage>& messages,
                                                      const std::string& where) const {
+  // Each assistant turn is found by rendering the conversation up to it (a template may render
+  // a turn differently by what follows), so the work grows with the square of the turns: one
+  // example holds at most kMaxTrainingMessages messages and kMaxTrainingBytes of text.
+  if (messages.size() > kMaxTrainingMessages) {
+    throw std::runtime_error(where + ": the conversation has " + std::to_string(messages.size()) +
+                             " messages; an example holds at most " + std::to_string(kMaxTrainingMessages) +
+                             " (split it into several)");
+  }
+  size_t bytes = 0;
+  for (const auto& m : messages) bytes += m.content.size();
+  if (bytes > kMaxTrainingBytes) {
+    throw std::runtime_error(where + ": the conversation holds " + std::to_string(bytes) +
+                             " bytes of text; an example holds at most " + std::to_string(kMaxTrainingBytes) +
+                             " (split it into several)");
+  }
   Training out;
   out.text = render(messages, false);
   for (size_t i = 0; i < messages.size(); ++i) {

@@ -32,6 +32,9 @@ class ChatFormat {
     std::vector<std::pair<size_t, size_t>> assistant_spans;
   };
   Training render_for_training(const std::vector<ChatMessage>& messages, const std::string& where) const;
+  // What one training conversation may hold (the turn-by-turn rendering is quadratic in turns).
+  static constexpr size_t kMaxTrainingMessages = 1024;
+  static constexpr size_t kMaxTrainingBytes = size_t{4} << 20;
 
  private:
   ChatTemplate template_;

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -27,8 +28,12 @@ struct Row {
   int64_t line;
 };
 
+// The UTF-8 byte order mark some editors (Excel's "CSV UTF-8") put first: not part of the text.
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 std::vector<Row> read_delimited(const std::string& path, char delimiter, bool quoting) {
-  const std::string text = read_file(path);
+  std::string text = read_file(path);
+  if (text.compare(0, kUtf8Bom.size(), kUtf8Bom) == 0) text.erase(0, kUtf8Bom.size());
   std::vector<Row> rows;
   Row row{{}, 1};
   std::string field;
@@ -129,6 +134,7 @@ std::vector<Record> records(const std::string& path, const std::vector<std::stri
     int64_t line = 0;
     while (std::getline(in, text)) {
       ++line;
+      if (line == 1 && text.compare(0, kUtf8Bom.size(), kUtf8Bom) == 0) text.erase(0, kUtf8Bom.size());
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
       check_utf8(path, line, text);
       nlohmann::ordered_json object;
@@ -153,8 +159,9 @@ std::vector<Record> records(const std::string& path, const std::vector<std::stri
           if (!structured_field.empty()) expected += ", " + structured_field;
           fail(path, line, "unknown field '" + key + "' (expected: " + expected + ")");
         }
+        // A class label may be written as a number or a boolean; text fields are strings.
         if (value.is_string()) record.fields[key] = value.get<std::string>();
-        else if (value.is_number_integer() || value.is_boolean()) record.fields[key] = value.dump();
+        else if ((value.is_number_integer() || value.is_boolean()) && key == "label") record.fields[key] = value.dump();
         else fail(path, line, "field '" + key + "' must be a string, got " + value.type_name());
       }
       for (const auto& name : required) {

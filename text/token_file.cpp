@@ -191,7 +191,17 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
 int64_t TokenFile::token(int64_t i) const {
   if (i < 0 || i >= size()) throw std::out_of_range(path_ + ": token index " + std::to_string(i) + " out of range");
   const unsigned char* p = data_ + kHeaderBytes + static_cast<size_t>(i) * info_.token_bytes;
-  return info_.token_bytes == 2 ? get<uint16_t>(p) : get<uint32_t>(p);
+  const int64_t id = info_.token_bytes == 2 ? get<uint16_t>(p) : get<uint32_t>(p);
+  if (static_cast<uint64_t>(id) >= info_.vocab_size) outside_vocabulary(i, id);
+  return id;
+}
+
+// A token file is read as it is mapped, so each id is checked as it is read: one past the
+// header's vocabulary would index past the model's embedding table.
+void TokenFile::outside_vocabulary(int64_t i, int64_t id) const {
+  throw std::runtime_error(path_ + ": token " + std::to_string(i) + " is id " + std::to_string(id) +
+                           ", outside the header's vocabulary of " + std::to_string(info_.vocab_size) +
+                           " (a corrupt token file)");
 }
 
 void TokenFile::read(int64_t start, int64_t n, int64_t* out) const {
@@ -204,6 +214,9 @@ void TokenFile::read(int64_t start, int64_t n, int64_t* out) const {
     for (int64_t k = 0; k < n; ++k) out[k] = get<uint16_t>(p + 2 * k);
   } else {
     for (int64_t k = 0; k < n; ++k) out[k] = get<uint32_t>(p + 4 * k);
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    if (static_cast<uint64_t>(out[k]) >= info_.vocab_size) outside_vocabulary(start + k, out[k]);
   }
 }
 

@@ -94,6 +94,7 @@ class TokenFile {
   size_t mapped_size_ = 0;
   const unsigned char* offsets_ = nullptr;  // u64 document starts, not necessarily 8-byte aligned
   uint64_t offset(uint64_t d) const;
+  [[noreturn]] void outside_vocabulary(int64_t i, int64_t id) const;
 };
 
 }  // namespace zoo

@@ -233,6 +233,14 @@ void RunConfig::validate(const std::string& source) const {
   positive("steps", steps);
   positive("batch_size", batch_size);
   positive("grad_accum", grad_accum);
+  // Values no run can use, refused before any work: a step of 10^12 micro-batches never ends
+  // (and a stop signal waits for the step's end), a batch of 10^9 sequences never fits.
+  constexpr int64_t kMaxPerStep = int64_t{1} << 16;
+  auto at_most = [&](const char* key, int64_t v, int64_t bound) {
+    if (v > bound) fail(key, "must be at most " + std::to_string(bound) + ", got " + std::to_string(v));
+  };
+  at_most("batch_size", batch_size, kMaxPerStep);
+  at_most("grad_accum", grad_accum, kMaxPerStep);
   non_negative("block_size", block_size);
   positive("target_length", target_length);
   if (!(lr > 0)) fail("lr", "must be positive, got " + format_double(lr));

@@ -1,5 +1,7 @@
 #include "train/run_directory.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +35,65 @@ void point_link(const fs::path& link, const std::string& target) {
   }
 }
 
+// Removes what zoo wrote in a run's checkpoints/ (its step-N checkpoints, the last and best
+// links, its temporaries) and keeps anything else there, saying so: --overwrite replaces zoo's
+// output, never a file a user put beside it.
+void remove_own_checkpoints(const fs::path& dir, std::ostream& log) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) return;
+  remove_stale_temporaries(dir.string());
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool link = entry.is_symlink() && (name == "last" || name == "best");
+    const bool checkpoint = !entry.is_symlink() && entry.is_directory() && checkpoint_step(name) >= 0 &&
+                            holds_own_output(entry.path().string(), OutputKind::kCheckpoint);
+    if (link || checkpoint) fs::remove_all(entry.path(), ec);
+    else kept.push_back(name);
+  }
+  if (kept.empty()) {
+    fs::remove(dir, ec);
+  } else {
+    std::sort(kept.begin(), kept.end());
+    std::string names;
+    for (const auto& n : kept) names += (names.empty() ? "" : ", ") + n;
+    log << "kept what zoo did not write in " << dir.string() << ": " << names << "\n";
+  }
+}
+
+// Locks the run directory for this process: an advisory lock (flock) on RUN/train.lock, which
+// the system releases however the process ends, so a second zoo train or finetune on the same
+// directory is refused by name rather than writing beside the first. The file holds the PID
+// while locked and is emptied on a normal release, so a PID found there means its process died.
+std::shared_ptr<void> lock_run(const std::string& dir, std::ostream& log) {
+  const std::string path = (fs::path(dir) / RunDirectory::kLockFile).string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(path + ": cannot create the run's lock: " + describe_write_error(path, errno));
+  char buffer[32] = {};
+  const ssize_t got = ::pread(fd, buffer, sizeof buffer - 1, 0);
+  std::string holder(buffer, got > 0 ? static_cast<size_t>(got) : 0);
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    throw std::runtime_error(dir + ": another zoo process" + (holder.empty() ? "" : " (PID " + holder + ")") +
+                             " is training in this run directory; wait for it to end, or choose another --run-dir");
+  }
+  if (!holder.empty()) log << "took over " << path << " from zoo process " << holder << " (no longer running)\n";
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int error = errno;
+    ::close(fd);
+    throw std::runtime_error(path + ": cannot write the run's lock: " + describe_write_error(path, error));
+  }
+  // Holds the descriptor (non-null, so the lock tests as held); emptied: released normally.
+  return std::shared_ptr<void>(new int(fd), [](void* held) {
+    const int descriptor = *static_cast<int*>(held);
+    if (::ftruncate(descriptor, 0) != 0) {}  // the lock goes with the descriptor either way
+    ::close(descriptor);
+    delete static_cast<int*>(held);
+  });
+}
+
 // Checks `path` for a fresh run and clears an old run there when overwriting (its checkpoints,
 // metrics and curves; its token files and tokenizer are reused when they still fit).
 void prepare_fresh(const std::string& path, bool overwrite, std::ostream& log) {
@@ -49,7 +110,8 @@ void prepare_fresh(const std::string& path, bool overwrite, std::ostream& log) {
     throw std::runtime_error(path + " already holds a run: --resume to continue it, --overwrite to start again "
                                     "there, or another --run-dir");
   }
-  for (const char* name : {"checkpoints", "metrics.jsonl", "curves.png"}) fs::remove_all(run / name, ec);
+  remove_own_checkpoints(run / "checkpoints", log);
+  for (const char* name : {"metrics.jsonl", "curves.png"}) fs::remove(run / name, ec);
   log << "replaced the run in " << path << " (its checkpoints and metrics)\n";
 }
 
@@ -67,12 +129,18 @@ RunDirectory::RunDirectory(std::string path, Mode mode, bool overwrite, bool wri
   if (path_.empty()) throw std::runtime_error("the trainer needs a run directory");
   switch (mode) {
     case Mode::kFresh:
-      if (writer) prepare_fresh(path_, overwrite, log);
+      if (writer) {
+        // Locked before an old run is cleared: --overwrite must not clear a run still training.
+        std::error_code ec;
+        if (fs::is_directory(path_, ec) && holds_own_output(path_, OutputKind::kRunDirectory)) lock_ = lock_run(path_, log);
+        prepare_fresh(path_, overwrite, log);
+      }
       break;
     case Mode::kResume: last_checkpoint(); break;  // throws when there is nothing to resume
   }
   if (!writer) return;  // rank 0 creates and writes the directory
   created_.emplace(path_);
+  if (!lock_) lock_ = lock_run(path_, log);
   write_output_marker(path_, OutputKind::kRunDirectory);
   if (path_exists(checkpoints())) remove_stale_temporaries(checkpoints());
 }
@@ -102,7 +170,9 @@ void RunDirectory::commit_checkpoint(int64_t step, bool is_best, int64_t keep_la
   std::vector<fs::path> saved;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory() && !entry.is_symlink() && checkpoint_step(entry.path().string()) >= 0) {
+    // zoo's own checkpoints only: a folder of the user's named like one is not zoo's to remove.
+    if (entry.is_directory() && !entry.is_symlink() && checkpoint_step(entry.path().string()) >= 0 &&
+        holds_own_output(entry.path().string(), OutputKind::kCheckpoint)) {
       saved.push_back(entry.path());
     }
   }

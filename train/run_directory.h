@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -43,9 +44,16 @@ class RunDirectory {
     if (created_) created_->keep();
   }
 
+  // Lets another process use the directory (the run is over); the destructor does it too.
+  void release() { lock_.reset(); }
+
+  // The lock file a writer holds (RUN_DIR/train.lock).
+  static constexpr const char* kLockFile = "train.lock";
+
  private:
   std::string path_;
   std::optional<CreatedDirectory> created_;
+  std::shared_ptr<void> lock_;  // after created_: released before a failed setup removes the folder
 };
 
 // The step of a checkpoint directory named step-N, or -1.

@@ -613,6 +613,11 @@ std::string Trainer::save(bool is_best) {
 
 TrainSummary Trainer::run() {
   SignalScope signals(options_.handle_signals);
+  // The run directory is this run's until run() returns (or throws): then another may use it.
+  struct Release {
+    RunDirectory& run;
+    ~Release() { run.release(); }
+  } release{*run_};
   TrainSummary summary;
   summary.start_step = step_;
   MetricsLog metrics = main_rank() ? MetricsLog(run_->file("metrics.jsonl"), step_) : MetricsLog();

@@ -107,6 +107,16 @@ fails "--length-penalty: must be a finite number, got 'nan'" "$zoo" generate "$w
 fails "stop text '' is empty" "$zoo" generate "$work/run" --prompt hi --stop ''
 fails "--max-batches: must be 0 or a positive integer, got '-1'" "$zoo" eval "$work/run" --data "$work/slice.txt" --max-batches -1
 fails "--max-sentences: must be 0 or a positive integer, got '-1'" "$zoo" tokenizer train --input "$work/slice.txt" --out "$work/t3" --max-sentences -1
+fails "grad_accum: must be at most 65536, got 1000000000000" "$zoo" train gpt-tiny --data "$work/slice.txt" grad_accum=1000000000000 --run-dir "$work/huge-accum"
+fails "batch_size: must be at most 65536, got 1000000000" "$zoo" train gpt-tiny --data "$work/slice.txt" batch_size=1000000000 --run-dir "$work/huge-batch"
+test ! -e "$work/huge-accum"
+# Issue 31: a negative seed was taken (as 2^64-1), and a folder as --out wrote hidden DIR/.model.
+fails "--seed: must be 0 or a positive integer, got '-1'" "$zoo" tokenizer train --input "$work/slice.txt" --out "$work/t3" --seed -1
+fails "--seed: must be 0 or a positive integer, got '-1'" "$zoo" data prepare --data "$work/slice.txt" --tokenizer "$work/tok.model" --out "$work/d3" --seed -1
+mkdir -p "$work/tokdir"
+fails "--out $work/tokdir/: a folder; give a file prefix such as $work/tokdir/tokenizer" "$zoo" tokenizer train --input "$work/slice.txt" --out "$work/tokdir/"
+fails "--out $work/tokdir: a folder" "$zoo" tokenizer train --input "$work/slice.txt" --out "$work/tokdir"
+test ! -e "$work/tokdir/.model"
 fails "--prompt: invalid UTF-8 at byte offset 2" "$zoo" generate "$work/run" --prompt "$(printf 'ab\xffc')"
 fails "--batch-size: must be a positive integer, got '0'" "$zoo" eval "$work/run" --data "$work/slice.txt" --batch-size 0
 fails "num_beams \(1000000\) must be at most 256" "$zoo" generate "$work/ckpt" --prompt hi --num-beams 1000000

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -108,6 +109,38 @@ TEST(Files, StaleTemporariesOfDeadWritersAreRemoved) {
   EXPECT_FALSE(fs::exists(dir / ("step-4.tmp." + std::to_string(child) + ".0")));
   EXPECT_TRUE(fs::exists(dir / ("step-4.tmp." + std::to_string(::getpid()) + ".7")));
   EXPECT_TRUE(fs::exists(dir / "step-2"));
+}
+
+// Issue 31: an import-hf, export-hf or export killed with SIGKILL left OUT.tmp.PID.0 (249 MB in
+// one case) that no later run reused or removed. The next write of OUT removes its own stale
+// temporaries (those of a dead zoo process), says so, and leaves everything else.
+TEST(Files, WritingAPathRemovesItsStaleTemporaries) {
+  const auto dir = testing::scratch_path("stale-of");
+  fs::create_directories(dir);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  fs::create_directories(dir / ("model.tmp." + dead + ".0"));
+  write_file_atomically((dir / ("model.tmp." + dead + ".0") / "model.safetensors").string(), "partial");
+  write_file_atomically((dir / ("model.tmp." + dead + ".3.index")).string(), "partial");
+  write_file_atomically((dir / ("model.tmp." + alive + ".9")).string(), "being written");
+  write_file_atomically((dir / ("other.tmp." + dead + ".0")).string(), "another output's");
+  write_file_atomically((dir / "model.tmp.notes").string(), "the user's");
+  std::ostringstream log;
+  EXPECT_EQ(remove_stale_temporaries_of((dir / "model").string(), &log), 2);
+  EXPECT_FALSE(fs::exists(dir / ("model.tmp." + dead + ".0")));
+  EXPECT_FALSE(fs::exists(dir / ("model.tmp." + dead + ".3.index")));
+  EXPECT_TRUE(fs::exists(dir / ("model.tmp." + alive + ".9")));
+  EXPECT_TRUE(fs::exists(dir / ("other.tmp." + dead + ".0")));
+  EXPECT_TRUE(fs::exists(dir / "model.tmp.notes"));
+  EXPECT_NE(log.str().find("left by zoo process " + dead + " (no longer running) while it wrote"), std::string::npos)
+      << log.str();
+  // temporary_path_for does it before naming a new temporary.
+  fs::create_directories(dir / ("model.tmp." + dead + ".1"));
+  const std::string fresh = temporary_path_for((dir / "model").string());
+  EXPECT_FALSE(fs::exists(dir / ("model.tmp." + dead + ".1")));
+  EXPECT_EQ(fresh.rfind((dir / ("model.tmp." + alive + ".")).string(), 0), 0u);
 }
 
 }  // namespace

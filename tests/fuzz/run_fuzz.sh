@@ -19,6 +19,12 @@ safetensors_seed() {  # NAME JSON DATA_BYTES
   head -c "$3" /dev/zero >> "$corpus/$1"
 }
 
+repeat() {  # TEXT N: TEXT N times
+  local out="" i
+  for ((i = 0; i < $2; i++)); do out+="$1"; done
+  printf '%s' "$out"
+}
+
 u32() { printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255)))"; }
 u64() { u32 "$1"; u32 0; }
 
@@ -64,6 +70,16 @@ case "$(basename "$fuzzer")" in
     ;;
   chat_template_fuzz)
     printf '%s' "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] | trim + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}" > "$corpus/chatml.jinja"
+    # Issue 31's hostile templates, each once a crash, hang or unbounded growth: long chains,
+    # values nested or doubled through a namespace, strings doubled, a large replacement.
+    { printf "{{ 'a'"; repeat '|upper' 1300; printf ' }}'; } > "$corpus/chain-filters.jinja"
+    { printf "{{ 'a'"; repeat " ~ 'a'" 1100; printf ' }}'; } > "$corpus/chain-tilde.jinja"
+    { printf '{{ x'; repeat '.a' 1300; printf ' }}'; } > "$corpus/chain-attributes.jinja"
+    { printf '{{ 1'; repeat ' if x else 1' 600; printf ' }}'; } > "$corpus/chain-conditionals.jinja"
+    printf '%s' '{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}' > "$corpus/nested.jinja"
+    printf '%s' '{% set ns = namespace(x=[1]) %}{% for i in range(64) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x|string }}{{ ns.x == ns.x }}' > "$corpus/doubled.jinja"
+    printf '%s' "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}" > "$corpus/string-doubled.jinja"
+    printf '%s' "{{ ('a' * 1000000)|replace('a', 'b' * 1000) }}{{ strftime_now('%Y' * 100) }}" > "$corpus/replace.jinja"
     printf '%s' $'{%- set ns = namespace(n=0) -%}\n{% macro f(x, y=2) %}{{ x ~ y }}{% endmacro %}\n  {% for m in messages if m.role != \'system\' %}{% set ns.n = ns.n + 1 %}{{ f(loop.index) }} {{ m | tojson(indent=1) }}{% if loop.last %}{% break %}{% endif %}{% endfor %}{# c #}\n{{ messages[1:][::-1] | map(attribute=\'content\') | join(\', \') | upper }} {{ raise_exception(\'x\') if ns.n > 9 }}' > "$corpus/constructs.jinja"
     ;;
   *)

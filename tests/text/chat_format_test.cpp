@@ -62,6 +62,16 @@ TEST(ChatFormat, TemplatesThatRewriteEarlierTurnsAndMissingTemplatesAreErrors) {
             "d.jsonl:4: " + dir + "/tokenizer_config.json does not render this conversation turn by turn: the text before "
             "messages[1] with the generation prompt is not the start of the text through it, so its assistant turns "
             "cannot be told apart");
+  // Issue 31: one conversation of 20,000 turns rendered every prefix (hours); now a named bound.
+  std::vector<ChatMessage> long_talk;
+  for (int i = 0; i < 20000; ++i) long_talk.push_back({i % 2 ? "assistant" : "user", "x"});
+  const ChatFormat turns(Tokenizer::load(gpt2_with_template("chat_gpt2_long", kTurns)), "long");
+  EXPECT_EQ(error_of([&] { turns.render_for_training(long_talk, "d.jsonl:9"); }),
+            "d.jsonl:9: the conversation has 20000 messages; an example holds at most 1024 (split it into several)");
+  EXPECT_EQ(error_of([&] { turns.render_for_training({{"user", std::string(5 << 20, 'x')}, {"assistant", "y"}}, "d.jsonl:10"); }),
+            "d.jsonl:10: the conversation holds 5242881 bytes of text; an example holds at most 4194304 (split it into several)");
+  long_talk.resize(1024);
+  EXPECT_EQ(turns.render_for_training(long_talk, "d.jsonl:11").assistant_spans.size(), 512u);
   const auto plain = gpt2_with_template("chat_gpt2_plain", "");
   EXPECT_EQ(error_of([&] { ChatFormat(Tokenizer::load(plain), plain); }),
             plain + " has no chat_template; use prompt/completion data or a tokenizer with one");

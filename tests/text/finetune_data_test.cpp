@@ -54,6 +54,18 @@ TEST(FinetuneData, ReadsTheSameExamplesFromCsvTsvAndJsonl) {
     EXPECT_EQ(ex[2].text, "plain");
   }
   EXPECT_EQ(read_classification(csv)[1].text, "spans\ntwo lines");
+  // A UTF-8 byte order mark (Excel's "CSV UTF-8") is not part of the first column's name
+  // (it made the header's 'text' column invisible: "no 'text' column (columns: \ufefftext, ...)").
+  for (const auto* name : {"bom.csv", "bom.tsv", "bom.jsonl"}) {
+    SCOPED_TRACE(name);
+    const bool jsonl = std::string(name).ends_with(".jsonl");
+    const std::string body = jsonl ? "{\"text\": \"a\", \"label\": 1}\n"
+                             : std::string(name).ends_with(".csv") ? "text,label\na,1\n" : "text\tlabel\na\t1\n";
+    auto ex = read_classification(write(name, "\xEF\xBB\xBF" + body));
+    ASSERT_EQ(ex.size(), 1u);
+    EXPECT_EQ(ex[0].text, "a");
+    EXPECT_EQ(ex[0].label, "1");
+  }
   EXPECT_EQ(read_classification(jsonl)[2].line, 4);  // blank lines still count
 }
 
@@ -74,6 +86,10 @@ TEST(FinetuneData, MalformedInputNamesFileLineAndExpectation) {
       // The fuzzer's too: a number out of range is nlohmann's out_of_range, not a parse error.
       {"huge.jsonl", "{\"text\": \"a\", \"label\": 1e99999}\n", ":1: malformed JSON"},
       {"nolabel.jsonl", "{\"text\": \"a\"}\n", ":1: missing field 'label'"},
+      // Text fields are strings: a number was taken as its digits (issue 31).
+      {"numtext.jsonl", "{\"text\": 5, \"label\": \"x\"}\n", ":1: field 'text' must be a string, got number"},
+      {"numpair.jsonl", "{\"text\": \"a\", \"text_pair\": 5, \"label\": \"x\"}\n",
+       ":1: field 'text_pair' must be a string, got number"},
       {"utf8.tsv", "text\tlabel\nbad \xC3 byte\tpos\n", ":2: invalid UTF-8 at byte offset 4 of a field"},
       {"empty.csv", "", ": empty file (expected a header row and examples)"},
       {"x.xml", "<a/>", ": unknown data format (expected a .csv, .tsv or .jsonl file)"},

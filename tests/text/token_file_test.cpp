@@ -86,6 +86,17 @@ TEST(TokenFile, CorruptFilesAreRefusedWithTheReason) {
             std::string::npos);
   auto f = TokenFile::open(path);
   EXPECT_THROW(f.tokens(3, 10), std::out_of_range);
+  // A header whose vocabulary is smaller than the ids it holds (issue 31: ids past it reached
+  // the embedding as "index out of range in self").
+  auto small = bytes;
+  small[16] = 8, small[17] = 0;  // vocabulary 8; the file holds ids up to 9
+  write_file_atomically(bad, small);
+  const auto mislabelled = TokenFile::open(bad);
+  EXPECT_EQ(mislabelled.tokens(0, 2), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(error_of([&] { mislabelled.tokens(0, 6); }),
+            bad + ": token 3 is id 8, outside the header's vocabulary of 8 (a corrupt token file)");
+  EXPECT_EQ(error_of([&] { mislabelled.token(5); }),
+            bad + ": token 5 is id 9, outside the header's vocabulary of 8 (a corrupt token file)");
 }
 
 }  // namespace

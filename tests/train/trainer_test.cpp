@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -449,6 +451,63 @@ TEST(Trainer, RefusesADirectoryItDidNotWrite) {
   }
   EXPECT_EQ(read_file((dir / "thesis.tex").string()), "years of work");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+// --overwrite replaces the run zoo wrote, never a file a user put in it (issue 31: a user's
+// notes under RUN/checkpoints/ went with the old checkpoints).
+TEST(Trainer, OverwriteKeepsTheUsersFilesInTheRun) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("overwrite-keeps");
+  {
+    Trainer t(tiny_run(kModels[0], "steps: 2\n"), quiet(dir.string(), log));
+    t.run();
+  }
+  write_file_atomically((dir / "checkpoints" / "notes.txt").string(), "what I saw at step 2");
+  fs::create_directories(dir / "checkpoints" / "step-7");  // a folder of the user's, named like one of zoo's
+  auto options = quiet(dir.string(), log);
+  options.overwrite = true;
+  {
+    Trainer t(tiny_run(kModels[0], "steps: 1\n"), options);
+    t.run();
+  }
+  EXPECT_EQ(read_file((dir / "checkpoints" / "notes.txt").string()), "what I saw at step 2");
+  EXPECT_TRUE(fs::is_directory(dir / "checkpoints" / "step-7"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoints" / "step-2")) << "the old run's checkpoints go";
+  EXPECT_TRUE(fs::exists(dir / "checkpoints" / "step-1" / "model.pt"));
+  EXPECT_NE(log.str().find("kept what zoo did not write in " + (dir / "checkpoints").string() + ": notes.txt, step-7"),
+            std::string::npos)
+      << log.str();
+}
+
+// A run directory is locked while a run uses it (issue 31: two runs on one directory both exit
+// 0, one's run.yaml beside the other's checkpoints): from the Trainer's construction until its
+// run() returns, or it is destroyed.
+TEST(Trainer, ASecondRunOnTheSameDirectoryIsRefused) {
+  std::ostringstream log;
+  const auto dir = testing::scratch_path("locked").string();
+  {
+    Trainer first(tiny_run(kModels[0], "steps: 1\n"), quiet(dir, log));
+    for (bool overwrite : {false, true}) {
+      auto options = quiet(dir, log);
+      options.overwrite = overwrite;
+      const auto message = error_of([&] { Trainer second(tiny_run(kModels[0], "steps: 1\n"), options); });
+      EXPECT_EQ(message, dir + ": another zoo process (PID " + std::to_string(::getpid()) +
+                             ") is training in this run directory; wait for it to end, or choose another --run-dir");
+    }
+    first.run();  // its end releases the directory
+    auto resume = quiet(dir, log);
+    resume.resume = true;
+    Trainer again(load_run_config((fs::path(dir) / "run.yaml").string()), resume);
+    const auto message = error_of([&] { Trainer third(tiny_run(kModels[0], "steps: 1\n"), quiet(dir, log)); });
+    EXPECT_NE(message.find("is training in this run directory"), std::string::npos) << message;
+  }
+  // The PID a process that died left in the lock file is named, and the lock taken over.
+  write_file_atomically((fs::path(dir) / RunDirectory::kLockFile).string(), "4194304\n");
+  std::ostringstream took;
+  auto after_crash = quiet(dir, took);
+  after_crash.resume = true;
+  Trainer again(load_run_config((fs::path(dir) / "run.yaml").string()), after_crash);
+  EXPECT_NE(took.str().find("from zoo process 4194304 (no longer running)"), std::string::npos) << took.str();
 }
 
 // run.yaml holds absolute paths, so `--resume` works from any working directory.
