@@ -21,6 +21,9 @@
 namespace zoo {
 namespace {
 
+// The largest |alpha / r| an imported adapter may have: real ones are 0.5 to a few dozen.
+constexpr double kMaxLoraScale = 1e4;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -270,6 +273,10 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
   const double dropout = config.contains("lora_dropout") && config["lora_dropout"].is_number()
                              ? config["lora_dropout"].get<double>()
                              : 0.0;
+  if (!std::isfinite(lora_alpha)) fail("lora_alpha", "expected a finite number");
+  if (config.contains("use_rslora") && !config["use_rslora"].is_boolean()) {
+    fail("use_rslora", "expected true or false, got " + config["use_rslora"].dump());
+  }
   const bool rslora = config.value("use_rslora", false);
   auto pattern = [&](const char* key, const std::string& module) -> const json* {
     if (!config.contains(key) || !config[key].is_object()) return nullptr;
@@ -372,9 +379,29 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
                                " do not fit the module (" + std::to_string(s.rows) + " x " + std::to_string(in) +
                                ") at one rank");
     }
+    // The configuration must describe these weights (issue 31: r 1000000000 over rank-4 tensors
+    // was imported at a scale of 1.6e-8; lora_alpha 1e308 merged into inf weights).
+    const json* rank_value = pattern("rank_pattern", module);
+    if (rank_value != nullptr && (!rank_value->is_number_integer() || rank_value->get<int64_t>() <= 0)) {
+      fail("rank_pattern", "the rank for " + module + " must be a positive integer, got " + rank_value->dump());
+    }
+    const int64_t declared = rank_value != nullptr ? rank_value->get<int64_t>() : r;
+    if (declared != r_m) {
+      fail(rank_value != nullptr ? "rank_pattern" : "r",
+           "says rank " + std::to_string(declared) + " for " + module + ", whose lora_A and lora_B have rank " +
+               std::to_string(r_m));
+    }
     const json* alpha_value = pattern("alpha_pattern", module);
-    const double alpha_m = alpha_value && alpha_value->is_number() ? alpha_value->get<double>() : lora_alpha;
+    if (alpha_value != nullptr && (!alpha_value->is_number() || !std::isfinite(alpha_value->get<double>()))) {
+      fail("alpha_pattern", "the alpha for " + module + " must be a finite number, got " + alpha_value->dump());
+    }
+    const double alpha_m = alpha_value != nullptr ? alpha_value->get<double>() : lora_alpha;
     const double scale = rslora ? alpha_m / std::sqrt(static_cast<double>(r_m)) : alpha_m / static_cast<double>(r_m);
+    if (!(std::abs(scale) <= kMaxLoraScale)) {
+      fail(alpha_value != nullptr ? "alpha_pattern" : "lora_alpha",
+           "a scale of " + c10::str(scale) + " for " + module + " (alpha / " + (rslora ? "sqrt(r)" : "r") +
+               ") is beyond " + c10::str(kMaxLoraScale) + ": the merged weights would not be meaningful");
+    }
     rank = std::max(rank, r_m);
     const auto& weight = params[s.map->zoo];
     bool any = false;
@@ -385,6 +412,18 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
       any = true;
     }
     if (!any) throw std::runtime_error(where + ": zoo cannot adapt this module");
+  }
+
+  // Every module target_modules names is one the adapter holds (a list; a string is a regex).
+  if (config.contains("target_modules") && config["target_modules"].is_array()) {
+    for (const auto& target : config["target_modules"]) {
+      if (!target.is_string()) fail("target_modules", "expected module names, got " + target.dump());
+      const std::string name = target.get<std::string>();
+      const bool held = std::any_of(adapters.begin(), adapters.end(), [&](const auto& entry) {
+        return entry.first == name || ends_with(entry.first, "." + name);
+      });
+      if (!held) fail("target_modules", "'" + name + "' matches no module the adapter's weights hold");
+    }
   }
 
   // One rank for all (the largest; smaller adapters padded with zeros, which stay zero), the

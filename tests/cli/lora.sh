@@ -124,4 +124,33 @@ fails "has no LoRA adapters" "$zoo" export-hf "$work/gpt2" --adapters-only --out
 fails "name the zoo checkpoint of its base model with --base" "$zoo" import-hf "$work/gpt2-lora-peft" --out "$work/bad"
 fails "bert.pooler.dense.bias' is neither an adapter nor a tensor of the model" "$zoo" import-hf "$work/bert-lora-peft" --base "$work/gpt2" --out "$work/bad"
 test ! -e "$work/bad"
+# An adapter_config.json that disagrees with its weights (issue 31: each was imported).
+# edited NAME PYTHON: a copy of the GPT-2 PEFT export whose config PYTHON (on c) changed.
+edited() {
+  rm -rf "$work/$1" && cp -r "$work/gpt2-lora-peft" "$work/$1"
+  "$python" - "$work/$1/adapter_config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"))
+PY
+}
+edited huge-r 'c["r"] = 1000000000'
+fails "adapter_config.json: r: says rank 1000000000 for transformer.h.0.mlp.c_proj, whose lora_A and lora_B have rank 4" \
+  "$zoo" import-hf "$work/huge-r" --base "$work/gpt2" --out "$work/bad"
+edited pattern-8 'c["rank_pattern"] = {"c_attn": 4}'
+fails "rank_pattern: says rank 4 for transformer.h.0.attn.c_attn, whose lora_A and lora_B have rank 8" \
+  "$zoo" import-hf "$work/pattern-8" --base "$work/gpt2" --out "$work/bad"
+edited pattern-negative 'c["rank_pattern"] = {"c_attn": -3}'
+fails "rank_pattern: the rank for transformer.h.0.attn.c_attn must be a positive integer, got -3" \
+  "$zoo" import-hf "$work/pattern-negative" --base "$work/gpt2" --out "$work/bad"
+edited huge-alpha 'c["lora_alpha"] = 1e308'
+fails "lora_alpha: a scale of .* for transformer.h.0.mlp.c_proj \(alpha / r\) is beyond 10000" \
+  "$zoo" import-hf "$work/huge-alpha" --base "$work/gpt2" --out "$work/bad"
+edited rslora-yes 'c["use_rslora"] = "yes"'
+fails "use_rslora: expected true or false, got \"yes\"" "$zoo" import-hf "$work/rslora-yes" --base "$work/gpt2" --out "$work/bad"
+edited unknown-target 'c["target_modules"] = c["target_modules"] + ["q_proj"]'
+fails "target_modules: 'q_proj' matches no module the adapter's weights hold" \
+  "$zoo" import-hf "$work/unknown-target" --base "$work/gpt2" --out "$work/bad"
+test ! -e "$work/bad"
 echo "LoRA: ok"
