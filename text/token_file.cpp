@@ -149,7 +149,9 @@ TokenFile TokenFile::open(const std::string& path, const Tokenizer* expected) {
   if (i.token_bytes != 2 && i.token_bytes != 4) throw std::runtime_error(path + ": corrupt token file (token width " + std::to_string(i.token_bytes) + ")");
   // Sizes are checked before any token is touched; the divisions guard against overflow.
   const size_t body = size - kHeaderBytes;
-  if (i.num_tokens > body / i.token_bytes || i.num_documents + 1 > (body - i.num_tokens * i.token_bytes) / 8 ||
+  // (num_documents first: 2^64 - 1 of them made num_documents + 1 wrap to 0 and pass.)
+  if (i.num_tokens > body / i.token_bytes || i.num_documents >= body / 8 ||
+      i.num_documents + 1 > (body - i.num_tokens * i.token_bytes) / 8 ||
       kHeaderBytes + i.num_tokens * i.token_bytes + (i.num_documents + 1) * 8 != size) {
     throw std::runtime_error(path + ": truncated or corrupt token file (" + std::to_string(size) +
                              " bytes for " + std::to_string(i.num_tokens) + " tokens and " +

@@ -84,6 +84,11 @@ TEST(TokenFile, CorruptFilesAreRefusedWithTheReason) {
   EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("truncated or corrupt"), std::string::npos);
   EXPECT_NE(error_of([&] { TokenFile::open(testing::scratch_path("missing.tokens").string()); }).find("cannot open token file"),
             std::string::npos);
+  // Found by the token-file fuzzer: 2^64 - 1 documents made the index's size wrap to 0 bytes.
+  auto wrapping = bytes.substr(0, 64 + 7 * 2);
+  for (int k = 40; k < 48; ++k) wrapping[k] = '\xff';
+  write_file_atomically(bad, wrapping);
+  EXPECT_NE(error_of([&] { TokenFile::open(bad); }).find("truncated or corrupt token file"), std::string::npos);
   auto f = TokenFile::open(path);
   EXPECT_THROW(f.tokens(3, 10), std::out_of_range);
   // A header whose vocabulary is smaller than the ids it holds (issue 31: ids past it reached
