@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "core/files.h"
+#include "core/line_reader.h"
 #include "core/outputs.h"
 #include "text/chat_format.h"
 #include "text/corpus.h"
@@ -28,18 +29,19 @@ namespace fs = std::filesystem;
 // Calls `each(line, "file:line")` for the lines of the files, or of standard input without files.
 template <typename F>
 void for_each_line(const std::vector<std::string>& files, F each) {
+  // Bounded lines: a 100 MB line is an error naming it, not gigabytes of tokens.
   std::string line;
-  int64_t number = 0;
   if (files.empty()) {
-    while (std::getline(std::cin, line)) each(line, "<stdin>:" + std::to_string(++number));
+    LineReader lines(std::cin, "<stdin>");
+    while (lines.next(line)) each(line, lines.where());
     return;
   }
   for (const auto& f : files) {
     if (fs::is_directory(f)) throw std::runtime_error(f + ": is a directory, not a file of lines");
     std::ifstream in(f, std::ios::binary);
     if (!in) throw std::runtime_error(f + ": cannot open (no such file, or not readable)");
-    number = 0;
-    while (std::getline(in, line)) each(line, f + ":" + std::to_string(++number));
+    LineReader lines(in, f);
+    while (lines.next(line)) each(line, lines.where());
   }
 }
 

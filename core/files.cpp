@@ -13,7 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <memory>
@@ -67,12 +68,13 @@ std::string read_file(const std::string& path) {
 
 namespace {
 
-// Whether `name` is a temporary zoo made for `base` (base.tmp.PID.N, maybe with a suffix such as
-// .index), and that process's PID.
+// The writer's PID when `name` is a temporary zoo made (BASE.tmp.PID.N, maybe with a suffix such
+// as .index) for `base`, or for any base when `base` is empty.
 std::optional<pid_t> temporary_owner(const std::string& name, const std::string& base) {
-  const std::string prefix = base + ".tmp.";
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;  // (C++17: the fuzzers build this file)
-  size_t i = prefix.size(), digits = 0;
+  const size_t marker = base.empty() ? name.rfind(".tmp.") : base.size();
+  if (marker == std::string::npos || marker == 0) return std::nullopt;
+  if (name.compare(0, base.size(), base) != 0 || name.compare(marker, 5, ".tmp.") != 0) return std::nullopt;
+  size_t i = marker + 5, digits = 0;  // (no starts_with: the fuzzers build this file as C++17)
   pid_t pid = 0;
   while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && digits < 9) {
     pid = pid * 10 + (name[i++] - '0'), ++digits;
@@ -86,35 +88,48 @@ std::optional<pid_t> temporary_owner(const std::string& name, const std::string&
 
 bool process_ended(pid_t pid) { return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH; }
 
-}  // namespace
-
-int64_t remove_stale_temporaries_of(const std::string& path, std::ostream* log) {
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  const std::string base = p.filename().string();
-  if (base.empty()) return 0;
+// Removes the temporaries in `dir` made for `base` (any base when empty) whose writer no longer
+// runs, saying so on `log` when given.
+int64_t remove_stale_in(const fs::path& dir, const std::string& base, std::ostream* log) {
   std::error_code ec;
   int64_t removed = 0;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const auto pid = temporary_owner(name, base);
+    const auto pid = temporary_owner(entry.path().filename().string(), base);
     if (!pid || !process_ended(*pid)) continue;  // not one of zoo's, or its writer still runs
     std::error_code ignored;
     if (fs::remove_all(entry.path(), ignored) > 0 && !ignored) {
       ++removed;
       if (log != nullptr) {
         *log << "zoo: removed " << entry.path().string() << ", left by zoo process " << *pid
-             << " (no longer running) while it wrote " << path << "\n";
+             << " (no longer running) while it wrote "
+             << (dir / base).string() << "\n";
       }
     }
   }
   return removed;
 }
 
+}  // namespace
+
+int64_t remove_stale_temporaries_of(const std::string& path, std::ostream* log) {
+  const fs::path p(path);
+  const std::string base = p.filename().string();
+  if (base.empty()) return 0;
+  return remove_stale_in(p.has_parent_path() ? p.parent_path() : fs::path("."), base, log);
+}
+
+int64_t remove_stale_temporaries(const std::string& dir) { return remove_stale_in(dir, "", nullptr); }
+
 std::string temporary_path_for(const std::string& path) {
   static std::atomic<int> counter{0};
-  // A writer killed earlier (SIGKILL, power loss) left its temporary here: nothing reuses it.
-  remove_stale_temporaries_of(path, &std::cerr);
+  static std::mutex mutex;
+  static std::set<std::string> cleaned;
+  {
+    // A writer killed earlier (SIGKILL, power loss) left its temporary here: nothing reuses it.
+    // Looked for once per target and process: a folder such as /tmp can be large.
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cleaned.insert(path).second) remove_stale_temporaries_of(path, &std::cerr);
+  }
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
@@ -238,27 +253,17 @@ void replace_directory(const std::string& finished, const std::string& target) {
   }
 }
 
+void remove_whole(const std::string& path) {
+  const std::string doomed = temporary_path_for(path);
+  std::error_code ec;
+  if (::rename(path.c_str(), doomed.c_str()) == 0) fs::remove_all(doomed, ec);
+  else fs::remove_all(path, ec);
+}
+
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   AtomicFile file(path);
   file.write(bytes);
   file.commit();
-}
-
-int64_t remove_stale_temporaries(const std::string& dir) {
-  static const std::regex pattern(R"(.*\.tmp\.([0-9]+)\.[0-9]+)");
-  std::error_code ec;
-  int64_t removed = 0;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, pattern)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(m[1]));
-    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer still runs
-    std::error_code ignored;
-    fs::remove_all(entry.path(), ignored);
-    ++removed;
-  }
-  return removed;
 }
 
 std::string file_hash(const std::string& path) {

@@ -63,6 +63,11 @@ int64_t remove_stale_temporaries_of(const std::string& path, std::ostream* log =
 // error names `target`.
 void replace_directory(const std::string& finished, const std::string& target);
 
+// Removes the file or directory `path` so that no part of it is ever left under its name: it is
+// renamed to a temporary first (a process killed while removing leaves a stale temporary, which
+// the next write beside it clears), then removed. Errors are ignored, as with remove_all.
+void remove_whole(const std::string& path);
+
 // Creates `dir` and its missing parents. Throws naming `dir` and what is in the way: a file
 // where a folder is needed, a read-only or missing parent.
 void create_directories(const std::string& dir);

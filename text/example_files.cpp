@@ -1,6 +1,8 @@
 #include "text/example_files.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +14,7 @@
 
 #include "core/strings.h"
 #include "core/files.h"
+#include "core/line_reader.h"
 #include "text/tokenizer.h"
 
 namespace zoo {
@@ -31,59 +34,70 @@ struct Row {
 // The UTF-8 byte order mark some editors (Excel's "CSV UTF-8") put first: not part of the text.
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
+// The file opened for reading, or an error naming it.
+std::ifstream open_examples(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open (no such file, or not readable)");
+  return in;
+}
+
+// Streamed a line at a time: a row (with the lines its quoted fields span) longer than
+// LineReader's bound is an error naming where it starts, whatever the file's size.
 std::vector<Row> read_delimited(const std::string& path, char delimiter, bool quoting) {
-  std::string text = read_file(path);
-  if (text.compare(0, kUtf8Bom.size(), kUtf8Bom) == 0) text.erase(0, kUtf8Bom.size());
+  std::ifstream in = open_examples(path);
+  LineReader lines(in, path);
   std::vector<Row> rows;
-  Row row{{}, 1};
-  std::string field;
-  int64_t line = 1;
-  size_t i = 0;
-  bool any = false;
-  auto end_row = [&] {
-    row.fields.push_back(field);
-    field.clear();
-    const bool blank = row.fields.size() == 1 && row.fields[0].empty();
-    if (!blank) rows.push_back(row);
-    row = Row{{}, line};
-  };
-  while (i < text.size()) {
-    const char c = text[i];
-    any = true;
-    if (quoting && c == '"' && field.empty()) {
-      const int64_t start_line = line;
-      ++i;
-      while (true) {
-        if (i >= text.size()) fail(path, start_line, "unterminated quoted field");
-        if (text[i] == '"') {
-          if (i + 1 < text.size() && text[i + 1] == '"') {
-            field += '"';
-            i += 2;
+  std::string text;
+  while (lines.next(text)) {
+    if (lines.number() == 1 && text.compare(0, kUtf8Bom.size(), kUtf8Bom) == 0) text.erase(0, kUtf8Bom.size());
+    Row row{{}, lines.number()};
+    size_t row_bytes = text.size();
+    std::string field;
+    size_t i = 0;
+    while (i < text.size()) {
+      const char c = text[i];
+      if (quoting && c == '"' && field.empty()) {
+        const int64_t start_line = lines.number();
+        ++i;
+        while (true) {
+          if (i >= text.size()) {  // the quoted field goes on in the next line
+            if (!lines.next(text)) fail(path, start_line, "unterminated quoted field");
+            row_bytes += text.size() + 1;
+            if (row_bytes > lines.max_line_bytes()) throw std::runtime_error(lines.too_long(row.line));
+            field += '\n';
+            i = 0;
             continue;
           }
-          ++i;
-          break;
+          if (text[i] == '"') {
+            if (i + 1 < text.size() && text[i + 1] == '"') {
+              field += '"';
+              i += 2;
+              continue;
+            }
+            ++i;
+            break;
+          }
+          field += text[i++];
         }
-        if (text[i] == '\n') ++line;
-        field += text[i++];
+        if (i < text.size() && text[i] != delimiter && text[i] != '\r') {
+          fail(path, lines.number(), std::string("expected '") + delimiter + "' or the end of the line after a quoted field");
+        }
+        continue;
       }
-      if (i < text.size() && text[i] != delimiter && text[i] != '\n' && text[i] != '\r') {
-        fail(path, line, std::string("expected '") + delimiter + "' or the end of the line after a quoted field");
+      if (c == delimiter) {
+        row.fields.push_back(std::move(field));
+        field.clear();
+      } else if (c != '\r') {
+        field += c;
       }
-      continue;
+      ++i;
     }
-    if (c == delimiter) {
-      row.fields.push_back(field);
-      field.clear();
-    } else if (c == '\n') {
-      ++line;
-      end_row();
-    } else if (c != '\r') {
-      field += c;
-    }
-    ++i;
+    row.fields.push_back(std::move(field));
+    const bool blank = row.fields.size() == 1 && row.fields[0].empty();
+    if (!blank) rows.push_back(std::move(row));
   }
-  if (any && (!field.empty() || !row.fields.empty())) end_row();
   return rows;
 }
 
@@ -129,11 +143,11 @@ std::vector<Record> records(const std::string& path, const std::vector<std::stri
   std::vector<Record> out;
   const DataFormat format = format_of(path);
   if (format == DataFormat::kJsonl) {
-    std::istringstream in(read_file(path));
+    std::ifstream in = open_examples(path);
+    LineReader lines(in, path);
     std::string text;
-    int64_t line = 0;
-    while (std::getline(in, text)) {
-      ++line;
+    while (lines.next(text)) {
+      const int64_t line = lines.number();
       if (line == 1 && text.compare(0, kUtf8Bom.size(), kUtf8Bom) == 0) text.erase(0, kUtf8Bom.size());
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
       check_utf8(path, line, text);

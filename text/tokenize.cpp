@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/files.h"
+#include "core/line_reader.h"
 #include "text/unicode.h"
 
 namespace zoo {
@@ -50,21 +51,17 @@ TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const To
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw std::runtime_error(file + ": cannot open");
+    LineReader lines(in, file);
     std::string line;
-    int64_t line_number = 0, offset = 0;
     bool any_text = false;
-    while (std::getline(in, line)) {
-      ++line_number;
-      const int64_t line_offset = offset;
-      offset += static_cast<int64_t>(line.size()) + 1;
+    while (lines.next(line)) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) {
         finish();
         continue;
       }
       if (int64_t bad = invalid_utf8_offset(line); bad >= 0) {
-        const std::string where = file + ":" + std::to_string(line_number) + ": invalid UTF-8 at byte offset " +
-                                  std::to_string(line_offset + bad);
+        const std::string where = lines.where() + ": invalid UTF-8 at byte offset " + std::to_string(lines.offset() + bad);
         if (!o.skip_invalid_utf8) throw std::runtime_error(where);
         std::fprintf(stderr, "warning: skipping line, %s\n", where.c_str());
         continue;
@@ -76,7 +73,6 @@ TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const To
       }
       current->add(tokenizer.encode(line));
     }
-    if (in.bad()) throw std::runtime_error(file + ": read error");
     finish();  // a file ends its last document
     if (!any_text) empty.push_back(file);
   }

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "core/files.h"
+#include "core/line_reader.h"
 #include "text/hf_directory.h"
 #include "text/sentencepiece_tokenizer.h"
 
@@ -16,15 +18,21 @@ namespace zoo {
 namespace {
 
 // Feeds SentencePiece the non-empty lines of the input files, checking UTF-8 as it goes.
-class LineReader {
+class SentenceFeed {
  public:
-  LineReader(std::vector<std::string> files, bool skip_invalid)
+  SentenceFeed(std::vector<std::string> files, bool skip_invalid)
       : files_(std::move(files)), skip_invalid_(skip_invalid) {}
 
   // The module's callback: 1 with a line, 0 at the end, -1 on an error (kept in error()).
   static int next(void* self, const char** line, size_t* length) {
-    auto* r = static_cast<LineReader*>(self);
-    if (!r->advance()) return r->error_.empty() ? 0 : -1;
+    auto* r = static_cast<SentenceFeed*>(self);
+    bool more = false;
+    try {
+      more = r->advance();
+    } catch (const std::exception& e) {  // a line past the bound, a read error
+      r->error_ = e.what();
+    }
+    if (!more) return r->error_.empty() ? 0 : -1;
     *line = r->line_.data();
     *length = r->line_.size();
     return 1;
@@ -35,27 +43,23 @@ class LineReader {
  private:
   bool advance() {
     while (true) {
-      if (!in_.is_open() || !std::getline(in_, line_)) {
+      if (!lines_ || !lines_->next(line_)) {
+        lines_.reset();
         if (in_.is_open()) in_.close();
         if (next_file_ == files_.size()) return false;
-        file_ = files_[next_file_++];
-        in_.open(file_, std::ios::binary);
+        const std::string& file = files_[next_file_++];
+        in_.open(file, std::ios::binary);
         if (!in_) {
-          error_ = file_ + ": cannot open";
+          error_ = file + ": cannot open";
           return false;
         }
-        line_number_ = 0;
-        offset_ = 0;
+        lines_.emplace(in_, file);
         continue;
       }
-      ++line_number_;
-      const int64_t line_offset = offset_;
-      offset_ += static_cast<int64_t>(line_.size()) + 1;
       if (!line_.empty() && line_.back() == '\r') line_.pop_back();
       if (line_.find_first_not_of(" \t") == std::string::npos) continue;
       if (int64_t bad = invalid_utf8_offset(line_); bad >= 0) {
-        const std::string where = file_ + ":" + std::to_string(line_number_) +
-                                  ": invalid UTF-8 at byte offset " + std::to_string(line_offset + bad);
+        const std::string where = lines_->where() + ": invalid UTF-8 at byte offset " + std::to_string(lines_->offset() + bad);
         if (!skip_invalid_) {
           error_ = where;
           return false;
@@ -72,8 +76,9 @@ class LineReader {
   bool skip_invalid_;
   size_t next_file_ = 0;
   std::ifstream in_;
-  std::string file_, line_, error_;
-  int64_t line_number_ = 0, offset_ = 0, sentences_ = 0;
+  std::optional<LineReader> lines_;
+  std::string line_, error_;
+  int64_t sentences_ = 0;
 };
 
 std::string special_symbols() {
@@ -199,7 +204,7 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
                              " (special tokens and the 256 byte-fallback pieces)");
   }
   const auto files = list_text_files(o.inputs);
-  LineReader lines(files, o.skip_invalid_utf8);
+  SentenceFeed lines(files, o.skip_invalid_utf8);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   const std::pair<const char*, std::string> args[] = {
       {"model_type", to_string(o.kind)},  // zoo's names are SentencePiece's
@@ -215,7 +220,7 @@ Tokenizer Tokenizer::train(const TokenizerTrainOptions& o, const std::string& ou
   };
   std::string arg_lines;
   for (const auto& [key, value] : args) arg_lines += std::string(key) + "=" + value + "\n";
-  const auto result = SentencePieceProcessor::train(arg_lines, &LineReader::next, &lines,
+  const auto result = SentencePieceProcessor::train(arg_lines, &SentenceFeed::next, &lines,
                                                     static_cast<unsigned>(o.seed), o.verbose);
   if (!lines.error().empty()) throw std::runtime_error(lines.error());
   if (lines.sentences() == 0) throw std::runtime_error("tokenizer: " + no_text_message(files));

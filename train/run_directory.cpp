@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "core/strings.h"
 
 namespace zoo {
 namespace {
@@ -48,16 +49,15 @@ void remove_own_checkpoints(const fs::path& dir, std::ostream& log) {
     const bool link = entry.is_symlink() && (name == "last" || name == "best");
     const bool checkpoint = !entry.is_symlink() && entry.is_directory() && checkpoint_step(name) >= 0 &&
                             holds_own_output(entry.path().string(), OutputKind::kCheckpoint);
-    if (link || checkpoint) fs::remove_all(entry.path(), ec);
+    if (link) fs::remove(entry.path(), ec);
+    else if (checkpoint) remove_whole(entry.path().string());
     else kept.push_back(name);
   }
   if (kept.empty()) {
     fs::remove(dir, ec);
   } else {
     std::sort(kept.begin(), kept.end());
-    std::string names;
-    for (const auto& n : kept) names += (names.empty() ? "" : ", ") + n;
-    log << "kept what zoo did not write in " << dir.string() << ": " << names << "\n";
+    log << "kept what zoo did not write in " << dir.string() << ": " << join(kept) << "\n";
   }
 }
 
@@ -181,7 +181,8 @@ void RunDirectory::commit_checkpoint(int64_t step, bool is_best, int64_t keep_la
   });
   for (size_t i = static_cast<size_t>(std::max<int64_t>(1, keep_last)); i < saved.size(); ++i) {
     if (best_step && checkpoint_step(saved[i].string()) == *best_step) continue;
-    fs::remove_all(saved[i], ec);
+    // A run killed while pruning must not leave half a checkpoint that no longer loads.
+    remove_whole(saved[i].string());
   }
 }
 

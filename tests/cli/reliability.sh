@@ -93,6 +93,21 @@ fails "the inputs contain no text: .*empty.txt is empty" "$zoo" eval "$work/run"
 fails "the inputs contain no text: .*empty.txt is empty" "$zoo" data prepare --tokenizer "$work/tok" --data "$work/empty.txt" --out "$work/d2"
 test ! -e "$work/d2" && test ! -e "$work/t2.model"
 
+# --- Lines are bounded: a huge line is named, and memory stays flat ---------------------------
+# Issue 31: a 100 MB line aborted data prepare and tokenizer encode at 3-11 GB. A 100 MB file
+# with no newline is refused by file and line within a few tens of MB beyond the program itself.
+head -c 100000000 /dev/zero | tr '\0' 'a' > "$work/oneline.txt"
+peak() { /usr/bin/time -f "%M" -o "$work/peak.kb" "$@"; }
+fails "oneline.txt:1: the line is longer than 8 MiB" peak "$zoo" data prepare --tokenizer "$work/tok" --data "$work/oneline.txt" --out "$work/d4"
+test ! -e "$work/d4"
+baseline_kb=$(/usr/bin/time -f "%M" "$zoo" env 2>&1 >/dev/null | tail -1)
+(( $(cat "$work/peak.kb" | tail -1) < baseline_kb + 200000 )) || { echo "data prepare of one 100 MB line peaked at $(tail -1 "$work/peak.kb") kB (zoo env: $baseline_kb kB)"; exit 1; }
+fails "oneline.txt:1: the line is longer than 8 MiB" "$zoo" tokenizer encode --model "$work/tok.model" "$work/oneline.txt"
+fails "<stdin>:1: the line is longer than 8 MiB" "$zoo" tokenizer encode --model "$work/tok.model" < "$work/oneline.txt"
+fails "oneline.txt:1: the line is longer than 8 MiB" "$zoo" tokenizer train --input "$work/oneline.txt" --vocab-size 512 --out "$work/t4"
+test ! -e "$work/t4.model"
+rm "$work/oneline.txt"
+
 # --- Impossible values are named ------------------------------------------------------------
 state="$(readlink -f "$work/run/checkpoints/last")/state.json"
 cp -r "$work/run" "$work/run-bad"

@@ -94,14 +94,32 @@ TEST(Files, AFinishedDirectoryReplacesTheOldOneWhole) {
   EXPECT_EQ(read_file((target / "new.txt").string()), "new");
 }
 
+// A directory is renamed away before it is removed: a process killed while pruning a checkpoint
+// left half of it under its own name, no longer loadable and no longer recognised as zoo's.
+TEST(Files, RemoveWholeLeavesNothingUnderTheName) {
+  const auto dir = testing::scratch_path("whole");
+  fs::create_directories(dir / "step-3" / "optimizer");
+  write_file_atomically((dir / "step-3" / "model.pt").string(), "weights");
+  remove_whole((dir / "step-3").string());
+  EXPECT_TRUE(fs::is_empty(dir));
+  remove_whole((dir / "missing").string());  // nothing there: nothing to do
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// The PID of a child process that has already exited: a writer that is gone.
+pid_t ended_process_id() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
 // What a killed writer left (NAME.tmp.PID.N of a process that is gone) is cleared; what a
 // running process writes is not.
 TEST(Files, StaleTemporariesOfDeadWritersAreRemoved) {
   const auto dir = testing::scratch_path("stale");
   fs::create_directories(dir);
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
+  const pid_t child = ended_process_id();
   fs::create_directories(dir / ("step-4.tmp." + std::to_string(child) + ".0"));
   write_file_atomically((dir / ("step-4.tmp." + std::to_string(::getpid()) + ".7")).string(), "mine");
   write_file_atomically((dir / "step-2").string(), "a checkpoint");
@@ -117,9 +135,7 @@ TEST(Files, StaleTemporariesOfDeadWritersAreRemoved) {
 TEST(Files, WritingAPathRemovesItsStaleTemporaries) {
   const auto dir = testing::scratch_path("stale-of");
   fs::create_directories(dir);
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
+  const pid_t child = ended_process_id();
   const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
   fs::create_directories(dir / ("model.tmp." + dead + ".0"));
   write_file_atomically((dir / ("model.tmp." + dead + ".0") / "model.safetensors").string(), "partial");

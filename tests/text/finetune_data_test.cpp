@@ -92,6 +92,17 @@ TEST(FinetuneData, MalformedInputNamesFileLineAndExpectation) {
        ":1: field 'text_pair' must be a string, got number"},
       {"utf8.tsv", "text\tlabel\nbad \xC3 byte\tpos\n", ":2: invalid UTF-8 at byte offset 4 of a field"},
       {"empty.csv", "", ": empty file (expected a header row and examples)"},
+      // Lines are bounded (issue 31: a 100 MB line aborted zoo at 3-11 GB): the file and line are
+      // named, also for a quoted CSV field that spans many short lines.
+      {"long.jsonl", "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"" + std::string(9 << 20, 'a') + "\"}\n",
+       ":2: the line is longer than 8 MiB, the most zoo reads as one line"},
+      {"long.tsv", "text\tlabel\n" + std::string(9 << 20, 'a') + "\tx\n", ":2: the line is longer than 8 MiB"},
+      {"long.csv", "text,label\na,x\n\"" + [] {
+         std::string many;
+         for (int i = 0; i < (1 << 20); ++i) many += "line " + std::to_string(i) + "\n";
+         return many;
+       }() + "\",x\n",
+       ":3: the line is longer than 8 MiB"},
       {"x.xml", "<a/>", ": unknown data format (expected a .csv, .tsv or .jsonl file)"},
   };
   for (const auto& c : cases) {
