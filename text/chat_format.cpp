@@ -43,12 +43,21 @@ ChatFormat::Training ChatFormat::render_for_training(const std::vector<ChatMessa
                              " messages; an example holds at most " + std::to_string(kMaxTrainingMessages) +
                              " (split it into several)");
   }
-  size_t bytes = 0;
-  for (const auto& m : messages) bytes += m.content.size();
+  size_t bytes = 0, rendered = 0;
+  for (const auto& m : messages) {
+    if (m.role == "assistant") rendered += 2 * bytes + m.content.size();
+    bytes += m.content.size();
+  }
   if (bytes > kMaxTrainingBytes) {
     throw std::runtime_error(where + ": the conversation holds " + std::to_string(bytes) +
                              " bytes of text; an example holds at most " + std::to_string(kMaxTrainingBytes) +
                              " (split it into several)");
+  }
+  if (rendered > kMaxTrainingRenderedBytes) {
+    throw std::runtime_error(where + ": finding the conversation's assistant turns means rendering " +
+                             std::to_string(rendered >> 20) + " MiB of text (the messages up to each turn); an "
+                             "example may need at most " + std::to_string(kMaxTrainingRenderedBytes >> 20) +
+                             " MiB (split it into several)");
   }
   Training out;
   out.text = render(messages, false);

@@ -32,9 +32,12 @@ class ChatFormat {
     std::vector<std::pair<size_t, size_t>> assistant_spans;
   };
   Training render_for_training(const std::vector<ChatMessage>& messages, const std::string& where) const;
-  // What one training conversation may hold (the turn-by-turn rendering is quadratic in turns).
+  // What one training conversation may hold (the turn-by-turn rendering is quadratic in turns):
+  // messages, bytes of text, and bytes of text rendered to find the assistant turns (the
+  // messages up to each assistant turn, twice).
   static constexpr size_t kMaxTrainingMessages = 1024;
   static constexpr size_t kMaxTrainingBytes = size_t{4} << 20;
+  static constexpr size_t kMaxTrainingRenderedBytes = size_t{256} << 20;
 
  private:
   ChatTemplate template_;

@@ -36,6 +36,10 @@ constexpr int64_t kMaxSteps = 10000000;       // loop iterations and macro calls
 constexpr size_t kMaxIteratedString = size_t{1} << 20;
 // Items in one list built by + or * (about 16 bytes of memory each at least).
 constexpr size_t kMaxListItems = kMaxText / 16;
+// Bytes of strings, lists and dicts one rendering may build in all (Value::unshared_bytes of
+// every result, copies included): each bound above holds for one value, and a loop can make
+// many (a list of 64 MiB strings grown by +, a 64 MiB replacement made again each time).
+constexpr size_t kMaxBuiltBytes = size_t{1} << 30;  // 1 GiB
 
 // A string built by concatenation, refused past kMaxText.
 Value bounded_string(std::string s, const char* how) {
@@ -862,7 +866,10 @@ class Renderer {
   Value eval(const Expr& e) {
     check_stack(e.line);
     try {
-      return eval_unchecked(e);
+      Value v = eval_unchecked(e);
+      built_bytes_ += v.unshared_bytes();
+      if (built_bytes_ > kMaxBuiltBytes) fail(e.line, "the template builds more than 1 GiB of strings and lists in one rendering");
+      return v;
     } catch (const ValueError& error) {
       fail(e.line, error.what());
     }
@@ -1412,6 +1419,7 @@ class Renderer {
   std::vector<Frame> frames_;
   std::vector<size_t> barriers_;  // where each macro call's frames begin
   int64_t steps_ = 0;
+  size_t built_bytes_ = 0;  // against kMaxBuiltBytes
   const char* stack_base_ = nullptr;  // the frame render() began in
   Value block_input_;             // the rendered body of the {% filter %} block being applied
 };

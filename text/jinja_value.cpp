@@ -209,6 +209,35 @@ Value Value::dict(Dict items) {
   return v;
 }
 
+size_t Value::unshared_bytes() const {
+  switch (kind_) {
+    case Kind::kString: return as_string().size();
+    case Kind::kList: {
+      const auto& shared = std::get<std::shared_ptr<List>>(data_);
+      if (shared.use_count() > 1) return 0;
+      size_t bytes = shared->size() * sizeof(Value);
+      for (const auto& item : *shared) bytes += item.is_string() ? item.as_string().size() : 0;
+      return bytes;
+    }
+    case Kind::kDict:
+    case Kind::kNamespace: {
+      const auto& shared = std::get<std::shared_ptr<Dict>>(data_);
+      if (shared.use_count() > 1) return 0;
+      size_t bytes = shared->size() * sizeof(Dict::value_type);
+      for (const auto& [key, item] : *shared) bytes += key.size() + (item.is_string() ? item.as_string().size() : 0);
+      return bytes;
+    }
+    case Kind::kUndefined:
+    case Kind::kNone:
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat:
+    case Kind::kCallable:
+      return 0;
+  }
+  return 0;
+}
+
 Value Value::make_namespace(Dict items) {
   Value v = dict(std::move(items));
   v.kind_ = Kind::kNamespace;

@@ -99,6 +99,11 @@ class Value {
   std::string repr() const;     // Python's repr()
   std::string type_name() const;  // Python's type name: 'str', 'int', 'dict', 'NoneType', ...
 
+  // The bytes this value holds that no other value shares: a string's characters (strings are
+  // copied, not shared); for a list or dict that nothing else holds yet (a result just built),
+  // its slots, keys and the strings directly in it. What a renderer charges to its budget.
+  size_t unshared_bytes() const;
+
  private:
   static Value from_json_at(const nlohmann::ordered_json& json, int depth);
   void repr_into(std::string& out) const;

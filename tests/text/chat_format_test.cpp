@@ -70,6 +70,13 @@ TEST(ChatFormat, TemplatesThatRewriteEarlierTurnsAndMissingTemplatesAreErrors) {
             "d.jsonl:9: the conversation has 20000 messages; an example holds at most 1024 (split it into several)");
   EXPECT_EQ(error_of([&] { turns.render_for_training({{"user", std::string(5 << 20, 'x')}, {"assistant", "y"}}, "d.jsonl:10"); }),
             "d.jsonl:10: the conversation holds 5242881 bytes of text; an example holds at most 4194304 (split it into several)");
+  // Within both bounds, but 256 turns of 16 KB each: the prefixes to render add up to 501 MiB
+  // (over the bound of 256), refused before any rendering.
+  std::vector<ChatMessage> wide_talk;
+  for (int i = 0; i < 256; ++i) wide_talk.push_back({i % 2 ? "assistant" : "user", std::string(16000, 'x')});
+  EXPECT_EQ(error_of([&] { turns.render_for_training(wide_talk, "d.jsonl:12"); }),
+            "d.jsonl:12: finding the conversation's assistant turns means rendering 501 MiB of text (the messages up "
+            "to each turn); an example may need at most 256 MiB (split it into several)");
   long_talk.resize(1024);
   EXPECT_EQ(turns.render_for_training(long_talk, "d.jsonl:11").assistant_spans.size(), 512u);
   const auto plain = gpt2_with_template("chat_gpt2_plain", "");

@@ -156,6 +156,17 @@ TEST(ChatTemplate, HostileTemplatesEndInNamedErrors) {
             "t.jinja:1: '+' makes a list of more than 4194304 items");
   EXPECT_EQ(error("{{ ('a' * 1000000).replace('a', 'b' * 1000) }}"), "t.jinja:1: replace makes a string larger than 64 MiB");
   EXPECT_EQ(error("{{ ('a' * 1000000)|replace('a', 'b' * 1000) }}"), "t.jinja:1: replace makes a string larger than 64 MiB");
+  // Each value within its bound, but many of them: one budget for everything a rendering
+  // builds (a list of 60 MB strings grown by + reached 8 GB; a large replacement made again and
+  // again is the same work).
+  EXPECT_EQ(error("{% set big = 'a' * 60000000 %}{% set ns = namespace(l=[]) %}{% for i in range(1000) %}"
+                  "{% set ns.l = ns.l + [big] %}{% endfor %}{{ ns.l|length }}"),
+            "t.jinja:1: the template builds more than 1 GiB of strings and lists in one rendering");
+  EXPECT_EQ(error("{% for i in range(100) %}{% set x = ('a' * 1000).replace('a', 'b' * 60000) %}{% endfor %}"),
+            "t.jinja:1: the template builds more than 1 GiB of strings and lists in one rendering");
+  // The budget is the rendering's, not the template's: each rendering starts afresh.
+  const ChatTemplate busy("{% set x = ('a' * 1000).replace('a', 'b' * 60000) %}{{ x|length }}", "t.jinja");
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(busy.render(json::object()), "60000000");
   // strftime_now's result in full, past its old 255-byte buffer (it printed an empty string).
   EXPECT_EQ(render("{{ strftime_now('x' * 300) }}"), std::string(300, 'x'));
   EXPECT_EQ(render("{{ strftime_now('%Y' * 100)|length }}"), "400");
