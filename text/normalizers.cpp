@@ -1,5 +1,6 @@
 #include "text/normalizers.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "text/text_piece.h"
@@ -9,15 +10,21 @@ namespace zoo {
 namespace {
 
 // Bounds on what a tokenizer.json's normalizers may do to a text: each component string is
-// short (real ones are a character or a word), and the normalized text stays within a size, so
-// 64 chained Replace a->aa or a 10 MB Prepend is a named error, not memory or time exhausted.
+// short (real ones are a character or a word), and the normalized text stays within a size
+// relative to the input's, so 64 chained Replace a->aa or a 10 MB Prepend is a named error, not
+// memory or time exhausted. Real normalizers grow a text a little (NFKC's largest expansion of
+// one character is 11 times its bytes).
 constexpr size_t kMaxComponentString = 4096;
 constexpr size_t kMaxNormalizedBytes = size_t{1} << 26;  // 64 MiB
+constexpr size_t kMaxGrowth = 16, kGrowthAllowance = 4096;
 
-void check_normalized_size(const std::string& text, const char* normalizer) {
-  if (text.size() > kMaxNormalizedBytes) {
-    throw std::runtime_error(std::string("tokenizer.json: the ") + normalizer +
-                             " normalizer makes the text larger than 64 MiB");
+void check_normalized_size(const std::string& text, const char* normalizer, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    throw std::runtime_error(std::string("tokenizer.json: the ") + normalizer + " normalizer makes the text larger than " +
+                             std::to_string(max_bytes) + " bytes (" +
+                             (max_bytes == kMaxNormalizedBytes ? std::string("64 MiB, the most a text may become")
+                                                               : "16 times the input's, and 4 KiB more") +
+                             ")");
   }
 }
 
@@ -96,7 +103,7 @@ void apply_bert(const Normalizer& n, TextPiece& piece) {
   if (n.lowercase) lowercase_text(piece.text);
 }
 
-void apply_replace(const Normalizer& n, TextPiece& piece) {
+void apply_replace(const Normalizer& n, TextPiece& piece, size_t max_bytes) {
   std::string out;
   out.reserve(piece.text.size());
   for (const auto& span : n.pattern->spans(piece.text)) {
@@ -105,7 +112,7 @@ void apply_replace(const Normalizer& n, TextPiece& piece) {
       continue;
     }
     out += n.content;
-    check_normalized_size(out, "Replace");
+    check_normalized_size(out, "Replace", max_bytes);
     // tokenizers aligns the replacement with the last replaced character, so a replaced run
     // of several characters at the front no longer begins at the input's start; nor does the
     // text when the replacement is empty.
@@ -204,6 +211,12 @@ Normalizer Normalizer::from_json(const JsonView& json) {
 }
 
 void Normalizer::apply(TextPiece& piece) const {
+  const size_t input = piece.text.size();
+  apply_within(piece, input > kMaxNormalizedBytes / kMaxGrowth ? kMaxNormalizedBytes
+                                                               : std::min(kMaxNormalizedBytes, kMaxGrowth * input + kGrowthAllowance));
+}
+
+void Normalizer::apply_within(TextPiece& piece, size_t max_bytes) const {
   switch (kind) {
     case NormalizerKind::kNfc: piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfc); break;
     case NormalizerKind::kNfd: piece.text = unicode::normalize(piece.text, unicode::NormalizationForm::kNfd); break;
@@ -219,11 +232,11 @@ void Normalizer::apply(TextPiece& piece) const {
       apply_bert(*this, piece);
       break;
     case NormalizerKind::kReplace:
-      apply_replace(*this, piece);
+      apply_replace(*this, piece, max_bytes);
       break;
     case NormalizerKind::kPrepend:
       if (!piece.text.empty()) piece.text = prepend + piece.text;
-      check_normalized_size(piece.text, "Prepend");
+      check_normalized_size(piece.text, "Prepend", max_bytes);
       break;
     case NormalizerKind::kStrip:
       apply_strip(*this, piece);
@@ -234,9 +247,10 @@ void Normalizer::apply(TextPiece& piece) const {
       piece.text = charsmap->normalize(piece.text);
       break;
     case NormalizerKind::kSequence:
-      for (const auto& child : children) child.apply(piece);
-      break;
+      for (const auto& child : children) child.apply_within(piece, max_bytes);
+      return;
   }
+  check_normalized_size(piece.text, to_string(kind).c_str(), max_bytes);
 }
 
 }  // namespace zoo

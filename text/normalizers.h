@@ -58,8 +58,11 @@ struct Normalizer {
   static Normalizer from_json(const JsonView& json);
 
   // Normalizes `piece.text` (valid UTF-8) in place; `piece.at_input_start` becomes false when
-  // the text's first character is dropped.
+  // the text's first character is dropped. The text may grow to 16 times its size and 4 KiB more
+  // (at most 64 MiB): past that (64 chained Replace a -> aa) is an error naming the normalizer.
   void apply(TextPiece& piece) const;
+  // apply() with that bound given: a Sequence's children share their parent's.
+  void apply_within(TextPiece& piece, size_t max_bytes) const;
 };
 
 // A pattern as tokenizers serializes it: {"String": "literal"} or {"Regex": "pattern"} (read by

@@ -67,6 +67,15 @@ case "$(basename "$fuzzer")" in
     ;;
   tokenizer_json_fuzz)
     cp "$source_dir"/tests/fuzz/tokenizer_json_seeds/* "$corpus/"
+    # Issue 31's hostile tokenizer.json shapes, each once a crash or unbounded growth: components
+    # nested deeply, 64 chained Replace a -> aa, a long Prepend string. A WordPiece model and text.
+    local_model='"model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100, "vocab": {"[UNK]": 0, "a": 1}}'
+    { printf '{"normalizer": '; repeat '{"type": "Sequence", "normalizers": [' 150; printf '{"type": "Lowercase"}'
+      repeat ']}' 150; printf ', %s}\0aaaa' "$local_model"; } > "$corpus/nested-sequences.bin"
+    { printf '{"normalizer": {"type": "Sequence", "normalizers": ['
+      repeat '{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}, ' 63
+      printf '{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}]}, %s}\0aaaaaaaa' "$local_model"; } > "$corpus/replace-chain.bin"
+    { printf '{"normalizer": {"type": "Prepend", "prepend": "'; repeat 'a' 6000; printf '"}, %s}\0a a a' "$local_model"; } > "$corpus/long-prepend.bin"
     ;;
   chat_template_fuzz)
     printf '%s' "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] | trim + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}" > "$corpus/chatml.jinja"

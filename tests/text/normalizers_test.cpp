@@ -104,15 +104,36 @@ TEST(Normalizer, HostileComponentsAreNamedErrors) {
   const std::string big(10 << 20, 'a');
   EXPECT_EQ(error_of([&] { parse(R"({"type":"Prepend","prepend":")" + big + R"("})"); }),
             "t.json: normalizer.prepend: 10485760 bytes, longer than the 4096 a normalizer's string may be");
+  // The report's 64 chained Replace a -> aa: the text may grow to 16 times the input and 4 KiB
+  // (it grew to 64 MiB, 16 s of replacing for 8 bytes of input).
   std::string doubling = R"({"type":"Sequence","normalizers":[)";
-  // Each a -> 1000 a's (the report's a -> aa, grown faster so the test is quick).
-  const std::string thousand(1000, 'a');
   for (int i = 0; i < 64; ++i) {
-    doubling += std::string(i ? "," : "") + R"({"type":"Replace","pattern":{"String":"a"},"content":")" + thousand + R"("})";
+    doubling += std::string(i ? "," : "") + R"({"type":"Replace","pattern":{"String":"a"},"content":"aa"})";
   }
   doubling += "]}";
-  EXPECT_EQ(error_of([&] { apply(parse(doubling), "a"); }),
-            "tokenizer.json: the Replace normalizer makes the text larger than 64 MiB");
+  EXPECT_EQ(error_of([&] { apply(parse(doubling), "aaaaaaaa"); }),
+            "tokenizer.json: the Replace normalizer makes the text larger than 4224 bytes (16 times the input's, and "
+            "4 KiB more)");
+  // Growth within the bound is the normalizers' own business: 4 KiB of a's from one.
+  std::string twelve = R"({"type":"Sequence","normalizers":[)";
+  for (int i = 0; i < 12; ++i) {
+    twelve += std::string(i ? "," : "") + R"({"type":"Replace","pattern":{"String":"a"},"content":"aa"})";
+  }
+  twelve += "]}";
+  EXPECT_EQ(apply(parse(twelve), "a"), std::string(4096, 'a'));
+  // Past 64 MiB whatever the input (a Replace of each byte by 1000).
+  const std::string replace_1000 = R"({"type":"Replace","pattern":{"String":"a"},"content":")" + std::string(1000, 'b') + R"("})";
+  EXPECT_EQ(error_of([&] { zoo::apply(parse(replace_1000), std::string(5 << 20, 'a')); }),
+            "tokenizer.json: the Replace normalizer makes the text larger than 67108864 bytes (64 MiB, the most a "
+            "text may become)");
+  // Prepend counts against the same bound.
+  EXPECT_EQ(error_of([&] { apply(parse(R"({"type":"Sequence","normalizers":[)" + [] {
+                                  std::string p;
+                                  for (int i = 0; i < 2; ++i) p += std::string(i ? "," : "") + R"({"type":"Prepend","prepend":")" + std::string(4000, 'x') + R"("})";
+                                  return p;
+                                }() + "]}"), "a"); }),
+            "tokenizer.json: the Prepend normalizer makes the text larger than 4112 bytes (16 times the input's, and "
+            "4 KiB more)");
 }
 
 }  // namespace
