@@ -1,9 +1,12 @@
 #include "base_test_util.h"
 
+#include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/files.h"
@@ -25,6 +28,42 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "no error";
+}
+
+size_t stack_bytes_used(const std::function<void()>& f, size_t stack_bytes, std::string* error) {
+  constexpr unsigned char kPaint = 0xA5;
+  void* memory = ::mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (memory == MAP_FAILED) throw std::runtime_error("stack_bytes_used: cannot map a stack");
+  auto* stack = static_cast<unsigned char*>(memory);
+  std::fill(stack, stack + stack_bytes, kPaint);
+  struct Job {
+    const std::function<void()>* f;
+    std::string message;
+  } job{&f, {}};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, stack, stack_bytes);
+  pthread_t thread;
+  const int started = pthread_create(
+      &thread, &attr,
+      [](void* p) -> void* {
+        auto* j = static_cast<Job*>(p);
+        j->message = error_of(*j->f);
+        return nullptr;
+      },
+      &job);
+  pthread_attr_destroy(&attr);
+  if (started != 0) {
+    ::munmap(memory, stack_bytes);
+    throw std::runtime_error("stack_bytes_used: cannot start a thread");
+  }
+  pthread_join(thread, nullptr);
+  if (error != nullptr) *error = job.message;
+  // The stack grows down from the end: the lowest changed byte marks the deepest point reached.
+  size_t untouched = 0;
+  while (untouched < stack_bytes && stack[untouched] == kPaint) ++untouched;
+  ::munmap(memory, stack_bytes);
+  return stack_bytes - untouched;
 }
 
 std::string reference_python() {

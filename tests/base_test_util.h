@@ -21,6 +21,11 @@ std::filesystem::path scratch_path(const std::string& name);
 // The message of the exception `f` throws, or "no error".
 std::string error_of(const std::function<void()>& f);
 
+// What running `f` costs in stack: `f` runs on a thread whose `stack_bytes` of stack are painted
+// first, and the bytes it changed are counted. `*error` (when given) gets error_of(f). A stack
+// overflow is a crash, as it is for zoo: the caller picks a stack with room to spare.
+size_t stack_bytes_used(const std::function<void()>& f, size_t stack_bytes, std::string* error = nullptr);
+
 // The Python that runs the reference scripts: $ZOO_PYTHON (ctest sets it to scripts/setup.sh's
 // environment, which has PyTorch 2.15, transformers, tokenizers, peft, sentencepiece), else that
 // environment at its default place (~/.cache/zoo/venv/bin/python). Throws, saying so, when

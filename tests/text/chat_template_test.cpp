@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <cstdio>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -187,6 +189,40 @@ TEST(ChatTemplate, HostileTemplatesEndInNamedErrors) {
     failure = e.what();
   }
   EXPECT_TRUE(rendered == "x" || failure.find("too deeply (over 1 MiB of stack)") != std::string::npos) << failure;
+}
+
+// The stack the bounds leave room for, measured: the deepest templates the parser accepts and
+// the recursions the renderer stops, each run on a thread whose stack is painted, use at most
+// a quarter of the usual 8 MiB (scripts/test.sh --sanitize measures ASan's larger frames too).
+TEST(ChatTemplate, TheDeepestTemplatesUseAQuarterOfTheStack) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::vector<std::string> deepest = {
+      "{{ 'a'" + repeat("|upper", 199) + " }}",
+      "{{ 1" + repeat(" + 1", 199) + " }}",
+      "{{ x" + repeat(".a", 199) + " }}",
+      "{{ 1" + repeat(" if x else 1", 199) + " }}",
+      "{{ " + repeat("(", 199) + "1" + repeat(")", 199) + " }}",
+      "{{ " + repeat("[", 199) + repeat("]", 199) + " }}",
+      repeat("{% if true %}", 199) + "x" + repeat("{% endif %}", 199),
+      repeat("{% for i in [1] %}", 199) + "x" + repeat("{% endfor %}", 199),
+      // Unbounded recursion, stopped by the renderer's own measure of its stack.
+      "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+      "{% macro f(n) %}{{ f(n + 1)" + repeat(" ~ ''", 150) + " }}{% endmacro %}{{ f(0) }}",
+  };
+  size_t most = 0;
+  for (const auto& source : deepest) {
+    std::string error;
+    const size_t used = testing::stack_bytes_used([&] { ChatTemplate(source, "t.jinja").render(json::object()); },
+                                                  size_t{8} << 20, &error);
+    EXPECT_LT(used, size_t{2} << 20) << source.substr(0, 60);
+    EXPECT_TRUE(error == "no error" || error.rfind("t.jinja:", 0) == 0) << error;
+    most = std::max(most, used);
+  }
+  std::printf("deepest template: %zu KiB of stack\n", most >> 10);
 }
 
 TEST(ChatTemplate, RenderErrorsNameFileAndLine) {
