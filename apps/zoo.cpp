@@ -15,6 +15,7 @@
 
 #include "apps/commands.h"
 #include "core/runtime.h"
+#include "core/strings.h"
 #include "models/config.h"
 #include "models/model.h"
 #include "models/parameter_count.h"

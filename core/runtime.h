@@ -53,9 +53,6 @@ int64_t place_in_huge_pages(torch::nn::Module& module);
 // LibTorch starts with 1 intra-op thread on some builds (Debian's), which wastes the machine.
 int64_t configure_threads(int64_t requested = 0, std::string* note = nullptr);
 
-// "1.5 GB", "340 MB", "12 kB" (decimal units).
-std::string describe_bytes(double bytes);
-
 // Physical memory of this machine in bytes (0 when unknown).
 int64_t physical_memory_bytes();
 

@@ -9,6 +9,7 @@
 #include "core/outputs.h"
 #include "core/strings.h"
 #include "interop/safetensors.h"
+#include "train/checkpoint.h"
 
 namespace zoo {
 namespace {
@@ -294,6 +295,7 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
         continue;
       }
       used.insert(found);
+      check_finite(*t, dir + ": tensor '" + found + "'");
       ++parts_read, bf16_parts += t->scalar_type() == torch::kBFloat16;
       parts.push_back(map.transpose ? t->t() : *t);
     }

@@ -11,6 +11,7 @@
 
 #include "core/strings.h"
 #include "core/yaml_values.h"
+#include "models/parameter_count.h"
 
 namespace zoo {
 namespace {
@@ -267,6 +268,15 @@ void ModelConfig::validate(const std::string& source) const {
   if (decoder_start_id < 0 || decoder_start_id >= vocab_size) {
     fail("decoder_start_id (" + std::to_string(decoder_start_id) +
          ") must be a token id below vocab_size (" + std::to_string(vocab_size) + ")");
+  }
+  // Every count and tensor size of the model is a 64-bit integer (LibTorch's too): a config whose
+  // weights cannot be counted in one is refused here, naming the size that makes it so, before
+  // a product overflows. 2^62 bytes is far beyond any machine; `zoo info` describes anything less.
+  constexpr double kMaxWeightsBytes = 4611686018427387904.0;  // 2^62
+  if (const double bytes = weights_bytes_lower_bound(*this); !(bytes < kMaxWeightsBytes)) {
+    fail(largest_size(*this) + ": the model would hold " +
+         approximately(estimate_parameters(*this)) + " parameters (" + approximately(bytes) +
+         " bytes in float32), more than 64-bit sizes can count");
   }
 }
 

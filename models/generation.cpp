@@ -25,6 +25,16 @@ torch::Tensor choose(const torch::Tensor& logits, const GenerationOptions& o, at
   return at::multinomial(probs, 1, /*replacement=*/false, gen).squeeze(1).to(logits.device());
 }
 
+// Logits holding NaN or +infinity (corrupt weights, activations overflowing their dtype) have
+// no distribution to choose from: said in words, rather than by multinomial's "probability tensor
+// contains either inf, nan or element < 0" or a silent argmax. -infinity (a token ruled out) is
+// fine.
+void check_logits(const torch::Tensor& logits, int64_t step) {
+  if ((logits < std::numeric_limits<float>::infinity()).all().item<bool>()) return;  // NaN compares false
+  throw std::runtime_error(c10::str("generate: the model's logits hold NaN or infinity at step ", step + 1,
+                                    " (corrupt weights, or activations overflowing their type)"));
+}
+
 // Bookkeeping shared by the greedy/sampling loops of both families.
 struct Rows {
   explicit Rows(int64_t n) : tokens(n), reasons(n, "length"), done(n, false) {}
@@ -177,6 +187,7 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
   auto sequence = ids;  // everything so far, for the repetition penalty and uncached steps
   auto logits = model->forward(ids, mask, o.use_cache ? &cache : nullptr).select(1, -1);
   for (int64_t step = 0; step < o.max_new_tokens && !rows.all_done(); ++step) {
+    check_logits(logits, step);
     auto processed = process_logits(logits.to(torch::kFloat), sequence, mask, o);
     if (o.output_scores) result.scores.push_back(processed.cpu());
     auto next = choose(processed, o, gen);
@@ -232,6 +243,7 @@ GenerationResult beam_search(EncoderDecoder& model, const torch::Tensor& memory,
   auto input = torch::full({n * k, 1}, c.decoder_start_id, torch::kLong).to(device);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     auto logits = model->decode(input, mem, mem_mask, &cache).select(1, -1).to(torch::kFloat);
+    check_logits(logits, step);
     torch::Tensor context;
     if (o.repetition_penalty != 1.0 && step > 0) {
       std::vector<int64_t> flat;
@@ -336,6 +348,7 @@ GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<i
     auto sequence = torch::full({n, 1}, c.decoder_start_id, torch::kLong).to(device);
     auto logits = model->decode(sequence, memory, mask, o.use_cache ? &cache : nullptr).select(1, -1);
     for (int64_t step = 0; step < o.max_new_tokens && !rows.all_done(); ++step) {
+      check_logits(logits, step);
       auto processed = process_logits(logits.to(torch::kFloat), sequence, {}, o);
       if (o.output_scores) result.scores.push_back(processed.cpu());
       auto next_cpu = choose(processed, o, gen).cpu();

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "core/runtime.h"
+#include "core/strings.h"
 #include "models/parameter_count.h"
 
 namespace zoo {
@@ -25,13 +26,11 @@ void Model::set_activation_checkpointing(bool on) {
   }
 }
 
-void check_fits_in_memory(const ModelConfig& config) {
-  const int64_t parameters = count_parameters(config);
-  const double bytes = static_cast<double>(parameters) * 4;
-  const int64_t memory = physical_memory_bytes();
+void check_fits_in_memory(const ModelConfig& config, int64_t memory) {
+  const double bytes = weights_bytes_lower_bound(config);
   if (memory > 0 && bytes > static_cast<double>(memory)) {
-    throw ConfigError((config.name.empty() ? to_string(config.family) : config.name) + ": " +
-                      std::to_string(parameters) + " parameters need " + describe_bytes(bytes) +
+    throw ConfigError((config.name.empty() ? to_string(config.family) : config.name) + ": " + largest_size(config) + ": " +
+                      std::to_string(count_parameters(config)) + " parameters need " + describe_bytes(bytes) +
                       " in float32 for the weights alone, more than this machine's " +
                       describe_bytes(static_cast<double>(memory)) + " of memory");
   }
@@ -39,7 +38,7 @@ void check_fits_in_memory(const ModelConfig& config) {
 
 Model build_model(const ModelConfig& config) {
   config.validate();
-  check_fits_in_memory(config);
+  check_fits_in_memory(config, physical_memory_bytes());
   Model m;
   m.config = config;
   switch (config.family) {

@@ -32,9 +32,10 @@ struct Model {
   void set_activation_checkpointing(bool on);
 };
 
-// Throws ConfigError stating the size when the weights of `config` alone (float32) exceed this
-// machine's memory: said before anything is allocated, rather than by the allocator.
-void check_fits_in_memory(const ModelConfig& config);
+// Throws ConfigError stating the size, and the key that makes it, when the weights of `config`
+// alone (float32) exceed `memory` bytes (this machine's, physical_memory_bytes(); 0 = unknown):
+// said before anything is allocated, rather than by the allocator.
+void check_fits_in_memory(const ModelConfig& config, int64_t memory);
 
 // Builds the family `config` names. The one place a config is validated before modules are
 // built (the modules trust it), and its size checked against memory.

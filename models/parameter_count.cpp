@@ -1,82 +1,92 @@
 #include "models/parameter_count.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace zoo {
 namespace {
 
-int64_t linear(int64_t in, int64_t out, bool bias) { return in * out + (bias ? out : 0); }
+// Every count is written once, over a number type N: int64_t for the exact counts a valid config
+// has, double for the estimates that size checks take of any config (no product overflows).
+template <typename N>
+N linear(N in, N out, bool bias) { return in * out + (bias ? out : N(0)); }
 
-int64_t norm(const ModelConfig& c) {
+template <typename N>
+N norm(const ModelConfig& c) {
   switch (c.norm) {
-    case NormKind::kLayerNorm: return c.d_model * (c.bias ? 2 : 1);
-    case NormKind::kRMSNorm: return c.d_model;
+    case NormKind::kLayerNorm: return N(c.d_model) * N(c.bias ? 2 : 1);
+    case NormKind::kRMSNorm: return N(c.d_model);
   }
-  return 0;
+  return N(0);
 }
 
-int64_t attention(const ModelConfig& c, bool cross) {
-  const int64_t hd = c.resolved_head_dim();
-  const int64_t q = c.n_heads * hd, kv = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
+template <typename N>
+N attention(const ModelConfig& c, bool cross) {
+  const N d = N(c.d_model), hd = N(c.resolved_head_dim());
+  const N q = N(c.n_heads) * hd, kv = N(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
   // Self-attention projects q, k and v together; cross-attention q apart from k and v.
   // qkv_bias (Qwen2) biases those projections and not the output.
   const bool in_bias = c.bias || c.qkv_bias;
-  const int64_t in = cross ? linear(c.d_model, q, in_bias) + linear(c.d_model, 2 * kv, in_bias)
-                           : linear(c.d_model, q + 2 * kv, in_bias);
-  return in + linear(q, c.d_model, c.bias);
+  const N in = cross ? linear(d, q, in_bias) + linear(d, N(2) * kv, in_bias) : linear(d, q + N(2) * kv, in_bias);
+  return in + linear(q, d, c.bias);
 }
 
-int64_t feed_forward(const ModelConfig& c) {
-  const int64_t up = linear(c.d_model, c.d_ff, c.bias);
-  return up * (is_gated(c.activation) ? 2 : 1) + linear(c.d_ff, c.d_model, c.bias);
+template <typename N>
+N feed_forward(const ModelConfig& c) {
+  const N up = linear(N(c.d_model), N(c.d_ff), c.bias);
+  return up * N(is_gated(c.activation) ? 2 : 1) + linear(N(c.d_ff), N(c.d_model), c.bias);
 }
 
-int64_t blocks(const ModelConfig& c, int64_t layers, bool cross) {
-  const int64_t block = norm(c) + attention(c, false) + (cross ? norm(c) + attention(c, true) : 0) + norm(c) +
-                        feed_forward(c);
-  return layers * block;
+template <typename N>
+N blocks(const ModelConfig& c, int64_t layers, bool cross) {
+  const N block = norm<N>(c) + attention<N>(c, false) + (cross ? norm<N>(c) + attention<N>(c, true) : N(0)) +
+                  norm<N>(c) + feed_forward<N>(c);
+  return N(layers) * block;
 }
 
-int64_t positions(const ModelConfig& c) {
+template <typename N>
+N positions(const ModelConfig& c) {
   switch (c.position) {
-    case PositionKind::kLearned: return c.max_positions * c.d_model;
-    case PositionKind::kRelative: return c.relative_buckets * c.n_heads;
+    case PositionKind::kLearned: return N(c.max_positions) * N(c.d_model);
+    case PositionKind::kRelative: return N(c.relative_buckets) * N(c.n_heads);
     case PositionKind::kNone:
     case PositionKind::kSinusoidal:
     case PositionKind::kRope:
-    case PositionKind::kAlibi: return 0;  // tables and slopes are buffers, not parameters
+    case PositionKind::kAlibi: return N(0);  // tables and slopes are buffers, not parameters
   }
-  return 0;
+  return N(0);
 }
 
-}  // namespace
-
-std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConfig& c) {
-  std::vector<std::pair<std::string, int64_t>> rows;
+template <typename N>
+std::vector<std::pair<std::string, N>> breakdown(const ModelConfig& c) {
+  std::vector<std::pair<std::string, N>> rows;
   const bool pre = c.norm_position == NormPosition::kPre;
-  const int64_t embedding = c.vocab_size * c.d_model;
+  const N d = N(c.d_model);
+  const N embedding = N(c.vocab_size) * d;
   switch (c.family) {
     case Family::kGpt:
-      rows = {{"token_embedding", embedding}, {"positions", positions(c)}, {"dropout", 0},
-              {"blocks", blocks(c, c.n_layers, false)}};
-      if (pre) rows.emplace_back("final_norm", norm(c));
+      rows = {{"token_embedding", embedding}, {"positions", positions<N>(c)}, {"dropout", N(0)},
+              {"blocks", blocks<N>(c, c.n_layers, false)}};
+      if (pre) rows.emplace_back("final_norm", norm<N>(c));
       if (!c.tie_embeddings) rows.emplace_back("lm_head", embedding);
       break;
     case Family::kBert:
-      rows = {{"token_embedding", embedding}, {"positions", positions(c)},
-              {"token_type_embedding", c.type_vocab_size * c.d_model}, {"embedding_norm", norm(c)},
-              {"dropout", 0}, {"blocks", blocks(c, c.n_layers, false)}};
-      if (pre) rows.emplace_back("final_norm", norm(c));
-      if (c.pooler) rows.emplace_back("pooler", linear(c.d_model, c.d_model, true));
+      rows = {{"token_embedding", embedding}, {"positions", positions<N>(c)},
+              {"token_type_embedding", N(c.type_vocab_size) * d}, {"embedding_norm", norm<N>(c)},
+              {"dropout", N(0)}, {"blocks", blocks<N>(c, c.n_layers, false)}};
+      if (pre) rows.emplace_back("final_norm", norm<N>(c));
+      if (c.pooler) rows.emplace_back("pooler", linear(d, d, true));
       switch (c.head) {
         case BertHead::kMaskedLM:
         case BertHead::kPretraining:
           // dense + norm + the output bias; the output matrix is the tied token embedding.
-          rows.emplace_back("mlm_head", linear(c.d_model, c.d_model, true) + norm(c) + c.vocab_size);
-          if (c.head == BertHead::kPretraining) rows.emplace_back("nsp_head", linear(c.d_model, 2, true));
+          rows.emplace_back("mlm_head", linear(d, d, true) + norm<N>(c) + N(c.vocab_size));
+          if (c.head == BertHead::kPretraining) rows.emplace_back("nsp_head", linear(d, N(2), true));
           break;
-        case BertHead::kNextSentence: rows.emplace_back("nsp_head", linear(c.d_model, 2, true)); break;
+        case BertHead::kNextSentence: rows.emplace_back("nsp_head", linear(d, N(2), true)); break;
         case BertHead::kSequenceClassification:
         case BertHead::kTokenClassification:
-          rows.emplace_back("classifier", linear(c.d_model, c.num_labels, true));
+          rows.emplace_back("classifier", linear(d, N(c.num_labels), true));
           break;
         case BertHead::kNone: break;
       }
@@ -84,14 +94,14 @@ std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConf
     case Family::kT5:
     case Family::kTransformer:
       rows = {{"token_embedding", embedding},
-              {"encoder_positions", positions(c)},
-              {"decoder_positions", positions(c)},
-              {"dropout", 0},
-              {"encoder_blocks", blocks(c, c.resolved_encoder_layers(), false)},
-              {"decoder_blocks", blocks(c, c.resolved_decoder_layers(), true)}};
+              {"encoder_positions", positions<N>(c)},
+              {"decoder_positions", positions<N>(c)},
+              {"dropout", N(0)},
+              {"encoder_blocks", blocks<N>(c, c.resolved_encoder_layers(), false)},
+              {"decoder_blocks", blocks<N>(c, c.resolved_decoder_layers(), true)}};
       if (pre) {
-        rows.emplace_back("encoder_final_norm", norm(c));
-        rows.emplace_back("decoder_final_norm", norm(c));
+        rows.emplace_back("encoder_final_norm", norm<N>(c));
+        rows.emplace_back("decoder_final_norm", norm<N>(c));
       }
       if (!c.tie_embeddings) rows.emplace_back("lm_head", embedding);
       break;
@@ -99,10 +109,78 @@ std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConf
   return rows;
 }
 
-int64_t count_parameters(const ModelConfig& config) {
-  int64_t total = 0;
-  for (const auto& [name, count] : parameter_breakdown(config)) total += count;
-  return total;
+template <typename N>
+N total(const ModelConfig& c) {
+  N sum = N(0);
+  for (const auto& row : breakdown<N>(c)) sum += row.second;
+  return sum;
+}
+
+// The sinusoidal table: a buffer of max_positions x d_model built with the model (the other
+// position kinds compute theirs per forward, from the positions in use).
+double table_elements(const ModelConfig& c) {
+  switch (c.position) {
+    case PositionKind::kSinusoidal: return static_cast<double>(c.max_positions) * static_cast<double>(c.d_model);
+    case PositionKind::kLearned:
+    case PositionKind::kRelative:
+    case PositionKind::kNone:
+    case PositionKind::kRope:
+    case PositionKind::kAlibi: return 0.0;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConfig& config) {
+  return breakdown<int64_t>(config);
+}
+
+int64_t count_parameters(const ModelConfig& config) { return total<int64_t>(config); }
+
+double estimate_parameters(const ModelConfig& config) { return total<double>(config); }
+
+double weights_bytes_lower_bound(const ModelConfig& config) {
+  return (estimate_parameters(config) + table_elements(config)) * 4.0;  // float32, as built
+}
+
+std::string largest_size(const ModelConfig& config) {
+  // The key that, were it 1, would shrink the model most: the one that makes it large.
+  static constexpr std::pair<const char*, int64_t ModelConfig::*> kSizes[] = {
+      {"vocab_size", &ModelConfig::vocab_size},   {"d_model", &ModelConfig::d_model},
+      {"n_layers", &ModelConfig::n_layers},       {"encoder_layers", &ModelConfig::encoder_layers},
+      {"decoder_layers", &ModelConfig::decoder_layers}, {"n_heads", &ModelConfig::n_heads},
+      {"n_kv_heads", &ModelConfig::n_kv_heads},   {"head_dim", &ModelConfig::head_dim},
+      {"d_ff", &ModelConfig::d_ff},               {"max_positions", &ModelConfig::max_positions},
+      {"type_vocab_size", &ModelConfig::type_vocab_size}, {"relative_buckets", &ModelConfig::relative_buckets},
+      {"num_labels", &ModelConfig::num_labels}};
+  std::string key = "d_model";
+  int64_t value = config.d_model;
+  double smallest = weights_bytes_lower_bound(config);
+  for (const auto& [name, member] : kSizes) {
+    if (config.*member <= 1) continue;
+    ModelConfig shrunk = config;
+    shrunk.*member = 1;
+    const double estimate = weights_bytes_lower_bound(shrunk);
+    if (estimate < smallest) smallest = estimate, key = name, value = config.*member;
+  }
+  return key + " (" + std::to_string(value) + ")";
+}
+
+double training_bytes_lower_bound(const ModelConfig& config, bool trains_every_parameter) {
+  // The weights; and where every weight trains, its gradient and AdamW's two moments, float32
+  // like the master weights. Activations are apart (activation_bytes_lower_bound).
+  return weights_bytes_lower_bound(config) + (trains_every_parameter ? estimate_parameters(config) * 12.0 : 0.0);
+}
+
+double activation_bytes_lower_bound(const ModelConfig& config, int64_t batch_size, int64_t length) {
+  // Backward needs at least each block's input, (batch, length, d_model), kept through the
+  // forward, even with activation checkpointing (which keeps only those); taken at 2 bytes, the
+  // narrowest type zoo computes in. Attention scores, feed-forward hiddens and logits come on
+  // top, so the real figure is several times this.
+  const int64_t layers = config.is_encoder_decoder() ? config.resolved_encoder_layers() : config.n_layers;
+  return static_cast<double>(batch_size) * static_cast<double>(length) * static_cast<double>(config.d_model) *
+         static_cast<double>(layers) * 2.0;
 }
 
 }  // namespace zoo

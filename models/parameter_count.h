@@ -20,4 +20,23 @@ int64_t count_parameters(const ModelConfig& config);
 // parameter_breakdown lists them.
 std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConfig& config);
 
+// Size checks, for any config whose sizes are positive (the exact counts above would overflow on
+// an absurd one): floating-point estimates, each a lower bound, so that a check refusing what
+// exceeds memory never refuses what would fit.
+//
+// count_parameters(config), as a double.
+double estimate_parameters(const ModelConfig& config);
+// The float32 weights build_model allocates: parameters and the tables built with them.
+double weights_bytes_lower_bound(const ModelConfig& config);
+// Training's share besides activations: the weights, and where every parameter trains (not
+// LoRA), its gradient and AdamW's two moments in float32: 16 bytes a parameter.
+double training_bytes_lower_bound(const ModelConfig& config, bool trains_every_parameter);
+// Activations a training step over (batch_size, length) tokens holds for its backward, at least:
+// each block's input at 2 bytes an element. The real figure is several times this.
+double activation_bytes_lower_bound(const ModelConfig& config, int64_t batch_size, int64_t length);
+// The size key that makes the model large, with its value: "vocab_size (9223372036854775807)".
+// It is the one that, were it 1, would shrink weights_bytes_lower_bound most. Messages about
+// size name it.
+std::string largest_size(const ModelConfig& config);
+
 }  // namespace zoo

@@ -16,11 +16,24 @@ int64_t special(const std::optional<int64_t>& id, const char* role, const std::s
   return *id;
 }
 
+// A checkpoint whose tokenizer has more pieces than its model's vocab_size gives ids the
+// embedding has no row for: named here, before LibTorch's "index out of range in self".
+void check_in_vocabulary(const std::vector<int64_t>& ids, const Tokenizer& tokenizer, int64_t vocab_size) {
+  for (int64_t id : ids) {
+    if (id >= 0 && id < vocab_size) continue;
+    const std::string piece = id >= 0 && id < tokenizer.vocab_size() ? " ('" + tokenizer.piece(id) + "')" : "";
+    throw std::invalid_argument("prompt: token id " + std::to_string(id) + piece +
+                                " is past the model's vocabulary (vocab_size " + std::to_string(vocab_size) +
+                                "; the tokenizer has " + std::to_string(tokenizer.vocab_size()) + " pieces)");
+  }
+}
+
 // [CLS] prompt [SEP], with [MASK] written in the prompt turned into the mask token.
-std::vector<int64_t> bert_input(const Tokenizer& tokenizer, const std::string& prompt) {
+std::vector<int64_t> bert_input(const Bert& model, const Tokenizer& tokenizer, const std::string& prompt) {
   std::vector<int64_t> ids = {special(tokenizer.special().cls, "cls", "bert")};
   for (int64_t id : tokenizer.encode(prompt)) ids.push_back(id);
   ids.push_back(special(tokenizer.special().sep, "sep", "bert"));
+  check_in_vocabulary(ids, tokenizer, model->config.vocab_size);
   return ids;
 }
 
@@ -76,6 +89,7 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
       // An empty prompt starts a new document: after the beginning-of-sequence token, or the
       // end-of-sequence token that separates documents in training.
       if (ids.empty()) ids.push_back(specials.bos ? *specials.bos : special(specials.eos, "end-of-sequence", "an empty prompt"));
+      check_in_vocabulary(ids, tokenizer, config.vocab_size);
       const int64_t room = config.max_length() - static_cast<int64_t>(ids.size());
       if (room < 0) {
         throw std::invalid_argument("prompt: " + std::to_string(ids.size()) + " tokens, more than max_positions (" +
@@ -96,6 +110,7 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
       // The source ends with the end-of-sequence token, as in training.
       const int64_t eos = special(specials.eos, "end-of-sequence", "an encoder-decoder");
       if (ids.empty() || ids.back() != eos) ids.push_back(eos);
+      check_in_vocabulary(ids, tokenizer, config.vocab_size);
       StreamDecoder stream(tokenizer, {});
       if (on_text && options.num_beams == 1) {
         options.on_token = [&](int64_t, int64_t token) { on_text(stream.add(token)); };
@@ -118,7 +133,7 @@ std::vector<MaskPrediction> fill_masks(Bert& model, const Tokenizer& tokenizer, 
   if (head != BertHead::kMaskedLM && head != BertHead::kPretraining) {
     throw std::invalid_argument("a bert model without an mlm or pretraining head has no [MASK] predictions");
   }
-  const auto ids = bert_input(tokenizer, prompt);
+  const auto ids = bert_input(model, tokenizer, prompt);
   const auto logits = bert_logits(model, ids);
   std::vector<MaskPrediction> predictions;
   for (size_t t = 0; t < ids.size(); ++t) {
@@ -141,7 +156,7 @@ std::vector<double> classify(Bert& model, const Tokenizer& tokenizer, const std:
   if (model->config.head != BertHead::kSequenceClassification) {
     throw std::invalid_argument("classify needs a bert model with a sequence_classification head");
   }
-  const auto probs = bert_logits(model, bert_input(tokenizer, prompt))[0].softmax(-1).to(torch::kDouble).cpu().contiguous();
+  const auto probs = bert_logits(model, bert_input(model, tokenizer, prompt))[0].softmax(-1).to(torch::kDouble).cpu().contiguous();
   return std::vector<double>(probs.data_ptr<double>(), probs.data_ptr<double>() + probs.numel());
 }
 

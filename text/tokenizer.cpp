@@ -342,6 +342,12 @@ std::unique_ptr<Tokenizer> stored_tokenizer(const std::string& dir) {
   return nullptr;
 }
 
+std::string vocabulary_mismatch(const Tokenizer& tokenizer, int64_t vocab_size) {
+  if (tokenizer.vocab_size() <= vocab_size) return "";
+  return "the tokenizer has " + std::to_string(tokenizer.vocab_size()) + " pieces but the model's vocab_size is " +
+         std::to_string(vocab_size);
+}
+
 std::string Tokenizer::hash_hex() const {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(hash_));

@@ -165,6 +165,10 @@ void store_tokenizer(const Tokenizer& tokenizer, const std::string& dir);
 // The tokenizer stored in `dir` that way, or nullptr when there is none. Errors name the file.
 std::unique_ptr<Tokenizer> stored_tokenizer(const std::string& dir);
 
+// "the tokenizer has N pieces but the model's vocab_size is M" when `tokenizer` can give ids a
+// model of `vocab_size` has no embedding row for; empty when every id fits.
+std::string vocabulary_mismatch(const Tokenizer& tokenizer, int64_t vocab_size);
+
 // Text files under each input (a file itself, or every regular file below a directory, sorted).
 // Throws std::runtime_error naming an input that is missing, or a directory with no files.
 std::vector<std::string> list_text_files(const std::vector<std::string>& inputs);

@@ -70,6 +70,15 @@ torch::ScalarType resolve_weights_dtype(WeightsDtype requested, torch::ScalarTyp
   throw std::logic_error("unhandled weights dtype");
 }
 
+void check_finite(const torch::Tensor& value, const std::string& what) {
+  if (!value.is_floating_point()) return;
+  const int64_t bad = value.numel() - torch::isfinite(value).sum().item<int64_t>();
+  if (bad == 0) return;
+  throw std::runtime_error(what + " holds " + std::to_string(bad) + " non-finite value" + (bad == 1 ? "" : "s") +
+                           " (NaN or infinity) of " + std::to_string(value.numel()) +
+                           ": the weights are corrupt or diverged");
+}
+
 torch::ScalarType load_weights(const std::string& path, torch::nn::Module& module,
                                const std::function<bool(const std::string&)>& wanted_name, bool extra_allowed) {
   if (!fs::exists(path)) throw std::runtime_error(path + ": missing (no weights file)");
@@ -112,6 +121,7 @@ torch::ScalarType load_weights(const std::string& path, torch::nn::Module& modul
       throw std::runtime_error(path + ": tensor '" + name + "' has shape " + shape(value) + " but the model's is " +
                                shape(target));
     }
+    check_finite(value, path + ": tensor '" + name + "'");
     if (value.is_floating_point()) ++floating, bf16 += value.scalar_type() == torch::kBFloat16;
     target.copy_(value);
   };

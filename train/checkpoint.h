@@ -61,11 +61,15 @@ Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expecte
 void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer,
                           const torch::Device& device = torch::kCPU);
 
+// Throws naming `what` (a file and a tensor) when the floating tensor `value` holds NaN or
+// infinity: weights like that are refused as they are read, rather than found by generation.
+void check_finite(const torch::Tensor& value, const std::string& what);
+
 // The weights file alone: every parameter and buffer by name (those `keep` accepts).
 void save_weights(const std::string& path, const torch::nn::Module& module,
                   const std::function<bool(const std::string&)>& keep = nullptr);
 // Loads the module's tensors that `wanted` accepts (all by default): each must be in the file
-// with the module's shape, and is converted to the module's type; other tensors in the file are
+// with the module's shape and finite (check_finite), and is converted to the module's type; other tensors in the file are
 // an error unless `extra_allowed`. Returns the type the file stores them in (as stored_dtype).
 torch::ScalarType load_weights(const std::string& path, torch::nn::Module& module,
                   const std::function<bool(const std::string&)>& wanted = nullptr, bool extra_allowed = false);

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -30,14 +32,19 @@
 namespace zoo {
 namespace {
 
-int64_t env_int(const char* name, int64_t fallback, int64_t lowest) {
+// A process group larger than any cluster zoo trains on: past it a value is a typo or an attack,
+// and refusing it here comes before any connection is tried (or a table per rank allocated).
+constexpr int64_t kMaxWorldSize = int64_t{1} << 16;
+
+int64_t env_int(const char* name, int64_t fallback, int64_t lowest, int64_t highest) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return fallback;
   char* end = nullptr;
+  errno = 0;
   const long long n = std::strtoll(value, &end, 10);
-  if (*end != '\0' || n < lowest) {
-    throw std::invalid_argument(std::string(name) + " must be an integer >= " + std::to_string(lowest) +
-                                ", got '" + value + "'");
+  if (*end != '\0' || errno == ERANGE || n < lowest || n > highest) {
+    throw std::invalid_argument(std::string(name) + " must be an integer from " + std::to_string(lowest) + " to " +
+                                std::to_string(highest) + ", got '" + value + "'");
   }
   return n;
 }
@@ -51,22 +58,22 @@ std::string first_line(const std::string& text) {
 
 DistributedEnv distributed_env() {
   DistributedEnv e;
-  e.world_size = env_int("WORLD_SIZE", 1, 1);
+  e.world_size = env_int("WORLD_SIZE", 1, 1, kMaxWorldSize);
   if (e.world_size == 1) return e;
   if (std::getenv("RANK") == nullptr) throw std::invalid_argument("WORLD_SIZE is set but RANK is not");
-  e.rank = env_int("RANK", 0, 0);
+  e.rank = env_int("RANK", 0, 0, kMaxWorldSize);
   if (e.rank >= e.world_size) {
     throw std::invalid_argument("RANK (" + std::to_string(e.rank) + ") must be below WORLD_SIZE (" +
                                 std::to_string(e.world_size) + ")");
   }
-  e.local_rank = env_int("LOCAL_RANK", e.rank, 0);
-  e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size, 1);
+  e.local_world_size = env_int("LOCAL_WORLD_SIZE", e.world_size, 1, e.world_size);
+  // LOCAL_RANK picks the CUDA device: one past the node's processes would be another's.
+  e.local_rank = env_int("LOCAL_RANK", e.rank % e.local_world_size, 0, e.local_world_size - 1);
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') e.master_addr = addr;
-  e.master_port = env_int("MASTER_PORT", 29500, 1);
-  if (e.master_port > 65535) throw std::invalid_argument("MASTER_PORT must be a port number (1-65535)");
+  e.master_port = env_int("MASTER_PORT", 29500, 1, 65535);
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   e.agent_store = agent != nullptr && std::string(agent) == "True";
-  e.store_prefix = "zoo/" + std::to_string(env_int("TORCHELASTIC_RESTART_COUNT", 0, 0));
+  e.store_prefix = "zoo/" + std::to_string(env_int("TORCHELASTIC_RESTART_COUNT", 0, 0, std::numeric_limits<int32_t>::max()));
   return e;
 }
 

@@ -32,7 +32,9 @@ struct DistributedEnv {
 
 // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and torchrun's
 // TORCHELASTIC_USE_AGENT_STORE / TORCHELASTIC_RESTART_COUNT. No WORLD_SIZE (or 1) is a single
-// process. A malformed or inconsistent value is an error naming the variable.
+// process. A malformed, out-of-range (WORLD_SIZE above 65536, LOCAL_WORLD_SIZE above WORLD_SIZE,
+// LOCAL_RANK not below LOCAL_WORLD_SIZE) or inconsistent value is an error naming the variable,
+// before any connection is tried. LOCAL_RANK, when unset, is RANK % LOCAL_WORLD_SIZE.
 DistributedEnv distributed_env();
 
 // A collective or the rendezvous failed; the message names the ranks that stopped responding.

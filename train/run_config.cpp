@@ -7,7 +7,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/strings.h"
 #include "core/yaml_values.h"
+#include "models/parameter_count.h"
 #include "train/schedule.h"
 
 namespace zoo {
@@ -343,6 +345,29 @@ RunConfig parse_run_config(const std::string& text, const std::string& source) {
   }
   config.validate(source);
   return config;
+}
+
+void check_fits_in_memory(const RunConfig& config, int64_t memory, bool on_cuda) {
+  if (memory <= 0) return;
+  const ModelConfig& m = config.model_config;
+  const std::string machine = "more than this machine's " + describe_bytes(static_cast<double>(memory)) + " of memory";
+  const bool trains_every_parameter = !config.lora.enabled();
+  const double state = on_cuda ? weights_bytes_lower_bound(m) : training_bytes_lower_bound(m, trains_every_parameter);
+  if (state > static_cast<double>(memory)) {
+    throw ConfigError("model." + largest_size(m) + ": the model would hold " + approximately(estimate_parameters(m)) +
+                      " parameters (" + describe_bytes(state) +
+                      (on_cuda || !trains_every_parameter ? " of float32 weights" : " with gradients and AdamW's state") +
+                      "), " + machine);
+  }
+  if (on_cuda) return;
+  const int64_t length = config.resolved_block_size();
+  const double activations = activation_bytes_lower_bound(m, config.batch_size, length);
+  if (state + activations > static_cast<double>(memory)) {
+    throw ConfigError("batch_size (" + std::to_string(config.batch_size) + ") x block_size (" + std::to_string(length) +
+                      "): a training step would hold at least " + describe_bytes(activations) +
+                      " of activations (each block's input kept for the backward) besides " + describe_bytes(state) +
+                      " of weights and optimizer state, " + machine);
+  }
 }
 
 RunConfig load_run_config(const std::string& path) {

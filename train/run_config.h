@@ -112,6 +112,15 @@ struct RunConfig {
   void validate(const std::string& source = "run config") const;
 };
 
+// Throws ConfigError, before any work, when training `config` cannot fit `memory` bytes (this
+// machine's physical memory; 0 = unknown, nothing checked): its float32 weights, their gradients
+// and AdamW's moments (training_bytes_lower_bound, models/parameter_count.h), naming the model
+// key that makes them large; then those with the activations of one micro-batch, naming
+// batch_size and block_size. Both are lower bounds, so no run that fits is refused. `on_cuda`:
+// the training state and the activations live on the GPU, whose memory is not asked; only the
+// weights, which are built on the CPU first, are checked.
+void check_fits_in_memory(const RunConfig& config, int64_t memory, bool on_cuda);
+
 // Reads a run config (or a model config, wrapped in run defaults) from `path`. Unknown keys,
 // wrong types and invalid values are ConfigErrors naming the file, line and key.
 RunConfig load_run_config(const std::string& path);

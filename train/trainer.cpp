@@ -16,6 +16,7 @@
 #include <torch/version.h>
 
 #include "core/files.h"
+#include "core/runtime.h"
 #include "core/strings.h"
 #include "models/generation.h"
 #include "text/corpus.h"
@@ -221,6 +222,8 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   if (parallel && device_.is_cuda() && !device_.has_index()) {
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(parallel->env().local_rank));
   }
+  // Sizes no machine of this kind holds are refused before a tokenizer or data is prepared.
+  check_fits_in_memory(config_, physical_memory_bytes(), device_.is_cuda());
   ComputeDevice compute{device_.is_cuda()};
   // Only auto on the CPU needs the measurement (a few milliseconds); rank 0's decides for every
   // rank, so that all of them compute alike.
@@ -368,10 +371,8 @@ void Trainer::prepare_tokenizer() {
     const std::string prefix = run_->file("tokenizer");
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::train(t, prefix));
   }
-  if (tokenizer_->vocab_size() > config_.model_config.vocab_size) {
-    throw ConfigError("the tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
-                      " pieces but the model's vocab_size is " + std::to_string(config_.model_config.vocab_size) +
-                      ": set model.vocab_size=" + std::to_string(tokenizer_->vocab_size()));
+  if (const auto mismatch = vocabulary_mismatch(*tokenizer_, config_.model_config.vocab_size); !mismatch.empty()) {
+    throw ConfigError(mismatch + ": set model.vocab_size=" + std::to_string(tokenizer_->vocab_size()));
   }
   store_tokenizer(*tokenizer_, run_->path());
 }
@@ -696,6 +697,11 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<
   Checkpoint c = load_checkpoint(dir);
   if (!c.tokenizer) throw std::runtime_error(dir + ": the checkpoint has no tokenizer");
   const Tokenizer& tokenizer = *c.tokenizer;
+  // Ids past the embedding would reach it from any data: refused before the data is read.
+  if (const auto mismatch = vocabulary_mismatch(tokenizer, c.model.config.vocab_size); !mismatch.empty()) {
+    throw std::runtime_error(dir + ": " + mismatch + " (ids from " + std::to_string(c.model.config.vocab_size) +
+                             " on have no embedding row)");
+  }
   RunConfig config;
   const fs::path run_yaml = fs::path(dir) / "run.yaml";
   if (fs::exists(run_yaml)) config = load_run_config(run_yaml.string());

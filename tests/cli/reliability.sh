@@ -136,6 +136,34 @@ fails "--prompt: invalid UTF-8 at byte offset 2" "$zoo" generate "$work/run" --p
 fails "--batch-size: must be a positive integer, got '0'" "$zoo" eval "$work/run" --data "$work/slice.txt" --batch-size 0
 fails "num_beams \(1000000\) must be at most 256" "$zoo" generate "$work/ckpt" --prompt hi --num-beams 1000000
 
+# --- Sizes, world sizes, ids and weights no run can use are named (issue 31) -----------------
+# An absurd size overflowed LibTorch's size arithmetic; a batch no memory holds ran out of it.
+fails "vocab_size \(9223372036854775807\): the model would hold 7.1e\+21 parameters" "$zoo" train gpt2-small model.vocab_size=9223372036854775807 --data "$work/slice.txt" --run-dir "$work/absurd"
+fails "batch_size \(65536\) x block_size \(1024\): a training step would hold at least .* of activations" "$zoo" train gpt2-small batch_size=65536 block_size=1024 --device cpu --data "$work/slice.txt" --run-dir "$work/absurd"
+test ! -e "$work/absurd"
+# shellcheck disable=SC2086
+fails "WORLD_SIZE must be an integer from 1 to 65536, got '100000'" env WORLD_SIZE=100000 RANK=0 "$zoo" train gpt-tiny $tiny --run-dir "$work/absurd"
+# shellcheck disable=SC2086
+fails "WORLD_SIZE must be an integer from 1 to 65536, got '99999999999999999999'" env WORLD_SIZE=99999999999999999999 RANK=0 "$zoo" train gpt-tiny $tiny --run-dir "$work/absurd"
+# shellcheck disable=SC2086
+fails "LOCAL_WORLD_SIZE must be an integer from 1 to 2, got '3'" env WORLD_SIZE=2 RANK=0 LOCAL_WORLD_SIZE=3 "$zoo" train gpt-tiny $tiny --run-dir "$work/absurd"
+# shellcheck disable=SC2086
+fails "LOCAL_RANK must be an integer from 0 to 1, got '7'" env WORLD_SIZE=2 RANK=1 LOCAL_RANK=7 "$zoo" train gpt-tiny $tiny --run-dir "$work/absurd"
+test ! -e "$work/absurd"
+# A checkpoint whose tokenizer outgrew its model: the ids past its embedding are named.
+"$zoo" tokenizer train --input "$work/slice.txt" --vocab-size 1000 --out "$work/big" > /dev/null 2>&1
+cp -r "$work/ckpt" "$work/ckpt-big" && cp "$work/big.model" "$work/ckpt-big/tokenizer.model"
+prompt="$(head -c 120 "$work/slice.txt")"
+fails "prompt: token id [0-9]+ .* is past the model's vocabulary \(vocab_size 512; the tokenizer has 1000 pieces\)" "$zoo" generate "$work/ckpt-big" --prompt "$prompt" --max-new-tokens 1
+fails "ckpt-big: the tokenizer has 1000 pieces but the model's vocab_size is 512 \(ids from 512 on have no embedding row\)" "$zoo" eval "$work/ckpt-big" --data "$work/slice.txt" --max-batches 1
+# Weights holding NaN are refused as they are read, naming the tensor, not met at generation.
+cp -r "$work/hf" "$work/hf-nan"
+nan_tensor=$("$python" -c 'import sys; from safetensors.torch import load_file, save_file
+w = load_file(sys.argv[1]); k = next(n for n in sorted(w) if n.endswith("wte.weight")); w[k].view(-1)[5] = float("nan")
+save_file(w, sys.argv[1], metadata={"format": "pt"}); print(k)' "$work/hf-nan/model.safetensors")
+fails "hf-nan: tensor '$nan_tensor' holds 1 non-finite value \(NaN or infinity\)" "$zoo" import-hf "$work/hf-nan" --out "$work/ckpt-nan"
+test ! -e "$work/ckpt-nan"
+
 # --- Huge configs are described, not allocated; threads are capped ----------------------------
 out=$(timeout 20 "$zoo" info gpt2-small n_heads=16 d_model=5120 n_layers=40 d_ff=20480)
 grep -q "^parameters: 12848143360 " <<<"$out" || { echo "zoo info of a 12.8B config: $out"; exit 1; }

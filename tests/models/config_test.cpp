@@ -122,14 +122,43 @@ TEST(ModelConfig, RopeScalingAndQkvBias) {
   for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
 }
 
-// The weights' size is stated before anything is allocated.
+// The weights' size is stated before anything is allocated, with the key that makes it.
 TEST(ModelConfig, AModelLargerThanMemoryIsRefusedBeforeAllocating) {
   ModelConfig huge = parse_config(std::string(kGood), "x.yaml");
   huge.name = "huge", huge.vocab_size = 50000, huge.d_model = 16384, huge.n_heads = 128, huge.d_ff = 65536;
   huge.n_layers = 200;  // ~650 billion parameters
   const auto message = testing::error_of([&] { build_model(huge); });
-  EXPECT_EQ(message.rfind("huge: " + std::to_string(count_parameters(huge)) + " parameters need ", 0), 0u) << message;
+  EXPECT_EQ(message.rfind("huge: d_model (16384): " + std::to_string(count_parameters(huge)) + " parameters need ", 0),
+            0u) << message;
   EXPECT_NE(message.find("in float32 for the weights alone, more than this machine's"), std::string::npos) << message;
+  EXPECT_EQ(testing::error_of([&] { check_fits_in_memory(huge, int64_t{64} << 30); }),
+            "huge: d_model (16384): 645123702784 parameters need 2.6 TB in float32 for the weights alone, more than "
+            "this machine's 68.7 GB of memory");
+  huge.vocab_size = int64_t{1} << 40, huge.n_layers = 1;
+  EXPECT_EQ(testing::error_of([&] { check_fits_in_memory(huge, int64_t{64} << 30); }).rfind("huge: vocab_size (1099511627776): ", 0), 0u);
+  check_fits_in_memory(huge, 0);  // memory unknown: nothing to compare with
+}
+
+// Sizes whose weights no 64-bit count holds are refused naming the key, rather than ending in
+// LibTorch's "Storage size calculation overflowed" (or a parameter count wrapped negative).
+TEST(ModelConfig, SizesBeyondA64BitCountAreRefusedNamingTheKey) {
+  const std::string gpt2 = "family: gpt\nn_heads: 12\nd_model: 768\nmax_positions: 1024\n";
+  EXPECT_EQ(error_of(gpt2 + "vocab_size: 9223372036854775807\nn_layers: 12\nd_ff: 3072\n"),
+            "x.yaml: vocab_size (9223372036854775807): the model would hold 7.1e+21 parameters (2.8e+22 bytes in "
+            "float32), more than 64-bit sizes can count");
+  EXPECT_EQ(error_of(gpt2 + "vocab_size: 50257\nn_layers: 4611686018427387904\nd_ff: 3072\n").rfind(
+                "x.yaml: n_layers (4611686018427387904): the model would hold ", 0),
+            0u);
+  EXPECT_EQ(error_of(gpt2 + "vocab_size: 50257\nn_layers: 12\nd_ff: 9000000000000000000\n").rfind(
+                "x.yaml: d_ff (9000000000000000000): ", 0),
+            0u);
+  // A sinusoidal table is built with the model: max_positions rows of d_model.
+  EXPECT_EQ(error_of("family: transformer\nvocab_size: 100\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\n"
+                     "position: sinusoidal\nmax_positions: 4611686018427387904\n")
+                .rfind("x.yaml: max_positions (4611686018427387904): ", 0),
+            0u);
+  // Far beyond this machine, yet countable: described (zoo info), not refused.
+  EXPECT_EQ(error_of(gpt2 + "vocab_size: 1099511627776\nn_layers: 12\nd_ff: 3072\n"), "no error");
 }
 
 TEST(ModelConfig, MalformedAndEmptyInput) {

@@ -139,6 +139,32 @@ TEST(Generate, BadOptionsAndPromptsAreNamed) {
   EXPECT_EQ(error([](auto& b) { b.num_beams = 1000000; }), "generate: num_beams (1000000) must be at most 256");
 }
 
+// Logits gone NaN (here a weight of one token's row: every step's logit for it) are
+// named with the step, in sampling, greedy and beam search, instead of multinomial's "probability
+// tensor contains either inf, nan or element < 0".
+TEST(Generate, NonFiniteLogitsAreNamedWithTheStep) {
+  const std::string expected =
+      "generate: the model's logits hold NaN or infinity at step 1 (corrupt weights, or activations overflowing "
+      "their type)";
+  torch::NoGradGuard no_grad;
+  auto gpt = tiny_gpt();
+  gpt->token_embedding->weight[0][3] = std::numeric_limits<float>::quiet_NaN();
+  GenerationOptions o;
+  o.max_new_tokens = 3;
+  EXPECT_EQ(testing::error_of([&] { generate(gpt, {{1, 2}}, o); }), expected);
+  o.sample = true;
+  EXPECT_EQ(testing::error_of([&] { generate(gpt, {{1, 2}}, o); }), expected);
+  auto t5 = EncoderDecoder(parse_config("family: t5\nvocab_size: 20\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n"));
+  t5->eval();
+  t5->token_embedding->weight[5][0] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t beams : {1, 3}) {
+    GenerationOptions b;
+    b.num_beams = beams;
+    b.max_new_tokens = 3;
+    EXPECT_EQ(testing::error_of([&] { generate(t5, {{2, 3}}, b); }), expected) << beams << " beams";
+  }
+}
+
 // Beam search with beams enough to keep every live hypothesis is exhaustive: it must return the
 // best length-penalised sequence, which brute force finds by scoring every sequence.
 TEST(BeamSearch, WideBeamFindsTheBruteForceOptimum) {

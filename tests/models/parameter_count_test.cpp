@@ -74,5 +74,32 @@ TEST(ParameterCountFromConfig, KnownModelsAndAConfigFarLargerThanMemory) {
   EXPECT_EQ(count_parameters(huge), 40 * (12 * d * d + 13 * d) + (50257 + 1024) * d + 2 * d);
 }
 
+// The size checks' estimates: the exact count wherever it is exact, the float32 bytes of the
+// weights (and a sinusoidal table), training's 16 bytes a trained parameter, and the size key
+// that makes a config large.
+TEST(ParameterCountFromConfig, EstimatesAgreeWithTheCountAndNameTheLargestSize) {
+  for (const char* name : {"gpt2-small", "bert-base", "t5-small", "llama-3.2-1b", "mistral-7b"}) {
+    const ModelConfig c = load_config(find_config(name));
+    const auto n = static_cast<double>(count_parameters(c));
+    EXPECT_EQ(estimate_parameters(c), n) << name;
+    EXPECT_EQ(weights_bytes_lower_bound(c), 4 * n) << name;
+    EXPECT_EQ(training_bytes_lower_bound(c, true), 16 * n) << name;
+    EXPECT_EQ(training_bytes_lower_bound(c, false), 4 * n) << name;
+  }
+  ModelConfig c = load_config(find_config("gpt2-small"));
+  EXPECT_EQ(largest_size(c), "d_model (768)");
+  c.vocab_size = int64_t{1} << 40;
+  EXPECT_EQ(largest_size(c), "vocab_size (1099511627776)");
+  c.vocab_size = 50257, c.n_layers = 100000;
+  EXPECT_EQ(largest_size(c), "n_layers (100000)");
+  // gpt2-small's 12 blocks each keep a (batch, length, 768) input: 2 bytes an element at least.
+  EXPECT_EQ(activation_bytes_lower_bound(load_config(find_config("gpt2-small")), 8, 1024), 8.0 * 1024 * 768 * 12 * 2);
+  ModelConfig transformer = load_config(find_config("transformer-base"));
+  ASSERT_EQ(transformer.position, PositionKind::kSinusoidal);
+  EXPECT_EQ(weights_bytes_lower_bound(transformer),
+            4.0 * (static_cast<double>(count_parameters(transformer)) +
+                   static_cast<double>(transformer.max_positions * transformer.d_model)));
+}
+
 }  // namespace
 }  // namespace zoo

@@ -1,5 +1,6 @@
 #include "text/text_generation.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include <gtest/gtest.h>
@@ -16,10 +17,11 @@ using testing::error_of;
 
 const Tokenizer& tokenizer() { return testing::shared_tokenizer(); }
 
-Model tiny(const std::string& family_lines) {
+Model tiny(const std::string& family_lines, int64_t vocab_size = 512) {
   torch::manual_seed(3);
-  auto m = build_model(parse_config(family_lines + "vocab_size: 512\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n"
-                                                   "max_positions: 16\ndropout: 0.0\nattention_dropout: 0.0\n"));
+  auto m = build_model(parse_config(family_lines + "vocab_size: " + std::to_string(vocab_size) +
+                                    "\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n"
+                                    "max_positions: 16\ndropout: 0.0\nattention_dropout: 0.0\n"));
   m.module()->eval();
   return m;
 }
@@ -55,6 +57,27 @@ TEST(TextGeneration, PromptsAndStopTextsAreChecked) {
   EXPECT_EQ(error_of([&] { generate_text(model, tokenizer(), "The", o, {""}, nullptr); }),
             "stop text '' is empty: it would end generation at once");
   EXPECT_EQ(error_of([] { check_utf8("ok \xc3", "--prompt"); }), "--prompt: invalid UTF-8 at byte offset 3");
+}
+
+// A checkpoint whose tokenizer outgrew its model: the prompt's first id without an embedding row
+// is named, for every family, instead of LibTorch's "index out of range in self".
+TEST(TextGeneration, IdsPastTheModelsVocabularyAreNamed) {
+  const auto& t = tokenizer();
+  const std::string prompt = "The list of items";
+  const auto ids = t.encode(prompt);
+  const auto past = std::find_if(ids.begin(), ids.end(), [](int64_t id) { return id >= 200; });
+  ASSERT_NE(past, ids.end());
+  const std::string expected = "prompt: token id " + std::to_string(*past) + " ('" + t.piece(*past) +
+                               "') is past the model's vocabulary (vocab_size 200; the tokenizer has " +
+                               std::to_string(t.vocab_size()) + " pieces)";
+  GenerationOptions o;
+  o.max_new_tokens = 2;
+  auto gpt = tiny("family: gpt\n", 200);
+  EXPECT_EQ(error_of([&] { generate_text(gpt, t, prompt, o, {}, nullptr); }), expected);
+  auto mlm = tiny("family: bert\nhead: mlm\n", 200);
+  EXPECT_EQ(error_of([&] { fill_masks(mlm.bert, t, prompt + " [MASK]", 3); }), expected);
+  auto classifier = tiny("family: bert\nhead: sequence_classification\n", 200);
+  EXPECT_EQ(error_of([&] { classify(classifier.bert, t, prompt); }), expected);
 }
 
 // A request longer than max_positions is cut to fit and says so; what streams out is the text.

@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <filesystem>
+#include <limits>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -119,6 +120,24 @@ TEST(Checkpoint, BadCheckpointsNameTheFileAndTheMismatch) {
             std::string::npos);
   EXPECT_EQ(error_of([&] { load_checkpoint(testing::scratch_path("nowhere").string()); }),
             testing::scratch_path("nowhere").string() + ": no such checkpoint directory");
+}
+
+// Weights holding NaN or infinity are refused as they are read, naming the file and the first
+// such tensor, rather than reaching generation as "probability tensor contains either inf, nan".
+TEST(Checkpoint, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  auto model = tiny_gpt();
+  {
+    torch::NoGradGuard no_grad;
+    auto weight = model.gpt->token_embedding->weight;
+    weight[3][1] = std::numeric_limits<float>::quiet_NaN();
+    weight[7][0] = std::numeric_limits<float>::infinity();
+  }
+  const auto dir = testing::scratch_path("nan/step-1").string();
+  save_checkpoint(dir, model, nullptr, nullptr, {{"step", 1}});
+  EXPECT_EQ(error_of([&] { load_checkpoint(dir); }),
+            (fs::path(dir) / "model.pt").string() +
+                ": tensor 'token_embedding.weight' holds 2 non-finite values (NaN or infinity) of 1600: the weights "
+                "are corrupt or diverged");
 }
 
 }  // namespace

@@ -59,6 +59,36 @@ TEST(RunConfig, OverridesRunAndModelFieldsWithTheSameChecks) {
   EXPECT_NE(error_of([&] { apply_run_override(c, "schedule=step"); }).find("one of: cosine, linear"), std::string::npos);
 }
 
+// Sizes a machine cannot hold are refused before any work, naming what makes them large: the
+// model's weights with their gradients and AdamW's moments, then a micro-batch's activations.
+TEST(RunConfig, ARunLargerThanMemoryIsRefusedNamingTheKey) {
+  constexpr int64_t k24GiB = int64_t{24} << 30;
+  auto c = load_run_config(find_config("gpt2-small"));
+  check_fits_in_memory(c, k24GiB, false);  // 124M parameters and a batch of 16 x 128 fit
+  apply_run_override(c, "batch_size=65536");
+  apply_run_override(c, "block_size=1024");
+  EXPECT_EQ(error_of([&] { check_fits_in_memory(c, k24GiB, false); }),
+            "batch_size (65536) x block_size (1024): a training step would hold at least 1.2 TB of activations (each "
+            "block's input kept for the backward) besides 2.0 GB of weights and optimizer state, more than this "
+            "machine's 25.8 GB of memory");
+  check_fits_in_memory(c, k24GiB, true);  // on a GPU, whose memory is not asked
+  check_fits_in_memory(c, 0, false);      // memory unknown
+  apply_run_override(c, "batch_size=8");
+  apply_run_override(c, "model.vocab_size=1099511627776");
+  EXPECT_EQ(error_of([&] { check_fits_in_memory(c, k24GiB, false); }),
+            "model.vocab_size (1099511627776): the model would hold 8.4e+14 parameters (13.5 PB with gradients and "
+            "AdamW's state), more than this machine's 25.8 GB of memory");
+  EXPECT_EQ(error_of([&] { check_fits_in_memory(c, k24GiB, true); }),
+            "model.vocab_size (1099511627776): the model would hold 8.4e+14 parameters (3.4 PB of float32 weights), "
+            "more than this machine's 25.8 GB of memory");
+  // Weights that fit, whose optimizer state would not: LoRA trains none of them.
+  apply_run_override(c, "model.vocab_size=3000000");
+  EXPECT_NE(error_of([&] { check_fits_in_memory(c, k24GiB, false); }).find("with gradients and AdamW's state"),
+            std::string::npos);
+  apply_run_override(c, "lora.rank=8");
+  check_fits_in_memory(c, k24GiB, false);
+}
+
 TEST(RunConfig, FileErrorsNameTheFileLineAndKey) {
   const auto path = testing::scratch_path("run-bad.yaml").string();
   std::ofstream(path) << "model: gpt-tiny\nsteps: 10\nlearning_rate: 0.1\n";
