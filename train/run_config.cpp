@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -243,6 +244,16 @@ void RunConfig::validate(const std::string& source) const {
   };
   at_most("batch_size", batch_size, kMaxPerStep);
   at_most("grad_accum", grad_accum, kMaxPerStep);
+  // The run counts its tokens (and a data position) in 64 bits: a run that would pass that
+  // count can never end, and is refused rather than left to wrap.
+  int64_t per_step = 0;
+  if (block_size >= 0 && !__builtin_mul_overflow(batch_size * grad_accum, std::max<int64_t>(1, resolved_block_size()), &per_step)) {
+    if (steps > std::numeric_limits<int64_t>::max() / per_step) {
+      fail("steps", "must be at most " + std::to_string(std::numeric_limits<int64_t>::max() / per_step) + " (" +
+                        std::to_string(per_step) + " tokens a step; a 64-bit count of tokens holds no more), got " +
+                        std::to_string(steps));
+    }
+  }
   non_negative("block_size", block_size);
   positive("target_length", target_length);
   if (!(lr > 0)) fail("lr", "must be positive, got " + format_double(lr));

@@ -89,6 +89,19 @@ TEST(RunConfig, ARunLargerThanMemoryIsRefusedNamingTheKey) {
   check_fits_in_memory(c, k24GiB, false);
 }
 
+// Issue 31: steps=2^63-1 was taken, and the run's 64-bit count of tokens would wrap long before
+// its end; the bound follows from the tokens a step takes.
+TEST(RunConfig, StepsPastA64BitCountOfTokensAreRefused) {
+  auto c = load_run_config(find_config("gpt2-small"));
+  apply_run_override(c, "block_size=128");
+  apply_run_override(c, "batch_size=16");
+  apply_run_override(c, "steps=4503599627370495");  // 2^63 / 2048, rounded down
+  EXPECT_EQ(error_of([&] { apply_run_override(c, "steps=9223372036854775807"); }),
+            "override 'steps=9223372036854775807': steps: must be at most 4503599627370495 (2048 tokens a step; a "
+            "64-bit count of tokens holds no more), got 9223372036854775807");
+  EXPECT_EQ(c.steps, 4503599627370495);
+}
+
 TEST(RunConfig, FileErrorsNameTheFileLineAndKey) {
   const auto path = testing::scratch_path("run-bad.yaml").string();
   std::ofstream(path) << "model: gpt-tiny\nsteps: 10\nlearning_rate: 0.1\n";
