@@ -159,9 +159,13 @@ std::vector<Record> records(const std::string& path, const std::vector<std::stri
       }
       if (!object.is_object()) fail(path, line, "expected a JSON object per line");
       Record record{line, {}, std::nullopt};
-      for (const auto& [key, value] : object.items()) {
+      for (auto item = object.begin(); item != object.end(); ++item) {
+        const std::string& key = item.key();
+        const auto& value = item.value();
         if (!structured_field.empty() && key == structured_field) {
-          record.structured = value;
+          // Moved, not copied: nlohmann-json parses without recursion but copies recursively,
+          // and a line may nest thousands of levels deep.
+          record.structured = std::move(item.value());
           continue;
         }
         if (std::find(required.begin(), required.end(), key) == required.end() &&

@@ -287,6 +287,10 @@ TEST(FinetuneData, ConversationsNeedWellFormedMessagesAndAChatTemplate) {
     const auto path = write("bad_chat.jsonl", content);
     EXPECT_EQ(error_of([&] { read_instructions(path); }), path + expected) << content;
   }
+  // 'messages' nested 2 million levels deep, within a line's 8 MiB: nlohmann-json parses it
+  // without recursion, and copying it (recursively) overflowed the stack; it is moved now.
+  const auto deep = write("deep_chat.jsonl", "{\"messages\": [" + std::string(2000000, '[') + std::string(2000001, ']') + "}\n");
+  EXPECT_EQ(error_of([&] { read_instructions(deep); }), deep + ":1: messages[0] must be a {role, content} object, got array");
   const auto plain = gpt2_chat_dir("plain_gpt2", false);
   const auto path = write("ok_chat.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"content\": \"y\"}]}\n");
   EXPECT_EQ(error_of([&] { InstructionDataset(read_instructions(path), Tokenizer::load(plain), 64, path, plain); }),
