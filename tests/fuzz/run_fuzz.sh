@@ -3,7 +3,7 @@
 # a few variants), with the sanitizers' findings fatal. Usage: run_fuzz.sh FUZZER SECONDS
 # A crash leaves its input beside the fuzzer (crash-*), which reproduces it: FUZZER crash-...
 set -euo pipefail
-fuzzer="$1"
+fuzzer="$(readlink -f "$1")"  # absolute: the fuzzer runs from its own folder
 seconds="$2"
 source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
 work=$(mktemp -d)
