@@ -13,6 +13,7 @@
 #include "models/generation.h"
 #include "text/text_generation.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/distributed.h"
 #include "train/plot.h"
 #include "train/trainer.h"

@@ -94,7 +94,7 @@ class LargeBlockAllocator final : public c10::Allocator {
         release_cached();  // the kept blocks may be what stands in the way
         address = map_aligned(length);
       }
-      TORCH_CHECK(address != nullptr, "zoo: out of memory mapping ", n, " bytes");
+      TORCH_CHECK_WITH(OutOfMemoryError, address != nullptr, "zoo: out of memory mapping ", n, " bytes");
       std::lock_guard<std::mutex> lock(mutex_);
       live_[address] = length;
       stats_.in_use_bytes += static_cast<int64_t>(length);

@@ -22,6 +22,7 @@
 #include <ATen/Version.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 namespace zoo {
 
@@ -198,6 +199,23 @@ int64_t configure_threads(int64_t requested, std::string* note) {
 int64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+c10::Device resolve_device(const std::string& name) {
+  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  if (name == "cpu") return torch::kCPU;
+  if (name.rfind("cuda", 0) == 0) {
+    if (!torch::cuda::is_available()) {
+      throw std::runtime_error("device " + name + ": CUDA is not available (" +
+                               std::string(TORCH_VERSION) + " here; build against a CUDA LibTorch, or use --device cpu)");
+    }
+    try {
+      return torch::Device(name);
+    } catch (const c10::Error&) {
+      throw std::runtime_error("device '" + name + "': expected cuda or cuda:N");
+    }
+  }
+  throw std::runtime_error("device '" + name + "': expected cpu, cuda, cuda:N or auto");
 }
 
 }  // namespace zoo

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include <c10/core/Device.h>
+
 namespace torch::nn {
 class Module;
 }
@@ -55,5 +57,8 @@ int64_t configure_threads(int64_t requested = 0, std::string* note = nullptr);
 
 // Physical memory of this machine in bytes (0 when unknown).
 int64_t physical_memory_bytes();
+
+// "cpu", "cuda", "cuda:N" or "auto" as a device; CUDA requested but absent is an error.
+c10::Device resolve_device(const std::string& name);
 
 }  // namespace zoo

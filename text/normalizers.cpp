@@ -18,8 +18,8 @@ constexpr size_t kMaxComponentString = 4096;
 constexpr size_t kMaxNormalizedBytes = size_t{1} << 26;  // 64 MiB
 constexpr size_t kMaxGrowth = 16, kGrowthAllowance = 4096;
 
-void check_normalized_size(const std::string& text, const char* normalizer, size_t max_bytes) {
-  if (text.size() > max_bytes) {
+void check_normalized_size(size_t bytes, const char* normalizer, size_t max_bytes) {
+  if (bytes > max_bytes) {
     throw std::runtime_error(std::string("tokenizer.json: the ") + normalizer + " normalizer makes the text larger than " +
                              std::to_string(max_bytes) + " bytes (" +
                              (max_bytes == kMaxNormalizedBytes ? std::string("64 MiB, the most a text may become")
@@ -112,7 +112,7 @@ void apply_replace(const Normalizer& n, TextPiece& piece, size_t max_bytes) {
       continue;
     }
     out += n.content;
-    check_normalized_size(out, "Replace", max_bytes);
+    check_normalized_size(out.size(), "Replace", max_bytes);
     // tokenizers aligns the replacement with the last replaced character, so a replaced run
     // of several characters at the front no longer begins at the input's start; nor does the
     // text when the replacement is empty.
@@ -235,8 +235,9 @@ void Normalizer::apply_within(TextPiece& piece, size_t max_bytes) const {
       apply_replace(*this, piece, max_bytes);
       break;
     case NormalizerKind::kPrepend:
-      if (!piece.text.empty()) piece.text = prepend + piece.text;
-      check_normalized_size(piece.text, "Prepend", max_bytes);
+      if (piece.text.empty()) break;
+      check_normalized_size(prepend.size() + piece.text.size(), "Prepend", max_bytes);  // before it is built
+      piece.text = prepend + piece.text;
       break;
     case NormalizerKind::kStrip:
       apply_strip(*this, piece);
@@ -250,7 +251,7 @@ void Normalizer::apply_within(TextPiece& piece, size_t max_bytes) const {
       for (const auto& child : children) child.apply_within(piece, max_bytes);
       return;
   }
-  check_normalized_size(piece.text, to_string(kind).c_str(), max_bytes);
+  check_normalized_size(piece.text.size(), to_string(kind).c_str(), max_bytes);
 }
 
 }  // namespace zoo

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "core/strings.h"
@@ -68,6 +69,35 @@ torch::ScalarType resolve_weights_dtype(WeightsDtype requested, torch::ScalarTyp
     case WeightsDtype::kBFloat16: return torch::kBFloat16;
   }
   throw std::logic_error("unhandled weights dtype");
+}
+
+std::string cpu_generator_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const auto state = generator.get_state().contiguous();
+  const auto* bytes = state.data_ptr<uint8_t>();
+  static const char* kDigits = "0123456789abcdef";
+  std::string hex;
+  for (int64_t i = 0; i < state.numel(); ++i) hex += {kDigits[bytes[i] >> 4], kDigits[bytes[i] & 15]};
+  return hex;
+}
+
+void restore_cpu_generator(const std::string& hex, const std::string& where) {
+  auto nibble = [&](char c) -> uint8_t {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw std::runtime_error(where + ": rng is not a hex string");
+  };
+  if (hex.empty() || hex.size() % 2 != 0) throw std::runtime_error(where + ": rng is not a hex string");
+  std::vector<uint8_t> v;
+  for (size_t i = 0; i < hex.size(); i += 2) v.push_back(static_cast<uint8_t>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  try {
+    generator.set_state(torch::tensor(v, torch::kUInt8));
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(where + ": rng state does not fit this LibTorch's generator");
+  }
 }
 
 void check_finite(const torch::Tensor& value, const std::string& what) {

@@ -61,6 +61,12 @@ Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expecte
 void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer,
                           const torch::Device& device = torch::kCPU);
 
+// The CPU generator's state (what dropout draws from) as hex, the form state.json keeps it in, so
+// a resumed run draws the same masks; restore_cpu_generator sets it back, naming `where` when
+// the text is not hex or not a state this LibTorch's generator takes.
+std::string cpu_generator_state();
+void restore_cpu_generator(const std::string& hex, const std::string& where);
+
 // Throws naming `what` (a file and a tensor) when the floating tensor `value` holds NaN or
 // infinity: weights like that are refused as they are read, rather than found by generation.
 void check_finite(const torch::Tensor& value, const std::string& what);

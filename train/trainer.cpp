@@ -10,19 +10,20 @@
 #include <regex>
 #include <set>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
 #include "core/files.h"
 #include "core/runtime.h"
+#include "core/stop_signals.h"
 #include "core/strings.h"
 #include "models/generation.h"
 #include "text/corpus.h"
 #include "train/autocast.h"
 #include "train/checkpoint.h"
 #include "train/distributed.h"
+#include "train/evaluation.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/schedule.h"
@@ -32,68 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// Set by SIGINT/SIGTERM while a trainer handles signals; the loop stops at the next step
-// boundary. A second signal is not waited on: the default action (exit) runs at once.
-std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int signal) {
-  if (g_stop_signal.exchange(signal) != 0) {
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
-  }
-}
-
-class SignalScope {
- public:
-  explicit SignalScope(bool enabled) : enabled_(enabled) {
-    if (!enabled_) return;
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = on_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~SignalScope() {
-    if (!enabled_) return;
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  bool enabled_;
-  struct sigaction old_int_ {}, old_term_ {};
-};
-
-// The CPU generator's state (dropout) as hex, so state.json stays readable.
-std::string generator_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  const auto state = generator.get_state().contiguous();
-  const auto* bytes = state.data_ptr<uint8_t>();
-  static const char* kDigits = "0123456789abcdef";
-  std::string hex;
-  for (int64_t i = 0; i < state.numel(); ++i) hex += {kDigits[bytes[i] >> 4], kDigits[bytes[i] & 15]};
-  return hex;
-}
-
-void restore_generator(const std::string& hex, const std::string& where) {
-  auto nibble = [&](char c) -> uint8_t {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw std::runtime_error(where + ": rng is not a hex string");
-  };
-  if (hex.empty() || hex.size() % 2 != 0) throw std::runtime_error(where + ": rng is not a hex string");
-  std::vector<uint8_t> v;
-  for (size_t i = 0; i < hex.size(); i += 2) v.push_back(static_cast<uint8_t>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  try {
-    generator.set_state(torch::tensor(v, torch::kUInt8));
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(where + ": rng state does not fit this LibTorch's generator");
-  }
-}
 
 bool is_terminal(std::ostream& out) {
   if (&out == &std::cerr) return isatty(STDERR_FILENO);
@@ -121,88 +60,7 @@ std::string describe(const EvalResult& r) {
   return s;
 }
 
-// Rows of a padded batch without their padding.
-std::vector<std::vector<int64_t>> unpadded_rows(const torch::Tensor& ids, const torch::Tensor& mask) {
-  std::vector<std::vector<int64_t>> rows;
-  const auto i = ids.to(torch::kCPU).contiguous();
-  const auto m = mask.to(torch::kCPU).to(torch::kLong).contiguous();
-  for (int64_t b = 0; b < i.size(0); ++b) {
-    std::vector<int64_t> row;
-    for (int64_t t = 0; t < i.size(1); ++t)
-      if (m[b][t].item<int64_t>() != 0) row.push_back(i[b][t].item<int64_t>());
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 }  // namespace
-
-torch::Device resolve_device(const std::string& name) {
-  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  if (name == "cpu") return torch::kCPU;
-  if (name.rfind("cuda", 0) == 0) {
-    if (!torch::cuda::is_available()) {
-      throw std::runtime_error("device " + name + ": CUDA is not available (" +
-                               std::string(TORCH_VERSION) + " here; build against a CUDA LibTorch, or use --device cpu)");
-    }
-    try {
-      return torch::Device(name);
-    } catch (const c10::Error&) {
-      throw std::runtime_error("device '" + name + "': expected cuda or cuda:N");
-    }
-  }
-  throw std::runtime_error("device '" + name + "': expected cpu, cuda, cuda:N or auto");
-}
-
-EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
-                    const torch::Device& device, int64_t max_target_length, Precision precision) {
-  EvalResult result;
-  const int64_t n = data.val_size();
-  if (n == 0) return result;
-  const int64_t limit = max_batches > 0 ? std::min(n, max_batches * batch_size) : n;
-  auto module = model.module();
-  const bool was_training = module->is_training();
-  module->eval();
-  torch::NoGradGuard no_grad;
-  AutocastScope autocast(precision, device);
-  double loss_sum = 0;
-  int64_t correct = 0, exact = 0, examples = 0;
-  for (int64_t start = 0; start < limit; start += batch_size) {
-    std::vector<int64_t> indices;
-    for (int64_t i = start; i < std::min(limit, start + batch_size); ++i) indices.push_back(i);
-    const Batch batch = data.val_batch(indices);
-    const auto out = compute_loss(model, batch, data.objective(), 0.0, device, /*with_accuracy=*/true);
-    if (out.targets == 0) continue;
-    loss_sum += out.loss.item<double>() * static_cast<double>(out.targets);
-    result.targets += out.targets;
-    correct += out.correct;
-    if (data.objective() == Objective::kSeq2Seq) {
-      GenerationOptions options;
-      options.max_new_tokens = max_target_length;
-      const int64_t eos = BatchTokens::require(data.tokens().eos, "end-of-sequence", "seq2seq evaluation");
-      options.eos_ids = {eos};
-      const auto generated = generate(model.seq2seq, unpadded_rows(batch.input_ids, batch.attention_mask), options);
-      const auto labels = batch.labels.to(torch::kCPU);
-      for (size_t b = 0; b < generated.tokens.size(); ++b) {
-        std::vector<int64_t> target;
-        for (int64_t t = 0; t < labels.size(1); ++t) {
-          const int64_t id = labels[b][t].item<int64_t>();
-          if (id == kIgnoreIndex || id == eos) break;
-          target.push_back(id);
-        }
-        exact += generated.tokens[b] == target;
-        ++examples;
-      }
-    }
-  }
-  if (was_training) module->train();
-  if (result.targets == 0) return result;
-  result.loss = loss_sum / static_cast<double>(result.targets);
-  result.perplexity = std::exp(result.loss);
-  result.accuracy = static_cast<double>(correct) / static_cast<double>(result.targets);
-  if (examples > 0) result.exact_match = static_cast<double>(exact) / static_cast<double>(examples);
-  return result;
-}
 
 // Rank 0 logs; the other ranks of a data-parallel run stay quiet.
 std::ostream& log_of(const TrainerOptions& o) {
@@ -224,6 +82,28 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   }
   // Sizes no machine of this kind holds are refused before a tokenizer or data is prepared.
   check_fits_in_memory(config_, physical_memory_bytes(), device_.is_cuda());
+  choose_precision();
+  torch::manual_seed(config_.seed);
+
+  if (main_rank()) prepare_tokenizer();
+  if (parallel) {
+    // Rank 0's tokenizer (maybe just trained) for everyone, through the store.
+    const std::string bytes = parallel->share("tokenizer", main_rank() ? tokenizer_->model_bytes() : "");
+    if (!main_rank()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_serialized(bytes, "rank 0's tokenizer"));
+  }
+  prepare_objective_and_data();
+
+  build_model_and_optimizer();
+  // Once every weight is loaded and shared: a frozen base's projections in the compute dtype.
+  const int64_t held_in_compute_dtype = hold_frozen_projections_in_compute_dtype(*model_.module(), precision_);
+  // On resume too: overrides given then (more steps) hold for the next resume.
+  if (main_rank()) write_file_atomically(run_->file("run.yaml"), to_yaml(config_));
+  log_setup(held_in_compute_dtype);
+  run_->keep();  // set up: from here on the run directory stays whatever happens
+}
+
+void Trainer::choose_precision() {
+  DataParallel* parallel = options_.parallel;
   ComputeDevice compute{device_.is_cuda()};
   // Only auto on the CPU needs the measurement (a few milliseconds); rank 0's decides for every
   // rank, so that all of them compute alike.
@@ -235,14 +115,9 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   // run.yaml records the choice, so a resumed run keeps it rather than measuring again.
   config_.precision = precision_;
   scaler_ = LossScaler(precision_ == Precision::kFp16);
-  torch::manual_seed(config_.seed);
+}
 
-  if (main_rank()) prepare_tokenizer();
-  if (parallel) {
-    // Rank 0's tokenizer (maybe just trained) for everyone, through the store.
-    const std::string bytes = parallel->share("tokenizer", main_rank() ? tokenizer_->model_bytes() : "");
-    if (!main_rank()) tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_serialized(bytes, "rank 0's tokenizer"));
-  }
+void Trainer::prepare_objective_and_data() {
   const Purpose purpose = config_.init_from.empty() ? Purpose::kPretraining : Purpose::kFineTuning;
   if (config_.lora.enabled() && purpose == Purpose::kPretraining) {
     throw ConfigError("lora.rank: LoRA adapts a pretrained model, and this run starts from fresh weights: "
@@ -269,9 +144,12 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
   }
   config_.objective = objective_;
   config_.validate("run config");
+}
 
+void Trainer::build_model_and_optimizer() {
+  DataParallel* parallel = options_.parallel;
   torch::manual_seed(config_.seed);
-  model_ = build_model(model_config);
+  model_ = build_model(config_.model_config);
   std::vector<std::string> fresh;
   if (!options_.resume && !config_.init_from.empty()) fresh = initialize_from(config_.init_from);
   if (config_.lora.enabled()) setup_lora(fresh);
@@ -301,12 +179,12 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
     parallel->broadcast(state);
     parallel->attach(trainable(*model_.module()));
   }
-  // Once every weight is loaded and shared: a frozen base's projections in the compute dtype.
-  const int64_t held_in_compute_dtype = hold_frozen_projections_in_compute_dtype(*model_.module(), precision_);
-  // On resume too: overrides given then (more steps) hold for the next resume.
-  if (main_rank()) write_file_atomically(run_->file("run.yaml"), to_yaml(config_));
+}
+
+void Trainer::log_setup(int64_t held_in_compute_dtype) {
+  DataParallel* parallel = options_.parallel;
   log_ << "run: " << options_.run_dir << "\n"
-       << describe(model_config) << "parameters: " << total_parameters_ << " (trainable " << trainable_parameters_
+       << describe(config_.model_config) << "parameters: " << total_parameters_ << " (trainable " << trainable_parameters_
        << ", " << c10::str(std::round(10000.0 * static_cast<double>(trainable_parameters_) /
                                       static_cast<double>(std::max<int64_t>(1, total_parameters_))) / 100.0)
        << "%)\n"
@@ -323,7 +201,6 @@ Trainer::Trainer(RunConfig config, TrainerOptions options)
          << "); global batch " << config_.batch_size << " per rank x " << parallel->world_size() << " ranks x "
          << config_.grad_accum << " accumulation = " << sequences << " sequences\n";
   }
-  run_->keep();  // set up: from here on the run directory stays whatever happens
 }
 
 void Trainer::prepare_data() {
@@ -476,7 +353,7 @@ void Trainer::restore(const std::string& dir) {
   position.epoch = s.sampler_epoch;
   position.index = s.sampler_index;
   sampler_->restore(position);
-  restore_generator(s.rng, state_path);
+  restore_cpu_generator(s.rng, state_path);
   skipped_ = s.skipped;
   tokens_seen_ = s.tokens_seen;
   scaler_.restore(s.loss_scale);
@@ -487,7 +364,7 @@ void Trainer::restore(const std::string& dir) {
   log_ << "resumed from " << dir << " at step " << step_ << "\n";
 }
 
-bool Trainer::stop_pending() const { return stop_requested_ || g_stop_signal != 0; }
+bool Trainer::stop_pending() const { return stop_requested_ || stop_signal_received() != 0; }
 
 bool Trainer::stop_agreed() const {
   if (!options_.parallel) return stop_pending();
@@ -514,6 +391,17 @@ Batch Trainer::next_batch() {
   return data_->train_batch(indices, epoch);
 }
 
+void Trainer::throw_step_out_of_memory(const std::string& cause) const {
+  // The estimate before the run (check_fits_in_memory) is a lower bound; what a step really
+  // holds is known only when it runs. The message names the options that size it.
+  std::string first_line = cause.substr(0, cause.find('\n'));
+  if (first_line.size() > 300) first_line = first_line.substr(0, 300) + "...";
+  throw ConfigError("batch_size (" + std::to_string(config_.batch_size) + ") x block_size (" +
+                    std::to_string(config_.resolved_block_size()) + "): a training step does not fit in the memory of " +
+                    device_.str() + " (" + first_line + "); lower batch_size or block_size (a larger grad_accum keeps " +
+                    "the tokens per step), or set activation_checkpointing=true");
+}
+
 bool Trainer::step() {
   const auto started = Clock::now();
   last_lr_ = learning_rate(schedule_, step_);
@@ -524,21 +412,27 @@ bool Trainer::step() {
   const double micro_steps = static_cast<double>(config_.grad_accum);
   double loss = 0;
   int64_t tokens = 0;
-  for (int64_t micro = 0; micro < config_.grad_accum && std::isfinite(loss); ++micro) {
-    LossOutput out;
-    {
-      AutocastScope autocast(precision_, device_);
-      out = compute_loss(model_, next_batch(), objective_, config_.label_smoothing, device_);
+  try {
+    for (int64_t micro = 0; micro < config_.grad_accum && std::isfinite(loss); ++micro) {
+      LossOutput out;
+      {
+        AutocastScope autocast(precision_, device_);
+        out = compute_loss(model_, next_batch(), objective_, config_.label_smoothing, device_);
+      }
+      const GlobalLoss global = reduce_loss(parallel, out.loss.item<double>(), out.targets, out.tokens);
+      if (!std::isfinite(global.value)) {
+        loss = global.value;
+        break;
+      }
+      if (parallel) parallel->set_sync(micro + 1 == config_.grad_accum);
+      (out.loss * (global.share * scaler_.scale() / micro_steps)).backward();
+      loss += global.value / micro_steps;
+      tokens += global.tokens;
     }
-    const GlobalLoss global = reduce_loss(parallel, out.loss.item<double>(), out.targets, out.tokens);
-    if (!std::isfinite(global.value)) {
-      loss = global.value;
-      break;
-    }
-    if (parallel) parallel->set_sync(micro + 1 == config_.grad_accum);
-    (out.loss * (global.share * scaler_.scale() / micro_steps)).backward();
-    loss += global.value / micro_steps;
-    tokens += global.tokens;
+  } catch (const c10::OutOfMemoryError& e) {
+    throw_step_out_of_memory(e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    throw_step_out_of_memory("std::bad_alloc");
   }
   const bool finite = std::isfinite(loss);
   if (parallel) {
@@ -595,7 +489,7 @@ std::string Trainer::save(bool is_best) {
   state.world_size = world_size();
   state.sampler_epoch = sampler_->state().epoch;
   state.sampler_index = sampler_->state().index;
-  state.rng = generator_state();
+  state.rng = cpu_generator_state();
   state.skipped = skipped_;
   state.tokens_seen = tokens_seen_;
   state.loss_scale = scaler_.scale();
@@ -613,7 +507,7 @@ std::string Trainer::save(bool is_best) {
 }
 
 TrainSummary Trainer::run() {
-  SignalScope signals(options_.handle_signals);
+  StopSignals signals(options_.handle_signals);
   // The run directory is this run's until run() returns (or throws): then another may use it.
   struct Release {
     RunDirectory& run;
@@ -676,7 +570,7 @@ TrainSummary Trainer::run() {
   }
   if (summary.interrupted) {
     last_saved = save(false);
-    progress.message("stopped at step " + std::to_string(step_) + (g_stop_signal ? " by a signal" : "") +
+    progress.message("stopped at step " + std::to_string(step_) + (stop_signal_received() != 0 ? " by a signal" : "") +
                      "; saved " + last_saved + "; continue with --resume " + options_.run_dir);
   } else if (last_saved.empty() || checkpoint_step(last_saved) != step_) {
     evaluate_and_save(true);
@@ -688,48 +582,6 @@ TrainSummary Trainer::run() {
   summary.best_eval = best_;
   summary.best_checkpoint = best_dir_;
   return summary;
-}
-
-EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<std::string>& data,
-                               int64_t batch_size, int64_t max_batches, const std::string& device_name,
-                               std::ostream& log) {
-  const std::string dir = resolve_checkpoint(checkpoint);
-  Checkpoint c = load_checkpoint(dir);
-  if (!c.tokenizer) throw std::runtime_error(dir + ": the checkpoint has no tokenizer");
-  const Tokenizer& tokenizer = *c.tokenizer;
-  // Ids past the embedding would reach it from any data: refused before the data is read.
-  if (const auto mismatch = vocabulary_mismatch(tokenizer, c.model.config.vocab_size); !mismatch.empty()) {
-    throw std::runtime_error(dir + ": " + mismatch + " (ids from " + std::to_string(c.model.config.vocab_size) +
-                             " on have no embedding row)");
-  }
-  RunConfig config;
-  const fs::path run_yaml = fs::path(dir) / "run.yaml";
-  if (fs::exists(run_yaml)) config = load_run_config(run_yaml.string());
-  config.model_config = c.model.config;
-  config.data = data;
-  config.val_data = data;
-  const Purpose purpose = is_example_file(data) ? Purpose::kFineTuning : Purpose::kPretraining;
-  const Objective objective = resolve_objective(Objective::kAuto, c.model.config, purpose);
-  // Token objectives tokenize into a scratch directory removed afterwards.
-  const fs::path scratch = temporary_path_for((fs::temp_directory_path() / "zoo-eval").string());
-  create_directories(scratch.string());
-  try {
-    std::unique_ptr<LabelSet> labels;
-    const fs::path labels_path = fs::path(dir) / "labels.json";
-    if (objective == Objective::kClassification && fs::exists(labels_path)) {
-      labels = std::make_unique<LabelSet>(LabelSet::load(labels_path.string()));
-    }
-    const auto task = make_task_data(config, objective, tokenizer, scratch.string(), log, labels.get());
-    const torch::Device device = resolve_device(device_name);
-    c.model.module()->to(device);
-    EvalResult r = evaluate(c.model, *task, batch_size, max_batches, device, config.target_length);
-    r.step = c.state.value("step", int64_t{0});
-    fs::remove_all(scratch);
-    return r;
-  } catch (...) {
-    fs::remove_all(scratch);
-    throw;
-  }
 }
 
 }  // namespace zoo

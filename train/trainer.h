@@ -4,7 +4,8 @@
 // resume, clean stops on SIGINT/SIGTERM and on non-finite losses. What is not the loop lives
 // beside it: the run directory and its checkpoints (train/run_directory.h), the saved state
 // (train/trainer_state.h), the data (train/task.h), precision and loss scaling
-// (train/precision.h, train/loss_scaler.h), the data-parallel group (train/distributed.h).
+// (train/precision.h, train/loss_scaler.h), the data-parallel group (train/distributed.h),
+// evaluation (train/evaluation.h), the stop on a signal (core/stop_signals.h).
 
 #include <cmath>
 #include <cstdint>
@@ -91,8 +92,17 @@ class Trainer {
   torch::Device device() const { return device_; }
 
  private:
+  void choose_precision();
   void prepare_tokenizer();
   void prepare_data();
+  // Resolves the objective from the config and the purpose, prepares the data, and sets the
+  // head the objective needs (a classifier's labels come from the data).
+  void prepare_objective_and_data();
+  // The model (fresh, from init_from, or restored on resume), its adapters, the optimizer, the
+  // schedule and the sampler; shared from rank 0 in a data-parallel run.
+  void build_model_and_optimizer();
+  void log_setup(int64_t held_in_compute_dtype);
+  [[noreturn]] void throw_step_out_of_memory(const std::string& cause) const;
   // Returns the names of the model's tensors the checkpoint did not provide (fresh heads).
   std::vector<std::string> initialize_from(const std::string& checkpoint);
   // Attaches the run's LoRA adapters and freezes everything else but `fresh` (tensors of the
@@ -132,20 +142,5 @@ class Trainer {
   bool stop_requested_ = false;
 };
 
-// The checkpoint's model on `data` with the objective of its family and head (causal LM for
-// gpt, MLM or classification for bert, span corruption or seq2seq for t5). Token objectives
-// read text (or a token directory's val.tokens); classification and seq2seq read their files.
-EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<std::string>& data,
-                               int64_t batch_size, int64_t max_batches, const std::string& device,
-                               std::ostream& log);
-
-// Model on the validation split of `data`, batch by batch (max_batches 0 = all), its forward
-// passes in `precision` (a bf16 run evaluates under autocast, as it trains).
-EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
-                    const torch::Device& device, int64_t max_target_length = 64,
-                    Precision precision = Precision::kFp32);
-
-// "cpu", "cuda", "cuda:N" or "auto" as a device; CUDA requested but absent is an error.
-torch::Device resolve_device(const std::string& name);
 
 }  // namespace zoo

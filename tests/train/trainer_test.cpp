@@ -12,6 +12,7 @@
 #include "core/files.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/progress.h"
 
 namespace zoo {

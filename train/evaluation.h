@@ -1,0 +1,34 @@
+#pragma once
+// Evaluation: a model's loss, perplexity and accuracy (and exact match for seq2seq, by greedy
+// generation) on the validation split of a task's data, and the same for a saved checkpoint
+// with the objective its family and head imply (`zoo eval`). The trainer evaluates through
+// evaluate() every eval_every steps.
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "models/model.h"
+#include "train/precision.h"
+#include "train/task.h"
+#include "train/trainer_state.h"
+
+namespace zoo {
+
+// The checkpoint's model on `data` with the objective of its family and head (causal LM for
+// gpt, MLM or classification for bert, span corruption or seq2seq for t5). Token objectives
+// read text (or a token directory's val.tokens); classification and seq2seq read their files.
+EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<std::string>& data,
+                               int64_t batch_size, int64_t max_batches, const std::string& device,
+                               std::ostream& log);
+
+// Model on the validation split of `data`, batch by batch (max_batches 0 = all), its forward
+// passes in `precision` (a bf16 run evaluates under autocast, as it trains).
+EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
+                    const torch::Device& device, int64_t max_target_length = 64,
+                    Precision precision = Precision::kFp32);
+
+}  // namespace zoo
