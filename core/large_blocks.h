@@ -7,8 +7,8 @@
 // (vocabulary, d_model) tensors are such blocks: gpt2-small's tied embedding in float32 is
 // 154 MB, and one training step makes a dozen of them (its bf16 copy under autocast, the
 // output projection's gradient, the embedding's, their sum). On this project's machine those
-// page faults were half of a bf16 training step (README, Performance). Smaller blocks stay with
-// the allocator LibTorch had.
+// page faults were half of a bf16 training step (docs/performance-libtorch-1.13.md). Smaller
+// blocks stay with the allocator LibTorch had.
 
 #include <cstdint>
 

@@ -46,8 +46,8 @@ bool configure_allocator();
 // asked to back with 2 MiB pages (madvise MADV_HUGEPAGE, honoured where transparent huge pages
 // are "always" or "madvise"). Decoding reads every weight once per token: with 4 KiB pages that
 // is a TLB miss every 4 KiB, 60,000 a token for gpt2-small in bf16, and 2 MiB pages made bf16
-// decoding about 20% faster here (README, Performance). Tensors that shared storage (tied
-// weights) still share it; values, types and requires_grad are kept. Returns the bytes placed:
+// decoding about 20% faster here (docs/performance-libtorch-1.13.md). Tensors that shared
+// storage (tied weights) still share it; values, types and requires_grad are kept. Returns the bytes placed:
 // 0 where it does not apply (not Linux, a tensor not on the CPU, or nothing to place).
 int64_t place_in_huge_pages(torch::nn::Module& module);
 

@@ -18,7 +18,7 @@
 #          of a CUDA-trained model and the export generating what zoo generates, and two-rank
 #          data parallelism over NCCL where the machine has two GPUs.
 #       3. Prints `zoo bench --device cuda --compare` against the machine's PyTorch: gemm,
-#          training, BERT's forward and decoding (fp32 and bf16), for the README.
+#          training, BERT's forward and decoding (fp32 and bf16), for docs/cuda.md.
 #       --build-only stops after 1 (what can be checked on a machine without a GPU). --corpus names
 #       the text to train on (default: `zoo corpus`, which needs Debian's python3.11-doc).
 # Every check runs; each failure is named, and the exit status is non-zero if any failed.

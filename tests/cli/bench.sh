@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# zoo bench --compare --json: one JSON object per workload with the fields the README promises
-# (name, unit, zoo, pytorch, ratio; mfu for training, the bandwidth bound for decoding). Checks
-# the output's shape and that the numbers are positive, never how fast anything is.
+# zoo bench --compare --json: one JSON object per workload with the fields docs/performance.md
+# promises (name, unit, zoo, pytorch, ratio; mfu for training, the bandwidth bound for decoding).
+# Checks the output's shape and that the numbers are positive, never how fast anything is.
 set -euo pipefail
 zoo="$1"
 references="$2"
