@@ -131,30 +131,43 @@ json task_type(const ModelConfig& c) {
   return nullptr;
 }
 
-}  // namespace
+// --- Export -------------------------------------------------------------------------------
 
-bool is_peft_directory(const std::string& dir) { return fs::exists(fs::path(dir) / kAdapterConfig); }
-
-void export_peft(const Model& model, const std::string& dir) {
-  if (!model.lora) throw std::runtime_error("the checkpoint has no LoRA adapters: --adapters-only needs a LoRA run's");
-  const auto& c = model.config;
-  if (c.family == Family::kTransformer) throw std::runtime_error("the original Transformer has no Hugging Face layout");
-  const auto maps = hf_tensor_maps(c);
-  const auto slices = hf_slices(maps, *model.module());
-  std::map<std::string, const HfTensorMap*> by_zoo;
-  for (const auto& m : maps) by_zoo[m.zoo] = &m;
-
-  // Each Hugging Face module's pieces: where in its rows an adapter adds, its A, B and scale.
+// One Hugging Face module's adapters: where in its rows each adds, with its A and B.
+struct ExportedModule {
   struct Piece {
     int64_t offset, rows;
     torch::Tensor A, B;
   };
-  struct HfModule {
-    int64_t out_rows = 0;
-    std::vector<Piece> pieces;
-  };
-  std::map<std::string, HfModule> modules;
-  bool transposed = false;
+  int64_t out_rows = 0;
+  std::vector<Piece> pieces;
+
+  // PEFT's lora_A and lora_B for the module. Parts of one fused module (GPT-2's c_attn): A
+  // stacked, B block-diagonal over their rows.
+  std::pair<torch::Tensor, torch::Tensor> lora_pair() const {
+    if (pieces.size() == 1 && pieces[0].rows == out_rows) return {pieces[0].A, pieces[0].B};
+    std::vector<torch::Tensor> stacked;
+    int64_t rank = 0;
+    for (const auto& p : pieces) stacked.push_back(p.A), rank += p.A.size(0);
+    torch::Tensor B = torch::zeros({out_rows, rank});
+    int64_t column = 0;
+    for (const auto& p : pieces) {
+      B.narrow(0, p.offset, p.rows).narrow(1, column, p.A.size(0)).copy_(p.B);
+      column += p.A.size(0);
+    }
+    return {torch::cat(stacked, 0), B};
+  }
+};
+
+struct ExportedModules {
+  std::map<std::string, ExportedModule> modules;  // by Hugging Face module name
+  bool transposed = false;                        // GPT-2's Conv1D layout (fan_in_fan_out)
+};
+
+ExportedModules exported_modules(const Model& model, const std::vector<HfTensorMap>& maps,
+                                 const std::map<std::string, const HfTensorMap*>& by_zoo) {
+  const auto slices = hf_slices(maps, *model.module());
+  ExportedModules out;
   for (const auto& a : attached_adapters(model)) {
     const auto& o = a.adapter->options;
     const auto found = by_zoo.find(a.weight);
@@ -167,37 +180,20 @@ void export_peft(const Model& model, const std::string& dir) {
       if (s.start <= o.row_offset() && o.row_offset() + o.rows() <= s.start + s.rows) hf = name, slice = s;
     }
     TORCH_CHECK(!hf.empty(), "peft: ", a.name, " spans several Hugging Face tensors");
-    transposed = transposed || map.transpose;
-    auto& module = modules[without_suffix(hf, ".weight")];
+    out.transposed = out.transposed || map.transpose;
+    auto& module = out.modules[without_suffix(hf, ".weight")];
     module.out_rows = slice.rows;
     module.pieces.push_back({o.row_offset() - slice.start, o.rows(), a.adapter->A.detach().cpu().to(torch::kFloat),
                              a.adapter->B.detach().cpu().to(torch::kFloat)});
   }
+  return out;
+}
+
+// adapter_config.json for the exported modules and their ranks.
+json adapter_config(const Model& model, const std::vector<HfTensorMap>& maps, const std::map<std::string, int64_t>& module_rank,
+                    bool transposed, const std::set<std::string>& to_save) {
   const auto& lora = model.lora->config;
   const double scaling = lora.alpha / static_cast<double>(lora.rank);
-  std::map<std::string, torch::Tensor> tensors;
-  std::map<std::string, int64_t> module_rank;
-  for (const auto& [name, module] : modules) {
-    torch::Tensor A, B;
-    if (module.pieces.size() == 1 && module.pieces[0].rows == module.out_rows) {
-      A = module.pieces[0].A, B = module.pieces[0].B;
-    } else {
-      // Parts of one fused module (GPT-2's c_attn): A stacked, B block-diagonal over their rows.
-      std::vector<torch::Tensor> stacked;
-      int64_t rank = 0;
-      for (const auto& p : module.pieces) stacked.push_back(p.A), rank += p.A.size(0);
-      A = torch::cat(stacked, 0);
-      B = torch::zeros({module.out_rows, rank});
-      int64_t column = 0;
-      for (const auto& p : module.pieces) {
-        B.narrow(0, p.offset, p.rows).narrow(1, column, p.A.size(0)).copy_(p.B);
-        column += p.A.size(0);
-      }
-    }
-    tensors[kPrefix + name + ".lora_A.weight"] = A.contiguous();
-    tensors[kPrefix + name + ".lora_B.weight"] = B.contiguous();
-    module_rank[name] = A.size(0);
-  }
   // Modules whose rank differs from r get it (and alpha = scale x rank) through rank_pattern and
   // alpha_pattern, by their last name where all such modules agree, else by their full name.
   json rank_pattern = json::object(), alpha_pattern = json::object();
@@ -209,163 +205,226 @@ void export_peft(const Model& model, const std::string& dir) {
     rank_pattern[key] = rank;
     alpha_pattern[key] = scaling * static_cast<double>(rank);
   }
-  std::set<std::string> adapted, hf_modules, to_save;
+  std::set<std::string> adapted, hf_modules;
   for (const auto& [name, rank] : module_rank) adapted.insert(name);
   for (const auto& m : maps) {
     for (const auto& name : m.hf) hf_modules.insert(without_suffix(name, ".weight"));
   }
   const std::set<std::string> targets = target_modules(adapted, hf_modules);
-  for (const auto& zoo_name : model.lora->trained) {
-    const auto found = by_zoo.find(zoo_name);
-    if (found == by_zoo.end() || found->second->hf.size() != 1) {
-      throw std::runtime_error("--adapters-only: " + zoo_name + " was trained in full and has no Hugging Face tensor");
-    }
-    tensors[kPrefix + found->second->hf[0]] =
-        model.module()->named_parameters()[zoo_name].detach().cpu().to(torch::kFloat).contiguous();
-    to_save.insert(module_to_save(zoo_name));
-  }
-  json config = {{"peft_type", "LORA"},
-                 {"task_type", task_type(c)},
-                 {"r", lora.rank},
-                 {"lora_alpha", lora.alpha},
-                 {"lora_dropout", lora.dropout},
-                 {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
-                 {"rank_pattern", rank_pattern},
-                 {"alpha_pattern", alpha_pattern},
-                 {"fan_in_fan_out", transposed},
-                 {"bias", "none"},
-                 {"modules_to_save", to_save.empty() ? json(nullptr) : json(std::vector<std::string>(to_save.begin(), to_save.end()))},
-                 {"use_rslora", false},
-                 {"use_dora", false},
-                 {"init_lora_weights", true},
-                 {"inference_mode", true},
-                 {"base_model_name_or_path", model.lora->base}};
-  write_output_directory(dir, OutputKind::kPeftAdapterDirectory, [&](const std::string& tmp) {
-    save_safetensors((fs::path(tmp) / kAdapterWeights).string(), tensors, {{"format", "pt"}});
-    write_file_atomically((fs::path(tmp) / kAdapterConfig).string(), config.dump(2) + "\n");
-  });
+  return {{"peft_type", "LORA"},
+          {"task_type", task_type(model.config)},
+          {"r", lora.rank},
+          {"lora_alpha", lora.alpha},
+          {"lora_dropout", lora.dropout},
+          {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
+          {"rank_pattern", rank_pattern},
+          {"alpha_pattern", alpha_pattern},
+          {"fan_in_fan_out", transposed},
+          {"bias", "none"},
+          {"modules_to_save", to_save.empty() ? json(nullptr) : json(std::vector<std::string>(to_save.begin(), to_save.end()))},
+          {"use_rslora", false},
+          {"use_dora", false},
+          {"init_lora_weights", true},
+          {"inference_mode", true},
+          {"base_model_name_or_path", model.lora->base}};
 }
 
-Model import_peft(const std::string& dir, const std::string& base_dir) {
-  const std::string config_path = (fs::path(dir) / kAdapterConfig).string();
-  if (!fs::exists(config_path)) throw std::runtime_error(config_path + ": missing (not a PEFT adapter directory)");
-  json config;
-  try {
-    config = json::parse(read_file(config_path));
-  } catch (const json::exception& e) {
-    throw std::runtime_error(config_path + ": malformed JSON (" + std::string(e.what()) + ")");
-  }
-  auto fail = [&](const std::string& key, const std::string& what) {
-    throw std::runtime_error(config_path + ": " + key + ": " + what);
+// --- Import -------------------------------------------------------------------------------
+
+// The adapters per Hugging Face module (lora_A, lora_B), and the base tensors saved beside them
+// (modules_to_save), from adapter_model.safetensors.
+struct AdapterWeights {
+  struct Pair {
+    torch::Tensor A, B;
   };
-  if (!config.is_object()) throw std::runtime_error(config_path + ": expected a JSON object");
-  if (config.value("peft_type", std::string()) != "LORA") {
-    fail("peft_type", "'" + config.value("peft_type", std::string("(none)")) + "' is not LORA (zoo reads LoRA adapters)");
+  std::string path;
+  std::map<std::string, Pair> adapters;
+  std::map<std::string, torch::Tensor> saved;
+
+  static AdapterWeights read(const std::string& dir) {
+    AdapterWeights w;
+    w.path = (fs::path(dir) / kAdapterWeights).string();
+    if (!fs::exists(w.path)) {
+      throw std::runtime_error(w.path + ": missing" +
+                               (fs::exists(fs::path(dir) / "adapter_model.bin")
+                                    ? std::string(" (adapter_model.bin is pickled PyTorch, which zoo does not read: save "
+                                                  "with safe_serialization=True)")
+                                    : std::string()));
+    }
+    const auto file = load_safetensors(w.path);
+    for (const auto& [key, value] : file.tensors) {
+      if (key.rfind(kPrefix, 0) != 0) throw std::runtime_error(w.path + ": tensor '" + key + "' is not under " + kPrefix);
+      std::string name = key.substr(kPrefix.size());
+      for (const char* which : {".lora_A", ".lora_B"}) {
+        for (const char* suffix : {".weight", ".default.weight"}) {
+          const std::string tail = std::string(which) + suffix;
+          if (!ends_with(name, tail)) continue;
+          auto& a = w.adapters[name.substr(0, name.size() - tail.size())];
+          (which[6] == 'A' ? a.A : a.B) = value.to(torch::kFloat);
+          name.clear();
+        }
+        if (name.empty()) break;
+      }
+      if (!name.empty()) w.saved[name] = value;
+    }
+    if (w.adapters.empty()) throw std::runtime_error(w.path + ": holds no lora_A / lora_B tensors");
+    return w;
   }
-  if (config.value("use_dora", false)) fail("use_dora", "DoRA adapters are not supported");
-  if (config.contains("bias") && config["bias"] != "none") fail("bias", "trained biases are not supported (only \"none\")");
-  if (!config.contains("r") || !config["r"].is_number_integer() || config["r"].get<int64_t>() <= 0) {
-    fail("r", "expected a positive integer");
+};
+
+// adapter_config.json, checked as it is read; the per-module rank and alpha are checked against
+// the weights by scale_of.
+struct AdapterConfig {
+  std::string path;
+  json config;
+  int64_t r = 0;
+  double lora_alpha = 0, dropout = 0;
+  bool rslora = false;
+
+  static AdapterConfig read(const std::string& path) {
+    if (!fs::exists(path)) throw std::runtime_error(path + ": missing (not a PEFT adapter directory)");
+    AdapterConfig c;
+    c.path = path;
+    try {
+      c.config = json::parse(read_file(path));
+    } catch (const json::exception& e) {
+      throw std::runtime_error(path + ": malformed JSON (" + std::string(e.what()) + ")");
+    }
+    const json& config = c.config;
+    if (!config.is_object()) throw std::runtime_error(path + ": expected a JSON object");
+    if (config.value("peft_type", std::string()) != "LORA") {
+      c.fail("peft_type", "'" + config.value("peft_type", std::string("(none)")) + "' is not LORA (zoo reads LoRA adapters)");
+    }
+    if (config.value("use_dora", false)) c.fail("use_dora", "DoRA adapters are not supported");
+    if (config.contains("bias") && config["bias"] != "none") c.fail("bias", "trained biases are not supported (only \"none\")");
+    if (!config.contains("r") || !config["r"].is_number_integer() || config["r"].get<int64_t>() <= 0) {
+      c.fail("r", "expected a positive integer");
+    }
+    if (!config.contains("lora_alpha") || !config["lora_alpha"].is_number()) c.fail("lora_alpha", "expected a number");
+    c.r = config["r"].get<int64_t>();
+    c.lora_alpha = config["lora_alpha"].get<double>();
+    c.dropout = config.contains("lora_dropout") && config["lora_dropout"].is_number() ? config["lora_dropout"].get<double>() : 0.0;
+    if (!std::isfinite(c.lora_alpha)) c.fail("lora_alpha", "expected a finite number");
+    if (config.contains("use_rslora") && !config["use_rslora"].is_boolean()) {
+      c.fail("use_rslora", "expected true or false, got " + config["use_rslora"].dump());
+    }
+    c.rslora = config.value("use_rslora", false);
+    return c;
   }
-  if (!config.contains("lora_alpha") || !config["lora_alpha"].is_number()) fail("lora_alpha", "expected a number");
-  const int64_t r = config["r"].get<int64_t>();
-  const double lora_alpha = config["lora_alpha"].get<double>();
-  const double dropout = config.contains("lora_dropout") && config["lora_dropout"].is_number()
-                             ? config["lora_dropout"].get<double>()
-                             : 0.0;
-  if (!std::isfinite(lora_alpha)) fail("lora_alpha", "expected a finite number");
-  if (config.contains("use_rslora") && !config["use_rslora"].is_boolean()) {
-    fail("use_rslora", "expected true or false, got " + config["use_rslora"].dump());
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw std::runtime_error(path + ": " + key + ": " + what);
   }
-  const bool rslora = config.value("use_rslora", false);
-  auto pattern = [&](const char* key, const std::string& module) -> const json* {
+
+  bool is_sequence_classifier() const { return config.contains("task_type") && config["task_type"] == "SEQ_CLS"; }
+
+  // alpha / r, or alpha / sqrt(r) with use_rslora.
+  double scale(double alpha, int64_t rank) const {
+    return rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / static_cast<double>(rank);
+  }
+
+  // rank_pattern's or alpha_pattern's entry for `module` (its name or a dotted suffix of it).
+  const json* pattern(const char* key, const std::string& module) const {
     if (!config.contains(key) || !config[key].is_object()) return nullptr;
     for (const auto& [name, value] : config[key].items()) {
       if (module == name || ends_with(module, "." + name)) return &value;
     }
     return nullptr;
-  };
-
-  const std::string weights_path = (fs::path(dir) / kAdapterWeights).string();
-  if (!fs::exists(weights_path)) {
-    throw std::runtime_error(weights_path + ": missing" +
-                             (fs::exists(fs::path(dir) / "adapter_model.bin")
-                                  ? std::string(" (adapter_model.bin is pickled PyTorch, which zoo does not read: save "
-                                                "with safe_serialization=True)")
-                                  : std::string()));
   }
-  const auto file = load_safetensors(weights_path);
 
-  // The adapters per Hugging Face module, and the base tensors saved beside them.
-  struct Adapter {
-    torch::Tensor A, B;
-  };
-  std::map<std::string, Adapter> adapters;
-  std::map<std::string, torch::Tensor> saved;
-  for (const auto& [key, value] : file.tensors) {
-    if (key.rfind(kPrefix, 0) != 0) throw std::runtime_error(weights_path + ": tensor '" + key + "' is not under " + kPrefix);
-    std::string name = key.substr(kPrefix.size());
-    for (const char* which : {".lora_A", ".lora_B"}) {
-      for (const char* suffix : {".weight", ".default.weight"}) {
-        const std::string tail = std::string(which) + suffix;
-        if (!ends_with(name, tail)) continue;
-        auto& a = adapters[name.substr(0, name.size() - tail.size())];
-        (which[6] == 'A' ? a.A : a.B) = value.to(torch::kFloat);
-        name.clear();
-      }
-      if (name.empty()) break;
+  // The scale of `module`'s update, whose weights have rank `rank`. The configuration must
+  // describe these weights (issue 31: r 1000000000 over rank-4 tensors was imported at a scale
+  // of 1.6e-8; lora_alpha 1e308 merged into inf weights).
+  double scale_of(const std::string& module, int64_t rank) const {
+    const json* rank_value = pattern("rank_pattern", module);
+    if (rank_value != nullptr && (!rank_value->is_number_integer() || rank_value->get<int64_t>() <= 0)) {
+      fail("rank_pattern", "the rank for " + module + " must be a positive integer, got " + rank_value->dump());
     }
-    if (!name.empty()) saved[name] = value;
-  }
-  if (adapters.empty()) throw std::runtime_error(weights_path + ": holds no lora_A / lora_B tensors");
-
-  Checkpoint base = load_checkpoint(base_dir);
-  if (base.model.lora) throw std::runtime_error(base_dir + ": holds LoRA adapters itself; give the plain base checkpoint");
-  // A sequence classifier's adapter on a BERT without that head (PEFT's SEQ_CLS on a masked-LM
-  // base): the head comes from the adapter's modules_to_save, as many labels as its rows.
-  ModelConfig model_config = base.model.config;
-  const bool classifier = config.contains("task_type") && config["task_type"] == "SEQ_CLS";
-  if (classifier && model_config.family == Family::kBert && model_config.head != BertHead::kSequenceClassification) {
-    const auto head = saved.find("classifier.weight");
-    if (head == saved.end()) {
-      throw std::runtime_error(weights_path + ": a SEQ_CLS adapter without " + kPrefix +
-                               "classifier.weight (modules_to_save) for a base without that head");
+    const int64_t declared = rank_value != nullptr ? rank_value->get<int64_t>() : r;
+    if (declared != rank) {
+      fail(rank_value != nullptr ? "rank_pattern" : "r",
+           "says rank " + std::to_string(declared) + " for " + module + ", whose lora_A and lora_B have rank " +
+               std::to_string(rank));
     }
-    model_config.head = BertHead::kSequenceClassification;
-    model_config.num_labels = head->second.size(0);
-    model_config.pooler = true;
+    const json* alpha_value = pattern("alpha_pattern", module);
+    if (alpha_value != nullptr && (!alpha_value->is_number() || !std::isfinite(alpha_value->get<double>()))) {
+      fail("alpha_pattern", "the alpha for " + module + " must be a finite number, got " + alpha_value->dump());
+    }
+    const double s = scale(alpha_value != nullptr ? alpha_value->get<double>() : lora_alpha, rank);
+    if (!(std::abs(s) <= kMaxLoraScale)) {
+      fail(alpha_value != nullptr ? "alpha_pattern" : "lora_alpha",
+           "a scale of " + c10::str(s) + " for " + module + " (alpha / " + (rslora ? "sqrt(r)" : "r") + ") is beyond " +
+               c10::str(kMaxLoraScale) + ": the merged weights would not be meaningful");
+    }
+    return s;
   }
-  Model model = build_model(model_config);
-  const auto maps = hf_tensor_maps(model.config);
-  const auto slices = hf_slices(maps, *model.module());
-  auto params = model.module()->named_parameters();
-  // modules_to_save: base-model tensors trained in full, in zoo's names.
+
+  // Every module target_modules names is one the adapter holds (a list; a string is a regex).
+  void check_target_modules(const AdapterWeights& weights) const {
+    if (!config.contains("target_modules") || !config["target_modules"].is_array()) return;
+    for (const auto& target : config["target_modules"]) {
+      if (!target.is_string()) fail("target_modules", "expected module names, got " + target.dump());
+      const std::string name = target.get<std::string>();
+      const bool held = std::any_of(weights.adapters.begin(), weights.adapters.end(), [&](const auto& entry) {
+        return entry.first == name || ends_with(entry.first, "." + name);
+      });
+      if (!held) fail("target_modules", "'" + name + "' matches no module the adapter's weights hold");
+    }
+  }
+};
+
+// The base's config, with a sequence classifier's head where a SEQ_CLS adapter on a BERT without
+// that head (PEFT's SEQ_CLS on a masked-LM base) brings it in modules_to_save: as many labels as
+// its rows.
+ModelConfig adapted_model_config(ModelConfig c, const AdapterConfig& config, const AdapterWeights& weights) {
+  if (!config.is_sequence_classifier() || c.family != Family::kBert || c.head == BertHead::kSequenceClassification) {
+    return c;
+  }
+  const auto head = weights.saved.find("classifier.weight");
+  if (head == weights.saved.end()) {
+    throw std::runtime_error(weights.path + ": a SEQ_CLS adapter without " + kPrefix +
+                             "classifier.weight (modules_to_save) for a base without that head");
+  }
+  c.head = BertHead::kSequenceClassification;
+  c.num_labels = head->second.size(0);
+  c.pooler = true;
+  return c;
+}
+
+// modules_to_save: base-model tensors trained in full, in zoo's names.
+std::map<std::string, torch::Tensor> trained_base_tensors(const AdapterWeights& weights, const std::vector<HfTensorMap>& maps,
+                                                          const torch::OrderedDict<std::string, torch::Tensor>& params) {
   std::map<std::string, std::string> zoo_of_hf;
   for (const auto& m : maps)
     if (m.hf.size() == 1) zoo_of_hf[m.hf[0]] = m.zoo;
   std::map<std::string, torch::Tensor> trained;
-  for (const auto& [name, value] : saved) {
+  for (const auto& [name, value] : weights.saved) {
     const auto found = zoo_of_hf.find(name);
     if (found == zoo_of_hf.end() || !params.contains(found->second)) {
-      throw std::runtime_error(weights_path + ": tensor '" + kPrefix + name + "' is neither an adapter nor a tensor of the model");
+      throw std::runtime_error(weights.path + ": tensor '" + kPrefix + name + "' is neither an adapter nor a tensor of the model");
     }
     trained[found->second] = value.to(torch::kFloat);
   }
-  // The base's tensors, but those the adapter brings.
-  load_weights((fs::path(base_dir) / "model.pt").string(), *model.module(),
-               [&](const std::string& name) { return trained.count(name) == 0; }, /*extra_allowed=*/true);
+  return trained;
+}
 
-  // Each module's update onto zoo's projection parts within its rows, at its own scale.
-  struct PartUpdate {
-    std::string name;  // zoo projection name (blocks.0.self_attn.q)
-    torch::Tensor A, B;
-    double scale;
-  };
-  std::vector<PartUpdate> updates;
+// One module's update onto one of zoo's projection parts within its rows, at its own scale.
+struct PartUpdate {
+  std::string name;  // zoo projection name (blocks.0.self_attn.q)
+  torch::Tensor A, B;
+  double scale;
+};
+
+// Each adapter's updates onto zoo's projections, every shape and the configuration checked;
+// `rank` becomes the largest adapter rank.
+std::vector<PartUpdate> part_updates(Model& model, const std::vector<HfTensorMap>& maps, const AdapterConfig& config,
+                                     const AdapterWeights& weights, int64_t* rank) {
+  const auto slices = hf_slices(maps, *model.module());
+  auto params = model.module()->named_parameters();
   const auto projections = projection_names(model);
-  int64_t rank = 0;
-  for (const auto& [module, a] : adapters) {
-    const std::string where = weights_path + ": " + kPrefix + module;
+  std::vector<PartUpdate> updates;
+  for (const auto& [module, a] : weights.adapters) {
+    const std::string where = weights.path + ": " + kPrefix + module;
     if (!a.A.defined() || !a.B.defined()) throw std::runtime_error(where + ": lora_A and lora_B must both be there");
     const auto slice = slices.find(module + ".weight");
     if (slice == slices.end()) {
@@ -379,30 +438,8 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
                                " do not fit the module (" + std::to_string(s.rows) + " x " + std::to_string(in) +
                                ") at one rank");
     }
-    // The configuration must describe these weights (issue 31: r 1000000000 over rank-4 tensors
-    // was imported at a scale of 1.6e-8; lora_alpha 1e308 merged into inf weights).
-    const json* rank_value = pattern("rank_pattern", module);
-    if (rank_value != nullptr && (!rank_value->is_number_integer() || rank_value->get<int64_t>() <= 0)) {
-      fail("rank_pattern", "the rank for " + module + " must be a positive integer, got " + rank_value->dump());
-    }
-    const int64_t declared = rank_value != nullptr ? rank_value->get<int64_t>() : r;
-    if (declared != r_m) {
-      fail(rank_value != nullptr ? "rank_pattern" : "r",
-           "says rank " + std::to_string(declared) + " for " + module + ", whose lora_A and lora_B have rank " +
-               std::to_string(r_m));
-    }
-    const json* alpha_value = pattern("alpha_pattern", module);
-    if (alpha_value != nullptr && (!alpha_value->is_number() || !std::isfinite(alpha_value->get<double>()))) {
-      fail("alpha_pattern", "the alpha for " + module + " must be a finite number, got " + alpha_value->dump());
-    }
-    const double alpha_m = alpha_value != nullptr ? alpha_value->get<double>() : lora_alpha;
-    const double scale = rslora ? alpha_m / std::sqrt(static_cast<double>(r_m)) : alpha_m / static_cast<double>(r_m);
-    if (!(std::abs(scale) <= kMaxLoraScale)) {
-      fail(alpha_value != nullptr ? "alpha_pattern" : "lora_alpha",
-           "a scale of " + c10::str(scale) + " for " + module + " (alpha / " + (rslora ? "sqrt(r)" : "r") +
-               ") is beyond " + c10::str(kMaxLoraScale) + ": the merged weights would not be meaningful");
-    }
-    rank = std::max(rank, r_m);
+    const double scale = config.scale_of(module, r_m);
+    *rank = std::max(*rank, r_m);
     const auto& weight = params[s.map->zoo];
     bool any = false;
     for (const auto& p : projections) {
@@ -413,26 +450,69 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
     }
     if (!any) throw std::runtime_error(where + ": zoo cannot adapt this module");
   }
+  return updates;
+}
 
-  // Every module target_modules names is one the adapter holds (a list; a string is a regex).
-  if (config.contains("target_modules") && config["target_modules"].is_array()) {
-    for (const auto& target : config["target_modules"]) {
-      if (!target.is_string()) fail("target_modules", "expected module names, got " + target.dump());
-      const std::string name = target.get<std::string>();
-      const bool held = std::any_of(adapters.begin(), adapters.end(), [&](const auto& entry) {
-        return entry.first == name || ends_with(entry.first, "." + name);
-      });
-      if (!held) fail("target_modules", "'" + name + "' matches no module the adapter's weights hold");
-    }
+}  // namespace
+
+bool is_peft_directory(const std::string& dir) { return fs::exists(fs::path(dir) / kAdapterConfig); }
+
+void export_peft(const Model& model, const std::string& dir) {
+  if (!model.lora) throw std::runtime_error("the checkpoint has no LoRA adapters: --adapters-only needs a LoRA run's");
+  const auto& c = model.config;
+  if (c.family == Family::kTransformer) throw std::runtime_error("the original Transformer has no Hugging Face layout");
+  const auto maps = hf_tensor_maps(c);
+  std::map<std::string, const HfTensorMap*> by_zoo;
+  for (const auto& m : maps) by_zoo[m.zoo] = &m;
+  const ExportedModules exported = exported_modules(model, maps, by_zoo);
+  std::map<std::string, torch::Tensor> tensors;
+  std::map<std::string, int64_t> module_rank;
+  for (const auto& [name, module] : exported.modules) {
+    const auto [A, B] = module.lora_pair();
+    tensors[kPrefix + name + ".lora_A.weight"] = A.contiguous();
+    tensors[kPrefix + name + ".lora_B.weight"] = B.contiguous();
+    module_rank[name] = A.size(0);
   }
+  std::set<std::string> to_save;
+  for (const auto& zoo_name : model.lora->trained) {
+    const auto found = by_zoo.find(zoo_name);
+    if (found == by_zoo.end() || found->second->hf.size() != 1) {
+      throw std::runtime_error("--adapters-only: " + zoo_name + " was trained in full and has no Hugging Face tensor");
+    }
+    tensors[kPrefix + found->second->hf[0]] =
+        model.module()->named_parameters()[zoo_name].detach().cpu().to(torch::kFloat).contiguous();
+    to_save.insert(module_to_save(zoo_name));
+  }
+  const json config = adapter_config(model, maps, module_rank, exported.transposed, to_save);
+  write_output_directory(dir, OutputKind::kPeftAdapterDirectory, [&](const std::string& tmp) {
+    save_safetensors((fs::path(tmp) / kAdapterWeights).string(), tensors, {{"format", "pt"}});
+    write_file_atomically((fs::path(tmp) / kAdapterConfig).string(), config.dump(2) + "\n");
+  });
+}
+
+Model import_peft(const std::string& dir, const std::string& base_dir) {
+  const AdapterConfig config = AdapterConfig::read((fs::path(dir) / kAdapterConfig).string());
+  const AdapterWeights weights = AdapterWeights::read(dir);
+  Checkpoint base = load_checkpoint(base_dir);
+  if (base.model.lora) throw std::runtime_error(base_dir + ": holds LoRA adapters itself; give the plain base checkpoint");
+  Model model = build_model(adapted_model_config(base.model.config, config, weights));
+  const auto maps = hf_tensor_maps(model.config);
+  auto params = model.module()->named_parameters();
+  const auto trained = trained_base_tensors(weights, maps, params);
+  // The base's tensors, but those the adapter brings.
+  load_weights((fs::path(base_dir) / "model.pt").string(), *model.module(),
+               [&](const std::string& name) { return trained.count(name) == 0; }, /*extra_allowed=*/true);
+  int64_t rank = 0;
+  const auto updates = part_updates(model, maps, config, weights, &rank);
+  config.check_target_modules(weights);
 
   // One rank for all (the largest; smaller adapters padded with zeros, which stay zero), the
   // default scale lora_alpha / r, and each module's own scale folded into its B.
-  const double scaling = (rslora ? lora_alpha / std::sqrt(static_cast<double>(r)) : lora_alpha / static_cast<double>(r));
+  const double scaling = config.scale(config.lora_alpha, config.r);
   LoraConfig lora;
   lora.rank = rank;
   lora.alpha = scaling * static_cast<double>(rank);
-  lora.dropout = dropout;
+  lora.dropout = config.dropout;
   lora.targets.clear();
   for (const auto& u : updates) lora.targets.push_back(u.name);  // full names: each matches itself
   attach_lora(model, lora);
@@ -451,7 +531,7 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
   for (const auto& [name, value] : trained) {
     auto target = params[name];
     if (value.sizes() != target.sizes()) {
-      throw std::runtime_error(weights_path + ": tensor for " + name + " has shape " + c10::str(value.sizes()) +
+      throw std::runtime_error(weights.path + ": tensor for " + name + " has shape " + c10::str(value.sizes()) +
                                " but the model's is " + c10::str(target.sizes()));
     }
     target.copy_(value);
