@@ -433,6 +433,12 @@ bool Trainer::step() {
     throw_step_out_of_memory(e.what_without_backtrace());
   } catch (const std::bad_alloc&) {
     throw_step_out_of_memory("std::bad_alloc");
+  } catch (const c10::Error& e) {
+    // LibTorch's own CPU allocator (ZOO_MALLOC_DEFAULTS=1) reports a failed allocation as a
+    // plain c10::Error; its words are the only sign.
+    const std::string what = e.what_without_backtrace();
+    if (what.find("DefaultCPUAllocator: can't allocate memory") == std::string::npos) throw;
+    throw_step_out_of_memory(what.substr(what.find("DefaultCPUAllocator")));
   }
   const bool finite = std::isfinite(loss);
   if (parallel) {

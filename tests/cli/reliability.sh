@@ -149,6 +149,10 @@ if [[ "${ZOO_SANITIZED:-0}" != 1 ]]; then
 fails "batch_size \(65536\) x block_size \(64\): a training step does not fit in the memory of cpu \(zoo: out of memory mapping [0-9]+ bytes\); lower batch_size or block_size" \
   bash -c "ulimit -v 4000000; exec \"\$0\" \"\$@\"" "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
   tokenizer="$work/tok.model" --data "$work/slice.txt" --run-dir "$work/step-oom"
+# shellcheck disable=SC2086
+ZOO_MALLOC_DEFAULTS=1 fails "batch_size \(65536\) x block_size \(64\): a training step does not fit in the memory of cpu \(DefaultCPUAllocator: can't allocate memory" \
+  bash -c "ulimit -v 4000000; exec \"\$0\" \"\$@\"" "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
+  tokenizer="$work/tok.model" --data "$work/slice.txt" --run-dir "$work/step-oom-libtorch"
 fi
 # shellcheck disable=SC2086
 fails "WORLD_SIZE must be an integer from 1 to 65536, got '100000'" env WORLD_SIZE=100000 RANK=0 "$zoo" train gpt-tiny $tiny --run-dir "$work/absurd"
