@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <unordered_map>
 
 #include "text/unicode.h"
 
@@ -39,6 +41,38 @@ std::string repr_string(const std::string& s) {
   return out + quote;
 }
 
+// Where each container's text already stands in the output of one print (str, repr, tojson).
+// Values share containers, so a list doubled n times would be 2^n visits; with this it is n
+// prints and n copies of text already written. The output only grows, so a span stays valid.
+class PrintedSpans {
+ public:
+  // The container's text printed at `depth` (tojson indents by depth): appended again, and true;
+  // false if it has not been printed yet.
+  bool copy_into(std::string& out, const Value& v, int depth) const {
+    const auto it = spans_.find({address(v), depth});
+    if (it == spans_.end()) return false;
+    const auto [start, length] = it->second;
+    if (out.size() + length > kMaxPrintedBytes) return false;  // printed again, refused as it goes
+    out.reserve(out.size() + length);  // no reallocation while the copy reads `out`
+    out.append(out.data() + start, length);
+    return true;
+  }
+  void record(const std::string& out, const Value& v, int depth, size_t start) {
+    spans_.emplace(std::pair{address(v), depth}, std::pair{start, out.size() - start});
+  }
+
+ private:
+  static const void* address(const Value& v) {
+    return v.kind() == Kind::kList ? static_cast<const void*>(&v.as_list()) : static_cast<const void*>(&v.as_dict());
+  }
+  struct Hash {
+    size_t operator()(const std::pair<const void*, int>& key) const {
+      return std::hash<const void*>()(key.first) ^ (static_cast<size_t>(key.second) << 1);
+    }
+  };
+  std::unordered_map<std::pair<const void*, int>, std::pair<size_t, size_t>, Hash> spans_;
+};
+
 void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   // json.dumps's two-character escapes; other control characters are written \uXXXX.
   static constexpr Escape kJsonEscapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\r', "\\r"},
@@ -69,7 +103,7 @@ std::string json_float(double d) {
   return python_float_repr(d);
 }
 
-void json_value(std::string& out, const Value& v, const JsonOptions& o, int depth) {
+void json_value(std::string& out, const Value& v, const JsonOptions& o, int depth, PrintedSpans& spans) {
   // A namespace changed after it was nested can make a value deeper than its recorded depth.
   if (depth > 2 * kMaxValueDepth) throw ValueError("tojson: a value nested more than " + std::to_string(2 * kMaxValueDepth) + " levels deep");
   if (out.size() > kMaxPrintedBytes) throw ValueError("tojson makes a string larger than 64 MiB");
@@ -92,22 +126,27 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
         out += "[]";
         return;
       }
+      if (spans.copy_into(out, v, depth)) return;
+      const size_t start = out.size();
       out += '[';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += item_separator;
         newline(depth + 1);
-        json_value(out, items[i], o, depth + 1);
+        json_value(out, items[i], o, depth + 1, spans);
       }
       newline(depth);
       out += ']';
+      spans.record(out, v, depth, start);
       return;
     }
     case Kind::kDict: {
-      Dict items = v.as_dict();
-      if (items.empty()) {
+      if (v.as_dict().empty()) {
         out += "{}";
         return;
       }
+      if (spans.copy_into(out, v, depth)) return;
+      const size_t start = out.size();
+      Dict items = v.as_dict();
       if (o.sort_keys) {
         std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       }
@@ -117,10 +156,11 @@ void json_value(std::string& out, const Value& v, const JsonOptions& o, int dept
         newline(depth + 1);
         json_string(out, items[i].first, o.ensure_ascii);
         out += key_separator;
-        json_value(out, items[i].second, o, depth + 1);
+        json_value(out, items[i].second, o, depth + 1, spans);
       }
       newline(depth);
       out += '}';
+      spans.record(out, v, depth, start);
       return;
     }
     case Kind::kUndefined:
@@ -350,47 +390,59 @@ std::string Value::str() const {
   return "";
 }
 
-std::string Value::repr() const {
-  std::string out;
-  repr_into(out);
-  return out;
-}
+namespace {
 
 // Appends repr() to `out`, refusing past kMaxPrintedBytes as it goes (a shared list can print
 // to more than memory holds).
-void Value::repr_into(std::string& out) const {
+void repr_into(std::string& out, const Value& v, PrintedSpans& spans) {
   if (out.size() > kMaxPrintedBytes) throw ValueError("printing a value makes a string larger than 64 MiB");
-  switch (kind_) {
+  switch (v.kind()) {
     case Kind::kUndefined: out += "Undefined"; return;
     case Kind::kNone: out += "None"; return;
-    case Kind::kBool: out += as_bool() ? "True" : "False"; return;
-    case Kind::kInt: out += std::to_string(as_int()); return;
-    case Kind::kFloat: out += python_float_repr(as_float()); return;
-    case Kind::kString: out += repr_string(as_string()); return;
+    case Kind::kBool: out += v.as_bool() ? "True" : "False"; return;
+    case Kind::kInt: out += std::to_string(v.as_int()); return;
+    case Kind::kFloat: out += python_float_repr(v.as_float()); return;
+    case Kind::kString: out += repr_string(v.as_string()); return;
     case Kind::kList: {
+      if (spans.copy_into(out, v, 0)) return;
+      const size_t start = out.size();
       out += '[';
-      for (size_t i = 0; i < as_list().size(); ++i) {
+      for (size_t i = 0; i < v.as_list().size(); ++i) {
         if (i) out += ", ";
-        as_list()[i].repr_into(out);
+        repr_into(out, v.as_list()[i], spans);
       }
       out += ']';
+      spans.record(out, v, 0, start);
       return;
     }
     case Kind::kDict:
     case Kind::kNamespace: {
-      if (kind_ == Kind::kNamespace) out += "<Namespace ";
+      if (spans.copy_into(out, v, 0)) return;
+      const size_t start = out.size();
+      const bool is_namespace = v.kind() == Kind::kNamespace;
+      if (is_namespace) out += "<Namespace ";
       out += '{';
-      for (size_t i = 0; i < as_dict().size(); ++i) {
+      for (size_t i = 0; i < v.as_dict().size(); ++i) {
         if (i) out += ", ";
-        out += repr_string(as_dict()[i].first) + ": ";
-        as_dict()[i].second.repr_into(out);
+        out += repr_string(v.as_dict()[i].first) + ": ";
+        repr_into(out, v.as_dict()[i].second, spans);
       }
       out += '}';
-      if (kind_ == Kind::kNamespace) out += '>';
+      if (is_namespace) out += '>';
+      spans.record(out, v, 0, start);
       return;
     }
-    case Kind::kCallable: out += "<Macro '" + as_callable()->name() + "'>"; return;
+    case Kind::kCallable: out += "<Macro '" + v.as_callable()->name() + "'>"; return;
   }
+}
+
+}  // namespace
+
+std::string Value::repr() const {
+  std::string out;
+  PrintedSpans spans;
+  repr_into(out, *this, spans);
+  return out;
 }
 
 std::string Value::type_name() const {
@@ -469,7 +521,8 @@ int compare(const Value& a, const Value& b, const char* op) {
 
 std::string to_json(const Value& value, const JsonOptions& options) {
   std::string out;
-  json_value(out, value, options, 0);
+  PrintedSpans spans;
+  json_value(out, value, options, 0, spans);
   return out;
 }
 

@@ -106,7 +106,6 @@ class Value {
 
  private:
   static Value from_json_at(const nlohmann::ordered_json& json, int depth);
-  void repr_into(std::string& out) const;
 
   Kind kind_ = Kind::kUndefined;
   int depth_ = 0;

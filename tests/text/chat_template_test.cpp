@@ -489,6 +489,24 @@ TEST(ChatTemplate, ModelStyleTemplatesRenderAsTransformersDoes) {
   expect_same_as_transformers(cases);
 }
 
+// A list or dict held in several places is printed once and its text copied after that
+// (text/jinja_value.cpp); the copies must read as Python prints each place: the same at any depth
+// for str, indented by where it stands for tojson(indent=...), and a namespace changed in between.
+TEST(ChatTemplate, SharedContainersPrintAsTransformersDoes) {
+  const std::string shared = "{% set a = [1, 'x', {'k': none}] %}{% set d = {'a': a, 'b': [a, a]} %}{% set b = [a, a, d, [d]] %}";
+  const std::string doubled = "{% set ns = namespace(x=['é']) %}{% for i in range(9) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}";
+  const std::vector<std::string> sources = {
+      shared + "{{ b }}|{{ b|string }}|{{ b|tojson }}",
+      shared + "{{ b|tojson(indent=1) }}|{{ b|tojson(indent=2, sort_keys=true) }}|{{ [d, b]|tojson(indent='\t') }}",
+      shared + "{{ d|tojson(separators=(',', ':')) }}{{ [b, b]|tojson(sort_keys=true) }}",
+      doubled + "{{ ns.x|length }} {{ ns.x|string|length }} {{ ns.x }} {{ ns.x|tojson(indent=1) }}",
+      "{% set ns = namespace(l=[1]) %}{% set pair = [ns, ns] %}{{ pair }}{% set ns.l = [2, ns.l] %}{{ pair }}{{ [pair, ns] }}",
+  };
+  std::vector<Case> cases;
+  for (size_t i = 0; i < sources.size(); ++i) cases.push_back({"shared " + std::to_string(i), sources[i], json::object()});
+  expect_same_as_transformers(cases);
+}
+
 // Real models' chat templates, as trl ships them (trl/chat_templates/*.jinja, fetched from PyPI
 // by tests/reference/fetch_references.py).
 TEST(ChatTemplate, RealModelsTemplatesRenderAsTransformersDoes) {
