@@ -10,13 +10,13 @@
 #include "core/files.h"
 #include "core/line_reader.h"
 #include "core/outputs.h"
-#include "text/chat_format.h"
-#include "text/corpus.h"
-#include "text/example_files.h"
-#include "text/token_file.h"
-#include "text/tokenize.h"
-#include "text/token_lines.h"
-#include "text/tokenizer.h"
+#include "data/chat_format.h"
+#include "data/corpus.h"
+#include "data/example_files.h"
+#include "data/token_file.h"
+#include "data/token_lines.h"
+#include "data/tokenize.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo::cli {
 namespace {

@@ -10,11 +10,11 @@
 #include "apps/commands.h"
 #include "core/outputs.h"
 #include "core/runtime.h"
+#include "inference/text_generation.h"
 #include "models/generation.h"
-#include "text/text_generation.h"
 #include "train/checkpoint.h"
-#include "train/evaluation.h"
 #include "train/distributed.h"
+#include "train/evaluation.h"
 #include "train/plot.h"
 #include "train/trainer.h"
 
@@ -218,7 +218,7 @@ int generate_command(const GenerateArgs& a) {
   const Tokenizer& tokenizer = *c.tokenizer;
   for (const auto& prompt : a.prompts) check_utf8(prompt, "--prompt");
   const torch::Device device = resolve_device(a.device);
-  // bf16 weights: half the bytes read per generated token (sums stay float32, layers/linear.cpp).
+  // bf16 weights: half the bytes read per generated token (sums stay float32, kernels/linear.cpp).
   c.model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
   place_in_huge_pages(*c.model.module());  // every weight is read once per token (core/runtime.h)
   c.model.module()->eval();

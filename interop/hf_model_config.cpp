@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "interop/hf_model_config.h"
 #include "models/model.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo {
 

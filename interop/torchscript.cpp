@@ -18,7 +18,7 @@
 #include "layers/position_bias.h"
 #include "layers/rotary.h"
 #include "models/layer_options.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo {
 namespace {

@@ -39,14 +39,14 @@
 // The archive carries extra files: config.yaml (the zoo config), zoo.json (family, methods,
 // the tokenizer's special token ids, the script files of each class) and the tokenizer when the
 // checkpoint has one: tokenizer.model for zoo's own (a SentencePiece model), tokenizer.files for
-// a Hugging Face tokenizer (its files in one container, text/tokenizer_files.h).
+// a Hugging Face tokenizer (its files in one container, tokenizers/tokenizer_files.h).
 
 #include <string>
 
 #include <torch/csrc/jit/api/module.h>
 
 #include "models/model.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo {
 

@@ -5,9 +5,9 @@
 
 #include <torch/torch.h>
 
-#include "layers/decode_attention.h"
-#include "layers/linear.h"
-#include "layers/masks.h"
+#include "kernels/decode_attention.h"
+#include "kernels/linear.h"
+#include "kernels/masks.h"
 
 namespace zoo {
 

@@ -15,9 +15,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "kernels/masks.h"
 #include "layers/kv_cache.h"
 #include "layers/lora.h"
-#include "layers/masks.h"
 #include "layers/rotary.h"
 #include "layers/variants.h"
 
@@ -85,7 +85,7 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
                         const torch::Tensor& position_ids = {});
 
   // The same with the bias a model built once for the whole stack (build_attention_bias,
-  // layers/masks.h), covering every key from the start; the module takes the columns of its keys.
+  // kernels/masks.h), covering every key from the start; the module takes the columns of its keys.
   torch::Tensor forward_with_bias(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory = {},
                         AttentionCache* cache = nullptr, const torch::Tensor& position_ids = {});
 

@@ -1,6 +1,6 @@
 #include "layers/block.h"
 
-#include "layers/recompute.h"
+#include "kernels/recompute.h"
 
 #include <stdexcept>
 

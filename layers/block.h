@@ -11,10 +11,10 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/pimpl.h>
 
+#include "kernels/masks.h"
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
 #include "layers/kv_cache.h"
-#include "layers/masks.h"
 #include "layers/norm.h"
 #include "layers/variants.h"
 
@@ -56,7 +56,7 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
                         KVCache* cache = nullptr, const torch::Tensor& position_ids = {},
                         const torch::Tensor& cross_position_bias = {});
 
-  // The same with the biases a model builds once for all its blocks (layers/masks.h):
+  // The same with the biases a model builds once for all its blocks (kernels/masks.h):
   // `self_bias` over the self-attention keys, `cross_bias` over the memory.
   torch::Tensor forward_with_bias(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory = {},
                         const AttentionBias& cross_bias = {}, KVCache* cache = nullptr,
@@ -80,7 +80,7 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
 TORCH_MODULE(TransformerBlock);
 
 // block->forward_with_bias without a cache, its activations not kept but recomputed in backward
-// (activation checkpointing, layers/recompute.h): gradients still reach x, the biases (T5's
+// (activation checkpointing, kernels/recompute.h): gradients still reach x, the biases (T5's
 // relative bias), the memory (the encoder) and the block's trainable weights.
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
                                   const torch::Tensor& memory = {}, const AttentionBias& cross_bias = {},

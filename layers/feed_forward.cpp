@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "layers/linear.h"
+#include "kernels/linear.h"
 
 namespace zoo {
 

@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "layers/linear.h"
+#include "kernels/linear.h"
 
 namespace zoo {
 

@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "layers/linear.h"
+#include "kernels/linear.h"
 #include "models/init.h"
 
 namespace zoo {

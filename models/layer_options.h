@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/masks.h"
 #include "layers/block.h"
-#include "layers/masks.h"
 #include "layers/norm.h"
 #include "layers/position_encoding.h"
 #include "layers/rotary.h"

@@ -28,7 +28,7 @@ struct Model {
   std::optional<LoraState> lora;
 
   std::shared_ptr<torch::nn::Module> module() const;
-  // Activation checkpointing of every block stack in training (layers/recompute.h).
+  // Activation checkpointing of every block stack in training (kernels/recompute.h).
   void set_activation_checkpointing(bool on);
 };
 

@@ -10,8 +10,8 @@
 #include <stdexcept>
 
 #include "core/files.h"
-#include "text/corpus.h"
-#include "text/tokenizer.h"
+#include "data/corpus.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo::testing {
 

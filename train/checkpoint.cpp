@@ -9,9 +9,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "core/strings.h"
 #include "core/files.h"
 #include "core/outputs.h"
+#include "core/strings.h"
 
 namespace zoo {
 namespace {

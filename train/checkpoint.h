@@ -5,7 +5,7 @@
 //   optimizer.pt    optimizer state (when given)
 //   config.yaml     the resolved model config
 //   tokenizer.model the tokenizer the model was trained with, when it is zoo's own; a Hugging Face
-//                   tokenizer's files are in tokenizer/ instead (text/tokenizer.h, store_tokenizer)
+//                   tokenizer's files are in tokenizer/ instead (tokenizers/tokenizer.h, store_tokenizer)
 //   lora.json       LoRA runs only: the adapters' config and the base checkpoint they adapt (path
 //                   and hash); model.pt then holds the adapters (and any tensor trained besides)
 //   state.json      what the trainer needs to continue (step, data position, RNG, schedule, ...)
@@ -22,7 +22,7 @@
 
 #include "core/enum_names.h"
 #include "models/model.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 
 namespace zoo {
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "data/sentence_pairs.h"
 #include "models/config.h"
 #include "models/lora_config.h"
-#include "text/sentence_pairs.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "train/precision.h"
 #include "train/schedule.h"
 

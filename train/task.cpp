@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
-#include "layers/linear_cross_entropy.h"
-#include "text/corpus.h"
+#include "data/corpus.h"
+#include "kernels/linear_cross_entropy.h"
 
 namespace zoo {
 namespace {

@@ -10,12 +10,12 @@
 
 #include <torch/types.h>
 
+#include "data/finetune_data.h"
+#include "data/objectives.h"
+#include "data/token_file.h"
+#include "data/tokenize.h"
 #include "models/model.h"
-#include "text/finetune_data.h"
-#include "text/objectives.h"
-#include "text/token_file.h"
-#include "text/tokenize.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "train/run_config.h"
 
 namespace zoo {

@@ -21,7 +21,7 @@
 #include <torch/types.h>
 
 #include "models/model.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 #include "train/loss_scaler.h"
 #include "train/precision.h"
 #include "train/run_config.h"

@@ -123,7 +123,7 @@ def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor]) -> Te
 
 def _attend_one_bf16(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor]) -> Tensor:
     # one bf16 query (B, H, 1, hs) against float32 keys and values holding bf16 values, as
-    # layers/decode_attention.cpp computes it: float32 sums, rounded to bf16 where LibTorch's bf16
+    # kernels/decode_attention.cpp computes it: float32 sums, rounded to bf16 where LibTorch's bf16
     # attention rounds (scores, scaled and biased scores, probabilities, output)
     b, h, t, hs = q.size()
     hkv, k_len = k.size(1), k.size(2)

@@ -29,7 +29,7 @@ from torch import device as Device
 
 
 def _project(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    # x (..., in) -> (..., out) with weight (out, in), as layers/linear.cpp: a single float32
+    # x (..., in) -> (..., out) with weight (out, in), as kernels/linear.cpp: a single float32
     # vector (batch-1 decoding) goes through mv, which reads the weights faster than a one-row
     # matrix product; decoding a token is little more than reading every weight once. In bf16,
     # LibTorch 2.x's linear is the faster (its bf16 mv is slow).
@@ -72,7 +72,7 @@ def _activate(self, x: Tensor) -> Tensor:
 
 
 def _causal_allowed(self, t: int, k: int, start: int, device: Device) -> Tensor:
-    # (1, 1, T, K), true where query start + i may see key j (layers/masks.cpp's causal_mask):
+    # (1, 1, T, K), true where query start + i may see key j (kernels/masks.cpp's causal_mask):
     # the keys up to itself, and with a sliding window (Mistral) only the last `window` of them
     q = torch.arange(start, start + t, device=device).unsqueeze(1)  # (T, 1)
     j = torch.arange(0, k, device=device).unsqueeze(0)  # (1, K)
@@ -89,7 +89,7 @@ def _key_allowed(self, attention_mask: Tensor, k: int) -> Tensor:
 
 def _mask_bias(self, allowed: Tensor, like: Tensor) -> Tensor:
     # allowed (...) -> additive bias in like's dtype: 0 where allowed, else the dtype's lowest
-    # finite value (layers/masks.cpp's mask_to_bias), so that a padding query whose keys are
+    # finite value (kernels/masks.cpp's mask_to_bias), so that a padding query whose keys are
     # all masked gets a uniform softmax rather than NaN
     if like.dtype == torch.float64:
         lowest = -1.7976931348623157e308

@@ -19,7 +19,7 @@ cat > "$work/app/main.cpp" <<'CPP'
 #include <iostream>
 #include "core/runtime.h"
 #include "models/config.h"
-#include "text/tokenizer.h"
+#include "tokenizers/tokenizer.h"
 int main() {
   auto config = zoo::load_config(zoo::find_config("gpt2-small"));
   std::cout << "zoo " << zoo::version() << " d_model " << config.d_model << "\n";

@@ -145,13 +145,14 @@ test ! -e "$work/absurd"
 # 4 GB) is named by its options, not LibTorch's bare allocation failure. Not in the sanitizer
 # build: ASan's shadow memory alone is larger than any such limit.
 if [[ "${ZOO_SANITIZED:-0}" != 1 ]]; then
+in_4gb() { bash -c "ulimit -v 4000000; exec \"\$0\" \"\$@\"" "$@"; }
 # shellcheck disable=SC2086
 fails "batch_size \(65536\) x block_size \(64\): a training step does not fit in the memory of cpu \(zoo: out of memory mapping [0-9]+ bytes\); lower batch_size or block_size" \
-  bash -c "ulimit -v 4000000; exec \"\$0\" \"\$@\"" "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
+  in_4gb "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
   tokenizer="$work/tok.model" --data "$work/slice.txt" --run-dir "$work/step-oom"
 # shellcheck disable=SC2086
 ZOO_MALLOC_DEFAULTS=1 fails "batch_size \(65536\) x block_size \(64\): a training step does not fit in the memory of cpu \(DefaultCPUAllocator: can't allocate memory" \
-  bash -c "ulimit -v 4000000; exec \"\$0\" \"\$@\"" "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
+  in_4gb "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
   tokenizer="$work/tok.model" --data "$work/slice.txt" --run-dir "$work/step-oom-libtorch"
 fi
 # shellcheck disable=SC2086

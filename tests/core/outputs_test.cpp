@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/files.h"
 #include "base_test_util.h"
+#include "core/files.h"
 
 namespace zoo {
 namespace {

@@ -1,6 +1,6 @@
-#include "core/runtime.h"
 #include "core/large_blocks.h"
 #include "core/op_profile.h"
+#include "core/runtime.h"
 
 #include <dlfcn.h>
 

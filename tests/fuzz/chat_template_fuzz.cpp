@@ -1,11 +1,11 @@
-// libFuzzer target for chat templates (text/chat_template.h): the input is a template, parsed and
+// libFuzzer target for chat templates (templates/chat_template.h): the input is a template, parsed and
 // rendered with a small conversation. Either gives text or throws ChatTemplateError naming the
 // template and line; never a crash, a hang or unbounded memory.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "text/chat_template.h"
+#include "templates/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string source(reinterpret_cast<const char*>(data), size);

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "data/example_files.h"
 #include "fuzz_file.h"
-#include "text/example_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "data/token_file.h"
 #include "fuzz_file.h"
-#include "text/token_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = zoo::fuzz::write_input(data, size, ".tokens");

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "text/hf_tokenizer.h"
+#include "tokenizers/hf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

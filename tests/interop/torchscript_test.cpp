@@ -353,7 +353,7 @@ std::vector<Variant> variants() {
   // Models in other dtypes than float32, converted before export. In bfloat16 a greedy step of
   // these tiny random models is often too close to call; seed 5 gives models whose generations
   // are clear calls for at least half of their 6 tokens (1 of seeds 1-22 does, since decoding
-  // attention sums in float32: layers/decode_attention.h).
+  // attention sums in float32: kernels/decode_attention.h).
   for (const auto& name : {"gpt-tiny", "llama-tiny", "bert-tiny", "t5-tiny"}) {
     std::string id = name;
     std::replace(id.begin(), id.end(), '-', '_');

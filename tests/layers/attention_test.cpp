@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "layers/decode_attention.h"
-#include "layers/masks.h"
+#include "kernels/decode_attention.h"
+#include "kernels/masks.h"
 #include "layers/position_bias.h"
 #include "test_util.h"
 
@@ -475,7 +475,7 @@ TEST_P(AttentionDeviceTest, CachedDecodingMatchesOnDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, AttentionDeviceTest, ::testing::ValuesIn(testing::test_devices()));
 
-// bf16 decoding's attention (layers/decode_attention.h): grouped query heads, a padding bias and
+// bf16 decoding's attention (kernels/decode_attention.h): grouped query heads, a padding bias and
 // keys narrowed from a longer cache. References: float32 products of the bf16 values rounded to
 // bf16 where LibTorch's bf16 attention rounds (the formula a bf16 TorchScript export decodes
 // with, interop/script/blocks.py), and float64; scaled_dot_product routes one bf16 query

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Renders chat templates with transformers itself, as the reference for zoo's renderer
-(text/chat_template.h). Nothing here is shared with zoo.
+(templates/chat_template.h). Nothing here is shared with zoo.
 
 A case with "messages" goes through transformers' render_jinja_template, the function
 apply_chat_template calls (messages as one conversation; tools, documents and

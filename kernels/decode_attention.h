@@ -1,0 +1,26 @@
+#pragma once
+// Attention of one new token in bf16 on the CPU, the inner step of bf16 decoding. LibTorch 1.13
+// sends bf16 batched matmuls to oneDNN, which builds a primitive for every new key length: 100 to
+// 300 us a layer at gpt2-small's shapes, as long as the layer's projections. Here both products
+// go through the bf16 kernels (kernels/bf16_dot.h) with float32 sums, and everything is rounded
+// to bf16 where LibTorch's bf16 attention rounds it (scores, scaled and biased scores,
+// probabilities after a float32 softmax, output), so that a bf16 TorchScript export decodes
+// token for token as the native model does.
+
+#include <torch/types.h>
+
+namespace zoo {
+
+// Whether scaled_dot_product takes bf16_decode_attention: bf16 on the CPU, one query position,
+// nothing to differentiate, no dropout, no kernel causal mask, no weights asked for, and keys and
+// values whose rows are contiguous within each head (a KV cache's narrowed buffers are).
+bool takes_bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 double dropout, bool is_causal, bool need_weights);
+
+// q: (B, Hkv, M, D), the M query rows that share key/value head h (grouped query heads folded
+// into M); k, v: (B, Hkv, Tk, D); bias: additive, broadcastable to (B, Hkv, M, Tk), or undefined.
+// Returns softmax(scale * q k^T + bias) v as (B, Hkv, M, D) in bf16.
+torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& bias, double scale);
+
+}  // namespace zoo
