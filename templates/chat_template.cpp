@@ -662,7 +662,11 @@ class Renderer {
 
   void render(const Body& body, std::string& out) {
     stack_base_ = static_cast<const char*>(__builtin_frame_address(0));
-    render_body(body, out);
+    try {
+      render_body(body, out);
+    } catch (const ValueError& e) {  // one the renderer did not place on a line still names the template
+      throw ChatTemplateError(name_ + ": " + e.what());
+    }
   }
 
  private:
@@ -761,7 +765,11 @@ class Renderer {
       case NodeKind::kOutput: {
         const Value v = eval(*n.expr);
         if (v.kind() == Kind::kCallable) fail(n.line, "cannot print the function '" + v.as_callable()->name() + "' (call it)");
-        out += v.str();
+        try {
+          out += v.str();  // printing has its own bound (a shared list prints past memory)
+        } catch (const ValueError& e) {
+          fail(n.line, e.what());
+        }
         return Flow::kNormal;
       }
       case NodeKind::kIf:

@@ -87,6 +87,7 @@ case "$(basename "$fuzzer")" in
     { printf '{{ 1'; repeat ' if x else 1' 600; printf ' }}'; } > "$corpus/chain-conditionals.jinja"
     printf '%s' '{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}' > "$corpus/nested.jinja"
     printf '%s' '{% set ns = namespace(x=[1]) %}{% for i in range(64) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x|string }}{{ ns.x == ns.x }}' > "$corpus/doubled.jinja"
+    printf '%s' '{% set ns = namespace(x=[1]) %}{% for i in range(64) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x }}' > "$corpus/doubled-printed.jinja"
     printf '%s' "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}" > "$corpus/string-doubled.jinja"
     printf '%s' "{{ ('a' * 1000000)|replace('a', 'b' * 1000) }}{{ strftime_now('%Y' * 100) }}" > "$corpus/replace.jinja"
     printf '%s' $'{%- set ns = namespace(n=0) -%}\n{% macro f(x, y=2) %}{{ x ~ y }}{% endmacro %}\n  {% for m in messages if m.role != \'system\' %}{% set ns.n = ns.n + 1 %}{{ f(loop.index) }} {{ m | tojson(indent=1) }}{% if loop.last %}{% break %}{% endif %}{% endfor %}{# c #}\n{{ messages[1:][::-1] | map(attribute=\'content\') | join(\', \') | upper }} {{ raise_exception(\'x\') if ns.n > 9 }}' > "$corpus/constructs.jinja"

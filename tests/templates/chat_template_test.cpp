@@ -147,6 +147,7 @@ TEST(ChatTemplate, HostileTemplatesEndInNamedErrors) {
   // with itself is immediate.
   const std::string doubled = "{% set ns = namespace(x=[1]) %}{% for i in range(64) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}";
   EXPECT_EQ(error(doubled + "{{ ns.x|string }}"), "t.jinja:1: printing a value makes a string larger than 64 MiB");
+  EXPECT_EQ(error(doubled + "\n{{ ns.x }}"), "t.jinja:2: printing a value makes a string larger than 64 MiB");
   EXPECT_EQ(error(doubled + "{{ ns.x|tojson }}"), "t.jinja:1: tojson makes a string larger than 64 MiB");
   EXPECT_EQ(render(doubled + "{{ ns.x == ns.x }}"), "True");
   // Strings and lists doubled through a namespace, and a large replacement.
