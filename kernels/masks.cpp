@@ -1,5 +1,6 @@
 #include "kernels/masks.h"
 
+#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
@@ -63,6 +64,27 @@ torch::Tensor mask_to_bias(const torch::Tensor& allowed, torch::ScalarType dtype
   AT_DISPATCH_FLOATING_TYPES_AND2(torch::kHalf, torch::kBFloat16, dtype, "mask_to_bias",
                                   [&] { lowest = std::numeric_limits<scalar_t>::lowest(); });
   return bias.masked_fill_(allowed.logical_not(), lowest);
+}
+
+torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
+                                       int64_t num_buckets, int64_t max_distance) {
+  auto bucket = torch::zeros_like(relative_position);
+  torch::Tensor n;
+  if (bidirectional) {
+    num_buckets /= 2;
+    bucket = bucket + (relative_position > 0).to(torch::kLong) * num_buckets;
+    n = relative_position.abs();
+  } else {
+    n = -torch::clamp_max(relative_position, 0);
+  }
+  const int64_t max_exact = num_buckets / 2;
+  auto is_small = n < max_exact;
+  // Clamp at 1 before the log: n = 0 falls in the exact range and is not used here.
+  auto large = torch::log(n.clamp_min(1).to(torch::kFloat) / static_cast<float>(max_exact)) /
+               static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact)) *
+               static_cast<float>(num_buckets - max_exact);
+  auto val_if_large = (large.to(torch::kLong) + max_exact).clamp_max(num_buckets - 1);
+  return bucket + torch::where(is_small, n, val_if_large);
 }
 
 }  // namespace zoo

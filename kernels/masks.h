@@ -1,5 +1,5 @@
 #pragma once
-// Attention masks. Convention throughout zoo: a boolean mask is true where attention is
+// Attention masks and the terms of an attention bias. Convention throughout zoo: a boolean mask is true where attention is
 // allowed, and a key padding mask (B, K) is true (or non-zero) at real tokens and false at
 // padding, the same meaning as Hugging Face's attention_mask.
 
@@ -43,6 +43,12 @@ struct AttentionBiasInputs {
 
 // The bias of `inputs` in `dtype` on `device`; shapes are checked and named.
 AttentionBias build_attention_bias(const AttentionBiasInputs& inputs, torch::ScalarType dtype, torch::Device device);
+
+// T5's bucketed relative position (key - query): exact buckets for small distances, then
+// logarithmically wider ones up to max_distance, beyond which all share the last bucket.
+// Computed in float32 like the reference implementation so buckets agree at the edges.
+torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
+                                       int64_t num_buckets, int64_t max_distance);
 
 // Boolean allow-mask -> additive bias of `dtype`: 0 where allowed, the dtype's lowest finite
 // value where not. Finite rather than -inf so that a row with every key masked (a padding

@@ -42,27 +42,6 @@ torch::Tensor AlibiBiasImpl::forward(int64_t q_len, int64_t k_len, int64_t q_sta
   return -slopes_.to(device).view({1, -1, 1, 1}) * distance.unsqueeze(0);  // (1, H, Tq, Tk)
 }
 
-torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
-                                       int64_t num_buckets, int64_t max_distance) {
-  auto bucket = torch::zeros_like(relative_position);
-  torch::Tensor n;
-  if (bidirectional) {
-    num_buckets /= 2;
-    bucket = bucket + (relative_position > 0).to(torch::kLong) * num_buckets;
-    n = relative_position.abs();
-  } else {
-    n = -torch::clamp_max(relative_position, 0);
-  }
-  const int64_t max_exact = num_buckets / 2;
-  auto is_small = n < max_exact;
-  // Clamp at 1 before the log: n = 0 falls in the exact range and is not used here.
-  auto large = torch::log(n.clamp_min(1).to(torch::kFloat) / static_cast<float>(max_exact)) /
-               static_cast<float>(std::log(static_cast<double>(max_distance) / max_exact)) *
-               static_cast<float>(num_buckets - max_exact);
-  auto val_if_large = (large.to(torch::kLong) + max_exact).clamp_max(num_buckets - 1);
-  return bucket + torch::where(is_small, n, val_if_large);
-}
-
 RelativePositionBiasImpl::RelativePositionBiasImpl(const RelativePositionBiasOptions& options)
     : options(options) {
   reset();

@@ -10,6 +10,8 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/pimpl.h>
 
+#include "kernels/masks.h"
+
 namespace zoo {
 
 // Press et al.'s head slopes: for n a power of two the geometric sequence starting at
@@ -47,12 +49,6 @@ struct RelativePositionBiasOptions {
   // Encoders look both ways (half the buckets each); decoders only back.
   TORCH_ARG(bool, bidirectional) = true;
 };
-
-// T5's bucketed relative position (key - query): exact buckets for small distances, then
-// logarithmically wider ones up to max_distance, beyond which all share the last bucket.
-// Computed in float32 like the reference implementation so buckets agree at the edges.
-torch::Tensor relative_position_bucket(const torch::Tensor& relative_position, bool bidirectional,
-                                       int64_t num_buckets, int64_t max_distance);
 
 class RelativePositionBiasImpl : public torch::nn::Cloneable<RelativePositionBiasImpl> {
  public:

@@ -1,0 +1,435 @@
+#include "kernels/tiled_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+#include <torch/torch.h>
+
+#include "kernels/masks.h"
+
+namespace zoo {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The shapes and what the options make of them, checked once per call.
+struct Problem {
+  int64_t batch = 0, heads = 0, kv_heads = 0, group = 0, queries = 0, keys = 0, head_dim = 0;
+  float scale = 0;
+  bool causal = false;
+  int64_t window = 0, query_start = 0, key_start = 0;
+  torch::Tensor padding;  // (B, Tk) bool, contiguous; undefined: no padding
+  // (H, Tq + Tk - 1) float32: the position term of (query i, key j) is at j - i + Tq - 1, since
+  // ALiBi and T5 both depend on key - query only. O(H * T), never (Tq, Tk). Undefined for kNone.
+  torch::Tensor position;
+  torch::Tensor buckets;  // (Tq + Tk - 1) int64, kRelative: the bucket of each key - query
+
+  // Keys [key_lo(i), key_hi(i)) pass the causal and window masks for query i; both are
+  // non-decreasing in i, so a block of queries needs the keys key_lo(first)..key_hi(last).
+  int64_t key_lo(int64_t i) const {
+    if (!causal || window == 0) return 0;
+    return std::clamp<int64_t>(query_start + i - window + 1 - key_start, 0, keys);
+  }
+  int64_t key_hi(int64_t i) const {
+    if (!causal) return keys;
+    return std::clamp<int64_t>(query_start + i + 1 - key_start, 0, keys);
+  }
+  // Queries [query_lo(j), query_hi(j)) see key j (the inverse of the above).
+  int64_t query_lo(int64_t j) const {
+    if (!causal) return 0;
+    return std::clamp<int64_t>(key_start + j - query_start, 0, queries);
+  }
+  int64_t query_hi(int64_t j) const {
+    if (!causal || window == 0) return queries;
+    return std::clamp<int64_t>(key_start + j + window - query_start, 0, queries);
+  }
+};
+
+Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const TiledAttentionOptions& o) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "tiled_attention: q, k, v must be (B, H, T, D), got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(k.sizes() == v.sizes(), "tiled_attention: k ", k.sizes(), " and v ", v.sizes(), " must have one shape");
+  TORCH_CHECK(k.size(0) == q.size(0) && k.size(3) == q.size(3), "tiled_attention: k and v (", k.sizes(),
+              ") must have q's batch and head size (", q.sizes(), ")");
+  TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "tiled_attention: query heads (", q.size(1),
+              ") must be a multiple of key/value heads (", k.size(1), ")");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
+              "tiled_attention: q, k, v must share a dtype, got ", q.scalar_type(), ", ", k.scalar_type(), ", ",
+              v.scalar_type());
+  TORCH_CHECK(q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kBFloat16,
+              "tiled_attention: float32 or bfloat16 expected, got ", q.scalar_type());
+  TORCH_CHECK(q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu(),
+              "tiled_attention: a CPU kernel, got q on ", q.device());
+  TORCH_CHECK(o.window() >= 0, "tiled_attention: window must be >= 0, got ", o.window());
+  // As kernels/masks.h's causal_mask: the window bounds a causal mask; no model uses one alone.
+  TORCH_CHECK(o.window() == 0 || o.causal(), "tiled_attention: window (", o.window(), ") needs causal attention");
+  Problem p;
+  p.batch = q.size(0);
+  p.heads = q.size(1);
+  p.kv_heads = k.size(1);
+  p.group = p.heads / p.kv_heads;
+  p.queries = q.size(2);
+  p.keys = k.size(2);
+  p.head_dim = q.size(3);
+  p.scale = static_cast<float>(o.scale() > 0 ? o.scale() : 1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  p.causal = o.causal();
+  p.window = o.window();
+  p.query_start = o.query_start();
+  p.key_start = o.key_start();
+  if (o.key_padding_mask().defined()) {
+    const auto& m = o.key_padding_mask();
+    TORCH_CHECK(m.dim() == 2 && m.size(0) == p.batch && m.size(1) == p.keys, "tiled_attention: key padding mask must be (",
+                p.batch, ", ", p.keys, "), got ", m.sizes());
+    p.padding = (m.scalar_type() == torch::kBool ? m : m.ne(0)).to(torch::kCPU).contiguous();
+  }
+  const int64_t span = p.queries + p.keys - 1;  // key - query from key_start - last query upwards
+  const int64_t first = p.key_start - (p.query_start + p.queries - 1);
+  switch (o.position_bias()) {
+    case TiledPositionBias::kNone:
+      break;
+    case TiledPositionBias::kAlibi: {
+      const auto& slopes = o.alibi_slopes();
+      TORCH_CHECK(slopes.defined() && slopes.dim() == 1 && slopes.size(0) == p.heads,
+                  "tiled_attention: ALiBi needs (", p.heads, ") slopes, got ",
+                  slopes.defined() ? slopes.sizes() : torch::IntArrayRef{});
+      if (span <= 0) break;
+      // AlibiBias's own arithmetic: float32 distances, -slope * |query - key|.
+      auto distance = torch::arange(first, first + span, torch::kFloat).abs();
+      p.position = (-slopes.detach().to(torch::kCPU, torch::kFloat).view({-1, 1}) * distance.view({1, -1})).contiguous();
+      break;
+    }
+    case TiledPositionBias::kRelative: {
+      const auto& table = o.relative_table();
+      TORCH_CHECK(table.defined() && table.dim() == 2 && table.size(1) == p.heads,
+                  "tiled_attention: the relative bias table must be (num_buckets, ", p.heads, "), got ",
+                  table.defined() ? table.sizes() : torch::IntArrayRef{});
+      if (span <= 0) break;
+      auto relative = torch::arange(first, first + span, torch::kLong);
+      p.buckets = relative_position_bucket(relative, o.relative_bidirectional(), table.size(0),
+                                           o.relative_max_distance());
+      p.position = table.detach().to(torch::kCPU, torch::kFloat).index_select(0, p.buckets).t().contiguous();
+      break;
+    }
+  }
+  return p;
+}
+
+// The tiles are read as row views with any row stride (a (B, T, H, D) projection transposed to
+// (B, H, T, D) is used in place); only the head dimension must be contiguous.
+torch::Tensor unit_inner_stride(const torch::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+// A contiguous (rows, cols) float32 view at the start of a flat buffer.
+torch::Tensor tile(const torch::Tensor& buffer, int64_t rows, int64_t cols) {
+  return buffer.narrow(0, 0, rows * cols).view({rows, cols});
+}
+
+// Rows [start, start + n) of one head (T, D) as float32: the head's own rows when it is float32,
+// else a float32 copy in `buffer`.
+torch::Tensor float_rows(const torch::Tensor& head, int64_t start, int64_t n, const torch::Tensor& buffer) {
+  auto rows = head.narrow(0, start, n);
+  if (rows.scalar_type() == torch::kFloat) return rows;
+  auto t = tile(buffer, n, head.size(1));
+  t.copy_(rows);
+  return t;
+}
+
+// One row of a score tile (query i, keys j0 .. j0 + n): scaled, the position term added, the
+// keys the masks hide set to -inf. The forward and the backward both call it, so the
+// recomputed probabilities are the forward's.
+void bias_and_mask_row(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n, const float* position_h,
+                       const bool* padding_b) {
+  if (position_h != nullptr) {
+    const float* term = position_h + (j0 - i + p.queries - 1);
+    for (int64_t c = 0; c < n; ++c) row[c] = row[c] * p.scale + term[c];
+  } else {
+    for (int64_t c = 0; c < n; ++c) row[c] *= p.scale;
+  }
+  const int64_t lo = std::clamp<int64_t>(p.key_lo(i) - j0, 0, n);
+  const int64_t hi = std::clamp<int64_t>(p.key_hi(i) - j0, 0, n);
+  std::fill(row, row + lo, -kInf);
+  std::fill(row + hi, row + n, -kInf);
+  if (padding_b != nullptr) {
+    for (int64_t c = 0; c < n; ++c) {
+      if (!padding_b[j0 + c]) row[c] = -kInf;
+    }
+  }
+}
+
+// Query block order within a head: 0, last, 1, last - 1, ... With causal masks the cost of a
+// block grows with its index, and parallel_for hands each thread a contiguous range of tasks,
+// so interleaving cheap and dear blocks keeps the threads' shares even when B * H is small.
+int64_t zigzag(int64_t position, int64_t count) {
+  return position % 2 == 0 ? position / 2 : count - 1 - position / 2;
+}
+
+}  // namespace
+
+TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const TiledAttentionOptions& options) {
+  torch::NoGradGuard no_grad;
+  const Problem p = make_problem(q, k, v, options);
+  const auto qc = unit_inner_stride(q), kc = unit_inner_stride(k), vc = unit_inner_stride(v);
+  auto out = torch::empty({p.batch, p.heads, p.queries, p.head_dim}, q.options());  // every row written below
+  auto lse = torch::full({p.batch, p.heads, p.queries}, -kInf, q.options().dtype(torch::kFloat));
+  if (p.queries == 0 || p.keys == 0) return {out.zero_(), lse};
+
+  const int64_t q_blocks = (p.queries + kTiledQueryBlock - 1) / kTiledQueryBlock;
+  const int64_t d = p.head_dim;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat);
+  float* lse_data = lse.data_ptr<float>();
+  const bool* padding = p.padding.defined() ? p.padding.data_ptr<bool>() : nullptr;
+  const float* position = p.position.defined() ? p.position.data_ptr<float>() : nullptr;
+  const int64_t span = p.queries + p.keys - 1;
+
+  at::parallel_for(0, p.batch * p.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
+    torch::NoGradGuard worker_no_grad;  // grad mode is per thread: OpenMP's workers start with it on
+    const auto q_buffer = torch::empty({kTiledQueryBlock * d}, f32);
+    const auto k_buffer = torch::empty({kTiledKeyBlock * d}, f32);
+    const auto v_buffer = torch::empty({kTiledKeyBlock * d}, f32);
+    const auto s_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+    const auto o_buffer = torch::empty({kTiledQueryBlock * d}, f32);
+    std::vector<float> row_max(kTiledQueryBlock), row_sum(kTiledQueryBlock), rescale(kTiledQueryBlock);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / q_blocks, b = bh / p.heads, h = bh % p.heads, hk = h / p.group;
+      const int64_t i0 = zigzag(task % q_blocks, q_blocks) * kTiledQueryBlock;
+      const int64_t nq = std::min(kTiledQueryBlock, p.queries - i0);
+      const auto qt = float_rows(qc[b][h], i0, nq, q_buffer);  // (nq, D)
+      const auto kh = kc[b][hk], vh = vc[b][hk];                // (Tk, D), shared by the group
+      const float* position_h = position != nullptr ? position + h * span : nullptr;
+      const bool* padding_b = padding != nullptr ? padding + b * p.keys : nullptr;
+      auto o = tile(o_buffer, nq, d);  // unnormalised output, float32
+      o.zero_();
+      float* od = o.data_ptr<float>();
+      std::fill(row_max.begin(), row_max.end(), -kInf);
+      std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+
+      const int64_t j_end = p.key_hi(i0 + nq - 1);
+      for (int64_t j0 = p.key_lo(i0); j0 < j_end; j0 += kTiledKeyBlock) {
+        const int64_t nk = std::min(kTiledKeyBlock, j_end - j0);
+        const auto kt = float_rows(kh, j0, nk, k_buffer), vt = float_rows(vh, j0, nk, v_buffer);
+        auto s = tile(s_buffer, nq, nk);
+        at::mm_out(s, qt, kt.t());  // (nq, nk)
+        float* sd = s.data_ptr<float>();
+        for (int64_t r = 0; r < nq; ++r) {
+          float* row = sd + r * nk;
+          bias_and_mask_row(p, row, i0 + r, j0, nk, position_h, padding_b);
+          const float new_max = std::max(row_max[r], *std::max_element(row, row + nk));
+          // A row with no visible key so far keeps -inf scores: subtract 0, not -inf (NaN).
+          const float shift = new_max == -kInf ? 0.0f : new_max;
+          rescale[r] = std::exp(row_max[r] - shift);
+          for (int64_t c = 0; c < nk; ++c) row[c] -= shift;
+          row_max[r] = new_max;
+        }
+        s.exp_();  // LibTorch's vectorised exp
+        for (int64_t r = 0; r < nq; ++r) {
+          const float* row = sd + r * nk;
+          float sum = 0;
+          for (int64_t c = 0; c < nk; ++c) sum += row[c];
+          row_sum[r] = row_sum[r] * rescale[r] + sum;
+          for (int64_t c = 0; c < d; ++c) od[r * d + c] *= rescale[r];
+        }
+        o.addmm_(s, vt);  // o += p v
+      }
+      float* lse_h = lse_data + bh * p.queries + i0;
+      for (int64_t r = 0; r < nq; ++r) {
+        // No visible key at all: output 0 and lse -inf (the log of an empty sum).
+        const float inverse = row_sum[r] > 0 ? 1.0f / row_sum[r] : 0.0f;
+        for (int64_t c = 0; c < d; ++c) od[r * d + c] *= inverse;
+        lse_h[r] = row_sum[r] > 0 ? row_max[r] + std::log(row_sum[r]) : -kInf;
+      }
+      out[b][h].narrow(0, i0, nq).copy_(o);
+    }
+  });
+  return {out, lse};
+}
+
+TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, const torch::Tensor& q,
+                                                 const torch::Tensor& k, const torch::Tensor& v,
+                                                 const torch::Tensor& out, const torch::Tensor& lse,
+                                                 const TiledAttentionOptions& options) {
+  torch::NoGradGuard no_grad;
+  const Problem p = make_problem(q, k, v, options);
+  TORCH_CHECK(d_out.sizes() == q.sizes() && out.sizes() == q.sizes(), "tiled_attention_backward: d_out ",
+              d_out.sizes(), " and out ", out.sizes(), " must have q's shape ", q.sizes());
+  TORCH_CHECK(lse.dim() == 3 && lse.size(0) == p.batch && lse.size(1) == p.heads && lse.size(2) == p.queries &&
+                  lse.scalar_type() == torch::kFloat,
+              "tiled_attention_backward: lse must be float32 (", p.batch, ", ", p.heads, ", ", p.queries, "), got ",
+              lse.scalar_type(), " ", lse.sizes());
+  const auto qc = unit_inner_stride(q), kc = unit_inner_stride(k), vc = unit_inner_stride(v);
+  const auto doc = unit_inner_stride(d_out.to(q.scalar_type()));
+  const auto lse_c = lse.contiguous();
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat);
+  const int64_t d = p.head_dim;
+  const int64_t span = p.queries + p.keys - 1;
+  const bool relative = options.position_bias() == TiledPositionBias::kRelative;
+  // Float32 sums; dk and dv per query head, each (b, h) task owning its rows (no races), then
+  // summed over each group below.
+  auto dq = torch::zeros({p.batch, p.heads, p.queries, d}, f32);
+  auto dk = torch::zeros({p.batch, p.heads, p.keys, d}, f32);
+  auto dv = torch::zeros({p.batch, p.heads, p.keys, d}, f32);
+  auto d_position = relative && span > 0 ? torch::zeros({p.batch, p.heads, span}, torch::kDouble) : torch::Tensor();
+  const float* lse_data = lse_c.data_ptr<float>();
+  const bool* padding = p.padding.defined() ? p.padding.data_ptr<bool>() : nullptr;
+  const float* position = p.position.defined() ? p.position.data_ptr<float>() : nullptr;
+  double* d_position_data = d_position.defined() ? d_position.data_ptr<double>() : nullptr;
+
+  if (p.queries > 0 && p.keys > 0) {
+    at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
+      torch::NoGradGuard worker_no_grad;  // grad mode is per thread
+      const auto q_buffer = torch::empty({kTiledQueryBlock * d}, f32);
+      const auto do_buffer = torch::empty({kTiledQueryBlock * d}, f32);
+      const auto k_buffer = torch::empty({kTiledKeyBlock * d}, f32);
+      const auto v_buffer = torch::empty({kTiledKeyBlock * d}, f32);
+      const auto p_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+      const auto ds_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / p.heads, h = bh % p.heads, hk = h / p.group;
+        const auto qh = qc[b][h], doh = doc[b][h], kh = kc[b][hk], vh = vc[b][hk];
+        const auto dqh = dq[b][h], dkh = dk[b][h], dvh = dv[b][h];
+        // FlashAttention-2's D_i = rowsum(dO * O), the softmax's correction term.
+        const auto delta = (doh.to(torch::kFloat) * out[b][h].to(torch::kFloat)).sum(-1).contiguous();  // (Tq)
+        const float* delta_data = delta.data_ptr<float>();
+        const float* lse_h = lse_data + bh * p.queries;
+        const float* position_h = position != nullptr ? position + h * span : nullptr;
+        double* d_position_h = d_position_data != nullptr ? d_position_data + bh * span : nullptr;
+        const bool* padding_b = padding != nullptr ? padding + b * p.keys : nullptr;
+
+        const int64_t j_end = p.key_hi(p.queries - 1);
+        for (int64_t j0 = p.key_lo(0); j0 < j_end; j0 += kTiledKeyBlock) {
+          const int64_t nk = std::min(kTiledKeyBlock, j_end - j0);
+          const int64_t i_begin = p.query_lo(j0), i_end = p.query_hi(j0 + nk - 1);
+          if (i_begin >= i_end) continue;
+          const auto kt = float_rows(kh, j0, nk, k_buffer), vt = float_rows(vh, j0, nk, v_buffer);
+          auto dkt = dkh.narrow(0, j0, nk), dvt = dvh.narrow(0, j0, nk);
+          for (int64_t i0 = i_begin; i0 < i_end; i0 += kTiledQueryBlock) {
+            const int64_t nq = std::min(kTiledQueryBlock, i_end - i0);
+            const auto qt = float_rows(qh, i0, nq, q_buffer), dot = float_rows(doh, i0, nq, do_buffer);
+            auto pt = tile(p_buffer, nq, nk);
+            at::mm_out(pt, qt, kt.t());
+            float* pd = pt.data_ptr<float>();
+            for (int64_t r = 0; r < nq; ++r) {
+              float* row = pd + r * nk;
+              bias_and_mask_row(p, row, i0 + r, j0, nk, position_h, padding_b);
+              // A row with no visible key has lse -inf; +inf makes all its probabilities 0.
+              const float shift = lse_h[i0 + r] == -kInf ? kInf : lse_h[i0 + r];
+              for (int64_t c = 0; c < nk; ++c) row[c] -= shift;
+            }
+            pt.exp_();                 // the forward's probabilities P
+            dvt.addmm_(pt.t(), dot);   // dV += P^T dO
+            auto ds = tile(ds_buffer, nq, nk);
+            at::mm_out(ds, dot, vt.t());  // dP = dO V^T
+            float* dsd = ds.data_ptr<float>();
+            for (int64_t r = 0; r < nq; ++r) {
+              const float delta_i = delta_data[i0 + r];
+              float* ds_row = dsd + r * nk;
+              const float* p_row = pd + r * nk;
+              for (int64_t c = 0; c < nk; ++c) ds_row[c] = p_row[c] * (ds_row[c] - delta_i);  // dS = P (dP - D_i)
+              if (d_position_h != nullptr) {
+                // The bias enters unscaled, so its gradient is dS, summed by key - query here
+                // and by bucket below.
+                double* slot = d_position_h + (j0 - (i0 + r) + p.queries - 1);
+                for (int64_t c = 0; c < nk; ++c) slot[c] += ds_row[c];
+              }
+            }
+            dqh.narrow(0, i0, nq).addmm_(ds, kt, 1.0, p.scale);  // dQ += scale dS K
+            dkt.addmm_(ds.t(), qt, 1.0, p.scale);                // dK += scale dS^T Q
+          }
+        }
+      }
+    });
+  }
+
+  TiledAttentionGradients grads;
+  const auto dtype = q.scalar_type();
+  grads.dq = dq.to(dtype);
+  auto sum_group = [&](const torch::Tensor& per_query_head) {
+    if (p.group == 1) return per_query_head.to(dtype);
+    return per_query_head.view({p.batch, p.kv_heads, p.group, p.keys, d}).sum(2).to(dtype);
+  };
+  grads.dk = sum_group(dk);
+  grads.dv = sum_group(dv);
+  if (relative) {
+    const auto& table = options.relative_table();
+    auto d_table = torch::zeros({table.size(0), p.heads}, f32);
+    if (d_position.defined()) {
+      d_table.index_add_(0, p.buckets, d_position.sum(0).to(torch::kFloat).t());  // scatter-add by bucket
+    }
+    grads.relative_table = d_table.to(table.scalar_type());
+  }
+  return grads;
+}
+
+namespace {
+
+class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFunction> {
+ public:
+  // `table` is options.relative_table() passed apart so that autograd sees it (an empty
+  // placeholder unless kRelative: autograd's bookkeeping needs a defined tensor).
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q,
+                               const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& table,
+                               const TiledAttentionOptions& options) {
+    auto result = tiled_attention_forward(q, k, v, options);
+    ctx->save_for_backward({q, k, v, table, result.out, result.lse});
+    auto& saved = ctx->saved_data;
+    saved["scale"] = options.scale();
+    saved["causal"] = options.causal();
+    saved["window"] = options.window();
+    saved["query_start"] = options.query_start();
+    saved["key_start"] = options.key_start();
+    saved["key_padding_mask"] = options.key_padding_mask();
+    saved["position_bias"] = static_cast<int64_t>(options.position_bias());
+    saved["alibi_slopes"] = options.alibi_slopes();
+    saved["relative_bidirectional"] = options.relative_bidirectional();
+    saved["relative_max_distance"] = options.relative_max_distance();
+    ctx->mark_non_differentiable({result.lse});
+    return result.out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grad_outputs) {
+    const auto saved_tensors = ctx->get_saved_variables();
+    const auto& q = saved_tensors[0];
+    const auto& k = saved_tensors[1];
+    const auto& v = saved_tensors[2];
+    const auto& table = saved_tensors[3];
+    const auto& saved = ctx->saved_data;
+    auto options = TiledAttentionOptions()
+                       .scale(saved.at("scale").toDouble())
+                       .causal(saved.at("causal").toBool())
+                       .window(saved.at("window").toInt())
+                       .query_start(saved.at("query_start").toInt())
+                       .key_start(saved.at("key_start").toInt())
+                       .key_padding_mask(saved.at("key_padding_mask").toTensor())
+                       .position_bias(static_cast<TiledPositionBias>(saved.at("position_bias").toInt()))
+                       .alibi_slopes(saved.at("alibi_slopes").toTensor())
+                       .relative_table(table)
+                       .relative_bidirectional(saved.at("relative_bidirectional").toBool())
+                       .relative_max_distance(saved.at("relative_max_distance").toInt());
+    auto d_out = grad_outputs[0].defined() ? grad_outputs[0] : torch::zeros_like(saved_tensors[4]);
+    auto g = tiled_attention_backward(d_out, q, k, v, saved_tensors[4], saved_tensors[5], options);
+    return {g.dq, g.dk, g.dv, g.relative_table, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const TiledAttentionOptions& options) {
+  torch::Tensor table = torch::empty({0});
+  switch (options.position_bias()) {
+    case TiledPositionBias::kNone:
+    case TiledPositionBias::kAlibi:
+      break;
+    case TiledPositionBias::kRelative:
+      table = options.relative_table();
+      break;
+  }
+  return TiledAttentionFunction::apply(q, k, v, table, options);
+}
+
+}  // namespace zoo

@@ -1,0 +1,90 @@
+#pragma once
+// Exact attention computed tile by tile on the CPU (FlashAttention, Dao et al. 2022; its
+// backward as in FlashAttention-2, Dao 2023): softmax(q k^T * scale + bias) v with an online
+// softmax, keeping only the per-row log-sum-exp besides the output, so that no (Tq, Tk) tensor
+// exists in the forward or the backward. The bias terms (causal and sliding-window masks, key
+// padding, ALiBi, T5's relative position bias) are made inside each tile from their parameters,
+// and tiles the masks leave empty are never visited: a window w costs O(T * w).
+//
+// The plain reference is the explicit math path (kernels/masks.h, layers/position_bias.h,
+// softmax in float32, two matmuls); tests/kernels/tiled_attention_test.cpp compares the two.
+// Dropout is not implemented: nothing here draws random numbers.
+
+#include <cstdint>
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+namespace zoo {
+
+// Tile sizes. A 64 x 128 float32 score tile is 32 KiB: with the query block (64 x D), the key
+// and value tiles (128 x D) and the output accumulator it stays in a core's L2 for D <= 128,
+// 128 keys amortise the per-tile cost (two matmul calls, the row bookkeeping) over 2 * 64 * 128 *
+// D multiply-adds, and 64 queries keep B * H * Tq / 64 tasks for the threads and a fine grain
+// for skipping tiles above the causal diagonal or outside a window.
+constexpr int64_t kTiledQueryBlock = 64;
+constexpr int64_t kTiledKeyBlock = 128;
+
+// The position term added to the scaled scores, both functions of (key - query) only.
+enum class TiledPositionBias {
+  kNone,
+  kAlibi,     // -slope_h * |query - key| (layers/position_bias.h's AlibiBias, encoders included)
+  kRelative,  // T5: table[bucket(key - query), h] (kernels/masks.h's relative_position_bucket)
+};
+
+struct TiledAttentionOptions {
+  // 0 means 1 / sqrt(D).
+  TORCH_ARG(double, scale) = 0.0;
+  // key <= query, at absolute positions: queries at query_start.., keys at key_start.. (a
+  // decoder reading a cache has query_start = cached length, key_start = 0, or more once a
+  // sliding-window cache has dropped its first keys).
+  TORCH_ARG(bool, causal) = false;
+  // With causal: also key > query - window (Mistral's sliding window); 0 = unbounded.
+  TORCH_ARG(int64_t, window) = 0;
+  TORCH_ARG(int64_t, query_start) = 0;
+  TORCH_ARG(int64_t, key_start) = 0;
+  // (B, Tk), true (non-zero) at real tokens, as kernels/masks.h; undefined = no padding.
+  TORCH_ARG(torch::Tensor, key_padding_mask);
+  TORCH_ARG(TiledPositionBias, position_bias) = TiledPositionBias::kNone;
+  // kAlibi: (H) slopes, not differentiated.
+  TORCH_ARG(torch::Tensor, alibi_slopes);
+  // kRelative: the (num_buckets, H) table, differentiated by tiled_attention, and its bucketing.
+  TORCH_ARG(torch::Tensor, relative_table);
+  TORCH_ARG(bool, relative_bidirectional) = true;
+  TORCH_ARG(int64_t, relative_max_distance) = 128;
+};
+
+struct TiledAttentionResult {
+  torch::Tensor out;  // (B, H, Tq, D), the dtype of q
+  torch::Tensor lse;  // (B, H, Tq) float32 log-sum-exp of each row; -inf where every key is masked
+};
+
+struct TiledAttentionGradients {
+  torch::Tensor dq;              // (B, H, Tq, D)
+  torch::Tensor dk;              // (B, Hkv, Tk, D), summed over the query heads of each group
+  torch::Tensor dv;              // (B, Hkv, Tk, D)
+  torch::Tensor relative_table;  // (num_buckets, H) for kRelative, else undefined
+};
+
+// q: (B, H, Tq, D); k, v: (B, Hkv, Tk, D) with H a multiple of Hkv (query head h reads key head
+// h / (H / Hkv), without copies). float32, or bfloat16 with float32 accumulation. A row whose
+// keys are all masked gives 0 (and gradients 0), not NaN.
+TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch::Tensor& k,
+                                             const torch::Tensor& v, const TiledAttentionOptions& options);
+
+// The gradients given d_out (B, H, Tq, D) and the forward's out and lse; each tile's
+// probabilities are recomputed from lse. Parallel over (batch, query head), each task owning its
+// rows of float32 dq and of per-query-head dk, dv (summed over each group at the end: no locks),
+// so grouped or bf16 inputs cost 2 * B * H * Tk * D floats more; T5 adds B * H * (Tq + Tk - 1)
+// doubles, the table's gradient by key - query before the scatter by bucket.
+TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, const torch::Tensor& q,
+                                                 const torch::Tensor& k, const torch::Tensor& v,
+                                                 const torch::Tensor& out, const torch::Tensor& lse,
+                                                 const TiledAttentionOptions& options);
+
+// The forward as an autograd function: loss.backward() reaches q, k, v and, for kRelative,
+// options.relative_table. Returns out (B, H, Tq, D).
+torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const TiledAttentionOptions& options);
+
+}  // namespace zoo
