@@ -17,6 +17,7 @@
 #include "core/runtime.h"
 #include "core/strings.h"
 #include "models/config.h"
+#include "models/layer_options.h"
 #include "models/model.h"
 #include "models/parameter_count.h"
 #include "train/autocast.h"
@@ -96,7 +97,7 @@ int run_info(const std::string& name, const std::vector<std::string>& overrides,
   const std::string path = find_config(name);
   ModelConfig config = load_config(path);
   for (const auto& o : overrides) apply_override(config, o, "override '" + o + "'");
-  std::cout << "config: " << path << "\n" << describe(config);
+  std::cout << "config: " << path << "\n" << describe(config) << describe_attention_paths(config);
   if (show_config) std::cout << "\nresolved config:\n" << to_yaml(config);
   std::cout << "\nparameters by module:\n";
   for (const auto& [module, count] : parameter_breakdown(config)) {

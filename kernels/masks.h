@@ -7,6 +7,8 @@
 
 #include <torch/types.h>
 
+#include "kernels/tiled_attention.h"
+
 namespace zoo {
 
 // (q_len, k_len) boolean mask for queries at absolute positions q_start.. and keys at
@@ -22,9 +24,15 @@ torch::Tensor padding_mask(const torch::Tensor& key_padding_mask);
 // sliding-window masks, the key padding mask and the position terms (ALiBi, T5's relative bias)
 // folded into one additive tensor broadcastable to (B, H, T, K). Each layer takes the last
 // columns of it, those of the keys it holds (a sliding-window cache may have dropped the first).
+//
+// Or, when the stack's calls go to the tiled kernel, no tensor at all: the terms' parameters
+// (causal, window, positions, key padding, ALiBi's slopes, T5's table), which the kernel turns
+// into each tile's bias; each layer sets its scale and the start of the keys it holds.
 struct AttentionBias {
   torch::Tensor additive;      // undefined: nothing to add
   bool kernel_causal = false;  // the causal mask is left to the fused kernel (nothing else applies)
+  bool tiled = false;          // the calls take the tiled kernel with `terms`
+  TiledAttentionOptions terms;
 };
 
 struct AttentionBiasInputs {

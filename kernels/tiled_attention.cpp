@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 #include <torch/torch.h>
@@ -27,6 +29,8 @@ struct Problem {
   // ALiBi and T5 both depend on key - query only. O(H * T), never (Tq, Tk). Undefined for kNone.
   torch::Tensor position;
   torch::Tensor buckets;  // (Tq + Tk - 1) int64, kRelative: the bucket of each key - query
+  float dropout = 0;      // probability of zeroing a weight
+  uint64_t seed = 0;
 
   // Keys [key_lo(i), key_hi(i)) pass the causal and window masks for query i; both are
   // non-decreasing in i, so a block of queries needs the keys key_lo(first)..key_hi(last).
@@ -66,6 +70,7 @@ Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch
   TORCH_CHECK(q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu(),
               "tiled_attention: a CPU kernel, got q on ", q.device());
   TORCH_CHECK(o.window() >= 0, "tiled_attention: window must be >= 0, got ", o.window());
+  TORCH_CHECK(o.dropout() >= 0.0 && o.dropout() < 1.0, "tiled_attention: dropout must be in [0, 1), got ", o.dropout());
   // As kernels/masks.h's causal_mask: the window bounds a causal mask; no model uses one alone.
   TORCH_CHECK(o.window() == 0 || o.causal(), "tiled_attention: window (", o.window(), ") needs causal attention");
   Problem p;
@@ -81,6 +86,9 @@ Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch
   p.window = o.window();
   p.query_start = o.query_start();
   p.key_start = o.key_start();
+  p.dropout = static_cast<float>(o.dropout());
+  TORCH_CHECK(o.dropout() == 0.0 || o.dropout_seed().has_value(), "tiled_attention: dropout needs a seed");
+  p.seed = static_cast<uint64_t>(o.dropout_seed().value_or(0));
   if (o.key_padding_mask().defined()) {
     const auto& m = o.key_padding_mask();
     TORCH_CHECK(m.dim() == 2 && m.size(0) == p.batch && m.size(1) == p.keys, "tiled_attention: key padding mask must be (",
@@ -167,7 +175,36 @@ int64_t zigzag(int64_t position, int64_t count) {
   return position % 2 == 0 ? position / 2 : count - 1 - position / 2;
 }
 
+// Dropout's uniform draw for weight (b, h, i, j): SplitMix64's finaliser (Steele et al., 2014)
+// of the seed plus the weight's index times the golden-ratio increment, top 24 bits as [0, 1).
+// Counter-based, so any tile draws its own weights in any order on any thread.
+float dropout_uniform(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+// Multiplies row c of a tile by its dropout factor: 0, or 1 / (1 - p) where kept.
+void drop_row(const Problem& p, float* row, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n) {
+  const float keep_scale = 1.0f / (1.0f - p.dropout);
+  const uint64_t base = ((static_cast<uint64_t>(b) * p.heads + h) * p.queries + i) * p.keys + j0;
+  for (int64_t c = 0; c < n; ++c) row[c] *= dropout_uniform(p.seed, base + c) >= p.dropout ? keep_scale : 0.0f;
+}
+
 }  // namespace
+
+torch::Tensor tiled_dropout_keep_mask(int64_t seed, double dropout, int64_t batch, int64_t heads, int64_t queries,
+                                      int64_t keys) {
+  auto keep = torch::empty({batch, heads, queries, keys}, torch::kBool);
+  bool* data = keep.data_ptr<bool>();
+  const auto p = static_cast<float>(dropout);
+  for (int64_t index = 0; index < keep.numel(); ++index) {
+    data[index] = dropout_uniform(static_cast<uint64_t>(seed), static_cast<uint64_t>(index)) >= p;
+  }
+  return keep;
+}
 
 TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const TiledAttentionOptions& options) {
@@ -232,6 +269,8 @@ TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch
           for (int64_t c = 0; c < nk; ++c) sum += row[c];
           row_sum[r] = row_sum[r] * rescale[r] + sum;
           for (int64_t c = 0; c < d; ++c) od[r * d + c] *= rescale[r];
+          // The normaliser sums the weights before dropout; the output takes the dropped ones.
+          if (p.dropout > 0) drop_row(p, sd + r * nk, b, h, i0 + r, j0, nk);
         }
         o.addmm_(s, vt);  // o += p v
       }
@@ -287,6 +326,7 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
       const auto v_buffer = torch::empty({kTiledKeyBlock * d}, f32);
       const auto p_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
       const auto ds_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+      const auto dp_buffer = p.dropout > 0 ? torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32) : torch::Tensor();
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / p.heads, h = bh % p.heads, hk = h / p.group;
         const auto qh = qc[b][h], doh = doc[b][h], kh = kc[b][hk], vh = vc[b][hk];
@@ -319,11 +359,23 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
               const float shift = lse_h[i0 + r] == -kInf ? kInf : lse_h[i0 + r];
               for (int64_t c = 0; c < nk; ++c) row[c] -= shift;
             }
-            pt.exp_();                 // the forward's probabilities P
-            dvt.addmm_(pt.t(), dot);   // dV += P^T dO
+            pt.exp_();  // the forward's probabilities P
             auto ds = tile(ds_buffer, nq, nk);
-            at::mm_out(ds, dot, vt.t());  // dP = dO V^T
+            at::mm_out(ds, dot, vt.t());  // dP = dO V^T, of the dropped weights
             float* dsd = ds.data_ptr<float>();
+            if (p.dropout > 0) {
+              // With Z the dropout factors: dV += (P Z)^T dO and dP = (dO V^T) Z. P is restored
+              // after dV, since dS needs the weights before dropout.
+              auto dropped = tile(dp_buffer, nq, nk);
+              dropped.copy_(pt);
+              for (int64_t r = 0; r < nq; ++r) {
+                drop_row(p, dropped.data_ptr<float>() + r * nk, b, h, i0 + r, j0, nk);
+                drop_row(p, dsd + r * nk, b, h, i0 + r, j0, nk);
+              }
+              dvt.addmm_(dropped.t(), dot);
+            } else {
+              dvt.addmm_(pt.t(), dot);  // dV += P^T dO
+            }
             for (int64_t r = 0; r < nq; ++r) {
               const float delta_i = delta_data[i0 + r];
               float* ds_row = dsd + r * nk;
@@ -386,6 +438,8 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     saved["alibi_slopes"] = options.alibi_slopes();
     saved["relative_bidirectional"] = options.relative_bidirectional();
     saved["relative_max_distance"] = options.relative_max_distance();
+    saved["dropout"] = options.dropout();
+    saved["dropout_seed"] = options.dropout_seed().value_or(0);
     ctx->mark_non_differentiable({result.lse});
     return result.out;
   }
@@ -409,7 +463,9 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
                        .alibi_slopes(saved.at("alibi_slopes").toTensor())
                        .relative_table(table)
                        .relative_bidirectional(saved.at("relative_bidirectional").toBool())
-                       .relative_max_distance(saved.at("relative_max_distance").toInt());
+                       .relative_max_distance(saved.at("relative_max_distance").toInt())
+                       .dropout(saved.at("dropout").toDouble())
+                       .dropout_seed(saved.at("dropout_seed").toInt());
     auto d_out = grad_outputs[0].defined() ? grad_outputs[0] : torch::zeros_like(saved_tensors[4]);
     auto g = tiled_attention_backward(d_out, q, k, v, saved_tensors[4], saved_tensors[5], options);
     return {g.dq, g.dk, g.dv, g.relative_table, torch::Tensor()};
@@ -429,7 +485,15 @@ torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k, co
       table = options.relative_table();
       break;
   }
-  return TiledAttentionFunction::apply(q, k, v, table, options);
+  if (options.dropout() == 0.0 || options.dropout_seed()) return TiledAttentionFunction::apply(q, k, v, table, options);
+  // One draw per call from the generator torch::manual_seed sets and checkpoints save.
+  int64_t seed = 0;
+  {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    seed = static_cast<int64_t>(at::check_generator<at::CPUGeneratorImpl>(generator)->random64() >> 1);
+  }
+  return TiledAttentionFunction::apply(q, k, v, table, TiledAttentionOptions(options).dropout_seed(seed));
 }
 
 }  // namespace zoo

@@ -8,9 +8,13 @@
 //
 // The plain reference is the explicit math path (kernels/masks.h, layers/position_bias.h,
 // softmax in float32, two matmuls); tests/kernels/tiled_attention_test.cpp compares the two.
-// Dropout is not implemented: nothing here draws random numbers.
+// Attention dropout is drawn inside each tile from a counter-based hash of (seed, batch, head,
+// query, key), so the backward redraws the forward's mask without storing it, and one seed
+// (taken from LibTorch's CPU generator, whose state checkpoints and recomputation restore)
+// fixes every mask; tiled_dropout_keep_mask is that mask as a tensor, for the reference.
 
 #include <cstdint>
+#include <optional>
 
 #include <torch/arg.h>
 #include <torch/types.h>
@@ -52,6 +56,10 @@ struct TiledAttentionOptions {
   TORCH_ARG(torch::Tensor, relative_table);
   TORCH_ARG(bool, relative_bidirectional) = true;
   TORCH_ARG(int64_t, relative_max_distance) = 128;
+  // The probability of zeroing a weight (kept ones are scaled by 1 / (1 - p)), and the seed of
+  // its mask; unset, tiled_attention draws one from LibTorch's default CPU generator.
+  TORCH_ARG(double, dropout) = 0.0;
+  TORCH_ARG(std::optional<int64_t>, dropout_seed);
 };
 
 struct TiledAttentionResult {
@@ -81,6 +89,11 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
                                                  const torch::Tensor& k, const torch::Tensor& v,
                                                  const torch::Tensor& out, const torch::Tensor& lse,
                                                  const TiledAttentionOptions& options);
+
+// The dropout mask of `seed` as a (B, H, Tq, Tk) bool tensor, true where a weight is kept: the
+// kernel draws the same values tile by tile. For tests, and for the math path they compare with.
+torch::Tensor tiled_dropout_keep_mask(int64_t seed, double dropout, int64_t batch, int64_t heads, int64_t queries,
+                                      int64_t keys);
 
 // The forward as an autograd function: loss.backward() reaches q, k, v and, for kRelative,
 // options.relative_table. Returns out (B, H, Tq, D).

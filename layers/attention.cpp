@@ -8,6 +8,8 @@
 #include "kernels/decode_attention.h"
 #include "kernels/linear.h"
 #include "kernels/masks.h"
+#include "kernels/tiled_attention.h"
+#include "layers/attention_path.h"
 
 namespace zoo {
 
@@ -157,9 +159,52 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
   }
   const int64_t tk = kh.size(2);
 
+  const double scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
+  const double p = is_training() ? options.dropout() : 0.0;
+  auto finish = [&](const torch::Tensor& o, const torch::Tensor& w) -> std::tuple<torch::Tensor, torch::Tensor> {
+    auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
+    return {lora.project(out, merged), w};
+  };
+
+  // The stack chose the tiled kernel for all its layers, or this module chooses for its own masks.
+  std::optional<TiledAttentionOptions> tiled;
+  if (masks.stack_bias != nullptr && masks.stack_bias->tiled) {
+    tiled = masks.stack_bias->terms;
+    if (tiled->key_padding_mask().defined() && tiled->key_padding_mask().size(1) != tk) {
+      const auto& m = tiled->key_padding_mask();
+      TORCH_CHECK(m.size(1) >= tk, "attention: the key padding mask covers ", m.size(1), " keys, the module holds ", tk);
+      tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
+    }
+  } else if (masks.stack_bias == nullptr) {
+    AttentionCall call;
+    call.backend = options.backend();
+    call.cpu = x.device().is_cpu();
+    call.float_or_bf16 = qh.scalar_type() == torch::kFloat || qh.scalar_type() == torch::kBFloat16;
+    call.queries = t, call.keys = tk, call.aligned = q_start == k_start && t == tk;
+    call.causal = options.causal(), call.window = options.resolved_window();
+    call.key_padding = masks.key_padding_mask.defined();
+    call.position = masks.position_bias.defined() ? AttentionPositionTerm::kTensor : AttentionPositionTerm::kNone;
+    call.grouped = h != hkv, call.dropout = p, call.need_weights = need_weights;
+    if (choose_attention_path(call).path == AttentionPath::kTiled) {
+      tiled = TiledAttentionOptions().causal(options.causal()).window(options.resolved_window()).query_start(q_start);
+      if (masks.key_padding_mask.defined()) {
+        const auto& m = masks.key_padding_mask;
+        TORCH_CHECK(m.dim() == 2 && m.size(0) == b && m.size(1) >= tk, "attention: key padding mask must be (", b,
+                    ", >= ", tk, "), got ", m.sizes());
+        tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
+      }
+    }
+  }
+  if (tiled && !need_weights) {
+    tiled->scale(scale).key_start(k_start).dropout(p);
+    // Autocast may leave q, k, v in different types (rotary in float32): the kernel takes one.
+    const auto dtype = qh.scalar_type();
+    return finish(tiled_attention(qh, kh.to(dtype), vh.to(dtype), *tiled), torch::Tensor());
+  }
+
   // One additive bias for every mask and position term: the stack's, or built here.
   const auto backend = need_weights ? AttentionBackend::kMath : options.backend();
-  const bool kernel_may_mask = backend == AttentionBackend::kFused && h == hkv;
+  const bool kernel_may_mask = backend != AttentionBackend::kMath && h == hkv;
   AttentionBias own;
   if (masks.stack_bias == nullptr) {
     if (masks.key_padding_mask.defined()) {
@@ -187,11 +232,8 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     kernel_causal = false;
   }
 
-  const double scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
-  const double p = is_training() ? options.dropout() : 0.0;
   auto [o, w] = scaled_dot_product(qh, kh, vh, bias, scale, p, kernel_causal, backend, need_weights);
-  auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
-  return {lora.project(out, merged), w};
+  return finish(o, w);
 }
 
 std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
@@ -218,7 +260,7 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
   torch::Tensor o, w;
   if (takes_bf16_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
     o = bf16_decode_attention(qf, k, v, bias, scale);
-  } else if (backend == AttentionBackend::kFused && !need_weights) {
+  } else if (backend != AttentionBackend::kMath && !need_weights) {
     std::optional<torch::Tensor> mask;
     if (bias.defined()) mask = bias;
     o = at::scaled_dot_product_attention(qf, k, v, mask, dropout, is_causal, scale);

@@ -50,8 +50,9 @@ struct AttentionOptions {
   TORCH_ARG(double, rope_base) = 10000.0;
   TORCH_ARG(RopeLayout, rope_layout) = RopeLayout::kHalf;
   TORCH_ARG(RopeScaling, rope_scaling) = {};
-  // fused: LibTorch's scaled-dot-product kernel; math: the explicit path tests compare against.
-  TORCH_ARG(AttentionBackend, backend) = AttentionBackend::kFused;
+  // Which kernel runs (layers/attention_path.h): auto chooses per call between LibTorch's fused
+  // kernel and zoo's tiled one; math is the explicit path tests compare against.
+  TORCH_ARG(AttentionBackend, backend) = AttentionBackend::kAuto;
 
  public:  // TORCH_ARG leaves the section private
   int64_t resolved_n_kv_heads() const { return n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_; }
@@ -124,8 +125,9 @@ TORCH_MODULE(Attention);
 // Scaled dot-product attention over already projected heads, the core both paths share.
 // q: (B, H, T, D); k, v: (B, Hkv, Tk, D) with H a multiple of Hkv (query head h reads key/value
 // head h / (H / Hkv)); attn_bias: additive, broadcastable to (B, H, T, Tk), or undefined.
-// is_causal (fused only) asks the kernel for its own causal mask. Returns (B, H, T, D) and, for
-// the math backend with need_weights, the weights (B, H, T, Tk).
+// is_causal (fused only) asks the kernel for its own causal mask. backend math takes the
+// explicit path, any other LibTorch's kernel (the tiled one is chosen before, by the module).
+// Returns (B, H, T, D) and, for the math backend with need_weights, the weights (B, H, T, Tk).
 std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
     const torch::Tensor& attn_bias, double scale, double dropout, bool is_causal,

@@ -111,13 +111,22 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
                                   const torch::Tensor& memory, const AttentionBias& cross_bias,
                                   const torch::Tensor& position_ids) {
-  // Captured by value: backward runs after this frame is gone.
-  const bool self_causal = self_bias.kernel_causal, cross_causal = cross_bias.kernel_causal;
-  auto run = [block, self_causal, cross_causal, position_ids](const std::vector<torch::Tensor>& in) {
-    return block.ptr()->forward_with_bias(in[0], AttentionBias{in[1], self_causal}, in[2], AttentionBias{in[3], cross_causal},
-                                    nullptr, position_ids);
+  // Captured by value: backward runs after this frame is gone. The additive biases travel as
+  // inputs (their gradient reaches T5's table through them); a tiled stack's terms are captured,
+  // and T5's table they hold joins the parameters the recomputation differentiates.
+  AttentionBias self_terms = self_bias, cross_terms = cross_bias;
+  self_terms.additive = cross_terms.additive = torch::Tensor();
+  auto run = [block, self_terms, cross_terms, position_ids](const std::vector<torch::Tensor>& in) {
+    AttentionBias self = self_terms, cross = cross_terms;
+    self.additive = in[1], cross.additive = in[3];
+    return block.ptr()->forward_with_bias(in[0], self, in[2], cross, nullptr, position_ids);
   };
-  return recompute_in_backward(run, {x, self_bias.additive, memory, cross_bias.additive}, trainable_parameters(*block));
+  auto parameters = trainable_parameters(*block);
+  for (const auto* bias : {&self_bias, &cross_bias}) {
+    const auto& table = bias->terms.relative_table();
+    if (bias->tiled && table.defined() && table.requires_grad()) parameters.push_back(table);
+  }
+  return recompute_in_backward(run, {x, self_bias.additive, memory, cross_bias.additive}, parameters);
 }
 
 }  // namespace zoo

@@ -24,8 +24,11 @@ enum class RopeLayout { kHalf, kInterleaved };
 // every frequency divided by the factor (Chen et al., 2023, position interpolation); llama3:
 // LLaMA 3.1's rule, long wavelengths divided by the factor, short ones kept, a blend between.
 enum class RopeScalingKind { kNone, kLinear, kLlama3 };
-// fused: LibTorch's scaled-dot-product kernel; math: the explicit reference path.
-enum class AttentionBackend { kFused, kMath };
+// Which attention kernel runs (layers/attention_path.h chooses): auto picks per call among
+// LibTorch's fused kernel and zoo's tiled one; fused always takes LibTorch's scaled-dot-product
+// kernel; tiled always zoo's (an error where it cannot run); math the explicit (T, T) path,
+// the tests' reference.
+enum class AttentionBackend { kAuto, kFused, kTiled, kMath };
 
 ZOO_ENUM_NAMES(NormKind, "norm", {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRMSNorm});
 ZOO_ENUM_NAMES(NormPosition, "norm_position", {"pre", NormPosition::kPre}, {"post", NormPosition::kPost});
@@ -41,7 +44,8 @@ ZOO_ENUM_NAMES(RopeLayout, "rope_layout", {"half", RopeLayout::kHalf}, {"interle
 ZOO_ENUM_NAMES(RopeScalingKind, "rope_scaling",
                {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3});
 ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
-               {"fused", AttentionBackend::kFused}, {"math", AttentionBackend::kMath});
+               {"auto", AttentionBackend::kAuto}, {"fused", AttentionBackend::kFused},
+               {"tiled", AttentionBackend::kTiled}, {"math", AttentionBackend::kMath});
 
 bool is_gated(Activation a);
 

@@ -84,7 +84,7 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   x = dropout->forward(embedding_norm->forward(x));
 
   // One bias for every layer; rotary attention numbers positions 0..T-1 by itself.
-  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x);
+  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x, is_training());
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : block_list_) x = recompute ? forward_recomputing(block, x, bias) : block->forward_with_bias(x, bias);
   if (final_norm) x = final_norm->forward(x);

@@ -110,6 +110,9 @@ const std::vector<Field>& fields() {
                  [](const ModelConfig& c) {
                    return c.window ? std::to_string(*c.window) : std::string("null");
                  }});
+    f.push_back(enum_field("attention_backend", &ModelConfig::attention_backend,
+                           "auto: LibTorch's flash kernel or zoo's tiled one, per call; fused, tiled: always "
+                           "that one; math: the explicit (T, T) path"));
     f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
     f.push_back(bool_field("qkv_bias", &ModelConfig::qkv_bias,
                            "biases on the query, key and value projections only (Qwen2), with bias: false"));

@@ -70,6 +70,8 @@ struct ModelConfig {
   int64_t relative_max_distance = 128;
   Activation activation = Activation::kGELUTanh;
   std::optional<int64_t> window;  // sliding window, causal decoders only
+  // Which attention kernel runs: auto chooses per call (layers/attention_path.h).
+  AttentionBackend attention_backend = AttentionBackend::kAuto;
   bool bias = true;               // linear and LayerNorm biases
   bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
   bool tie_embeddings = true;     // output head shares the token embedding

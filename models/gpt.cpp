@@ -70,7 +70,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
 
   // One bias for every layer (masks and position terms): queries at past.., keys from position 0.
   const auto bias =
-      stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x);
+      stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x, is_training());
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();

@@ -1,5 +1,8 @@
 #include "models/layer_options.h"
 
+#include <stdexcept>
+#include <vector>
+
 namespace zoo {
 
 TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
@@ -16,7 +19,8 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .rope(config.position == PositionKind::kRope)
                        .rope_base(config.rope_base)
                        .rope_layout(config.rope_layout)
-                       .rope_scaling(config.rope_scaling);
+                       .rope_scaling(config.rope_scaling)
+                       .backend(config.attention_backend);
   auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
                           .activation(config.activation)
                           .bias(config.bias)
@@ -39,19 +43,109 @@ NormOptions norm_options(const ModelConfig& config) {
   return NormOptions(config.d_model).kind(config.norm).eps(config.norm_eps).bias(config.bias);
 }
 
+AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool with_positions, bool key_padding,
+                                   int64_t queries, int64_t past, int64_t keys, bool training, bool cpu,
+                                   bool float_or_bf16) {
+  AttentionCall call;
+  call.backend = config.attention_backend;
+  call.cpu = cpu, call.float_or_bf16 = float_or_bf16;
+  call.queries = queries, call.keys = keys;
+  call.aligned = past == 0 && queries == keys;
+  call.causal = causal;
+  call.window = causal ? config.window.value_or(0) : 0;
+  call.key_padding = key_padding;
+  call.position = AttentionPositionTerm::kNone;
+  if (with_positions && config.position == PositionKind::kAlibi) call.position = AttentionPositionTerm::kAlibi;
+  if (with_positions && config.position == PositionKind::kRelative) call.position = AttentionPositionTerm::kRelative;
+  call.grouped = config.n_kv_heads != 0 && config.n_kv_heads != config.n_heads;
+  call.dropout = training ? config.attention_dropout : 0.0;
+  return call;
+}
+
+std::string describe_attention_paths(const ModelConfig& config) {
+  struct Stack {
+    const char* name;
+    bool causal, positions;
+  };
+  std::vector<Stack> stacks;
+  switch (config.family) {
+    case Family::kGpt: stacks = {{"decoder", true, true}}; break;
+    case Family::kBert: stacks = {{"encoder", false, true}}; break;
+    case Family::kT5:
+    case Family::kTransformer:
+      stacks = {{"encoder", false, true}, {"decoder", true, true}, {"cross", false, false}};
+      break;
+  }
+  const int64_t t = config.max_length();
+  std::string text = "attention paths (CPU, float32 or bfloat16, T = " + std::to_string(t) +
+                     ", attention_backend: " + to_string(config.attention_backend) + "):\n";
+  for (const auto& stack : stacks) {
+    struct Call {
+      const char* name;
+      bool padding, training;
+      int64_t queries;
+    };
+    std::vector<Call> calls = {{"training step", false, true, t}, {"training step, padded", true, true, t},
+                               {"inference, padded", true, false, t}};
+    if (stack.causal && !config.is_encoder_decoder()) calls.push_back({"decoding step", true, false, 1});
+    if (stack.causal && config.is_encoder_decoder()) calls.push_back({"decoding step", false, false, 1});
+    for (const auto& call : calls) {
+      // Decoder self-attention in an encoder-decoder has no padding mask of its own.
+      if (call.padding && stack.causal && config.is_encoder_decoder()) continue;
+      const int64_t past = call.queries == 1 ? t - 1 : 0;
+      const auto facts = stack_attention_call(config, stack.causal, stack.positions, call.padding, call.queries, past,
+                                              stack.causal ? past + call.queries : t, call.training, true, true);
+      std::string line;
+      try {
+        line = describe(choose_attention_path(facts));
+      } catch (const std::invalid_argument& e) {
+        line = e.what();
+      }
+      text += "  " + std::string(stack.name) + ", " + call.name + ": " + line + "\n";
+    }
+  }
+  return text;
+}
+
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
-                                   int64_t keys, const torch::Tensor& like) {
+                                   int64_t keys, const torch::Tensor& like, bool training) {
+  const auto dtype = like.scalar_type();
+  const auto call = stack_attention_call(config, causal, positions != nullptr, key_padding_mask.defined(), queries,
+                                         past, keys, training, like.device().is_cpu(),
+                                         dtype == torch::kFloat || dtype == torch::kBFloat16);
+  if (choose_attention_path(call).path == AttentionPath::kTiled) {
+    AttentionBias bias;
+    bias.tiled = true;
+    auto& t = bias.terms;
+    t.causal(causal).window(call.window).query_start(past).key_start(0);
+    if (key_padding_mask.defined()) {
+      TORCH_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(1) >= keys,
+                  "attention: key padding mask must be (B, >= ", keys, "), got ", key_padding_mask.sizes());
+      t.key_padding_mask(key_padding_mask.narrow(1, key_padding_mask.size(1) - keys, keys));
+    }
+    if (positions != nullptr && positions->alibi) {
+      t.position_bias(TiledPositionBias::kAlibi).alibi_slopes(positions->alibi->slopes());
+    }
+    if (positions != nullptr && positions->relative) {
+      const auto& o = positions->relative->options;
+      t.position_bias(TiledPositionBias::kRelative)
+          .relative_table(positions->relative->relative_attention_bias->weight)
+          .relative_bidirectional(o.bidirectional())
+          .relative_max_distance(o.max_distance());
+    }
+    return bias;
+  }
   AttentionBiasInputs in;
   in.queries = queries, in.keys = keys, in.query_start = past;
   in.causal = causal;
-  in.window = causal ? config.window.value_or(0) : 0;
+  in.window = call.window;
   in.key_padding_mask = key_padding_mask;
   if (positions != nullptr) {
-    in.position_bias = positions->attention_bias(queries, keys, past, 0, like.device(), like.scalar_type());
+    in.position_bias = positions->attention_bias(queries, keys, past, 0, like.device(), dtype);
   }
-  in.kernel_may_mask = config.n_kv_heads == 0 || config.n_kv_heads == config.n_heads;
-  return build_attention_bias(in, like.scalar_type(), like.device());
+  in.kernel_may_mask = !call.grouped && config.attention_backend != AttentionBackend::kMath;
+  return build_attention_bias(in, dtype, like.device());
 }
 
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {

@@ -4,8 +4,10 @@
 // written once and every model family builds its layers through it.
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/masks.h"
+#include "layers/attention_path.h"
 #include "layers/block.h"
 #include "layers/norm.h"
 #include "layers/position_encoding.h"
@@ -23,15 +25,27 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
 RotaryEmbeddingOptions rotary_options(const ModelConfig& config);
 NormOptions norm_options(const ModelConfig& config);
 
-// The attention bias of one stack's forward, built once for all its layers: `queries` new
-// tokens after `past` cached ones against `keys` keys from position 0; causal (with the config's
-// sliding window) or not; the key padding mask (B, keys) when given; the position terms of
-// `positions` when given (none for cross-attention). The fused kernel may apply a plain causal
-// mask itself, but not with grouped queries, which its mask would misalign. In `like`'s dtype
-// and device.
+// The facts that choose one stack's attention path (layers/attention_path.h): `queries` new
+// tokens after `past` cached ones against `keys` keys from position 0; causal (with the
+// config's sliding window) or not; with a key padding mask or not; with the config's position
+// term or not (cross-attention has none); dropout only in training.
+AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool with_positions, bool key_padding,
+                                   int64_t queries, int64_t past, int64_t keys, bool training, bool cpu,
+                                   bool float_or_bf16);
+
+// zoo info's lines: for each attention of `config` (a decoder's, an encoder's, cross-attention)
+// and each kind of call (a training step of max_length tokens, the same padded, a padded batch
+// at inference, a decoding step), the path on the CPU and why the others were refused.
+std::string describe_attention_paths(const ModelConfig& config);
+
+// The attention bias of one stack's forward, built once for all its layers: the terms above,
+// the key padding mask (B, keys) when given, the position terms of `positions` when given. For
+// the tiled path, the terms' parameters and no tensor; else one additive tensor, where the
+// fused kernel may apply a plain causal mask itself, but not with grouped queries, which its
+// mask would misalign. In `like`'s dtype and device.
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
-                                   int64_t keys, const torch::Tensor& like);
+                                   int64_t keys, const torch::Tensor& like, bool training);
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

@@ -65,7 +65,7 @@ torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
   const int64_t s = input_ids.size(1);
   auto x = embed(input_ids, 0, encoder_positions);
   const auto bias =
-      stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x);
+      stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x, is_training());
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : encoder_list_) x = recompute ? forward_recomputing(block, x, bias) : block->forward_with_bias(x, bias);
   if (encoder_final_norm) x = encoder_final_norm->forward(x);
@@ -82,9 +82,9 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   auto x = embed(decoder_input_ids, past, decoder_positions);
   // One bias for every layer's self-attention, one for its cross-attention over the memory.
   const auto self_bias =
-      stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, past, past + t, x);
+      stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, past, past + t, x, is_training());
   const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
-  const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x);
+  const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x, is_training());
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : decoder_list_) {
     x = recompute ? forward_recomputing(block, x, self_bias, memory, cross_bias)

@@ -25,12 +25,13 @@ struct Case {
   TiledPositionBias position = TiledPositionBias::kNone;
   bool bidirectional = true;  // T5's bucketing
   torch::ScalarType dtype = torch::kFloat;
+  double dropout = 0.0;  // with a fixed mask seed, the same mask on both paths
 
   std::string name() const {
     return c10::str("B", batch, " H", heads, "/", kv_heads, " Tq", queries, " Tk", keys, " D", head_dim, " q@",
                     query_start, " k@", key_start, causal ? " causal" : "", window ? c10::str(" window ", window) : "",
                     padding ? " padding" : "", padded_sequence ? " padded-sequence" : "", position_name(),
-                    dtype == torch::kBFloat16 ? " bf16" : " fp32");
+                    dtype == torch::kBFloat16 ? " bf16" : " fp32", dropout > 0 ? c10::str(" dropout ", dropout) : "");
   }
   const char* position_name() const {
     switch (position) {
@@ -44,6 +45,8 @@ struct Case {
     return "";
   }
 };
+
+constexpr int64_t kDropoutSeed = 20261126;
 
 struct Inputs {
   torch::Tensor q, k, v, d_out, mask, slopes, table;
@@ -75,7 +78,9 @@ TiledAttentionOptions make_options(const Case& c, const Inputs& in) {
                .key_padding_mask(in.mask)
                .position_bias(c.position)
                .relative_bidirectional(c.bidirectional)
-               .relative_max_distance(64);
+               .relative_max_distance(64)
+               .dropout(c.dropout)
+               .dropout_seed(kDropoutSeed);
   switch (c.position) {
     case TiledPositionBias::kNone:
       break;
@@ -121,14 +126,20 @@ Outputs math_path(const Case& c, const Inputs& in) {
   torch::Tensor allowed;
   if (c.causal) allowed = causal_mask(c.queries, c.keys, c.query_start, c.key_start, c.window);
   if (in.mask.defined()) allowed = allowed.defined() ? allowed & padding_mask(in.mask) : padding_mask(in.mask);
+  // Dropout after the softmax, with the mask the kernel draws, built whole.
+  auto dropped = [&](const torch::Tensor& probs) {
+    if (c.dropout == 0.0) return probs;
+    const auto keep = tiled_dropout_keep_mask(kDropoutSeed, c.dropout, c.batch, c.heads, c.queries, c.keys);
+    return probs * keep / (1.0 - c.dropout);
+  };
   Outputs r;
   if (allowed.defined()) {
     auto probs = torch::softmax(scores + mask_to_bias(allowed, torch::kFloat), -1);
     auto any = allowed.any(-1, /*keepdim=*/true);  // (B or 1, 1, Tq, 1)
-    r.out = torch::matmul(probs, vr) * any;
+    r.out = torch::matmul(dropped(probs), vr) * any;
     r.lse = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity()).logsumexp(-1);
   } else {
-    r.out = torch::matmul(torch::softmax(scores, -1), vr);
+    r.out = torch::matmul(dropped(torch::softmax(scores, -1)), vr);
     r.lse = scores.logsumexp(-1);
   }
   (r.out * in.d_out.to(torch::kFloat)).sum().backward();
@@ -415,6 +426,48 @@ TEST(TiledAttention, KeysOutsideEveryWindowAreNeverRead) {
   const auto got = tiled_path(c, in);
   for (const auto& t : {got.out, got.dq}) EXPECT_FALSE(t.isnan().any().item<bool>());
   EXPECT_FALSE(got.dk.narrow(2, 869, 95).isnan().any().item<bool>());
+}
+
+TEST(TiledAttention, DropoutInsideTilesMatchesTheMathPathWithItsMask) {
+  // The same mask applied to the math path's weights: outputs and every gradient agree, across
+  // block edges, with every mask, GQA, position terms and bfloat16.
+  Case base;
+  base.dropout = 0.25;
+  base.queries = base.keys = 131;
+  for (const auto& c : mask_combinations(base)) expect_matches_math_path(c);
+  Case alibi = base;
+  alibi.causal = true, alibi.padding = true, alibi.position = TiledPositionBias::kAlibi, alibi.kv_heads = 2;
+  expect_matches_math_path(alibi);
+  Case t5 = base;
+  t5.position = TiledPositionBias::kRelative, t5.queries = 70;
+  expect_matches_math_path(t5);
+  Case bf16 = alibi;
+  bf16.dtype = torch::kBFloat16;
+  expect_matches_math_path(bf16);
+}
+
+TEST(TiledAttention, DropoutKeepsOneMinusPAndDrawsItsSeedFromTorchsGenerator) {
+  // 1 x 4 x 300 x 300 draws: the kept fraction is 1 - p within 5 standard deviations.
+  const double p = 0.1;
+  const auto keep = tiled_dropout_keep_mask(3, p, 1, 4, 300, 300);
+  const double n = static_cast<double>(keep.numel());
+  const double kept = keep.to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(kept, 1 - p, 5 * std::sqrt(p * (1 - p) / n));
+  EXPECT_FALSE(torch::equal(keep[0][0][0], keep[0][0][1]));  // rows draw apart
+  EXPECT_FALSE(torch::equal(keep, tiled_dropout_keep_mask(4, p, 1, 4, 300, 300)));
+
+  // Unseeded calls take their seed from torch::manual_seed's generator: the same seed gives the
+  // same output (so resume and recomputation redraw it), another seed another one.
+  auto q = torch::randn({1, 2, 40, 16}), k = torch::randn({1, 2, 40, 16}), v = torch::randn({1, 2, 40, 16});
+  const auto options = TiledAttentionOptions().causal(true).dropout(0.3);
+  auto run = [&](uint64_t seed) {
+    torch::manual_seed(seed);
+    return tiled_attention(q, k, v, options);
+  };
+  EXPECT_TRUE(torch::equal(run(5), run(5)));
+  EXPECT_FALSE(torch::equal(run(5), run(6)));
+  // Without a seed, the plain forward refuses rather than draw a fixed mask.
+  EXPECT_THROW(tiled_attention_forward(q, k, v, options), c10::Error);
 }
 
 TEST(TiledAttention, RefusesWhatItCannotCompute) {

@@ -12,6 +12,8 @@ TEST(Variants, RoundTripEverySpelling) {
   EXPECT_EQ(from_string<NormPosition>("post"), NormPosition::kPost);
   EXPECT_EQ(from_string<RopeLayout>("interleaved"), RopeLayout::kInterleaved);
   EXPECT_EQ(from_string<AttentionBackend>("math"), AttentionBackend::kMath);
+  EXPECT_EQ(from_string<AttentionBackend>("auto"), AttentionBackend::kAuto);
+  EXPECT_EQ(from_string<AttentionBackend>("tiled"), AttentionBackend::kTiled);
 }
 
 TEST(Variants, UnknownNameListsTheAcceptedOnes) {

@@ -1,0 +1,92 @@
+#include "layers/attention_path.h"
+
+#include <stdexcept>
+
+namespace zoo {
+namespace {
+
+// Why LibTorch's CPU kernel would need a (T, Tk) tensor for `call`, or empty when its flash
+// kernel takes the call as it is: a plain causal mask (is_causal), or a key padding mask
+// broadcast as (B, 1, 1, Tk).
+std::string libtorch_needs_full_bias(const AttentionCall& call) {
+  if (call.dropout > 0.0) return "its CPU flash kernel takes no dropout: it falls back to the (T, Tk) math path";
+  switch (call.position) {
+    case AttentionPositionTerm::kNone: break;
+    case AttentionPositionTerm::kAlibi: return "ALiBi is an additive (H, T, Tk) bias for it";
+    case AttentionPositionTerm::kRelative:
+      return "T5's relative bias is an (H, T, Tk) tensor requiring grad for it, which its CPU flash kernel "
+             "does not take";
+    case AttentionPositionTerm::kTensor: return "the call brings an additive bias tensor";
+  }
+  if (call.window > 0) return "a sliding window is a full (T, Tk) mask for it";
+  if (!call.causal) return {};
+  if (!call.aligned) return "a causal mask after cached keys is a (T, Tk) mask for it";
+  if (call.key_padding) return "causal with key padding is a (B, 1, T, Tk) mask for it";
+  if (call.grouped) return "grouped queries under a causal mask need a (T, Tk) mask for it";
+  return {};
+}
+
+}  // namespace
+
+std::string tiled_refusal(const AttentionCall& call) {
+  if (call.need_weights) return "the caller asks for the (T, Tk) weights";
+  if (!call.cpu) return "CPU only (CUDA's fused kernels are LibTorch's)";
+  if (!call.float_or_bf16) return "float32 and bfloat16 only";
+  if (call.position == AttentionPositionTerm::kTensor) return "the call brings an additive bias tensor";
+  return {};
+}
+
+AttentionChoice choose_attention_path(const AttentionCall& call) {
+  AttentionChoice choice;
+  auto pick = [&](AttentionPath path, std::string reason) {
+    choice.path = path;
+    choice.reason = std::move(reason);
+    return choice;
+  };
+  const std::string tiled_no = tiled_refusal(call);
+  switch (call.backend) {
+    case AttentionBackend::kMath: return pick(AttentionPath::kMath, "attention_backend: math");
+    case AttentionBackend::kFused: return pick(AttentionPath::kLibTorch, "attention_backend: fused");
+    case AttentionBackend::kTiled:
+      if (!tiled_no.empty()) throw std::invalid_argument("attention_backend: tiled cannot run this call: " + tiled_no);
+      return pick(AttentionPath::kTiled, "attention_backend: tiled");
+    case AttentionBackend::kAuto: break;
+  }
+  if (call.need_weights) {
+    choice.refused = {"libtorch: the caller asks for the (T, Tk) weights", "tiled: " + tiled_no};
+    return pick(AttentionPath::kMath, "the caller asks for the weights");
+  }
+  if (!call.cpu) {
+    choice.refused = {"tiled: " + tiled_no};
+    return pick(AttentionPath::kLibTorch, "CUDA: LibTorch chooses flash or memory-efficient attention");
+  }
+  if (call.queries <= 1) {
+    choice.refused = {"tiled: one query row has a (1, Tk) bias at most; nothing to tile"};
+    return pick(AttentionPath::kLibTorch, "one query row (decoding)");
+  }
+  const std::string libtorch_no = libtorch_needs_full_bias(call);
+  if (libtorch_no.empty()) {
+    choice.refused = {"tiled: LibTorch's flash kernel takes this call and is as fast or faster"};
+    return pick(AttentionPath::kLibTorch, call.causal ? "flash kernel, its own causal mask"
+                                                      : call.key_padding ? "flash kernel, a (B, 1, 1, Tk) padding mask"
+                                                                         : "flash kernel, no mask");
+  }
+  if (!tiled_no.empty()) {
+    choice.refused = {"tiled: " + tiled_no};
+    return pick(AttentionPath::kLibTorch, "LibTorch with a full bias: " + libtorch_no);
+  }
+  if (call.dropout == 0.0 && call.queries * call.keys < kTiledMinimumScores) {
+    choice.refused = {"tiled: under 512 x 512 scores LibTorch's kernel with a full bias is faster"};
+    return pick(AttentionPath::kLibTorch, "LibTorch with a small full bias: " + libtorch_no);
+  }
+  choice.refused = {"libtorch: " + libtorch_no};
+  return pick(AttentionPath::kTiled, "no (T, Tk) tensor");
+}
+
+std::string describe(const AttentionChoice& choice) {
+  std::string line = std::string(to_string(choice.path)) + " (" + choice.reason + ")";
+  for (size_t i = 0; i < choice.refused.size(); ++i) line += (i == 0 ? "; refused: " : "; ") + choice.refused[i];
+  return line;
+}
+
+}  // namespace zoo

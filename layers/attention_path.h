@@ -1,0 +1,71 @@
+#pragma once
+// Which attention kernel runs for one call, and why the others were refused. One function
+// decides, from facts about the call (no tensors), so that a model, `zoo info` and the tests
+// ask the same question and get the same answer:
+//
+//   math     the explicit path: scores (T, Tk), softmax, weights; the tests' reference.
+//   libtorch LibTorch's scaled_dot_product_attention: on the CPU its flash kernel when the
+//            only terms are a plain causal mask or a key padding mask (no (T, T) tensor), on
+//            CUDA flash or memory-efficient attention (which takes a bias and its gradient).
+//   tiled    zoo's kernel (kernels/tiled_attention.h): causal, sliding-window, key padding,
+//            ALiBi and T5 terms made inside each tile from their parameters, so no (T, T)
+//            tensor exists; CPU, float32 or bfloat16.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layers/variants.h"
+
+namespace zoo {
+
+enum class AttentionPath { kMath, kLibTorch, kTiled };
+
+// Below this many scores (queries x keys) and without dropout, LibTorch's kernel with a full
+// bias is faster than the tiled kernel, and the bias is small (1 MiB a head in float32):
+// measured on AMD EPYC Zen 3, one thread, 12 heads of 64, forward and backward (docs/models.md).
+constexpr int64_t kTiledMinimumScores = 512 * 512;
+
+// The position term of the scores: none, one the tiled kernel computes from its parameters
+// (ALiBi's slopes, T5's table), or an additive tensor someone built (only the math and
+// LibTorch paths take one).
+enum class AttentionPositionTerm { kNone, kAlibi, kRelative, kTensor };
+
+ZOO_ENUM_NAMES(AttentionPath, "attention path",
+               {"math", AttentionPath::kMath}, {"libtorch", AttentionPath::kLibTorch}, {"tiled", AttentionPath::kTiled});
+
+struct AttentionCall {
+  AttentionBackend backend = AttentionBackend::kAuto;
+  bool cpu = true;
+  bool float_or_bf16 = true;  // float32 or bfloat16 (the tiled kernel's types)
+  int64_t queries = 0;
+  int64_t keys = 0;
+  // Queries and keys start at the same position and are as many (no cache before them): a plain
+  // causal mask is the kernel's own is_causal.
+  bool aligned = true;
+  bool causal = false;
+  int64_t window = 0;  // sliding window; 0 = none
+  bool key_padding = false;
+  AttentionPositionTerm position = AttentionPositionTerm::kNone;
+  bool grouped = false;         // fewer key/value heads than query heads
+  double dropout = 0.0;         // the probability applied to this call (0 outside training)
+  bool need_weights = false;    // the caller wants the (T, Tk) weights
+};
+
+struct AttentionChoice {
+  AttentionPath path = AttentionPath::kMath;
+  std::string reason;                // why `path` runs
+  std::vector<std::string> refused;  // "libtorch: ...", "tiled: ...": why each other path did not
+};
+
+// The path for `call`. With backend tiled, a call the tiled kernel cannot take throws
+// std::invalid_argument saying why; with fused or math, that path runs whatever the call.
+AttentionChoice choose_attention_path(const AttentionCall& call);
+
+// Why the tiled kernel cannot take `call`, or empty when it can.
+std::string tiled_refusal(const AttentionCall& call);
+
+// One line: "tiled (ALiBi is an additive (H, T, K) bias for LibTorch); refused: libtorch: ...".
+std::string describe(const AttentionChoice& choice);
+
+}  // namespace zoo

@@ -1,0 +1,116 @@
+#include "models/layer_options.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "models/model.h"
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+// A model small enough to train a step of in milliseconds, with no dropout so that the tiled
+// and the math paths compute the same function.
+Model tiny(const std::string& family, const std::vector<std::string>& overrides) {
+  auto config = parse_config("family: " + family + R"(
+vocab_size: 53
+d_model: 32
+n_layers: 2
+n_heads: 4
+d_ff: 64
+max_positions: 160
+dropout: 0.0
+attention_dropout: 0.0
+)");
+  for (const auto& o : overrides) apply_override(config, o);
+  torch::manual_seed(7);
+  return build_model(config);
+}
+
+// The loss of a training step over the real tokens, with fixed random weights on the logits so
+// that every logit's gradient differs; its gradients are read from the parameters afterwards.
+torch::Tensor loss_of(Model& model, const torch::Tensor& ids, const torch::Tensor& mask) {
+  torch::Tensor logits;
+  if (model.gpt) logits = model.gpt->forward(ids, mask);
+  if (model.bert) logits = model.bert->forward(ids, mask).sequence_output;
+  if (model.seq2seq) logits = model.seq2seq->forward(ids, mask, ids.narrow(1, 0, ids.size(1) - 3));
+  const auto real = model.seq2seq ? torch::ones({1}) : mask.unsqueeze(-1).to(torch::kFloat);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const auto weights = at::randn(logits.sizes(), gen, torch::kFloat);
+  return (logits * weights * real).sum();
+}
+
+struct Case {
+  const char* name;
+  std::string family;
+  std::vector<std::string> overrides;
+};
+
+class StackAttentionTest : public ::testing::TestWithParam<Case> {};
+
+// Each configuration below needs a (T, Tk) tensor on LibTorch's kernel, so auto takes the tiled
+// kernel at training lengths: its loss and every parameter's gradient (T5's bias table included)
+// must match those of attention_backend: math, the explicit reference, with and without
+// activation checkpointing. At this test's length auto would keep LibTorch's kernel (the bias is
+// small), so the model is told `tiled`.
+TEST_P(StackAttentionTest, TiledStepMatchesTheMathPath) {
+  const auto& c = GetParam();
+  // 131 tokens: two 64-query blocks and a partial third, two 128-key blocks; left padding
+  // leaves rows whose keys are all masked (output 0 on the tiled path, uniform on the math one,
+  // excluded from the loss as from any real one).
+  const int64_t t = 131;
+  auto ids = torch::randint(53, {2, t}, torch::kLong);
+  auto mask = torch::ones({2, t}, torch::kLong);
+  mask[1].narrow(0, 0, 40).zero_();
+
+  for (const bool recompute : {false, true}) {
+    SCOPED_TRACE(std::string(c.name) + (recompute ? ", activation checkpointing" : ""));
+    auto tiled_overrides = c.overrides;
+    tiled_overrides.push_back("attention_backend=tiled");
+    auto tiled = tiny(c.family, tiled_overrides);
+    tiled.set_activation_checkpointing(recompute);
+    tiled.module()->train();
+    auto math_overrides = c.overrides;
+    math_overrides.push_back("attention_backend=math");
+    auto math = tiny(c.family, math_overrides);
+    math.set_activation_checkpointing(recompute);
+    math.module()->train();
+
+    // Auto's choice for the stack that reads the mask (an encoder-decoder's encoder) at 1024 tokens.
+    auto config = tiled.config;
+    config.attention_backend = AttentionBackend::kAuto;
+    const bool causal = tiled.gpt ? true : false;
+    const auto call = stack_attention_call(config, causal, true, true, 1024, 0, 1024, true, true, true);
+    ASSERT_EQ(choose_attention_path(call).path, AttentionPath::kTiled) << describe(choose_attention_path(call));
+
+    const auto loss_tiled = loss_of(tiled, ids, mask);
+    const auto loss_math = loss_of(math, ids, mask);
+    loss_tiled.backward();
+    loss_math.backward();
+    const double scale = loss_math.abs().item<double>();
+    EXPECT_LE(std::abs(loss_tiled.item<double>() - loss_math.item<double>()), 1e-5 * scale);
+    const auto a = tiled.module()->named_parameters(), b = math.module()->named_parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto& ga = a[i].value().grad();
+      const auto& gb = b[i].value().grad();
+      ASSERT_EQ(ga.defined(), gb.defined()) << a[i].key();
+      if (!gb.defined()) continue;  // outside the loss (BERT's pooler)
+      const double reference = gb.abs().max().item<double>();
+      EXPECT_LE(testing::max_abs_diff(ga, gb), 1e-5 * std::max(reference, 1e-3)) << a[i].key();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryTermTheKernelMakes, StackAttentionTest,
+    ::testing::Values(Case{"GptAlibiPadding", "gpt", {"position=alibi"}},
+                      Case{"GptLearnedPadding", "gpt", {}},
+                      Case{"GptRopeWindowGrouped", "gpt", {"position=rope", "window=37", "n_kv_heads=2"}},
+                      Case{"BertAlibiPadding", "bert", {"position=alibi"}},
+                      Case{"BertRelativePadding", "bert", {"position=relative"}},
+                      Case{"T5RelativePadding", "t5", {}}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace zoo
