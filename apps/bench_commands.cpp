@@ -121,8 +121,10 @@ std::vector<std::string> chosen_workloads(const BenchArgs& a, bool on_gpu) {
   const auto& known = bench::workload_names();
   std::vector<std::string> names = a.only.empty() ? known : a.only;
   for (const auto& n : names) {
-    if (std::find(known.begin(), known.end(), n) == known.end()) {
-      throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(known, ", ") + ")");
+    if (std::find(known.begin(), known.end(), n) == known.end() && !bench::is_long_sequence_workload(n)) {
+      throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(known, ", ") +
+                                  ", and long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window and "
+                                  "T 1024, 2048, 4096, 8192, 16384)");
     }
     if (on_gpu && n.starts_with("tokenize-")) {
       throw std::invalid_argument("zoo bench: " + n + " runs on the CPU only (leave out --device cuda)");
@@ -192,6 +194,10 @@ void remember(const std::string& name, const json& zoo, Measured& machine) {
   if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo") {
     machine[name] = zoo["value"].get<double>();
   }
+  if (bench::is_long_sequence_workload(name) && name.ends_with("-math")) {
+    machine[name] = zoo["value"].get<double>();
+    machine[name + ":rss"] = zoo["peak_rss_mb"].get<double>();
+  }
   if (name == "train-gpt2-small" || name == "train-gpt2-small-bf16" || name == "train-gpt2-small-1024") {
     machine[name] = zoo["value"].get<double>();
     machine[name + ":rss"] = zoo["peak_rss_mb"].get<double>();
@@ -222,6 +228,14 @@ std::string own_comparison_notes(const std::string& name, const json& zoo, Measu
             fixed(row["step_time_vs_plain"].get<double>(), 2) + "x the step time; ";
   } else if (name == "train-gpt2-small-1024") {
     notes = "activations " + fixed(zoo["activation_mb"].get<double>(), 0) + " MB; ";
+  }
+  // zoo's attention path against its own (T, T) path, measured just before.
+  if (bench::is_long_sequence_workload(name) && machine.count(name + "-math")) {
+    row["speed_vs_math"] = zoo["value"].get<double>() / machine[name + "-math"];
+    row["peak_rss_vs_math"] = zoo["peak_rss_mb"].get<double>() / machine[name + "-math:rss"];
+    notes = fixed(row["speed_vs_math"].get<double>(), 2) + "x the (T, T) path's tokens/s, " + memory + " " +
+            fixed(zoo["peak_rss_mb"].get<double>(), 0) + " MB = " +
+            fixed(100.0 * row["peak_rss_vs_math"].get<double>(), 0) + "% of its; ";
   }
   return notes;
 }
@@ -283,7 +297,7 @@ Row make_row(const std::string& name, const json& zoo, const json& torch_result,
     row["zoo_split_ms"] = zoo["split_ms"];
     if (torch_result.contains("split_ms")) row["pytorch_split_ms"] = torch_result["split_ms"];
   }
-  if (name.starts_with("train")) {
+  if (name.starts_with("train") || name.starts_with("long-")) {
     notes += std::string(notes.empty() ? "" : "; ") + memory + " " + fixed(zoo["peak_rss_mb"].get<double>(), 0) +
              " MB" + (!torch_result.is_null() ? " (pytorch " + fixed(torch_result["peak_rss_mb"].get<double>(), 0) + ")" : "");
   }

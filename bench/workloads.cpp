@@ -208,11 +208,20 @@ const std::vector<std::string>& workload_names() {
 }
 
 bool compares_with_pytorch(const std::string& name) {
+  if (is_long_sequence_workload(name)) return !name.ends_with("-math");
   return !name.starts_with("tokenize-") && !name.starts_with("finetune-gpt2-small-lora") &&
          !name.starts_with("train-gpt2-small-1024");
 }
 
 json run_workload(const std::string& name, const WorkloadOptions& options) {
+  if (is_long_sequence_workload(name)) {
+    // Two steps after one warm-up: at 16k tokens a step takes minutes on two cores.
+    json row = train_workload(long_sequence_workload(name), options.steps > 0 ? options.steps : 2, options.profile_rows,
+                              options.device);
+    row["name"] = name;
+    row["peak_rss_mb"] = options.device.is_cuda() ? gpu_allocated_mb(options.device, /*peak=*/true) : peak_rss_mb();
+    return row;
+  }
   const auto shape = std::find_if(std::begin(kTrainShapes), std::end(kTrainShapes),
                                   [&](const TrainShape& s) { return name == s.name; });
   json row = shape != std::end(kTrainShapes) ? run_training(*shape, options) : run_non_training(name, options);
@@ -220,6 +229,57 @@ json run_workload(const std::string& name, const WorkloadOptions& options) {
   // On a GPU the memory that matters is the device's: the allocator's peak stands in for RSS.
   row["peak_rss_mb"] = options.device.is_cuda() ? gpu_allocated_mb(options.device, /*peak=*/true) : peak_rss_mb();
   return row;
+}
+
+namespace {
+
+constexpr const char* kLongKinds[] = {"learned", "alibi", "relative", "window"};
+constexpr int64_t kLongLengths[] = {1024, 2048, 4096, 8192, 16384};
+
+}  // namespace
+
+const std::vector<std::string>& long_sequence_workload_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const char* model : {"", "-gpt2"}) {
+      for (const char* kind : kLongKinds) {
+        for (const int64_t t : kLongLengths) {
+          const std::string name = "long-" + std::string(kind) + "-" + std::to_string(t) + model;
+          n.push_back(name + "-math");
+          n.push_back(name);
+        }
+      }
+    }
+    return n;
+  }();
+  return names;
+}
+
+bool is_long_sequence_workload(const std::string& name) {
+  const auto& names = long_sequence_workload_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+TrainWorkload long_sequence_workload(const std::string& name) {
+  if (!is_long_sequence_workload(name)) throw std::invalid_argument("not a long-sequence workload: " + name);
+  // long-KIND-T[-gpt2][-math]
+  const auto kind_end = name.find('-', 5);
+  const std::string kind = name.substr(5, kind_end - 5);
+  const bool math = name.ends_with("-math");
+  const bool gpt2 = name.find("-gpt2") != std::string::npos;
+  const int64_t t = std::stoll(name.substr(kind_end + 1));
+  ModelConfig c = bench_config(gpt2 ? "gpt2-small" : "gpt-tiny");
+  c.max_positions = t;
+  c.position = kind == "learned"    ? PositionKind::kLearned
+               : kind == "alibi"    ? PositionKind::kAlibi
+               : kind == "relative" ? PositionKind::kRelative
+                                    : PositionKind::kRope;
+  if (kind == "window") c.window = 256;
+  c.attention_backend = math ? AttentionBackend::kMath : AttentionBackend::kAuto;
+  c.validate("bench " + name);
+  TrainWorkload w{c, 1, t, Precision::kFp32, 0, false};
+  w.warmup = 1;
+  return w;
 }
 
 ModelConfig bench_config(const std::string& name) {
@@ -280,10 +340,10 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
     backward_s.push_back(std::chrono::duration<double>(t2 - t1).count());
     optimizer_s.push_back(seconds_since(t2));
   };
-  constexpr int64_t kWarmup = 2;
-  const double s = median_seconds(kWarmup, steps > 0 ? steps : 5, step, device);
-  auto median_ms = [](std::vector<double> v) {
-    v.erase(v.begin(), v.begin() + kWarmup);
+  const int64_t warmup = w.warmup;
+  const double s = median_seconds(warmup, steps > 0 ? steps : 5, step, device);
+  auto median_ms = [warmup](std::vector<double> v) {
+    v.erase(v.begin(), v.begin() + warmup);
     return 1000.0 * median(std::move(v));
   };
   const double flops_per_token = training_flops_per_token(matmul_parameters(model), config, w.t, w.lora_rank > 0);

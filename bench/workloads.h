@@ -24,6 +24,12 @@
 //   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo
 //                        SentencePiece unigram tokenizer of 8192 pieces (trained once, cached)
 //   tokenize-gpt2        the same through GPT-2's byte-level BPE (vocab.json + merges.txt)
+//   long-KIND-T          one training step of gpt-tiny's sizes (4 layers, 4 heads of 64; with
+//                        -gpt2, gpt2-small's: 12 layers, 12 heads of 64), batch 1, T = 1024 ..
+//                        16384 tokens, KIND the attention's terms: learned (plain causal), alibi,
+//                        relative (T5's buckets), window (RoPE, w = 256); attention_backend auto.
+//                        With -math last: the same on the (T, T) path. Run when named (--only):
+//                        at 16k a step takes minutes here.
 //
 // On a GPU the model, matmul and copy workloads run there, each timing ending in a device
 // synchronisation, and peak memory is the caching allocator's peak rather than resident memory.
@@ -81,9 +87,15 @@ struct TrainWorkload {
   Precision precision = Precision::kFp32;
   int64_t lora_rank = 0;   // > 0: LoRA on q and v, the rest frozen
   bool recompute = false;  // activation checkpointing
+  int64_t warmup = 2;      // steps before the timed ones
 };
 
-// The median of `steps` (0: 5) training steps after 2 warm-up steps: tokens/s, step_ms, the
+// The long-KIND-T rows: every name, and whether `name` is one (then its config and length).
+const std::vector<std::string>& long_sequence_workload_names();
+bool is_long_sequence_workload(const std::string& name);
+TrainWorkload long_sequence_workload(const std::string& name);
+
+// The median of `steps` (0: 5) training steps after the warm-up steps: tokens/s, step_ms, the
 // forward/backward/optimizer split, what the first forward keeps for backward (activation_mb),
 // trainable_parameters, flops_per_token, and with `profile_rows` > 0 the ops with the most self
 // time in one more step (the first entry the whole step).

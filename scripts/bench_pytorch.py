@@ -155,6 +155,105 @@ def train(name, b, t, steps, bf16=False):
     return "tokens/s", rate, {"split_ms": extra}
 
 
+# long-KIND-T[-gpt2]: one training step of a GPT with gpt-tiny's sizes (gpt2-small's) at batch 1 and T tokens, its
+# attention F.scaled_dot_product_attention given what each KIND needs, as a PyTorch user writes
+# it: learned positions and is_causal (the flash kernel); ALiBi as an (H, T, T) float bias; T5's
+# relative bias (decoder buckets, 32 of them up to distance 128, one table shared by the layers)
+# as an (H, T, T) tensor requiring grad; RoPE with a sliding window of 256 as a boolean mask.
+LONG_KINDS = ("learned", "alibi", "relative", "window")
+
+
+def relative_buckets(relative, num_buckets=32, max_distance=128):
+    """T5's decoder buckets of key - query (unidirectional): exact below num_buckets / 2, then
+    logarithmically wider up to max_distance."""
+    n = torch.clamp(-relative, min=0)
+    exact = num_buckets // 2
+    large = exact + (torch.log(n.float() / exact + 1e-30) / math.log(max_distance / exact)
+                     * (num_buckets - exact)).long()
+    return torch.where(n < exact, n, torch.clamp(large, max=num_buckets - 1))
+
+
+class LongGPT(nn.Module):
+    def __init__(self, kind, t, vocab, d, layers, heads, ff, window=256):
+        super().__init__()
+        self.kind, self.heads = kind, heads
+        self.tokens = nn.Embedding(vocab, d)
+        self.positions = nn.Embedding(t, d) if kind == "learned" else None
+        self.relative = nn.Embedding(32, heads) if kind == "relative" else None
+        self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
+        self.out = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.ln1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.ln2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.up = nn.ModuleList(nn.Linear(d, ff) for _ in range(layers))
+        self.down = nn.ModuleList(nn.Linear(ff, d) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        i = torch.arange(t)
+        distance = i.view(1, -1) - i.view(-1, 1)  # key - query
+        causal = distance <= 0
+        if kind == "alibi":
+            slopes = torch.tensor([2 ** (-8 * (h + 1) / heads) for h in range(heads)])
+            bias = -slopes.view(-1, 1, 1) * distance.abs().float()
+            self.register_buffer("bias", bias.masked_fill(~causal, float("-inf")))
+        if kind == "relative":
+            self.register_buffer("buckets", relative_buckets(distance))
+            self.register_buffer("causal_bias", torch.zeros(t, t).masked_fill(~causal, float("-inf")))
+        if kind == "window":
+            self.register_buffer("band", causal & (distance > -window))
+            inverse = 1.0 / (10000 ** (torch.arange(0, d // heads, 2).float() / (d // heads)))
+            angles = torch.outer(i.float(), inverse)
+            self.register_buffer("cos", torch.cat([angles.cos()] * 2, -1))
+            self.register_buffer("sin", torch.cat([angles.sin()] * 2, -1))
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
+
+    def rotate(self, x):
+        half = x.size(-1) // 2
+        return x * self.cos + torch.cat([-x[..., half:], x[..., :half]], -1) * self.sin
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.tokens(ids)
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(t, device=ids.device))
+        bias = None
+        if self.kind == "relative":  # built once per forward, as T5's first layer does
+            bias = self.relative(self.buckets).permute(2, 0, 1) + self.causal_bias
+        for qkv, out, ln1, ln2, up, down in zip(self.qkv, self.out, self.ln1, self.ln2, self.up, self.down):
+            d = x.size(-1)
+            q, k, v = qkv(ln1(x)).split(d, dim=2)
+            q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+            if self.kind == "learned":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            elif self.kind == "alibi":
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias)
+            elif self.kind == "relative":
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            else:
+                y = F.scaled_dot_product_attention(self.rotate(q), self.rotate(k), v, attn_mask=self.band)
+            x = x + out(y.transpose(1, 2).contiguous().view(b, t, d))
+            x = x + down(F.gelu(up(ln2(x)), approximate="tanh"))
+        return F.linear(self.ln(x), self.tokens.weight)
+
+
+def train_long(kind, t, size, steps):
+    torch.manual_seed(0)
+    sizes = {k: v for k, v in GPT_SIZES[size].items() if k != "positions"}
+    model = LongGPT(kind, t, **sizes).to(DEVICE)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
+    data = torch.randint(sizes["vocab"], (1, t + 1)).to(DEVICE)
+    x, y = data[:, :t].contiguous(), data[:, 1:].contiguous()
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(x)
+        F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1)).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    return "tokens/s", t / median_seconds(1, steps or 2, step)
+
+
 def forward_bert(steps):
     torch.manual_seed(0)
     d, vocab, b, t = 768, 30522, 8, 128
@@ -226,6 +325,11 @@ def main():
         "generate-gpt2-small": lambda: generate(steps),
         "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
     }
+    parts = name.split("-")
+    if (len(parts) in (3, 4) and parts[0] == "long" and parts[1] in LONG_KINDS and parts[2].isdigit()
+            and parts[3:] in ([], ["gpt2"])):
+        size = "gpt2-small" if parts[3:] else "gpt-tiny"
+        workloads[name] = lambda: train_long(parts[1], int(parts[2]), size, steps)
     if name not in workloads:
         sys.exit(f"unknown workload {name}; known: {', '.join(workloads)}")
     unit, value, *extra = workloads[name]()

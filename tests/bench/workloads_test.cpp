@@ -160,5 +160,51 @@ TEST(BenchRunWorkload, TrainGptTinyRowNamesItselfAndItsPeakMemory) {
   EXPECT_EQ(row.at("flops_per_token").get<double>(), 6.0 * n + 12.0 * c.n_layers * 128 * c.d_model);
 }
 
+// The long-sequence rows: every kind at every length, each after its (T, T) row, their configs,
+// and the kinds scripts/bench_pytorch.py builds.
+TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
+  const auto& names = long_sequence_workload_names();
+  EXPECT_EQ(names.size(), 2u * 4u * 5u * 2u);
+  const auto& defaults = workload_names();
+  for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
+    for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {
+      const std::string name = "long-" + kind + "-" + std::to_string(t);
+      const auto row = std::find(names.begin(), names.end(), name), math = std::find(names.begin(), names.end(), name + "-math");
+      ASSERT_NE(row, names.end()) << name;
+      ASSERT_NE(math, names.end()) << name;
+      EXPECT_LT(math, row) << name;
+      EXPECT_TRUE(compares_with_pytorch(name));
+      EXPECT_FALSE(compares_with_pytorch(name + "-math"));
+      // Minutes a step at 16k here: never in the default run.
+      EXPECT_EQ(std::find(defaults.begin(), defaults.end(), name), defaults.end());
+
+      const auto w = long_sequence_workload(name);
+      EXPECT_EQ(w.b, 1);
+      EXPECT_EQ(w.t, t);
+      EXPECT_EQ(w.config.max_positions, t);
+      EXPECT_EQ(w.config.d_model, 256);
+      EXPECT_EQ(w.config.n_heads, 4);
+      EXPECT_EQ(w.config.attention_backend, AttentionBackend::kAuto);
+      EXPECT_EQ(long_sequence_workload(name + "-math").config.attention_backend, AttentionBackend::kMath);
+      EXPECT_EQ(w.config.window.has_value(), kind == "window");
+      EXPECT_EQ(w.config.position, kind == "learned"    ? PositionKind::kLearned
+                                   : kind == "alibi"    ? PositionKind::kAlibi
+                                   : kind == "relative" ? PositionKind::kRelative
+                                                        : PositionKind::kRope);
+      const auto wide = long_sequence_workload(name + "-gpt2");
+      EXPECT_EQ(wide.config.d_model, 768);
+      EXPECT_EQ(wide.config.n_layers, 12);
+      EXPECT_EQ(wide.t, t);
+      EXPECT_EQ(wide.config.position, w.config.position);
+      EXPECT_TRUE(compares_with_pytorch(name + "-gpt2"));
+      EXPECT_FALSE(compares_with_pytorch(name + "-gpt2-math"));
+    }
+  }
+  EXPECT_FALSE(is_long_sequence_workload("long-alibi-1000"));
+  EXPECT_THROW(long_sequence_workload("long-rope-1024"), std::invalid_argument);
+  const std::string script = read_file((fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_pytorch.py").string());
+  EXPECT_NE(script.find(R"(LONG_KINDS = ("learned", "alibi", "relative", "window"))"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace zoo::bench
