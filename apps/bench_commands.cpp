@@ -233,9 +233,9 @@ std::string own_comparison_notes(const std::string& name, const json& zoo, Measu
   if (bench::is_long_sequence_workload(name) && machine.count(name + "-math")) {
     row["speed_vs_math"] = zoo["value"].get<double>() / machine[name + "-math"];
     row["peak_rss_vs_math"] = zoo["peak_rss_mb"].get<double>() / machine[name + "-math:rss"];
-    notes = fixed(row["speed_vs_math"].get<double>(), 2) + "x the (T, T) path's tokens/s, " + memory + " " +
-            fixed(zoo["peak_rss_mb"].get<double>(), 0) + " MB = " +
-            fixed(100.0 * row["peak_rss_vs_math"].get<double>(), 0) + "% of its; ";
+    notes = fixed(row["speed_vs_math"].get<double>(), 2) + "x the (T, T) path's tokens/s at " +
+            fixed(100.0 * row["peak_rss_vs_math"].get<double>(), 0) + "% of its " + memory + " (" +
+            fixed(machine[name + "-math:rss"], 0) + " MB)";
   }
   return notes;
 }

@@ -149,6 +149,18 @@ torch::Tensor float_rows(const torch::Tensor& head, int64_t start, int64_t n, co
 // One row of a score tile (query i, keys j0 .. j0 + n): scaled, the position term added, the
 // keys the masks hide set to -inf. The forward and the backward both call it, so the
 // recomputed probabilities are the forward's.
+void fill_masked(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n, const bool* padding_b, float value) {
+  const int64_t lo = std::clamp<int64_t>(p.key_lo(i) - j0, 0, n);
+  const int64_t hi = std::clamp<int64_t>(p.key_hi(i) - j0, 0, n);
+  std::fill(row, row + lo, value);
+  std::fill(row + std::max(lo, hi), row + n, value);
+  if (padding_b != nullptr) {
+    for (int64_t c = 0; c < n; ++c) {
+      if (!padding_b[j0 + c]) row[c] = value;
+    }
+  }
+}
+
 void bias_and_mask_row(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n, const float* position_h,
                        const bool* padding_b) {
   if (position_h != nullptr) {
@@ -157,15 +169,25 @@ void bias_and_mask_row(const Problem& p, float* row, int64_t i, int64_t j0, int6
   } else {
     for (int64_t c = 0; c < n; ++c) row[c] *= p.scale;
   }
-  const int64_t lo = std::clamp<int64_t>(p.key_lo(i) - j0, 0, n);
-  const int64_t hi = std::clamp<int64_t>(p.key_hi(i) - j0, 0, n);
-  std::fill(row, row + lo, -kInf);
-  std::fill(row + hi, row + n, -kInf);
-  if (padding_b != nullptr) {
-    for (int64_t c = 0; c < n; ++c) {
-      if (!padding_b[j0 + c]) row[c] = -kInf;
-    }
-  }
+  fill_masked(p, row, i, j0, n, padding_b, -kInf);
+}
+
+// Shifted scores are clamped at -87 before the exponential (exp(-87) is still a normal float) and
+// the masked ones zeroed after: -inf and underflowing inputs send MKL's vectorised exp down a
+// slow path that took a fifth of the kernel's time. A weight below e^-87 of the row's largest
+// changes no float32 sum.
+constexpr float kLowestExponent = -87.0f;
+
+void shift_row(float* row, int64_t n, float shift) {
+  for (int64_t c = 0; c < n; ++c) row[c] = std::max(row[c] - shift, kLowestExponent);
+}
+
+// exp of a (rows, n) tile of shifted scores, masked entries 0.
+void exp_tile(const Problem& p, torch::Tensor& tile_scores, int64_t i0, int64_t j0, const bool* padding_b) {
+  tile_scores.exp_();  // LibTorch's vectorised exp
+  const int64_t rows = tile_scores.size(0), n = tile_scores.size(1);
+  float* data = tile_scores.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) fill_masked(p, data + r * n, i0 + r, j0, n, padding_b, 0.0f);
 }
 
 // Query block order within a head: 0, last, 1, last - 1, ... With causal masks the cost of a
@@ -259,10 +281,10 @@ TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch
           // A row with no visible key so far keeps -inf scores: subtract 0, not -inf (NaN).
           const float shift = new_max == -kInf ? 0.0f : new_max;
           rescale[r] = std::exp(row_max[r] - shift);
-          for (int64_t c = 0; c < nk; ++c) row[c] -= shift;
+          shift_row(row, nk, shift);
           row_max[r] = new_max;
         }
-        s.exp_();  // LibTorch's vectorised exp
+        exp_tile(p, s, i0, j0, padding_b);
         for (int64_t r = 0; r < nq; ++r) {
           const float* row = sd + r * nk;
           float sum = 0;
@@ -355,11 +377,10 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
             for (int64_t r = 0; r < nq; ++r) {
               float* row = pd + r * nk;
               bias_and_mask_row(p, row, i0 + r, j0, nk, position_h, padding_b);
-              // A row with no visible key has lse -inf; +inf makes all its probabilities 0.
-              const float shift = lse_h[i0 + r] == -kInf ? kInf : lse_h[i0 + r];
-              for (int64_t c = 0; c < nk; ++c) row[c] -= shift;
+              // A row with no visible key has lse -inf: every entry is masked, zeroed below.
+              shift_row(row, nk, lse_h[i0 + r] == -kInf ? 0.0f : lse_h[i0 + r]);
             }
-            pt.exp_();  // the forward's probabilities P
+            exp_tile(p, pt, i0, j0, padding_b);  // the forward's probabilities P
             auto ds = tile(ds_buffer, nq, nk);
             at::mm_out(ds, dot, vt.t());  // dP = dO V^T, of the dropped weights
             float* dsd = ds.data_ptr<float>();
