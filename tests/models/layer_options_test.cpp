@@ -134,6 +134,39 @@ TEST(StackAttention, TiledDecodingWithASlidingWindowCacheMatchesTheMathPath) {
   EXPECT_LE(testing::max_abs_diff(cached.masked_fill(~real, 0), reference.masked_fill(~real, 0)), 1e-5 * scale);
 }
 
+// Attention dropout inside the tiles draws its seed from LibTorch's generator, which
+// recomputation restores: a step with activation checkpointing redraws the first forward's mask,
+// so its loss and gradients are those of the plain step from the same seed.
+TEST(StackAttention, TiledDropoutIsRedrawnByRecomputation) {
+  auto ids = torch::randint(53, {2, 131}, torch::kLong);
+  auto mask = torch::ones({2, 131}, torch::kLong);
+  mask[1].narrow(0, 0, 40).zero_();
+  std::vector<torch::Tensor> losses;
+  std::vector<std::vector<torch::Tensor>> grads;
+  for (const bool recompute : {false, true}) {
+    auto model = tiny("gpt", {"position=alibi", "attention_dropout=0.3"});
+    model.set_activation_checkpointing(recompute);
+    model.module()->train();
+    const auto call = stack_attention_call(model.config, true, true, true, 131, 0, 131, true, true, true);
+    ASSERT_EQ(choose_attention_path(call).path, AttentionPath::kTiled) << describe(choose_attention_path(call));
+    torch::manual_seed(99);
+    auto loss = loss_of(model, ids, mask);
+    loss.backward();
+    losses.push_back(loss.detach());
+    grads.emplace_back();
+    for (const auto& p : model.module()->parameters()) grads.back().push_back(p.grad().defined() ? p.grad() : torch::Tensor());
+  }
+  EXPECT_EQ(losses[0].item<double>(), losses[1].item<double>());
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    if (!grads[0][i].defined()) continue;
+    EXPECT_LE(testing::max_abs_diff(grads[0][i], grads[1][i]), 1e-6 * std::max(1.0, grads[0][i].abs().max().item<double>()));
+  }
+  // And dropout changed the step: without it the loss differs.
+  auto plain = tiny("gpt", {"position=alibi"});
+  plain.module()->train();
+  EXPECT_NE(loss_of(plain, ids, mask).item<double>(), losses[0].item<double>());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryTermTheKernelMakes, StackAttentionTest,
     ::testing::Values(Case{"GptAlibiPadding", "gpt", {"position=alibi"}},
