@@ -170,11 +170,6 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
   std::optional<TiledAttentionOptions> tiled;
   if (masks.stack_bias != nullptr && masks.stack_bias->tiled) {
     tiled = masks.stack_bias->terms;
-    if (tiled->key_padding_mask().defined() && tiled->key_padding_mask().size(1) != tk) {
-      const auto& m = tiled->key_padding_mask();
-      TORCH_CHECK(m.size(1) >= tk, "attention: the key padding mask covers ", m.size(1), " keys, the module holds ", tk);
-      tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
-    }
   } else if (masks.stack_bias == nullptr) {
     AttentionCall call;
     call.backend = options.backend();
@@ -186,16 +181,20 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     call.position = masks.position_bias.defined() ? AttentionPositionTerm::kTensor : AttentionPositionTerm::kNone;
     call.grouped = h != hkv, call.dropout = p, call.need_weights = need_weights;
     if (choose_attention_path(call).path == AttentionPath::kTiled) {
-      tiled = TiledAttentionOptions().causal(options.causal()).window(options.resolved_window()).query_start(q_start);
-      if (masks.key_padding_mask.defined()) {
-        const auto& m = masks.key_padding_mask;
-        TORCH_CHECK(m.dim() == 2 && m.size(0) == b && m.size(1) >= tk, "attention: key padding mask must be (", b,
-                    ", >= ", tk, "), got ", m.sizes());
-        tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
-      }
+      tiled = TiledAttentionOptions()
+                  .causal(options.causal())
+                  .window(options.resolved_window())
+                  .query_start(q_start)
+                  .key_padding_mask(masks.key_padding_mask);
     }
   }
   if (tiled && !need_weights) {
+    // The mask covers every key from the start: this module takes the columns of the keys it holds.
+    if (const auto m = tiled->key_padding_mask(); m.defined() && (m.dim() != 2 || m.size(1) != tk)) {
+      TORCH_CHECK(m.dim() == 2 && m.size(0) == b && m.size(1) >= tk, "attention: key padding mask must be (", b,
+                  ", >= ", tk, "), got ", m.sizes());
+      tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
+    }
     tiled->scale(scale).key_start(k_start).dropout(p);
     // Autocast may leave q, k, v in different types (rotary in float32): the kernel takes one.
     const auto dtype = qh.scalar_type();
