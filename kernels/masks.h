@@ -4,9 +4,11 @@
 // padding, the same meaning as Hugging Face's attention_mask.
 
 #include <cstdint>
+#include <memory>
 
 #include <torch/types.h>
 
+#include "kernels/ring_attention.h"
 #include "kernels/tiled_attention.h"
 
 namespace zoo {
@@ -33,6 +35,9 @@ struct AttentionBias {
   bool kernel_causal = false;  // the causal mask is left to the fused kernel (nothing else applies)
   bool tiled = false;          // the calls take the tiled kernel with `terms`
   TiledAttentionOptions terms;
+  // Set (with `tiled`): context parallelism, each call ring attention with `terms` over this
+  // rank's zigzag tokens (kernels/ring_attention.h).
+  std::shared_ptr<RingExchange> ring;
 };
 
 struct AttentionBiasInputs {

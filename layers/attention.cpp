@@ -8,6 +8,7 @@
 #include "kernels/decode_attention.h"
 #include "kernels/linear.h"
 #include "kernels/masks.h"
+#include "kernels/ring_attention.h"
 #include "kernels/tiled_attention.h"
 #include "layers/attention_path.h"
 
@@ -195,9 +196,16 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
                   ", >= ", tk, "), got ", m.sizes());
       tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
     }
-    tiled->scale(scale).key_start(k_start).dropout(p);
     // Autocast may leave q, k, v in different types (rotary in float32): the kernel takes one.
     const auto dtype = qh.scalar_type();
+    if (masks.stack_bias != nullptr && masks.stack_bias->ring) {
+      // Context parallelism: this rank's zigzag tokens, their keys and values, no cache.
+      TORCH_CHECK(q_start == 0 && k_start == 0 && tk == t, "attention: ring attention takes no cache (queries at ", q_start,
+                  ", keys at ", k_start, ")");
+      tiled->scale(scale).dropout(p);
+      return finish(ring_attention(qh, kh.to(dtype), vh.to(dtype), *tiled, masks.stack_bias->ring), torch::Tensor());
+    }
+    tiled->scale(scale).key_start(k_start).dropout(p);
     return finish(tiled_attention(qh, kh.to(dtype), vh.to(dtype), *tiled), torch::Tensor());
   }
 

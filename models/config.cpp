@@ -411,4 +411,25 @@ std::string find_config(const std::string& name_or_path) {
                     (available.empty() ? std::string("none found") : "available: " + join(available)) + ")");
 }
 
+std::string context_parallel_refusal(const ModelConfig& config) {
+  if (config.family != Family::kGpt) {
+    return "ring attention trains decoder-only models (family gpt); this model is " + to_string(config.family);
+  }
+  if (config.attention_dropout > 0) {
+    return "model.attention_dropout (" + format_double(config.attention_dropout) +
+           ") must be 0: the tiled kernel draws its dropout by each rank's local index, which would differ "
+           "from one process's";
+  }
+  switch (config.attention_backend) {
+    case AttentionBackend::kAuto:
+    case AttentionBackend::kTiled:
+      return "";
+    case AttentionBackend::kFused:
+    case AttentionBackend::kMath:
+      return "model.attention_backend (" + to_string(config.attention_backend) +
+             ") must be auto or tiled: ring attention runs zoo's tiled kernel on each block";
+  }
+  return "";
+}
+
 }  // namespace zoo

@@ -133,6 +133,10 @@ void apply_override(ModelConfig& config, const std::string& assignment,
 // The resolved config as YAML, every field written, loadable by parse_config.
 std::string to_yaml(const ModelConfig& config);
 
+// Why `config` cannot train with context parallelism (ring attention, kernels/ring_attention.h),
+// or "" when it can: a decoder-only model (gpt), without attention dropout, on zoo's own kernels.
+std::string context_parallel_refusal(const ModelConfig& config);
+
 // One line per field: name, type, default (per family where they differ), meaning.
 std::string schema_documentation();
 

@@ -42,7 +42,8 @@ void GPTImpl::reset() {
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
                                      const torch::Tensor& attention_mask, KVCache* cache,
-                                     const torch::Tensor& position_ids) {
+                                     const torch::Tensor& position_ids,
+                                     const std::shared_ptr<RingExchange>& ring) {
   TORCH_CHECK(input_ids.dim() == 2, "GPT: input_ids must be (batch, tokens), got shape ",
               input_ids.sizes());
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
@@ -68,9 +69,14 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
   x = dropout->forward(x);
 
-  // One bias for every layer (masks and position terms): queries at past.., keys from position 0.
+  // One bias for every layer (masks and position terms): queries at past.., keys from position 0;
+  // or, around a ring, the terms at the global positions of the zigzag layout.
+  TORCH_CHECK(!ring || (position_ids.defined() && !attention_mask.defined() && cache == nullptr),
+              "GPT: ring attention takes this rank's tokens with their global position_ids, no mask and no cache");
   const auto bias =
-      stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x, is_training());
+      ring ? ring_attention_bias(config, /*causal=*/true, positions.get(), ring)
+           : stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x,
+                                  is_training());
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();

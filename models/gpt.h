@@ -4,6 +4,7 @@
 // GQA, no biases, untied head) and Mistral (plus a sliding window).
 
 #include <cstdint>
+#include <memory>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -34,9 +35,13 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         KVCache* cache = nullptr, const torch::Tensor& position_ids = {});
   // The final hidden states (B, T, d_model), before the head.
+  // ring: context parallelism (kernels/ring_attention.h). input_ids are then this rank's zigzag
+  //   tokens of each sequence, position_ids (B, T) their global positions, and every attention
+  //   runs around the ring; no mask, no cache.
   torch::Tensor hidden_states(const torch::Tensor& input_ids,
                               const torch::Tensor& attention_mask = {}, KVCache* cache = nullptr,
-                              const torch::Tensor& position_ids = {});
+                              const torch::Tensor& position_ids = {},
+                              const std::shared_ptr<RingExchange>& ring = nullptr);
   // Output head on hidden states: the tied embedding or lm_head.
   torch::Tensor logits(const torch::Tensor& hidden);
   // That head's weight (vocab_size, d_model): logits = hidden head_weight^T.

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
+
 namespace zoo {
 
 TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
@@ -107,6 +108,37 @@ std::string describe_attention_paths(const ModelConfig& config) {
   return text;
 }
 
+namespace {
+
+// The tiled kernel's terms of a stack: its masks and its position term's parameters.
+TiledAttentionOptions tiled_terms(bool causal, int64_t window, PositionEncodingImpl* positions) {
+  auto t = TiledAttentionOptions().causal(causal).window(window);
+  if (positions != nullptr && positions->alibi) {
+    t.position_bias(TiledPositionBias::kAlibi).alibi_slopes(positions->alibi->slopes());
+  }
+  if (positions != nullptr && positions->relative) {
+    const auto& o = positions->relative->options;
+    t.position_bias(TiledPositionBias::kRelative)
+        .relative_table(positions->relative->relative_attention_bias->weight)
+        .relative_bidirectional(o.bidirectional())
+        .relative_max_distance(o.max_distance());
+  }
+  return t;
+}
+
+}  // namespace
+
+AttentionBias ring_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                  const std::shared_ptr<RingExchange>& ring) {
+  const std::string refusal = context_parallel_refusal(config);
+  TORCH_CHECK(refusal.empty(), "context parallelism: ", refusal);
+  AttentionBias bias;
+  bias.tiled = true;
+  bias.ring = ring;
+  bias.terms = tiled_terms(causal, causal ? config.window.value_or(0) : 0, positions);
+  return bias;
+}
+
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
                                    int64_t keys, const torch::Tensor& like, bool training) {
@@ -117,22 +149,11 @@ AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, Posit
   if (choose_attention_path(call).path == AttentionPath::kTiled) {
     AttentionBias bias;
     bias.tiled = true;
-    auto& t = bias.terms;
-    t.causal(causal).window(call.window).query_start(past).key_start(0);
+    bias.terms = tiled_terms(causal, call.window, positions).query_start(past);
     if (key_padding_mask.defined()) {
       TORCH_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(1) >= keys,
                   "attention: key padding mask must be (B, >= ", keys, "), got ", key_padding_mask.sizes());
-      t.key_padding_mask(key_padding_mask.narrow(1, key_padding_mask.size(1) - keys, keys));
-    }
-    if (positions != nullptr && positions->alibi) {
-      t.position_bias(TiledPositionBias::kAlibi).alibi_slopes(positions->alibi->slopes());
-    }
-    if (positions != nullptr && positions->relative) {
-      const auto& o = positions->relative->options;
-      t.position_bias(TiledPositionBias::kRelative)
-          .relative_table(positions->relative->relative_attention_bias->weight)
-          .relative_bidirectional(o.bidirectional())
-          .relative_max_distance(o.max_distance());
+      bias.terms.key_padding_mask(key_padding_mask.narrow(1, key_padding_mask.size(1) - keys, keys));
     }
     return bias;
   }

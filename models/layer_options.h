@@ -47,6 +47,13 @@ AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, Posit
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
                                    int64_t keys, const torch::Tensor& like, bool training);
 
+// The attention bias of a context-parallel stack's forward: every layer runs ring attention
+// around `ring` with the terms' parameters (causal and window, ALiBi's slopes, T5's table) at
+// the global positions of the zigzag layout. The config must allow it (context_parallel_refusal,
+// models/config.h).
+AttentionBias ring_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                  const std::shared_ptr<RingExchange>& ring);
+
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);
 

@@ -12,6 +12,8 @@
 
 #include <torch/torch.h>
 
+#include "kernels/ring_attention.h"
+
 #ifdef ZOO_WITH_GLOO
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
@@ -78,6 +80,60 @@ DistributedEnv distributed_env() {
 }
 
 #ifdef ZOO_WITH_GLOO
+
+namespace {
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(const DistributedEnv& env,
+                                                                 std::chrono::milliseconds timeout) {
+  auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface != nullptr && *interface != '\0') {
+    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  } else if (env.master_addr == "localhost" || env.master_addr.rfind("127.", 0) == 0) {
+    o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return o;
+}
+
+// One context-parallel group's ring: receives from the previous rank and sends to the next,
+// both started at once, on the group's own Gloo process group; the tag is the channel.
+class GlooRing : public RingExchange {
+ public:
+  GlooRing(DataParallel& owner, c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int64_t ranks, int64_t rank,
+           std::chrono::milliseconds timeout)
+      : owner_(owner), group_(std::move(group)), ranks_(ranks), rank_(rank), timeout_(timeout) {}
+  int64_t ranks() const override { return ranks_; }
+  int64_t rank() const override { return rank_; }
+  std::function<void()> pass(const torch::Tensor& send, const torch::Tensor& receive, int64_t channel) override {
+    TORCH_CHECK(receive.is_contiguous() && receive.sizes() == send.sizes() && receive.dtype() == send.dtype(),
+                "ring transfer: the receive buffer must be contiguous and match ", send.sizes());
+    std::vector<torch::Tensor> in = {receive}, out = {send.contiguous()};
+    c10::intrusive_ptr<c10d::Work> received, sent;
+    try {
+      received = group_->recv(in, static_cast<int>((rank_ + ranks_ - 1) % ranks_), static_cast<int>(channel));
+      sent = group_->send(out, static_cast<int>((rank_ + 1) % ranks_), static_cast<int>(channel));
+    } catch (const std::exception& e) {
+      owner_.fail("a ring attention transfer", e);
+    }
+    return [this, received, sent, out] {
+      try {
+        sent->wait(timeout_);
+        received->wait(timeout_);
+      } catch (const std::exception& e) {
+        owner_.fail("a ring attention transfer", e);
+      }
+    };
+  }
+
+ private:
+  DataParallel& owner_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  int64_t ranks_, rank_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
 
 struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::Store> store;  // prefixed
@@ -159,15 +215,8 @@ DataParallel::DataParallel(const DistributedEnv& env, const torch::Device& devic
     throw DistributedError(where + ": the NCCL process group did not form (" + first_line(e.what()) + ")");
   }
   if (!device.is_cuda()) try {
-    auto o = c10d::ProcessGroupGloo::Options::create(options_.timeout);
-    if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface != nullptr && *interface != '\0') {
-      o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-    } else if (env_.master_addr == "localhost" || env_.master_addr.rfind("127.", 0) == 0) {
-      o->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    } else {
-      o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    }
-    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env_.rank, env_.world_size, o);
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env_.rank, env_.world_size,
+                                                               gloo_options(env_, options_.timeout));
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
@@ -272,6 +321,25 @@ std::string DataParallel::share(const std::string& key, const std::string& value
     return std::string(bytes.begin(), bytes.end());
   } catch (const std::exception& e) {
     fail("sharing " + key, e);
+  }
+}
+
+std::shared_ptr<RingExchange> DataParallel::ring(int64_t size) {
+  if (size < 1 || env_.world_size % size != 0) {
+    throw std::invalid_argument("context_parallel (" + std::to_string(size) + ") must divide the number of processes (" +
+                                std::to_string(env_.world_size) + ")");
+  }
+  const int64_t group = env_.rank / size, place = env_.rank % size;
+  try {
+    auto store = c10::make_intrusive<c10d::PrefixStore>("ring/" + std::to_string(group), impl_->store);
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, place, size, gloo_options(env_, options_.timeout));
+    return std::make_shared<GlooRing>(*this, std::move(pg), size, place, options_.timeout);
+  } catch (const DistributedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("forming the context-parallel ring of ranks " + std::to_string(group * size) + ".." +
+             std::to_string(group * size + size - 1),
+         e);
   }
 }
 
@@ -397,6 +465,7 @@ void DataParallel::broadcast(const std::vector<torch::Tensor>&) {}
 torch::Tensor DataParallel::all_reduce_sum(torch::Tensor values) { return values; }
 void DataParallel::barrier() {}
 std::string DataParallel::share(const std::string&, const std::string& value) { return value; }
+std::shared_ptr<RingExchange> DataParallel::ring(int64_t) { return nullptr; }
 void DataParallel::attach(const std::vector<torch::Tensor>&) {}
 void DataParallel::on_gradient_ready(size_t) {}
 void DataParallel::launch_ready_buckets() {}

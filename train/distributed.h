@@ -20,6 +20,8 @@
 
 namespace zoo {
 
+class RingExchange;  // kernels/ring_attention.h
+
 struct DistributedEnv {
   int64_t rank = 0, world_size = 1;
   int64_t local_rank = 0, local_world_size = 1;
@@ -71,6 +73,12 @@ class DataParallel {
 
   // Gradient averaging for `params` (hooks on their gradient accumulators).
   void attach(const std::vector<torch::Tensor>& params);
+  // Context parallelism: the ranks in groups of `size` consecutive ranks (group rank / size, place
+  // in its ring rank % size), each group a ring for kernels/ring_attention.h on a process group
+  // of its own, so that its transfers never queue behind the gradient all-reduces. Every rank
+  // calls it once, together. A transfer that fails or times out names the ranks that stopped.
+  std::shared_ptr<RingExchange> ring(int64_t size);
+
   // Off for accumulation micro-steps: their backward passes communicate nothing.
   void set_sync(bool on) { sync_ = on; }
   // After the syncing backward: reduces what is left, waits, and writes the averages into the
@@ -79,9 +87,11 @@ class DataParallel {
   // Forgets a syncing backward that did not happen (a skipped step).
   void discard_gradients();
 
+  // Throws DistributedError: `what` failed with `error`, and which ranks stopped responding.
+  [[noreturn]] void fail(const std::string& what, const std::exception& error);
+
  private:
   struct Impl;
-  [[noreturn]] void fail(const std::string& what, const std::exception& error);
   void on_gradient_ready(size_t index);
   void launch_ready_buckets();
 

@@ -82,6 +82,8 @@ const std::vector<Field>& fields() {
     f.push_back(int_field("steps", &RunConfig::steps, "optimizer updates"));
     f.push_back(int_field("batch_size", &RunConfig::batch_size, "examples per micro-batch"));
     f.push_back(int_field("grad_accum", &RunConfig::grad_accum, "micro-batches accumulated per update"));
+    f.push_back(int_field("context_parallel", &RunConfig::context_parallel,
+                          "ranks sharing each sequence by ring attention (gpt, CPU); 1 = off"));
     f.push_back(int_field("block_size", &RunConfig::block_size,
                           "tokens per example (encoder input length for encoder-decoders); 0 = 128 or the model's max_positions"));
     f.push_back(int_field("target_length", &RunConfig::target_length, "seq2seq fine-tuning: longest target"));
@@ -244,6 +246,8 @@ void RunConfig::validate(const std::string& source) const {
   };
   at_most("batch_size", batch_size, kMaxPerStep);
   at_most("grad_accum", grad_accum, kMaxPerStep);
+  positive("context_parallel", context_parallel);
+  at_most("context_parallel", context_parallel, kMaxPerStep);
   // The run counts its tokens (and a data position) in 64 bits: a run that would pass that
   // count can never end, and is refused rather than left to wrap.
   int64_t per_step = 0;
@@ -311,6 +315,18 @@ void RunConfig::validate(const std::string& source) const {
   }
   if (objective == Objective::kSpanCorruption && m.vocab_size < 107) {
     fail("objective", "span_corruption needs the 100 sentinel tokens in the vocabulary");
+  }
+  if (context_parallel > 1) {
+    if (const std::string refusal = context_parallel_refusal(m); !refusal.empty()) fail("context_parallel", refusal);
+    if (objective != Objective::kAuto && objective != Objective::kCausalLM) {
+      fail("context_parallel", "ring attention trains causal_lm, not " + to_string(objective));
+    }
+    const int64_t chunks = 2 * context_parallel;
+    if (block_size >= 0 && resolved_block_size() % chunks != 0) {
+      fail("context_parallel", "block_size (" + std::to_string(resolved_block_size()) + ") must be a multiple of 2 x " +
+                                   std::to_string(context_parallel) + " = " + std::to_string(chunks) +
+                                   ": each rank holds two equal chunks of every sequence");
+    }
   }
 }
 

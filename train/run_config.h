@@ -61,6 +61,9 @@ struct RunConfig {
   int64_t steps = 1000;         // optimizer updates
   int64_t batch_size = 16;      // examples per micro-batch
   int64_t grad_accum = 1;       // micro-batches per update
+  // Ranks that share each sequence (ring attention, kernels/ring_attention.h); the launch's
+  // processes are groups of this many, the data split over the groups. 1 = off.
+  int64_t context_parallel = 1;
   int64_t block_size = 0;       // tokens per example (inputs for encoder-decoders); 0 = auto
   int64_t target_length = 64;   // seq2seq fine-tuning: longest target
 

@@ -9,6 +9,7 @@
 #include "core/files.h"
 #include "data/corpus.h"
 #include "kernels/linear_cross_entropy.h"
+#include "kernels/ring_attention.h"
 
 namespace zoo {
 namespace {
@@ -37,8 +38,24 @@ bool has_token_files(const std::string& dir) { return fs::exists(fs::path(dir) /
 }  // namespace
 
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
-                        const torch::Device& device, bool with_accuracy) {
+                        const torch::Device& device, bool with_accuracy, const std::shared_ptr<RingExchange>& ring) {
   LossOutput out;
+  if (ring) {
+    TORCH_CHECK(objective == Objective::kCausalLM && !with_accuracy,
+                "context parallelism trains causal language models only, not ", to_string(objective));
+    // This rank's chunks of every sequence, and of its targets, at their global positions.
+    const auto layout = ZigzagLayout::of(batch.input_ids.size(1), ring->ranks());
+    const auto ids = zigzag_split(on(batch.input_ids, device), 1, layout, ring->rank());
+    const auto labels = zigzag_split(on(batch.labels, device), 1, layout, ring->rank());
+    const auto positions =
+        zigzag_positions(layout, ring->rank()).to(device).unsqueeze(0).expand({ids.size(0), layout.local_tokens()});
+    out.tokens = ids.numel();
+    const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions, ring);
+    count_targets({}, labels, false, out);
+    out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
+                                    labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+    return out;
+  }
   const auto ids = on(batch.input_ids, device);
   const auto mask = on(batch.attention_mask, device);
   const auto labels = on(batch.labels, device);

@@ -14,6 +14,7 @@
 #include "data/objectives.h"
 #include "data/token_file.h"
 #include "data/tokenize.h"
+#include "kernels/ring_attention.h"
 #include "models/model.h"
 #include "tokenizers/tokenizer.h"
 #include "train/run_config.h"
@@ -31,8 +32,12 @@ struct LossOutput {
 // next-token for causal LM, masked tokens (+ the pair label with a pretraining head) for MLM,
 // decoder tokens for span corruption and seq2seq, the class for classification.
 // `with_accuracy` also counts argmax hits (evaluation; training skips the vocabulary-wide argmax).
+// With `ring` (context parallelism, causal LM only), each sequence's tokens and targets are cut
+// into the zigzag layout and this rank computes its own share of them around the ring
+// (kernels/ring_attention.h): the loss is then the mean over this rank's targets.
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
-                        const torch::Device& device, bool with_accuracy = false);
+                        const torch::Device& device, bool with_accuracy = false,
+                        const std::shared_ptr<RingExchange>& ring = nullptr);
 
 // A run's data, whatever the objective: training and validation examples by index, batched.
 // Token objectives read token files (tokenized once into RUN_DIR/data, or a token directory as

@@ -179,6 +179,19 @@ void Trainer::build_model_and_optimizer() {
     parallel->broadcast(state);
     parallel->attach(trainable(*model_.module()));
   }
+  if (config_.context_parallel > 1) {
+    if (!parallel || parallel->world_size() % config_.context_parallel != 0) {
+      throw ConfigError("context_parallel (" + std::to_string(config_.context_parallel) +
+                        ") must divide the number of processes (" + std::to_string(world_size()) +
+                        "): launch a multiple of it, e.g. torchrun --nproc_per_node=" +
+                        std::to_string(config_.context_parallel));
+    }
+    if (!device_.is_cpu()) {
+      throw ConfigError("context_parallel: ring attention runs zoo's CPU kernel; this run is on " + device_.str() +
+                        " (set device: cpu)");
+    }
+    ring_ = parallel->ring(config_.context_parallel);
+  }
 }
 
 void Trainer::log_setup(int64_t held_in_compute_dtype) {
@@ -195,10 +208,18 @@ void Trainer::log_setup(int64_t held_in_compute_dtype) {
     log_ << "frozen projections held in " << to_string(precision_) << ": " << held_in_compute_dtype
          << " (what autocast computes them in)\n";
   }
+  if (ring_) {
+    const int64_t tokens = config_.resolved_block_size();
+    log_ << "context parallel: each sequence of " << tokens << " tokens split over " << config_.context_parallel
+         << " ranks (ring attention; zigzag chunks of " << tokens / (2 * config_.context_parallel)
+         << " tokens, two per rank)\n";
+  }
   if (parallel) {
-    const int64_t sequences = config_.batch_size * parallel->world_size() * config_.grad_accum;
+    const int64_t groups = data_parallel_size();
+    const int64_t sequences = config_.batch_size * groups * config_.grad_accum;
     log_ << "data parallel: " << parallel->world_size() << " processes (" << parallel->backend()
-         << "); global batch " << config_.batch_size << " per rank x " << parallel->world_size() << " ranks x "
+         << "); global batch " << config_.batch_size << " per rank x " << groups
+         << (ring_ ? " groups of " + std::to_string(config_.context_parallel) + " ranks" : std::string(" ranks")) << " x "
          << config_.grad_accum << " accumulation = " << sequences << " sequences\n";
   }
 }
@@ -220,6 +241,12 @@ void Trainer::prepare_data() {
 bool Trainer::main_rank() const { return options_.parallel == nullptr || options_.parallel->rank() == 0; }
 
 int64_t Trainer::world_size() const { return options_.parallel ? options_.parallel->world_size() : 1; }
+
+int64_t Trainer::data_parallel_size() const { return world_size() / std::max<int64_t>(1, config_.context_parallel); }
+
+int64_t Trainer::data_parallel_rank() const {
+  return options_.parallel ? options_.parallel->rank() / std::max<int64_t>(1, config_.context_parallel) : 0;
+}
 
 Trainer::~Trainer() = default;
 
@@ -348,6 +375,13 @@ void Trainer::restore(const std::string& dir) {
         std::to_string(world_size()) + "; resuming would change the global batch and the data order. Resume with " +
         std::to_string(s.world_size) + " (torchrun --nproc_per_node=...), or start a new run with init_from=" + dir);
   }
+  if (s.context_parallel != config_.context_parallel) {
+    throw std::runtime_error(options_.run_dir + ": the run was trained with context_parallel=" +
+                             std::to_string(s.context_parallel) + " and this launch sets " +
+                             std::to_string(config_.context_parallel) +
+                             "; resuming would change the global batch and the data order. Resume with context_parallel=" +
+                             std::to_string(s.context_parallel) + ", or start a new run with init_from=" + dir);
+  }
   step_ = s.step;
   ShuffledSampler::State position;
   position.epoch = s.sampler_epoch;
@@ -382,10 +416,11 @@ bool Trainer::better(const EvalResult& r) const {
 
 Batch Trainer::next_batch() {
   const int64_t epoch = sampler_->state().epoch;
-  // Every rank draws the whole global batch in the same order and keeps its own slice.
-  std::vector<int64_t> indices = sampler_->next(config_.batch_size * world_size());
+  // Every rank draws the whole global batch in the same order and keeps its group's slice: the
+  // ranks of a context-parallel group take the same sequences (each computes its share of them).
+  std::vector<int64_t> indices = sampler_->next(config_.batch_size * data_parallel_size());
   if (options_.parallel) {
-    const auto first = indices.begin() + options_.parallel->rank() * config_.batch_size;
+    const auto first = indices.begin() + data_parallel_rank() * config_.batch_size;
     indices = std::vector<int64_t>(first, first + config_.batch_size);
   }
   return data_->train_batch(indices, epoch);
@@ -417,7 +452,7 @@ bool Trainer::step() {
       LossOutput out;
       {
         AutocastScope autocast(precision_, device_);
-        out = compute_loss(model_, next_batch(), objective_, config_.label_smoothing, device_);
+        out = compute_loss(model_, next_batch(), objective_, config_.label_smoothing, device_, false, ring_);
       }
       const GlobalLoss global = reduce_loss(parallel, out.loss.item<double>(), out.targets, out.tokens);
       if (!std::isfinite(global.value)) {
@@ -493,6 +528,7 @@ std::string Trainer::save(bool is_best) {
   TrainerState state;
   state.step = step_;
   state.world_size = world_size();
+  state.context_parallel = config_.context_parallel;
   state.sampler_epoch = sampler_->state().epoch;
   state.sampler_index = sampler_->state().index;
   state.rng = cpu_generator_state();

@@ -115,6 +115,9 @@ class Trainer {
   bool stop_agreed() const;  // stop_pending on any rank
   bool main_rank() const;
   int64_t world_size() const;
+  // Groups of context_parallel ranks share each sequence: the data is split over the groups.
+  int64_t data_parallel_size() const;
+  int64_t data_parallel_rank() const;
 
   RunConfig config_;
   TrainerOptions options_;
@@ -127,6 +130,7 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   ScheduleOptions schedule_;
   std::unique_ptr<ShuffledSampler> sampler_;
+  std::shared_ptr<RingExchange> ring_;  // context parallelism: this rank's ring (nullptr: none)
   torch::Device device_{torch::kCPU};
   Precision precision_ = Precision::kFp32;
   std::string precision_reason_;  // why that precision (the start-up line says it)

@@ -57,6 +57,7 @@ EvalResult eval_result_from_json(const json& j, const std::string& where) {
 json TrainerState::to_json() const {
   return {{"step", step},
           {"world_size", world_size},
+          {"context_parallel", context_parallel},
           {"sampler", {{"epoch", sampler_epoch}, {"index", sampler_index}}},
           {"rng", rng},
           {"skipped", skipped},
@@ -71,6 +72,7 @@ TrainerState TrainerState::from_json(const json& j, const std::string& source) {
   TrainerState s;
   s.step = integer(j, "step", source, 0);
   s.world_size = integer(j, "world_size", source, 1, /*required=*/false, 1);
+  s.context_parallel = integer(j, "context_parallel", source, 1, /*required=*/false, 1);
   if (!j.contains("sampler") || !j.at("sampler").is_object()) {
     throw std::runtime_error(source + ": missing key 'sampler' (the data position)");
   }

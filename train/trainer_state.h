@@ -30,6 +30,7 @@ EvalResult eval_result_from_json(const nlohmann::json& record, const std::string
 struct TrainerState {
   int64_t step = 0;            // updates done
   int64_t world_size = 1;      // data-parallel processes the run was trained with
+  int64_t context_parallel = 1;  // ranks that shared each sequence (ring attention)
   int64_t sampler_epoch = 0;   // position of the shuffled sampler
   int64_t sampler_index = 0;
   std::string rng;             // the CPU generator's state, hex

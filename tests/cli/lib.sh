@@ -13,6 +13,24 @@ fails() {
   grep -qE -- "$pattern" <<<"$err" || { echo "stderr of '$*' lacks '$pattern': $err"; exit 1; }
 }
 
+# free_port: a TCP port free on loopback now (for a rendezvous).
+free_port() { "${ZOO_PYTHON:?}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# same_losses RUN_A RUN_B STEPS: training losses equal within 1e-5 (relative) at every step, and
+# the loss moved (so the comparison covers real updates).
+same_losses() {
+  "${ZOO_PYTHON:?}" - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if r.get("split") == "train"]
+a, b, steps = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
+assert len(a) == len(b) == steps, (len(a), len(b), steps)
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+assert worst <= 1e-5, f"losses differ by {worst:.2e} (relative): {a} vs {b}"
+assert a[-1] < a[0] - 0.05, f"the loss did not move: {a}"
+PY
+}
+
 # slice CORPUS: writes the first 200 kB of CORPUS to $work/slice.txt.
 slice() { head -c 200000 "$1" > "$work/slice.txt"; }
 

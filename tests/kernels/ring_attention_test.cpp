@@ -1,0 +1,353 @@
+#include "kernels/ring_attention.h"
+
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "kernels/masks.h"
+#include "layers/position_bias.h"
+
+namespace zoo {
+namespace {
+
+// N ranks as N threads of this process: each pass copies the sent tensor into the next rank's
+// mailbox for that channel, and the wait takes the oldest from this rank's.
+class Mailboxes {
+ public:
+  explicit Mailboxes(int64_t ranks) : ranks_(ranks) {}
+  int64_t ranks() const { return ranks_; }
+  void post(int64_t to, int64_t channel, torch::Tensor t) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      boxes_[{to, channel}].push_back(std::move(t));
+      ++messages_;
+    }
+    wake_.notify_all();
+  }
+  torch::Tensor take(int64_t rank, int64_t channel) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto& box = boxes_[{rank, channel}];
+    wake_.wait(lock, [&] { return !box.empty(); });
+    auto t = std::move(box.front());
+    box.pop_front();
+    return t;
+  }
+  int64_t messages() const { return messages_; }
+
+ private:
+  int64_t ranks_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<std::pair<int64_t, int64_t>, std::deque<torch::Tensor>> boxes_;
+  int64_t messages_ = 0;
+};
+
+class ThreadRing : public RingExchange {
+ public:
+  ThreadRing(Mailboxes& boxes, int64_t rank) : boxes_(boxes), rank_(rank) {}
+  int64_t ranks() const override { return boxes_.ranks(); }
+  int64_t rank() const override { return rank_; }
+  std::function<void()> pass(const torch::Tensor& send, const torch::Tensor& receive, int64_t channel) override {
+    EXPECT_EQ(send.sizes(), receive.sizes());
+    boxes_.post((rank_ + 1) % ranks(), channel, send.clone());
+    return [this, receive, channel] {
+      auto got = boxes_.take(rank_, channel);
+      EXPECT_EQ(got.sizes(), receive.sizes()) << "a message crossed channels or steps";
+      receive.copy_(got);
+    };
+  }
+
+ private:
+  Mailboxes& boxes_;
+  int64_t rank_;
+};
+
+struct Case {
+  int64_t ranks = 2, chunk = 37;  // tokens = 2 * ranks * chunk
+  int64_t batch = 2, heads = 4, kv_heads = 4, head_dim = 16;
+  bool causal = true;
+  int64_t window = 0;
+  TiledPositionBias position = TiledPositionBias::kNone;
+  bool bidirectional = true;
+  torch::ScalarType dtype = torch::kFloat;
+
+  int64_t tokens() const { return 2 * ranks * chunk; }
+  std::string name() const {
+    const char* kinds[] = {"none", "alibi", "t5"};
+    return c10::str(ranks, " ranks, T ", tokens(), " (chunk ", chunk, "), H ", heads, "/", kv_heads,
+                    causal ? " causal" : "", window ? c10::str(" window ", window) : "", " position ",
+                    kinds[static_cast<int>(position)], bidirectional ? "" : " (causal buckets)",
+                    dtype == torch::kBFloat16 ? " bf16" : " fp32");
+  }
+};
+
+struct Inputs {
+  torch::Tensor q, k, v, d_out, slopes, table;
+};
+
+Inputs make_inputs(const Case& c) {
+  torch::manual_seed(c.tokens() * 10 + c.heads + c.ranks);
+  Inputs in;
+  in.q = torch::randn({c.batch, c.heads, c.tokens(), c.head_dim}).to(c.dtype);
+  in.k = torch::randn({c.batch, c.kv_heads, c.tokens(), c.head_dim}).to(c.dtype);
+  in.v = torch::randn({c.batch, c.kv_heads, c.tokens(), c.head_dim}).to(c.dtype);
+  in.d_out = torch::randn({c.batch, c.heads, c.tokens(), c.head_dim}).to(c.dtype);
+  in.slopes = AlibiBias(AlibiBiasOptions(c.heads))->slopes();
+  in.table = torch::randn({32, c.heads});
+  return in;
+}
+
+TiledAttentionOptions make_terms(const Case& c, const torch::Tensor& slopes, const torch::Tensor& table) {
+  auto o = TiledAttentionOptions()
+               .causal(c.causal)
+               .window(c.window)
+               .position_bias(c.position)
+               .relative_bidirectional(c.bidirectional)
+               .relative_max_distance(64);
+  switch (c.position) {
+    case TiledPositionBias::kNone:
+      break;
+    case TiledPositionBias::kAlibi:
+      o.alibi_slopes(slopes);
+      break;
+    case TiledPositionBias::kRelative:
+      o.relative_table(table);
+      break;
+  }
+  return o;
+}
+
+struct Outputs {
+  torch::Tensor out, lse, dq, dk, dv, d_table;
+};
+
+// One process over the whole sequence, the explicit way: the (T, T) bias from zoo's masks and
+// position modules, a float32 softmax, autograd for the gradients.
+Outputs single_process(const Case& c, const Inputs& in) {
+  auto q = in.q.to(torch::kFloat).clone().requires_grad_();
+  auto k = in.k.to(torch::kFloat).clone().requires_grad_();
+  auto v = in.v.to(torch::kFloat).clone().requires_grad_();
+  const int64_t group = c.heads / c.kv_heads, t = c.tokens();
+  auto scores = torch::matmul(q, k.repeat_interleave(group, 1).transpose(-2, -1)) /
+                std::sqrt(static_cast<double>(c.head_dim));
+  RelativePositionBias relative{
+      RelativePositionBiasOptions(c.heads).num_buckets(32).max_distance(64).bidirectional(c.bidirectional)};
+  switch (c.position) {
+    case TiledPositionBias::kNone:
+      break;
+    case TiledPositionBias::kAlibi:
+      scores = scores + AlibiBias(AlibiBiasOptions(c.heads))->forward(t, t, 0, 0);
+      break;
+    case TiledPositionBias::kRelative:
+      relative->relative_attention_bias->weight.detach().copy_(in.table);
+      scores = scores + relative->forward(t, t, 0, 0);
+      break;
+  }
+  if (c.causal) scores = scores.masked_fill(causal_mask(t, t, 0, 0, c.window).logical_not(), -INFINITY);
+  Outputs r;
+  r.out = torch::matmul(torch::softmax(scores, -1), v.repeat_interleave(group, 1));
+  r.lse = scores.logsumexp(-1).detach();
+  (r.out * in.d_out.to(torch::kFloat)).sum().backward();
+  r.out = r.out.detach();
+  r.dq = q.grad();
+  r.dk = k.grad();
+  r.dv = v.grad();
+  if (c.position == TiledPositionBias::kRelative) r.d_table = relative->relative_attention_bias->weight.grad();
+  return r;
+}
+
+// Every rank as a thread: its zigzag slice through ring_attention and backward, then the slices
+// put back in global order (the table gradient summed over ranks, as the trainer's reduce does).
+Outputs ring(const Case& c, const Inputs& in, int64_t* messages = nullptr) {
+  const auto layout = ZigzagLayout::of(c.tokens(), c.ranks);
+  Mailboxes boxes(c.ranks);
+  std::vector<Outputs> per_rank(c.ranks);
+  std::vector<std::string> errors(c.ranks);
+  std::vector<std::thread> threads;
+  for (int64_t rank = 0; rank < c.ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto exchange = std::make_shared<ThreadRing>(boxes, rank);
+        auto local = [&](const torch::Tensor& x) { return zigzag_split(x, 2, layout, rank).contiguous(); };
+        auto q = local(in.q).requires_grad_(), k = local(in.k).requires_grad_(), v = local(in.v).requires_grad_();
+        auto table = in.table.clone().requires_grad_();
+        const auto terms = make_terms(c, in.slopes, table);
+        auto& r = per_rank[rank];
+        r.out = ring_attention(q, k, v, terms, exchange);
+        (r.out * local(in.d_out)).sum().backward();
+        r.out = r.out.detach();
+        r.lse = ring_attention_forward(q.detach(), k.detach(), v.detach(), terms, *exchange).lse;
+        r.dq = q.grad(), r.dk = k.grad(), r.dv = v.grad();
+        if (c.position == TiledPositionBias::kRelative) r.d_table = table.grad();
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int64_t rank = 0; rank < c.ranks; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
+  if (messages != nullptr) *messages = boxes.messages();
+  Outputs all;
+  auto gather = [&](auto field) {
+    std::vector<torch::Tensor> parts;
+    std::vector<torch::Tensor> positions;
+    for (int64_t rank = 0; rank < c.ranks; ++rank) {
+      parts.push_back(per_rank[rank].*field);
+      positions.push_back(zigzag_positions(layout, rank));
+    }
+    auto local = torch::cat(parts, 2);
+    return torch::empty_like(local).index_copy_(2, torch::cat(positions), local);
+  };
+  all.out = gather(&Outputs::out);
+  all.lse = gather(&Outputs::lse);
+  all.dq = gather(&Outputs::dq);
+  all.dk = gather(&Outputs::dk);
+  all.dv = gather(&Outputs::dv);
+  if (c.position == TiledPositionBias::kRelative) {
+    all.d_table = torch::zeros_like(in.table);
+    for (const auto& r : per_rank) all.d_table += r.d_table;
+  }
+  return all;
+}
+
+// max |a - ref| / max(max |ref|, 1), in float64 (as tests/kernels/tiled_attention_test.cpp).
+double relative_error(const torch::Tensor& a, const torch::Tensor& ref) {
+  EXPECT_EQ(a.sizes(), ref.sizes());
+  if (a.sizes() != ref.sizes()) return INFINITY;
+  auto x = a.to(torch::kDouble), y = ref.to(torch::kDouble);
+  EXPECT_FALSE(x.isnan().any().item<bool>()) << "NaN in the ring's result";
+  return (x - y).abs().max().item<double>() / std::max(y.abs().max().item<double>(), 1.0);
+}
+
+void expect_matches_single_process(const Case& c) {
+  SCOPED_TRACE(c.name());
+  const auto in = make_inputs(c);
+  const auto ref = single_process(c, in);
+  const auto got = ring(c, in);
+  // float32 agrees to rounding; bfloat16 carries 8 bits of mantissa (the tolerances).
+  const double tolerance = c.dtype == torch::kFloat ? 1e-5 : 5e-2;
+  EXPECT_LE(relative_error(got.out, ref.out), tolerance) << "output";
+  EXPECT_LE(relative_error(got.lse, ref.lse), tolerance) << "log-sum-exp";
+  EXPECT_LE(relative_error(got.dq, ref.dq), tolerance) << "dq";
+  EXPECT_LE(relative_error(got.dk, ref.dk), tolerance) << "dk";
+  EXPECT_LE(relative_error(got.dv, ref.dv), tolerance) << "dv";
+  if (c.position == TiledPositionBias::kRelative) {
+    EXPECT_LE(relative_error(got.d_table, ref.d_table), tolerance) << "T5 table";
+  }
+}
+
+TEST(ZigzagLayout, RankRHoldsChunksRAnd2NMinus1MinusR) {
+  // 4 ranks, 16 tokens: chunks of 2; rank 1 holds chunks 1 and 6.
+  const auto layout = ZigzagLayout::of(16, 4);
+  EXPECT_EQ(layout.chunk, 2);
+  EXPECT_TRUE(torch::equal(zigzag_positions(layout, 1), torch::tensor({2, 3, 12, 13}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(zigzag_positions(layout, 3), torch::tensor({6, 7, 8, 9}, torch::kLong)));
+  const auto x = torch::arange(16).view({1, 16});
+  EXPECT_TRUE(torch::equal(zigzag_split(x, 1, layout, 0), torch::tensor({{0, 1, 14, 15}}, torch::kLong)));
+  // Every position is held by exactly one rank.
+  std::vector<torch::Tensor> all;
+  for (int64_t r = 0; r < 4; ++r) all.push_back(zigzag_positions(layout, r));
+  EXPECT_TRUE(torch::equal(std::get<0>(torch::cat(all).sort()), torch::arange(16)));
+  try {
+    ZigzagLayout::of(30, 4);
+    ADD_FAILURE() << "30 tokens over 4 ranks were accepted";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("30 tokens cannot be cut into 2 x 4 = 8 equal chunks"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RingAttention, CausalOnTwoAndFourRanks) {
+  for (int64_t ranks : {2, 4}) {
+    for (int64_t chunk : {37, 100}) {  // within one tile, and across tiles (64 queries, 128 keys)
+      Case c;
+      c.ranks = ranks, c.chunk = chunk;
+      expect_matches_single_process(c);
+    }
+  }
+}
+
+TEST(RingAttention, BidirectionalAsInEncoders) {
+  for (int64_t ranks : {2, 4}) {
+    Case c;
+    c.ranks = ranks, c.causal = false;
+    expect_matches_single_process(c);
+  }
+}
+
+TEST(RingAttention, PositionTermsUseGlobalPositions) {
+  for (int64_t ranks : {2, 4}) {
+    for (auto position : {TiledPositionBias::kAlibi, TiledPositionBias::kRelative}) {
+      for (bool causal : {true, false}) {
+        Case c;
+        c.ranks = ranks, c.position = position, c.causal = causal, c.bidirectional = !causal;
+        expect_matches_single_process(c);
+      }
+    }
+  }
+}
+
+TEST(RingAttention, SlidingWindowAcrossChunks) {
+  // Windows shorter than a chunk (pairs skipped), across one chunk edge, and past several.
+  for (int64_t window : {20, 50, 130}) {
+    Case c;
+    c.ranks = 4, c.window = window;
+    expect_matches_single_process(c);
+  }
+}
+
+TEST(RingAttention, GroupedQueriesAndBfloat16) {
+  Case c;
+  c.ranks = 4, c.heads = 4, c.kv_heads = 2, c.position = TiledPositionBias::kAlibi;
+  expect_matches_single_process(c);
+  c.kv_heads = 1;
+  c.dtype = torch::kBFloat16;
+  expect_matches_single_process(c);
+}
+
+TEST(RingAttention, OneRankIsTheTiledKernel) {
+  Case c;
+  c.ranks = 1, c.chunk = 50, c.position = TiledPositionBias::kRelative;
+  expect_matches_single_process(c);
+}
+
+TEST(RingAttention, BlocksAndGradientsEachGoRoundOnce) {
+  // Forward: N - 1 passes of K/V per rank; backward: N - 1 again plus N of dK/dV; the test's
+  // extra lse forward: N - 1 more.
+  Case c;
+  c.ranks = 4;
+  int64_t messages = 0;
+  ring(c, make_inputs(c), &messages);
+  EXPECT_EQ(messages, c.ranks * ((c.ranks - 1) * 3 + c.ranks));
+}
+
+TEST(RingAttention, RefusesWhatItCannotComputeExactly) {
+  Mailboxes boxes(1);
+  auto exchange = std::make_shared<ThreadRing>(boxes, 0);
+  const auto x = torch::randn({1, 2, 8, 4});
+  auto expect_error = [&](const TiledAttentionOptions& terms, const torch::Tensor& q, const std::string& words) {
+    try {
+      ring_attention(q, x, x, terms, exchange);
+      ADD_FAILURE() << "accepted; expected an error with: " << words;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_error(TiledAttentionOptions().dropout(0.1).dropout_seed(1), x, "attention dropout is not supported");
+  expect_error(TiledAttentionOptions().key_padding_mask(torch::ones({1, 8}, torch::kBool)), x,
+               "key padding is not supported");
+  expect_error(TiledAttentionOptions().query_start(3), x, "query_start and key_start must be 0");
+  expect_error(TiledAttentionOptions(), torch::randn({1, 2, 6, 4}), "the same local tokens");
+}
+
+}  // namespace
+}  // namespace zoo
