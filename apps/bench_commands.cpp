@@ -12,7 +12,11 @@
 // autocast); peak memory is then the GPU's (the caching allocator's peak) rather than resident
 // memory, and the tokenizer rows are left out.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -75,13 +79,19 @@ int run_worker(const BenchArgs& a) {
   return 0;
 }
 
-// Runs `argv` and returns the JSON object on the last line of its standard output.
-json run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::string command;
+// Starts `argv` with `env` added, its standard output on the returned pipe.
+FILE* start_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string& command) {
+  command.clear();
   for (const auto& e : env) command += e + " ";
   for (const auto& arg : argv) command += "'" + arg + "' ";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("zoo bench: cannot run " + command);
+  return pipe;
+}
+
+// Waits for a child start_child started and returns the JSON object on the last line of its
+// standard output.
+json finish_child(FILE* pipe, const std::string& command) {
   std::string out;
   char buffer[4096];
   while (size_t got = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, got);
@@ -95,6 +105,59 @@ json run_child(const std::vector<std::string>& argv, const std::vector<std::stri
   } catch (const json::exception&) {
     throw std::runtime_error("zoo bench: '" + command + "' printed no result: " + out);
   }
+}
+
+// Runs `argv` and returns the JSON object on the last line of its standard output.
+json run_child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::string command;
+  FILE* pipe = start_child(argv, env, command);
+  return finish_child(pipe, command);
+}
+
+// A TCP port free on loopback now: the ring rows' rendezvous.
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) throw std::runtime_error("zoo bench: cannot open a socket for the ranks' rendezvous");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(s);
+  if (!ok) throw std::runtime_error("zoo bench: no free port on loopback for the ranks' rendezvous");
+  return ntohs(address.sin_port);
+}
+
+// A ring row: its ranks as worker processes started together (the environment torchrun would
+// set), the machine's threads shared among them. The row is rank 0's, with every rank's peak
+// memory and the largest as the row's.
+json run_ranks(const std::string& self, const std::string& name, int64_t ranks, int64_t threads,
+               const std::string& steps) {
+  const std::string port = std::to_string(free_port());
+  const std::string per_rank = std::to_string(std::max<int64_t>(1, threads / ranks));
+  std::vector<std::pair<FILE*, std::string>> children;
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string command;
+    FILE* pipe = start_child({self, "--threads", per_rank, "bench", "--worker", name, "--steps", steps},
+                             {"WORLD_SIZE=" + std::to_string(ranks), "RANK=" + std::to_string(r),
+                              "LOCAL_WORLD_SIZE=" + std::to_string(ranks), "LOCAL_RANK=" + std::to_string(r),
+                              "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port},
+                             command);
+    children.emplace_back(pipe, command);
+  }
+  std::vector<json> rows;
+  for (const auto& [pipe, command] : children) rows.push_back(finish_child(pipe, command));
+  json row = rows.front();
+  json memory = json::array();
+  double largest = 0;
+  for (const auto& r : rows) {
+    memory.push_back(r["peak_rss_mb"]);
+    largest = std::max(largest, r["peak_rss_mb"].get<double>());
+  }
+  row["rank_peak_rss_mb"] = memory;
+  row["peak_rss_mb"] = largest;
+  return row;
 }
 
 std::string fixed(double v, int digits) {
@@ -121,10 +184,14 @@ std::vector<std::string> chosen_workloads(const BenchArgs& a, bool on_gpu) {
   const auto& known = bench::workload_names();
   std::vector<std::string> names = a.only.empty() ? known : a.only;
   for (const auto& n : names) {
-    if (std::find(known.begin(), known.end(), n) == known.end() && !bench::is_long_sequence_workload(n)) {
+    if (std::find(known.begin(), known.end(), n) == known.end() && !bench::is_long_sequence_workload(n) &&
+        !bench::is_ring_workload(n)) {
       throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(known, ", ") +
-                                  ", and long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window and "
-                                  "T 1024, 2048, 4096, 8192, 16384)");
+                                  ", long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window and "
+                                  "T 1024, 2048, 4096, 8192, 16384, and ring-KIND-T-N for N 2 or 4)");
+    }
+    if (on_gpu && bench::is_ring_workload(n)) {
+      throw std::invalid_argument("zoo bench: " + n + " runs on the CPU only (leave out --device cuda)");
     }
     if (on_gpu && n.starts_with("tokenize-")) {
       throw std::invalid_argument("zoo bench: " + n + " runs on the CPU only (leave out --device cuda)");
@@ -194,7 +261,7 @@ void remember(const std::string& name, const json& zoo, Measured& machine) {
   if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo") {
     machine[name] = zoo["value"].get<double>();
   }
-  if (bench::is_long_sequence_workload(name) && name.ends_with("-math")) {
+  if (bench::is_long_sequence_workload(name)) {
     machine[name] = zoo["value"].get<double>();
     machine[name + ":rss"] = zoo["peak_rss_mb"].get<double>();
   }
@@ -228,6 +295,27 @@ std::string own_comparison_notes(const std::string& name, const json& zoo, Measu
             fixed(row["step_time_vs_plain"].get<double>(), 2) + "x the step time; ";
   } else if (name == "train-gpt2-small-1024") {
     notes = "activations " + fixed(zoo["activation_mb"].get<double>(), 0) + " MB; ";
+  }
+  // N ranks sharing a sequence against one process holding all of it, and one holding a rank's
+  // share (T / N tokens), where this run measured them before.
+  if (bench::is_ring_workload(name)) {
+    const auto ring = bench::ring_workload(name);
+    const int64_t t = std::stoll(ring.single.substr(ring.single.rfind('-') + 1));
+    const std::string share = ring.single.substr(0, ring.single.rfind('-') + 1) + std::to_string(t / ring.ranks);
+    notes = std::to_string(ring.ranks) + " ranks of " + std::to_string(t / ring.ranks) + " tokens, largest " + memory +
+            " " + fixed(zoo["peak_rss_mb"].get<double>(), 0) + " MB";
+    if (machine.count(share)) {
+      row["peak_rss_vs_one_rank_share"] = zoo["peak_rss_mb"].get<double>() / machine[share + ":rss"];
+      notes += " = " + fixed(100.0 * row["peak_rss_vs_one_rank_share"].get<double>(), 0) + "% of one process's at " +
+               std::to_string(t / ring.ranks) + " tokens";
+    }
+    if (machine.count(ring.single)) {
+      row["peak_rss_vs_one_rank"] = zoo["peak_rss_mb"].get<double>() / machine[ring.single + ":rss"];
+      row["speed_vs_one_rank"] = zoo["value"].get<double>() / machine[ring.single];
+      notes += ", " + fixed(100.0 * row["peak_rss_vs_one_rank"].get<double>(), 0) + "% of one process's at " +
+               std::to_string(t) + "; " + fixed(row["speed_vs_one_rank"].get<double>(), 2) + "x its tokens/s";
+    }
+    return notes;
   }
   // zoo's attention path against its own (T, T) path, measured just before.
   if (bench::is_long_sequence_workload(name) && machine.count(name + "-math")) {
@@ -276,6 +364,10 @@ struct Row {
 Row make_row(const std::string& name, const json& zoo, const json& torch_result, Measured& machine,
              const std::string& memory) {
   json row = {{"name", name}, {"unit", zoo["unit"]}, {"zoo", zoo["value"]}, {"zoo_peak_rss_mb", zoo["peak_rss_mb"]}};
+  if (zoo.contains("ranks")) {  // a ring row: its ranks' own peaks besides the largest
+    row["ranks"] = zoo["ranks"];
+    row["rank_peak_rss_mb"] = zoo["rank_peak_rss_mb"];
+  }
   if (!torch_result.is_null()) {
     row["pytorch"] = torch_result["value"];
     row["pytorch_compiled"] = torch_result.value("compiled", false);
@@ -297,7 +389,7 @@ Row make_row(const std::string& name, const json& zoo, const json& torch_result,
     row["zoo_split_ms"] = zoo["split_ms"];
     if (torch_result.contains("split_ms")) row["pytorch_split_ms"] = torch_result["split_ms"];
   }
-  if (name.starts_with("train") || name.starts_with("long-")) {
+  if (name.starts_with("train") || name.starts_with("long-")) {  // the ring rows' notes say theirs
     notes += std::string(notes.empty() ? "" : "; ") + memory + " " + fixed(zoo["peak_rss_mb"].get<double>(), 0) +
              " MB" + (!torch_result.is_null() ? " (pytorch " + fixed(torch_result["peak_rss_mb"].get<double>(), 0) + ")" : "");
   }
@@ -334,10 +426,13 @@ int run_bench(const BenchArgs& a) {
   Measured machine;
   const std::string memory = on_gpu ? "peak GPU memory" : "peak RSS";
   for (const auto& name : names) {
-    const json zoo = run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
-                                "--profile", std::to_string(a.profile), "--gpt2-tokenizer", a.gpt2_tokenizer,
-                                "--device", device.str()},
-                               {});
+    const json zoo =
+        bench::is_ring_workload(name)
+            ? run_ranks(self, name, bench::ring_workload(name).ranks, threads, steps)
+            : run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
+                         "--profile", std::to_string(a.profile), "--gpt2-tokenizer", a.gpt2_tokenizer, "--device",
+                         device.str()},
+                        {});
     const json torch_result =
         a.compare && bench::compares_with_pytorch(name) ? run_child({a.python, script.string(), name, steps}, torch_env) : json();
     const Row row = make_row(name, zoo, torch_result, machine, memory);

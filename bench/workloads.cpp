@@ -178,7 +178,10 @@ constexpr TrainShape kTrainShapes[] = {
 };
 
 json run_training(const TrainShape& shape, const WorkloadOptions& o) {
-  TrainWorkload w{bench_config(shape.model), shape.b, shape.t, shape.precision, shape.lora_rank, shape.recompute};
+  TrainWorkload w;
+  w.config = bench_config(shape.model);
+  w.b = shape.b, w.t = shape.t, w.precision = shape.precision, w.lora_rank = shape.lora_rank;
+  w.recompute = shape.recompute;
   // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
   if (o.device.is_cuda() && std::string(shape.model) == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;
   return train_workload(w, o.steps, o.profile_rows, o.device);
@@ -209,11 +212,32 @@ const std::vector<std::string>& workload_names() {
 
 bool compares_with_pytorch(const std::string& name) {
   if (is_long_sequence_workload(name)) return !name.ends_with("-math");
+  if (is_ring_workload(name)) return false;  // PyTorch has no ring attention on the CPU
   return !name.starts_with("tokenize-") && !name.starts_with("finetune-gpt2-small-lora") &&
          !name.starts_with("train-gpt2-small-1024");
 }
 
 json run_workload(const std::string& name, const WorkloadOptions& options) {
+  if (is_ring_workload(name)) {
+    // One rank of the row: zoo bench started the others beside this one.
+    const RingWorkload ring = ring_workload(name);
+    const DistributedEnv env = distributed_env();
+    if (env.world_size != ring.ranks) {
+      throw std::invalid_argument(name + " runs as " + std::to_string(ring.ranks) +
+                                  " worker processes (WORLD_SIZE); zoo bench --only " + name + " starts them");
+    }
+    TORCH_CHECK(options.device.is_cpu(), name, ": ring attention runs on the CPU");
+    DataParallel group(env, options.device);
+    TrainWorkload w = long_sequence_workload(ring.single);
+    w.ring = group.ring(ring.ranks);
+    w.parallel = &group;
+    json row = train_workload(w, options.steps > 0 ? options.steps : 2, 0, options.device);
+    row.erase("flops_per_token");  // N processes share the CPUs the matmul rate was measured on
+    row["name"] = name;
+    row["ranks"] = ring.ranks;
+    row["peak_rss_mb"] = peak_rss_mb();
+    return row;
+  }
   if (is_long_sequence_workload(name)) {
     // Two steps after one warm-up: at 16k tokens a step takes minutes on two cores.
     json row = train_workload(long_sequence_workload(name), options.steps > 0 ? options.steps : 2, options.profile_rows,
@@ -260,6 +284,33 @@ bool is_long_sequence_workload(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+const std::vector<std::string>& ring_workload_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const char* kind : kLongKinds) {
+      for (const int64_t t : kLongLengths) {
+        for (const int64_t ranks : {2, 4}) {
+          n.push_back("ring-" + std::string(kind) + "-" + std::to_string(t) + "-" + std::to_string(ranks));
+        }
+      }
+    }
+    return n;
+  }();
+  return names;
+}
+
+bool is_ring_workload(const std::string& name) {
+  const auto& names = ring_workload_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+RingWorkload ring_workload(const std::string& name) {
+  if (!is_ring_workload(name)) throw std::invalid_argument("not a ring workload: " + name);
+  // ring-KIND-T-N
+  const auto last = name.rfind('-');
+  return {"long-" + name.substr(5, last - 5), std::stoll(name.substr(last + 1))};
+}
+
 TrainWorkload long_sequence_workload(const std::string& name) {
   if (!is_long_sequence_workload(name)) throw std::invalid_argument("not a long-sequence workload: " + name);
   // long-KIND-T[-gpt2][-math]
@@ -277,7 +328,9 @@ TrainWorkload long_sequence_workload(const std::string& name) {
   if (kind == "window") c.window = 256;
   c.attention_backend = math ? AttentionBackend::kMath : AttentionBackend::kAuto;
   c.validate("bench " + name);
-  TrainWorkload w{c, 1, t, Precision::kFp32, 0, false};
+  TrainWorkload w;
+  w.config = c;
+  w.b = 1, w.t = t;
   w.warmup = 1;
   return w;
 }
@@ -311,6 +364,9 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
   for (const auto& p : model.module()->parameters())
     if (p.requires_grad()) params.push_back(p);
   const Batch batch = random_batch(config.vocab_size, w.b, w.t, device);
+  // Every rank built the same model from seed 0 and drew the same batch; gradients are averaged
+  // over the group, as the trainer does.
+  if (w.parallel != nullptr) w.parallel->attach(params);
   // Where the time goes: forward (with the loss), backward, optimizer (clipping + AdamW).
   std::vector<double> forward_s, backward_s, optimizer_s;
   // What the first forward keeps for backward (activations and logits), by resident memory
@@ -325,12 +381,14 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
     const double before = activation_mb < 0 ? memory_mb() : 0;
     {
       AutocastScope autocast(w.precision, device);
-      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, device);
+      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, device, false, w.ring);
     }
     if (activation_mb < 0) activation_mb = memory_mb() - before;
     synchronize(device);
     auto t1 = Clock::now();
+    if (w.parallel != nullptr) w.parallel->set_sync(true);
     out.loss.backward();
+    if (w.parallel != nullptr) w.parallel->finish_gradients();
     synchronize(device);
     auto t2 = Clock::now();
     torch::nn::utils::clip_grad_norm_(params, 1.0);

@@ -30,19 +30,27 @@
 //                        relative (T5's buckets), window (RoPE, w = 256); attention_backend auto.
 //                        With -math last: the same on the (T, T) path. Run when named (--only):
 //                        at 16k a step takes minutes here.
+//   ring-KIND-T-N        long-KIND-T's step with the sequence split over N = 2 or 4 ranks
+//                        (context parallelism, kernels/ring_attention.h), each rank a worker
+//                        process of its own (zoo bench starts them, with the environment a
+//                        multi-process launch sets) and gradients averaged as in training; its
+//                        peak memory is the largest rank's. Run when named.
 //
 // On a GPU the model, matmul and copy workloads run there, each timing ending in a device
 // synchronisation, and peak memory is the caching allocator's peak rather than resident memory.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/ring_attention.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "train/distributed.h"
 #include "train/precision.h"
 
 namespace zoo::bench {
@@ -88,12 +96,26 @@ struct TrainWorkload {
   int64_t lora_rank = 0;   // > 0: LoRA on q and v, the rest frozen
   bool recompute = false;  // activation checkpointing
   int64_t warmup = 2;      // steps before the timed ones
+  // Context parallelism: this rank's ring and the group that averages the gradients (the batch
+  // is then each rank's zigzag share of the sequence).
+  std::shared_ptr<RingExchange> ring;
+  DataParallel* parallel = nullptr;
 };
 
 // The long-KIND-T rows: every name, and whether `name` is one (then its config and length).
 const std::vector<std::string>& long_sequence_workload_names();
 bool is_long_sequence_workload(const std::string& name);
 TrainWorkload long_sequence_workload(const std::string& name);
+
+// The ring-KIND-T-N rows: every name, and whether `name` is one (then the long-KIND-T row it
+// splits and its number of ranks).
+const std::vector<std::string>& ring_workload_names();
+bool is_ring_workload(const std::string& name);
+struct RingWorkload {
+  std::string single;  // long-KIND-T: the same step in one process
+  int64_t ranks = 2;
+};
+RingWorkload ring_workload(const std::string& name);
 
 // The median of `steps` (0: 5) training steps after the warm-up steps: tokens/s, step_ms, the
 // forward/backward/optimizer split, what the first forward keeps for backward (activation_mb),

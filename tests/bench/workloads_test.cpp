@@ -206,5 +206,38 @@ TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
   EXPECT_NE(script.find(R"(LONG_KINDS = ("learned", "alibi", "relative", "window"))"), std::string::npos);
 }
 
+TEST(BenchRingRows, EveryLongRowOnTwoAndFourRanks) {
+  const auto& names = ring_workload_names();
+  EXPECT_EQ(names.size(), 4u * 5u * 2u);
+  const auto& defaults = workload_names();
+  for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
+    for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {
+      for (const int64_t ranks : {2, 4}) {
+        const std::string name = "ring-" + kind + "-" + std::to_string(t) + "-" + std::to_string(ranks);
+        ASSERT_TRUE(is_ring_workload(name)) << name;
+        const auto ring = ring_workload(name);
+        EXPECT_EQ(ring.single, "long-" + kind + "-" + std::to_string(t));
+        EXPECT_TRUE(is_long_sequence_workload(ring.single));
+        EXPECT_EQ(ring.ranks, ranks);
+        EXPECT_FALSE(compares_with_pytorch(name));
+        EXPECT_EQ(std::find(defaults.begin(), defaults.end(), name), defaults.end());
+      }
+    }
+  }
+  EXPECT_FALSE(is_ring_workload("ring-alibi-1024-3"));
+  EXPECT_FALSE(is_ring_workload("ring-alibi-1024"));
+  EXPECT_THROW(ring_workload("ring-rope-1024-2"), std::invalid_argument);
+  // A worker started alone (no WORLD_SIZE) refuses, saying who starts its ranks.
+  try {
+    run_workload("ring-alibi-1024-2", WorkloadOptions{});
+    ADD_FAILURE() << "a ring row ran without its ranks";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("runs as 2 worker processes (WORLD_SIZE); zoo bench --only ring-alibi-1024-2 "
+                                         "starts them"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace zoo::bench

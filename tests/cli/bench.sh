@@ -108,4 +108,19 @@ PY
 "$zoo" bench --steps 1 --only train-gpt-tiny --profile 3 > "$work/profile.txt"
 grep -q "profiled step .* ms; ops by self time:" "$work/profile.txt" || { cat "$work/profile.txt"; exit 1; }
 [ "$(grep -c '^ .* ms .*%' "$work/profile.txt")" -eq 3 ] || { cat "$work/profile.txt"; exit 1; }
+# The ring rows: the sequence split over 2 worker processes (context parallelism), the row
+# rank 0's with every rank's peak memory, compared with one process at the same length and at a
+# rank's share of it, measured before in the same run.
+"$zoo" bench --json --steps 1 --only long-alibi-1024 long-alibi-2048 ring-alibi-2048-2 > "$work/ring.jsonl"
+"$python" - "$work/ring.jsonl" <<'PY'
+import json, sys
+rows = {r["name"]: r for r in map(json.loads, open(sys.argv[1]))}
+ring, share, whole = rows["ring-alibi-2048-2"], rows["long-alibi-1024"], rows["long-alibi-2048"]
+assert ring["unit"] == "tokens/s" and ring["zoo"] > 0 and "pytorch" not in ring and "mfu" not in ring, ring
+assert ring["ranks"] == 2 and len(ring["rank_peak_rss_mb"]) == 2, ring
+assert ring["zoo_peak_rss_mb"] == max(ring["rank_peak_rss_mb"]) > 0, ring
+assert abs(ring["peak_rss_vs_one_rank_share"] - ring["zoo_peak_rss_mb"] / share["zoo_peak_rss_mb"]) < 1e-9, ring
+assert abs(ring["peak_rss_vs_one_rank"] - ring["zoo_peak_rss_mb"] / whole["zoo_peak_rss_mb"]) < 1e-9, ring
+assert abs(ring["speed_vs_one_rank"] - ring["zoo"] / whole["zoo"]) < 1e-9, ring
+PY
 echo "bench: ok"
