@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <vector>
 
-
 namespace zoo {
 
 TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,

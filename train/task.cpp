@@ -35,6 +35,14 @@ torch::Tensor on(const torch::Tensor& t, const torch::Device& device) {
 
 bool has_token_files(const std::string& dir) { return fs::exists(fs::path(dir) / "train.tokens"); }
 
+// Causal LM training: the head and the loss fused in chunks, never the whole (B T, V) logits.
+void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch::Tensor& labels,
+                          double label_smoothing, LossOutput& out) {
+  count_targets({}, labels, false, out);
+  out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
+                                  labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+}
+
 }  // namespace
 
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
@@ -50,10 +58,8 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
     const auto positions =
         zigzag_positions(layout, ring->rank()).to(device).unsqueeze(0).expand({ids.size(0), layout.local_tokens()});
     out.tokens = ids.numel();
-    const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions, ring);
-    count_targets({}, labels, false, out);
-    out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
-                                    labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+    fused_causal_lm_loss(model, model.gpt->hidden_states(ids, {}, nullptr, positions, ring), labels, label_smoothing,
+                         out);
     return out;
   }
   const auto ids = on(batch.input_ids, device);
@@ -65,11 +71,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
     case Objective::kCausalLM:
       // Right padding only ever follows the real tokens, which a causal model cannot see.
       if (!with_accuracy) {
-        // Training: the head and the loss fused in chunks, never the whole (B T, V) logits.
-        const auto hidden = model.gpt->hidden_states(ids);
-        count_targets({}, labels, false, out);
-        out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
-                                        labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+        fused_causal_lm_loss(model, model.gpt->hidden_states(ids), labels, label_smoothing, out);
         return out;
       }
       logits = model.gpt->forward(ids);
