@@ -185,10 +185,12 @@ std::vector<std::string> chosen_workloads(const BenchArgs& a, bool on_gpu) {
   std::vector<std::string> names = a.only.empty() ? known : a.only;
   for (const auto& n : names) {
     if (std::find(known.begin(), known.end(), n) == known.end() && !bench::is_long_sequence_workload(n) &&
-        !bench::is_ring_workload(n)) {
+        !bench::is_ring_workload(n) && !bench::is_decode_workload(n)) {
       throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(known, ", ") +
                                   ", long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window and "
-                                  "T 1024, 2048, 4096, 8192, 16384, and ring-KIND-T-N for N 2 or 4)");
+                                  "T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
+                                  "ring-KIND-T-N for N 2 or 4, and decode-KIND-C for KIND softmax or gla and C 512, "
+                                  "4096, 32768)");
     }
     if (on_gpu && bench::is_ring_workload(n)) {
       throw std::invalid_argument("zoo bench: " + n + " runs on the CPU only (leave out --device cuda)");

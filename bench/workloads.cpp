@@ -14,6 +14,7 @@
 #include "core/strings.h"
 #include "data/corpus.h"
 #include "models/generation.h"
+#include "models/layer_options.h"
 #include "models/lora.h"
 #include "tokenizers/tokenizer.h"
 #include "train/autocast.h"
@@ -195,6 +196,7 @@ json run_non_training(const std::string& name, const WorkloadOptions& o) {
   if (name == "generate-gpt2-small") return generate_gpt2(o.steps, torch::kFloat, o.device);
   if (name == "generate-gpt2-small-bf16") return generate_gpt2(o.steps, torch::kBFloat16, o.device);
   if (name == "tokenize-zoo") return tokenize_workload(bench_zoo_tokenizer(), o.steps);
+  if (is_decode_workload(name)) return decode_workload(name, o.steps, o.device);
   if (name == "tokenize-gpt2") return tokenize_workload(bench_gpt2_tokenizer(o.gpt2_tokenizer), o.steps);
   throw std::invalid_argument("unknown workload '" + name + "' (known: " + join(workload_names(), ", ") + ")");
 }
@@ -211,6 +213,8 @@ const std::vector<std::string>& workload_names() {
 }
 
 bool compares_with_pytorch(const std::string& name) {
+  // PyTorch has no linear attention of its own (flash-linear-attention's kernels are Triton's).
+  if (name.starts_with("long-linear-") || name.starts_with("long-gla-") || is_decode_workload(name)) return false;
   if (is_long_sequence_workload(name)) return !name.ends_with("-math");
   if (is_ring_workload(name)) return false;  // PyTorch has no ring attention on the CPU
   return !name.starts_with("tokenize-") && !name.starts_with("finetune-gpt2-small-lora") &&
@@ -259,6 +263,8 @@ namespace {
 
 constexpr const char* kLongKinds[] = {"learned", "alibi", "relative", "window"};
 constexpr int64_t kLongLengths[] = {1024, 2048, 4096, 8192, 16384};
+// Linear and gated linear attention (layers/linear_attention.h): no (T, T) path to compare.
+constexpr const char* kLongRecurrentKinds[] = {"linear", "gla"};
 
 }  // namespace
 
@@ -273,10 +279,78 @@ const std::vector<std::string>& long_sequence_workload_names() {
           n.push_back(name);
         }
       }
+      for (const char* kind : kLongRecurrentKinds) {
+        for (const int64_t t : kLongLengths) n.push_back("long-" + std::string(kind) + "-" + std::to_string(t) + model);
+      }
     }
     return n;
   }();
   return names;
+}
+
+const std::vector<std::string>& decode_workload_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const char* kind : {"softmax", "gla"}) {
+      for (const int64_t context : {512, 4096, 32768}) n.push_back("decode-" + std::string(kind) + "-" + std::to_string(context));
+    }
+    return n;
+  }();
+  return names;
+}
+
+bool is_decode_workload(const std::string& name) {
+  const auto& names = decode_workload_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+json decode_workload(const std::string& name, int64_t steps, const c10::Device& device) {
+  if (!is_decode_workload(name)) throw std::invalid_argument("not a decoding workload: " + name);
+  // decode-KIND-C
+  const bool gla = name.starts_with("decode-gla-");
+  const int64_t context = std::stoll(name.substr(name.rfind('-') + 1));
+  constexpr int64_t kNewTokens = 64;
+  torch::manual_seed(0);
+  ModelConfig c = bench_config("gpt-tiny");
+  c.max_positions = context + kNewTokens + 1;
+  if (gla) c.attention = AttentionKind::kGatedLinear;
+  c.validate("bench " + name);
+  Model model = build_model(c);
+  model.module()->to(device);
+  model.module()->eval();
+  c10::InferenceMode inference;
+  // The cache as a prompt of `context` tokens would leave it, filled directly (the step's cost
+  // depends on the cache's size, not its values): keys and values, or one state per layer.
+  auto fill = [&](KVCache& cache) {
+    cache.clear();
+    for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+      auto& entry = cache.self_attention(layer);
+      if (gla) {
+        const auto o = *linear_attention_options(c, layer);
+        entry.set_state(torch::randn({1, c.n_heads, o.head_k(), o.head_v()}, torch::device(device)) * 0.01, context);
+      } else {
+        const int64_t kv = c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads, hd = c.resolved_head_dim();
+        entry.reserve(context + kNewTokens);
+        entry.append(torch::randn({1, kv, context, hd}, torch::device(device)),
+                     torch::randn({1, kv, context, hd}, torch::device(device)));
+      }
+    }
+  };
+  KVCache cache = model.gpt->make_cache();
+  auto token = torch::full({1, 1}, 5, torch::dtype(torch::kLong).device(device));
+  // The median over runs of the 64 steps alone (filling the cache is not timed).
+  std::vector<double> times;
+  for (int64_t run = 0; run < 1 + (steps > 0 ? steps : 3); ++run) {
+    fill(cache);
+    synchronize(device);
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < kNewTokens; ++i) token = model.gpt->forward(token, {}, &cache).argmax(-1);
+    synchronize(device);
+    if (run > 0) times.push_back(seconds_since(start));  // the first warms up
+  }
+  std::sort(times.begin(), times.end());
+  const double s = times[times.size() / 2];
+  return {{"unit", "tokens/s"}, {"value", static_cast<double>(kNewTokens) / s}, {"context", context}};
 }
 
 bool is_long_sequence_workload(const std::string& name) {
@@ -321,7 +395,9 @@ TrainWorkload long_sequence_workload(const std::string& name) {
   const int64_t t = std::stoll(name.substr(kind_end + 1));
   ModelConfig c = bench_config(gpt2 ? "gpt2-small" : "gpt-tiny");
   c.max_positions = t;
-  c.position = kind == "learned"    ? PositionKind::kLearned
+  if (kind == "linear") c.attention = AttentionKind::kLinear;
+  if (kind == "gla") c.attention = AttentionKind::kGatedLinear;
+  c.position = kind == "learned" || kind == "linear" || kind == "gla" ? PositionKind::kLearned
                : kind == "alibi"    ? PositionKind::kAlibi
                : kind == "relative" ? PositionKind::kRelative
                                     : PositionKind::kRope;

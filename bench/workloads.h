@@ -27,9 +27,14 @@
 //   long-KIND-T          one training step of gpt-tiny's sizes (4 layers, 4 heads of 64; with
 //                        -gpt2, gpt2-small's: 12 layers, 12 heads of 64), batch 1, T = 1024 ..
 //                        16384 tokens, KIND the attention's terms: learned (plain causal), alibi,
-//                        relative (T5's buckets), window (RoPE, w = 256); attention_backend auto.
+//                        relative (T5's buckets), window (RoPE, w = 256); attention_backend auto;
+//                        or linear (elu1) and gla, linear and gated linear attention in every
+//                        layer (layers/linear_attention.h, learned positions; no PyTorch side).
 //                        With -math last: the same on the (T, T) path. Run when named (--only):
 //                        at 16k a step takes minutes here.
+//   decode-KIND-C        batch-1 greedy decoding at a context of C = 512, 4096 or 32768 tokens,
+//                        softmax attention against gated linear attention (gla) of gpt-tiny's
+//                        sizes: the cache filled to C, then 64 steps. Run when named.
 //   ring-KIND-T-N        long-KIND-T's step with the sequence split over N = 2 or 4 ranks
 //                        (context parallelism, kernels/ring_attention.h), each rank a worker
 //                        process of its own (zoo bench starts them, with the environment a
@@ -106,6 +111,13 @@ struct TrainWorkload {
 const std::vector<std::string>& long_sequence_workload_names();
 bool is_long_sequence_workload(const std::string& name);
 TrainWorkload long_sequence_workload(const std::string& name);
+
+// The decode-KIND-C rows (KIND softmax or gla, C = 512, 4096, 32768): gpt-tiny's sizes, batch 1,
+// 64 greedy steps after a cache filled to a context of C tokens; softmax attention's steps read
+// every cached key, gated linear attention's one state per layer.
+const std::vector<std::string>& decode_workload_names();
+bool is_decode_workload(const std::string& name);
+nlohmann::json decode_workload(const std::string& name, int64_t steps, const c10::Device& device);
 
 // The ring-KIND-T-N rows: every name, and whether `name` is one (then the long-KIND-T row it
 // splits and its number of ranks).

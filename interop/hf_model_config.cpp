@@ -101,13 +101,14 @@ std::string activation_to_hf(Activation activation) {
 enum class LlamaType { kLlama, kMistral, kQwen2 };
 
 // The model types zoo reads (config.json's model_type).
-enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2 };
+// zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
+enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kZoo };
 
 }  // namespace
 
 ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert", HfModelType::kBert},
                {"t5", HfModelType::kT5}, {"llama", HfModelType::kLlama}, {"mistral", HfModelType::kMistral},
-               {"qwen2", HfModelType::kQwen2});
+               {"qwen2", HfModelType::kQwen2}, {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
                {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2});
@@ -410,6 +411,11 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kLlama: c = llama_from_hf(hf, LlamaType::kLlama, arch, source); break;
     case HfModelType::kMistral: c = llama_from_hf(hf, LlamaType::kMistral, arch, source); break;
     case HfModelType::kQwen2: c = llama_from_hf(hf, LlamaType::kQwen2, arch, source); break;
+    case HfModelType::kZoo:
+      // zoo's own layout: the whole model config, as `zoo info --config` writes it.
+      c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");
+      c.validate(source);
+      return c;
   }
   c.name = type_name + (arch.empty() ? "" : " (" + arch + ")");
   c.validate(source);
@@ -420,6 +426,12 @@ json config_to_hf(const ModelConfig& c) {
   auto none = [&](const std::string& what) {
     throw ConfigError("config '" + c.name + "' has no Hugging Face equivalent: " + what);
   };
+  if (c.has_recurrent_layers()) {
+    // Hugging Face has no class for these: zoo's own layout, the tensors under zoo's names.
+    return {{"model_type", "zoo"}, {"architectures", {"ZooForCausalLM"}}, {"zoo_config", to_yaml(c)},
+            {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"num_hidden_layers", c.n_layers},
+            {"num_attention_heads", c.n_heads}};
+  }
   if (c.family == Family::kGpt && c.position == PositionKind::kRope) return llama_to_hf(c, none);
   const bool mha = c.n_kv_heads == 0 || c.n_kv_heads == c.n_heads;
   if (!mha) none("grouped-query attention");

@@ -220,6 +220,42 @@ const torch::Tensor* find_weight(const std::map<std::string, torch::Tensor>& wei
 
 std::string shape(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
+// Models Hugging Face has no class for (linear attention layers) go in zoo's own layout:
+// config.json's model_type "zoo" with the model config, the tensors under zoo's own names.
+bool uses_zoo_layout(const ModelConfig& c) { return c.has_recurrent_layers(); }
+
+// Every parameter from `weights` by its own name (shapes checked), the buffers where present.
+void read_zoo_layout(Model& model, const std::map<std::string, torch::Tensor>& weights, const std::string& dir,
+                     HfImportReport* report) {
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  std::vector<std::string> missing;
+  size_t bf16 = 0, read = 0;
+  auto take = [&](const std::string& name, torch::Tensor& target, bool required) {
+    const auto it = weights.find(name);
+    if (it == weights.end()) {
+      if (required) missing.push_back(name);
+      return;
+    }
+    if (it->second.sizes() != target.sizes()) {
+      throw std::runtime_error(dir + ": tensor '" + name + "' has shape " + shape(it->second) + " but zoo's needs " +
+                               shape(target));
+    }
+    check_finite(it->second, dir + ": tensor '" + name + "'");
+    used.insert(name);
+    ++read, bf16 += it->second.scalar_type() == torch::kBFloat16;
+    target.copy_(it->second.to(target.dtype()));
+  };
+  for (auto& p : model.module()->named_parameters()) take(p.key(), p.value(), true);
+  for (auto& b : model.module()->named_buffers()) take(b.key(), b.value(), false);
+  if (!missing.empty()) throw std::runtime_error(dir + ": missing tensors the model needs: " + join(missing, ", ", 12));
+  HfImportReport local;
+  local.stored_dtype = read > 0 && bf16 == read ? torch::kBFloat16 : torch::kFloat;
+  for (const auto& [name, t] : weights)
+    if (!used.count(name)) local.unexpected.push_back(name);
+  if (report != nullptr) *report = local;
+}
+
 }  // namespace
 
 std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir) {
@@ -277,6 +313,10 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
   const ModelConfig config = config_from_hf(hf, config_path);
   const auto weights = read_hf_weights(dir);
   Model model = build_model(config);
+  if (uses_zoo_layout(config)) {
+    read_zoo_layout(model, weights, dir, report);
+    return model;
+  }
   const std::string base = base_prefix(config, weights);
   auto params = model.module()->named_parameters();
   std::set<std::string> used;
@@ -337,7 +377,12 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
   auto params = model.module()->named_parameters();
   const auto& c = model.config;
   std::map<std::string, torch::Tensor> out;
-  for (const auto& map : hf_tensor_maps(c)) {
+  if (uses_zoo_layout(c)) {
+    for (const auto& p : params) out[p.key()] = p.value().detach().to(torch::kCPU, dtype).contiguous();
+    // Buffers drawn at random (performer features) travel too, in float32 whatever `dtype`.
+    for (const auto& b : model.module()->named_buffers()) out[b.key()] = b.value().detach().to(torch::kCPU).contiguous();
+  }
+  for (const auto& map : uses_zoo_layout(c) ? std::vector<HfTensorMap>{} : hf_tensor_maps(c)) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
     const auto value = source->detach().to(torch::kCPU, dtype);

@@ -301,6 +301,10 @@ torch::jit::Module define_class(const ScriptClass& k, const std::string& class_n
 // The export and, for zoo.json, the script files of each of its classes.
 torch::jit::Module build(const Model& model, nlohmann::json* files) {
   model.config.validate();
+  if (model.config.has_recurrent_layers()) {
+    throw std::invalid_argument("TorchScript export: linear and gated linear attention layers (model.attention) are "
+                                "not exported yet; zoo generate decodes them");
+  }
   torch::NoGradGuard no_grad;
   const auto config = config_attributes(model.config);
   const std::string family = family_script(model.config.family).class_name;

@@ -38,6 +38,9 @@ struct AttentionBias {
   // Set (with `tiled`): context parallelism, each call ring attention with `terms` over this
   // rank's zigzag tokens (kernels/ring_attention.h).
   std::shared_ptr<RingExchange> ring;
+  // (B, T) nonzero at the real tokens among this call's queries, or undefined (all real): what
+  // recurrent layers (layers/linear_attention.h) read, which take no (T, K) mask.
+  torch::Tensor token_mask;
 };
 
 struct AttentionBiasInputs {

@@ -17,6 +17,13 @@ AttentionOptions TransformerBlockOptions::cross_attention_options() const {
 void TransformerBlockOptions::validate() const {
   attention_.validate();
   const int64_t d = attention_.d_model();
+  if (linear_attention_) {
+    linear_attention_->validate();
+    if (linear_attention_->d_model() != d || cross_attention_) {
+      throw std::invalid_argument(c10::str("block: linear attention of d_model ", linear_attention_->d_model(),
+                                           " in a block of ", d, cross_attention_ ? " with cross-attention" : ""));
+    }
+  }
   if (feed_forward_.d_model() != d || norm_.d_model() != d) {
     throw std::invalid_argument(c10::str("block: d_model differs between attention (", d,
                                          "), feed-forward (", feed_forward_.d_model(),
@@ -37,7 +44,13 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerBlockOptions& option
 
 void TransformerBlockImpl::reset() {
   options.validate();
-  self_attn = register_module("self_attn", Attention(options.attention()));
+  self_attn = nullptr;
+  linear_attn = nullptr;
+  if (options.linear_attention()) {
+    linear_attn = register_module("self_attn", LinearAttention(*options.linear_attention()));
+  } else {
+    self_attn = register_module("self_attn", Attention(options.attention()));
+  }
   self_attn_norm = register_module("self_attn_norm", Norm(options.norm()));
   cross_attn = nullptr;
   cross_attn_norm = nullptr;
@@ -70,7 +83,15 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x,
   AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
   AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(layer) : nullptr;
   return residual(
-      x, [&](const torch::Tensor& h) { return self_attn->forward(h, {}, padding_mask, position_bias, self_cache, position_ids); },
+      x,
+      [&](const torch::Tensor& h) {
+        if (linear_attn) {
+          const auto tokens = padding_mask.defined() ? padding_mask.narrow(1, padding_mask.size(1) - h.size(1), h.size(1))
+                                                     : torch::Tensor();
+          return linear_attn->forward(h, tokens, self_cache);
+        }
+        return self_attn->forward(h, {}, padding_mask, position_bias, self_cache, position_ids);
+      },
       [&](const torch::Tensor& h) {
         return cross_attn->forward(h, memory, memory_padding_mask, cross_position_bias, cross_cache);
       });
@@ -84,7 +105,11 @@ torch::Tensor TransformerBlockImpl::forward_with_bias(const torch::Tensor& x, co
   AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
   AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(layer) : nullptr;
   return residual(
-      x, [&](const torch::Tensor& h) { return self_attn->forward_with_bias(h, self_bias, {}, self_cache, position_ids); },
+      x,
+      [&](const torch::Tensor& h) {
+        return linear_attn ? linear_attn->forward(h, self_bias.token_mask, self_cache)
+                           : self_attn->forward_with_bias(h, self_bias, {}, self_cache, position_ids);
+      },
       [&](const torch::Tensor& h) { return cross_attn->forward_with_bias(h, cross_bias, memory, cross_cache); });
 }
 

@@ -15,6 +15,7 @@
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
 #include "layers/kv_cache.h"
+#include "layers/linear_attention.h"
 #include "layers/norm.h"
 #include "layers/variants.h"
 
@@ -27,6 +28,9 @@ struct TransformerBlockOptions {
         feed_forward_(std::move(feed_forward)),
         norm_(std::move(norm)) {}
   TORCH_ARG(AttentionOptions, attention);  // the self-attention
+  // Set: the block mixes tokens with linear or gated linear attention instead (decoders only),
+  // registered as self_attn too; `attention` then only gives d_model.
+  TORCH_ARG(std::optional<LinearAttentionOptions>, linear_attention) = std::nullopt;
   // Adds cross-attention over an encoder's output, shaped like the self-attention (same heads,
   // scaling and projections) but neither causal, windowed nor rotary.
   TORCH_ARG(bool, cross_attention) = false;
@@ -63,7 +67,8 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
                         const torch::Tensor& position_ids = {});
 
   TransformerBlockOptions options;
-  Attention self_attn{nullptr};
+  Attention self_attn{nullptr};          // softmax attention, or
+  LinearAttention linear_attn{nullptr};  // a recurrent mixer (options.linear_attention())
   Norm self_attn_norm{nullptr};
   Attention cross_attn{nullptr};
   Norm cross_attn_norm{nullptr};

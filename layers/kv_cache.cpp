@@ -59,7 +59,15 @@ void AttentionCache::set_static(torch::Tensor keys, torch::Tensor values) {
   is_static_ = true;
 }
 
+void AttentionCache::set_state(torch::Tensor state, int64_t tokens) {
+  TORCH_CHECK(!keys_.defined() && !is_static_, "AttentionCache: a recurrent state in a cache holding keys");
+  TORCH_CHECK(tokens >= 0, "AttentionCache: set_state after ", tokens, " tokens");
+  state_ = std::move(state);
+  seen_ += tokens;
+}
+
 void AttentionCache::reorder(const torch::Tensor& indices) {
+  if (state_.defined()) state_ = state_.index_select(0, indices.to(state_.device()));
   if (!keys_.defined()) return;
   keys_ = keys_.index_select(0, indices.to(keys_.device()));
   values_ = values_.index_select(0, indices.to(values_.device()));

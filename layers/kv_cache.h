@@ -25,6 +25,10 @@ class AttentionCache {
   std::pair<torch::Tensor, torch::Tensor> append(const torch::Tensor& keys,
                                                  const torch::Tensor& values, int64_t window = 0);
   void set_static(torch::Tensor keys, torch::Tensor values);
+  // Recurrent layers (layers/linear_attention.h) keep one state, (B, H, Dk, Dv), instead of keys
+  // and values: the state after `tokens` more positions replaces the last one.
+  void set_state(torch::Tensor state, int64_t tokens);
+  const torch::Tensor& state() const { return state_; }
   bool is_static() const { return is_static_; }
 
   // Preallocates room for `capacity` positions (once the batch shape is known, at first append).
@@ -43,6 +47,7 @@ class AttentionCache {
 
  private:
   torch::Tensor keys_, values_;  // (B, Hkv, capacity, D)
+  torch::Tensor state_;          // recurrent layers: (B, H, Dk, Dv)
   int64_t begin_ = 0;            // buffer slot of the first kept key
   int64_t length_ = 0;
   int64_t seen_ = 0;

@@ -29,6 +29,15 @@ enum class RopeScalingKind { kNone, kLinear, kLlama3 };
 // kernel; tiled always zoo's (an error where it cannot run); math the explicit (T, T) path,
 // the tests' reference.
 enum class AttentionBackend { kAuto, kFused, kTiled, kMath };
+// What mixes the tokens of a decoder layer: softmax attention over every key (the KV cache grows
+// with the context), or a recurrence over one (heads x d_k x d_v) state (constant time and memory
+// per decoded token): linear attention (Katharopoulos et al., 2020) or gated linear attention
+// (Yang et al., 2024: a data-dependent decay per key dimension). layers/linear_attention.h.
+enum class AttentionKind { kSoftmax, kLinear, kGatedLinear };
+// Linear attention's feature map phi: elu1 = 1 + ELU (Katharopoulos et al.); relu; performer =
+// FAVOR+ positive orthogonal random features (Choromanski et al., 2021), which approximate the
+// softmax kernel exp(q.k / sqrt(d)).
+enum class FeatureMap { kElu1, kRelu, kPerformer };
 
 ZOO_ENUM_NAMES(NormKind, "norm", {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRMSNorm});
 ZOO_ENUM_NAMES(NormPosition, "norm_position", {"pre", NormPosition::kPre}, {"post", NormPosition::kPost});
@@ -46,6 +55,11 @@ ZOO_ENUM_NAMES(RopeScalingKind, "rope_scaling",
 ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
                {"auto", AttentionBackend::kAuto}, {"fused", AttentionBackend::kFused},
                {"tiled", AttentionBackend::kTiled}, {"math", AttentionBackend::kMath});
+ZOO_ENUM_NAMES(AttentionKind, "attention",
+               {"softmax", AttentionKind::kSoftmax}, {"linear", AttentionKind::kLinear},
+               {"gated_linear", AttentionKind::kGatedLinear});
+ZOO_ENUM_NAMES(FeatureMap, "feature_map",
+               {"elu1", FeatureMap::kElu1}, {"relu", FeatureMap::kRelu}, {"performer", FeatureMap::kPerformer});
 
 bool is_gated(Activation a);
 

@@ -1,6 +1,7 @@
 #include "models/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +114,46 @@ const std::vector<Field>& fields() {
     f.push_back(enum_field("attention_backend", &ModelConfig::attention_backend,
                            "auto: LibTorch's flash kernel or zoo's tiled one, per call; fused, tiled: always "
                            "that one; math: the explicit (T, T) path"));
+    f.push_back(enum_field("attention", &ModelConfig::attention,
+                           "gpt: what mixes tokens in every layer: softmax attention, or a recurrent state "
+                           "(linear, gated_linear) that decodes in constant time and memory"));
+    f.push_back({"attention_layers", "list of: " + enum_names_joined<AttentionKind>(),
+                 "gpt: one attention kind per layer (hybrids); [] = attention in every layer", false,
+                 [](ModelConfig& c, const YAML::Node& n) {
+                   if (!n.IsSequence()) throw BadValue{"a list of: " + enum_names_joined<AttentionKind>()};
+                   std::vector<AttentionKind> kinds;
+                   for (const auto& item : n) {
+                     try {
+                       kinds.push_back(from_string<AttentionKind>(as_string(item)));
+                     } catch (const std::exception&) {
+                       throw BadValue{"a list of: " + enum_names_joined<AttentionKind>() + " (item " +
+                                      std::to_string(kinds.size() + 1) + " is '" + scalar_text(item) + "')"};
+                     }
+                   }
+                   c.attention_layers = std::move(kinds);
+                 },
+                 [](const ModelConfig& c) {
+                   std::string out = "[";
+                   for (size_t i = 0; i < c.attention_layers.size(); ++i)
+                     out += (i ? ", " : "") + to_string(c.attention_layers[i]);
+                   return out + "]";
+                 }});
+    f.push_back(enum_field("feature_map", &ModelConfig::feature_map,
+                           "linear attention: phi; performer = positive orthogonal random features (FAVOR+)"));
+    f.push_back(bool_field("linear_normalize", &ModelConfig::linear_normalize,
+                           "linear attention: divide each output by phi(q) . sum of phi(k)"));
+    f.push_back(int_field("performer_features", &ModelConfig::performer_features,
+                          "feature_map performer: random features per head"));
+    f.push_back(int_field("performer_seed", &ModelConfig::performer_seed,
+                          "feature_map performer: seed of the random features (stored with the model)"));
+    f.push_back(double_field("gla_expand_k", &ModelConfig::gla_expand_k,
+                             "gated_linear: key (and query) width as a multiple of d_model"));
+    f.push_back(double_field("gla_expand_v", &ModelConfig::gla_expand_v,
+                             "gated_linear: value width as a multiple of d_model"));
+    f.push_back(int_field("gla_gate_rank", &ModelConfig::gla_gate_rank,
+                          "gated_linear: rank of the decay gate's low-rank projection"));
+    f.push_back(double_field("gla_gate_normalizer", &ModelConfig::gla_gate_normalizer,
+                             "gated_linear: tau, the decay is sigmoid(x W1 W2 + b)^(1/tau)"));
     f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
     f.push_back(bool_field("qkv_bias", &ModelConfig::qkv_bias,
                            "biases on the query, key and value projections only (Qwen2), with bias: false"));
@@ -147,7 +188,81 @@ void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
   yaml::set_field<ConfigError>(config, field, value, location);
 }
 
+// The attention kinds and the keys of the linear kinds (layers/linear_attention.h).
+template <typename Fail>
+void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
+  if (!c.attention_layers.empty() && c.family != Family::kGpt) {
+    fail("attention_layers applies to decoder-only models (family gpt), not family " + to_string(c.family));
+  }
+  if (c.attention != AttentionKind::kSoftmax && c.family != Family::kGpt) {
+    fail("attention " + to_string(c.attention) + " applies to decoder-only models (family gpt), not family " +
+         to_string(c.family));
+  }
+  if (!c.attention_layers.empty() && static_cast<int64_t>(c.attention_layers.size()) != c.n_layers) {
+    fail("attention_layers lists " + std::to_string(c.attention_layers.size()) + " kinds for n_layers (" +
+         std::to_string(c.n_layers) + ") layers");
+  }
+  if (!c.has_recurrent_layers()) return;
+  bool any_softmax = false, any_linear_kind = false, any_gated = false;
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    any_softmax = any_softmax || c.attention_of(i) == AttentionKind::kSoftmax;
+    any_linear_kind = any_linear_kind || c.attention_of(i) == AttentionKind::kLinear;
+    any_gated = any_gated || c.attention_of(i) == AttentionKind::kGatedLinear;
+  }
+  if (!any_softmax) {
+    // These act inside softmax attention only; linear layers order tokens by their recurrence.
+    const std::string none = "this model has no softmax attention layer (attention: " +
+                             (c.attention_layers.empty() ? to_string(c.attention) : std::string("attention_layers")) + ")";
+    switch (c.position) {
+      case PositionKind::kRope:
+      case PositionKind::kAlibi:
+      case PositionKind::kRelative:
+        fail("position " + to_string(c.position) + " acts inside softmax attention and " + none +
+             ": use learned, sinusoidal or none");
+        break;
+      case PositionKind::kNone:
+      case PositionKind::kLearned:
+      case PositionKind::kSinusoidal:
+        break;
+    }
+    if (c.window.has_value()) fail("window bounds softmax attention and " + none);
+    if (c.n_kv_heads > 0 && c.n_kv_heads != c.n_heads) fail("n_kv_heads groups softmax attention's keys and " + none);
+  }
+  if (any_linear_kind) {
+    if (c.feature_map == FeatureMap::kPerformer) {
+      if (c.performer_features < 1 || c.performer_features > 65536) {
+        fail("performer_features (" + std::to_string(c.performer_features) + ") must be in [1, 65536]");
+      }
+      if (!c.linear_normalize) {
+        fail("feature_map performer needs linear_normalize: true (its features approximate softmax's "
+             "numerator and denominator together)");
+      }
+    }
+  }
+  if (any_gated) {
+    auto width = [&](const char* key, double expand) {
+      const double w = expand * static_cast<double>(c.d_model);
+      if (!(expand > 0.0) || w != std::floor(w) || static_cast<int64_t>(w) % c.n_heads != 0) {
+        fail(std::string(key) + " (" + format_double(expand) + ") times d_model (" + std::to_string(c.d_model) +
+             ") must be a whole multiple of n_heads (" + std::to_string(c.n_heads) + ")");
+      }
+    };
+    width("gla_expand_k", c.gla_expand_k);
+    width("gla_expand_v", c.gla_expand_v);
+    if (c.gla_gate_rank < 1) fail("gla_gate_rank (" + std::to_string(c.gla_gate_rank) + ") must be positive");
+    if (!(c.gla_gate_normalizer > 0.0)) {
+      fail("gla_gate_normalizer (" + format_double(c.gla_gate_normalizer) + ") must be positive");
+    }
+  }
+}
+
 }  // namespace
+
+bool ModelConfig::has_recurrent_layers() const {
+  if (attention_layers.empty()) return attention != AttentionKind::kSoftmax;
+  return std::any_of(attention_layers.begin(), attention_layers.end(),
+                     [](AttentionKind k) { return k != AttentionKind::kSoftmax; });
+}
 
 ModelConfig family_defaults(Family family) {
   ModelConfig c;
@@ -255,6 +370,7 @@ void ModelConfig::validate(const std::string& source) const {
   if (family == Family::kBert) {
     positive("type_vocab_size", type_vocab_size);
   }
+  validate_attention_kinds(*this, fail);
   if (head != BertHead::kNone && family != Family::kBert) {
     fail("head applies to family bert, not " + fam);
   }
@@ -414,6 +530,9 @@ std::string find_config(const std::string& name_or_path) {
 std::string context_parallel_refusal(const ModelConfig& config) {
   if (config.family != Family::kGpt) {
     return "ring attention trains decoder-only models (family gpt); this model is " + to_string(config.family);
+  }
+  if (config.has_recurrent_layers()) {
+    return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";
   }
   if (config.attention_dropout > 0) {
     return "model.attention_dropout (" + format_double(config.attention_dropout) +

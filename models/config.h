@@ -72,6 +72,18 @@ struct ModelConfig {
   std::optional<int64_t> window;  // sliding window, causal decoders only
   // Which attention kernel runs: auto chooses per call (layers/attention_path.h).
   AttentionBackend attention_backend = AttentionBackend::kAuto;
+  // What mixes tokens in each decoder layer (gpt): `attention` for every layer, or one entry per
+  // layer in attention_layers (hybrids). Linear kinds: layers/linear_attention.h.
+  AttentionKind attention = AttentionKind::kSoftmax;
+  std::vector<AttentionKind> attention_layers;  // empty = `attention` everywhere
+  FeatureMap feature_map = FeatureMap::kElu1;   // linear
+  bool linear_normalize = true;                 // linear: divide by phi(q) . sum phi(k)
+  int64_t performer_features = 256;             // feature_map performer: random features per head
+  int64_t performer_seed = 0;                   // feature_map performer: draws the features (stored with the model)
+  double gla_expand_k = 0.5;                    // gated_linear: key width / d_model
+  double gla_expand_v = 1.0;                    // gated_linear: value width / d_model
+  int64_t gla_gate_rank = 16;                   // gated_linear: rank of the decay's low-rank projection
+  double gla_gate_normalizer = 16.0;            // gated_linear: tau in alpha = sigmoid(.)^(1/tau)
   bool bias = true;               // linear and LayerNorm biases
   bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
   bool tie_embeddings = true;     // output head shares the token embedding
@@ -101,6 +113,12 @@ struct ModelConfig {
   // held to it too, so a config means the same length whatever its positions. Models, batches,
   // block sizes and generation all ask this one function.
   int64_t max_length() const { return max_positions; }
+  // The token mixer of decoder layer `layer`.
+  AttentionKind attention_of(int64_t layer) const {
+    return attention_layers.empty() ? attention : attention_layers[static_cast<size_t>(layer)];
+  }
+  // Whether any layer is linear or gated linear: such layers keep a state, not keys and values.
+  bool has_recurrent_layers() const;
   bool is_encoder_decoder() const { return family == Family::kT5 || family == Family::kTransformer; }
   // T5 v1.0 multiplies the decoder output by d_model^-0.5 before a tied head.
   bool scales_tied_head() const { return family == Family::kT5 && tie_embeddings; }

@@ -73,10 +73,15 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   // or, around a ring, the terms at the global positions of the zigzag layout.
   TORCH_CHECK(!ring || (position_ids.defined() && !attention_mask.defined() && cache == nullptr),
               "GPT: ring attention takes this rank's tokens with their global position_ids, no mask and no cache");
-  const auto bias =
+  // A stack of linear attention layers only needs no bias at all (building one costs O(keys)).
+  bool any_softmax = false;
+  for (int64_t i = 0; i < config.n_layers; ++i) any_softmax = any_softmax || config.attention_of(i) == AttentionKind::kSoftmax;
+  auto bias =
       ring ? ring_attention_bias(config, /*causal=*/true, positions.get(), ring)
-           : stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x,
-                                  is_training());
+      : any_softmax ? stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x,
+                                           is_training())
+                    : AttentionBias{};
+  if (attention_mask.defined() && config.has_recurrent_layers()) bias.token_mask = attention_mask.narrow(1, past, t);
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();

@@ -25,11 +25,40 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                           .activation(config.activation)
                           .bias(config.bias)
                           .dropout(config.dropout);
-  return TransformerBlockOptions(attention, feed_forward, norm_options(config))
-      .cross_attention(cross_attention)
-      .norm_position(config.norm_position)
-      .dropout(config.dropout)
-      .layer_index(layer);
+  auto options = TransformerBlockOptions(attention, feed_forward, norm_options(config))
+                     .cross_attention(cross_attention)
+                     .norm_position(config.norm_position)
+                     .dropout(config.dropout)
+                     .layer_index(layer);
+  if (causal && !cross_attention && config.family == Family::kGpt) {
+    options.linear_attention(linear_attention_options(config, layer));
+  }
+  return options;
+}
+
+std::optional<LinearAttentionOptions> linear_attention_options(const ModelConfig& config, int64_t layer) {
+  const AttentionKind kind = config.attention_of(layer);
+  switch (kind) {
+    case AttentionKind::kSoftmax: return std::nullopt;
+    case AttentionKind::kLinear:
+      return LinearAttentionOptions(config.d_model, config.n_heads, kind)
+          .head_dim(config.head_dim)
+          .bias(config.bias)
+          .qkv_bias(config.qkv_bias)
+          .feature_map(config.feature_map)
+          .normalize(config.linear_normalize)
+          .performer_features(config.performer_features)
+          // Each layer draws its own features.
+          .performer_seed(config.performer_seed + layer);
+    case AttentionKind::kGatedLinear:
+      return LinearAttentionOptions(config.d_model, config.n_heads, kind)
+          .key_dim(static_cast<int64_t>(config.gla_expand_k * static_cast<double>(config.d_model)))
+          .value_dim(static_cast<int64_t>(config.gla_expand_v * static_cast<double>(config.d_model)))
+          .gate_rank(config.gla_gate_rank)
+          .gate_normalizer(config.gla_gate_normalizer)
+          .norm_eps(config.norm_eps);
+  }
+  return std::nullopt;
 }
 
 RotaryEmbeddingOptions rotary_options(const ModelConfig& config) {

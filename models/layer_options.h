@@ -4,6 +4,7 @@
 // written once and every model family builds its layers through it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kernels/masks.h"
@@ -19,6 +20,9 @@ namespace zoo {
 // The options of block `layer` of a stack: causal (decoder) or not, with cross-attention or not.
 TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
                                       int64_t layer);
+
+// The linear or gated linear attention of decoder layer `layer`, or none where it is softmax.
+std::optional<LinearAttentionOptions> linear_attention_options(const ModelConfig& config, int64_t layer);
 
 // The options of every norm of a model (blocks, final norms, embedding norm, heads).
 // The RoPE of a config's attention (head size, base, layout, scaling): the tables the export stores.

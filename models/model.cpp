@@ -7,9 +7,47 @@
 
 #include "core/runtime.h"
 #include "core/strings.h"
+#include "models/layer_options.h"
 #include "models/parameter_count.h"
 
 namespace zoo {
+namespace {
+
+// zoo info's lines for linear and gated linear layers (layers/linear_attention.h): which layers,
+// their shapes, and the state each keeps in place of a KV cache.
+std::string describe_recurrent_layers(const ModelConfig& c) {
+  std::ostringstream s;
+  s << "token mixing:";
+  if (c.attention_layers.empty()) {
+    s << " " << to_string(c.attention) << " in every layer";
+  } else {
+    for (int64_t i = 0; i < c.n_layers; ++i) s << (i ? ", " : " ") << i << " " << to_string(c.attention_of(i));
+  }
+  s << "\n";
+  for (const AttentionKind kind : {AttentionKind::kLinear, AttentionKind::kGatedLinear}) {
+    int64_t first = -1;
+    for (int64_t i = c.n_layers - 1; i >= 0; --i)
+      if (c.attention_of(i) == kind) first = i;
+    if (first < 0) continue;
+    const auto o = *linear_attention_options(c, first);
+    const int64_t dk = kind == AttentionKind::kLinear && c.feature_map == FeatureMap::kPerformer
+                           ? c.performer_features : o.head_k();
+    const int64_t dv = o.head_v() + (kind == AttentionKind::kLinear && c.linear_normalize ? 1 : 0);
+    s << "  " << to_string(kind) << ": " << c.n_heads << " heads, ";
+    if (kind == AttentionKind::kLinear) {
+      s << "feature map " << to_string(c.feature_map) << (c.linear_normalize ? ", normalised" : ", unnormalised");
+    } else {
+      s << "key width " << o.key_dim() << ", value width " << o.value_dim() << ", decay gate of rank "
+        << c.gla_gate_rank << " (tau " << c.gla_gate_normalizer << ")";
+    }
+    s << "; decoding state " << c.n_heads << " x " << dk << " x " << dv << " per layer and sequence, whatever the "
+      << "context\n";
+  }
+  return s.str();
+}
+
+}  // namespace
+
 
 std::shared_ptr<torch::nn::Module> Model::module() const {
   if (gpt) return gpt.ptr();
@@ -95,6 +133,7 @@ std::string describe(const ModelConfig& c) {
   if (c.window) s << ", sliding window " << *c.window;
   if (!c.scale_attention) s << ", unscaled";
   s << "\n";
+  if (c.has_recurrent_layers()) s << describe_recurrent_layers(c);
   s << "norm: " << to_string(c.norm) << " (" << to_string(c.norm_position) << "-norm, eps "
     << c.norm_eps << "), position: " << to_string(c.position);
   if (c.rope_scaling.kind != RopeScalingKind::kNone) {

@@ -31,6 +31,31 @@ N attention(const ModelConfig& c, bool cross) {
   return in + linear(q, d, c.bias);
 }
 
+// The token mixer of decoder layer `layer` (layers/linear_attention.h for the linear kinds).
+template <typename N>
+N mixer(const ModelConfig& c, int64_t layer) {
+  const N d = N(c.d_model);
+  switch (c.attention_of(layer)) {
+    case AttentionKind::kSoftmax: return attention<N>(c, false);
+    case AttentionKind::kLinear: {
+      // q, k and v of n_heads heads each (the performer features are a buffer).
+      const N width = N(c.n_heads) * N(c.resolved_head_dim());
+      return N(3) * linear(d, width, c.bias || c.qkv_bias) + linear(width, d, c.bias);
+    }
+    case AttentionKind::kGatedLinear: {
+      // Flash-linear-attention's GLA layer: no biases but the decay gate's.
+      const N key = N(c.gla_expand_k * static_cast<double>(c.d_model));
+      const N value = N(c.gla_expand_v * static_cast<double>(c.d_model));
+      const N rank = N(c.gla_gate_rank);
+      return N(2) * linear(d, key, false) + N(2) * linear(d, value, false) +  // q, k; v, the output gate
+             linear(d, rank, false) + linear(rank, key, true) +               // the decay's low-rank gate
+             value / N(c.n_heads) +                                           // the per-head RMSNorm
+             linear(value, d, false);
+    }
+  }
+  return N(0);
+}
+
 template <typename N>
 N feed_forward(const ModelConfig& c) {
   const N up = linear(N(c.d_model), N(c.d_ff), c.bias);
@@ -42,6 +67,15 @@ N blocks(const ModelConfig& c, int64_t layers, bool cross) {
   const N block = norm<N>(c) + attention<N>(c, false) + (cross ? norm<N>(c) + attention<N>(c, true) : N(0)) +
                   norm<N>(c) + feed_forward<N>(c);
   return N(layers) * block;
+}
+
+// A decoder-only stack, each layer with its own token mixer.
+template <typename N>
+N decoder_blocks(const ModelConfig& c) {
+  if (!c.has_recurrent_layers()) return blocks<N>(c, c.n_layers, false);
+  N sum = N(0);
+  for (int64_t i = 0; i < c.n_layers; ++i) sum += N(2) * norm<N>(c) + mixer<N>(c, i) + feed_forward<N>(c);
+  return sum;
 }
 
 template <typename N>
@@ -66,7 +100,7 @@ std::vector<std::pair<std::string, N>> breakdown(const ModelConfig& c) {
   switch (c.family) {
     case Family::kGpt:
       rows = {{"token_embedding", embedding}, {"positions", positions<N>(c)}, {"dropout", N(0)},
-              {"blocks", blocks<N>(c, c.n_layers, false)}};
+              {"blocks", decoder_blocks<N>(c)}};
       if (pre) rows.emplace_back("final_norm", norm<N>(c));
       if (!c.tie_embeddings) rows.emplace_back("lm_head", embedding);
       break;

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "core/strings.h"
 #include "interop/safetensors.h"
 #include "models/generation.h"
 #include "models/parameter_count.h"
@@ -305,7 +306,7 @@ TEST(HuggingFaceErrors, LlamaFamilyNamesTheFileTheKeyAndTheTensor) {
     return error_of([&] { import_hf(dir); });
   };
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
-      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2)"},
+      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, zoo)"},
       {[](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; },
        "architecture 'LlamaForSequenceClassification' is not supported for llama (LlamaForCausalLM)"},
       {[](auto& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
@@ -475,6 +476,51 @@ TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
     EXPECT_EQ(back.bias, config.bias) << name;
     EXPECT_EQ(back.qkv_bias, config.qkv_bias) << name;
   }
+}
+
+}  // namespace
+}  // namespace zoo
+
+namespace zoo {
+namespace {
+
+// Linear attention models have no Hugging Face class: export_hf writes zoo's own layout
+// (model_type "zoo", the model config, tensors under zoo's names, the performer features too),
+// and import_hf reads it back to the same logits. Python's safetensors reads the file.
+TEST(HuggingFaceZooLayout, LinearAttentionModelsRoundTrip) {
+  auto config = load_config(find_config("gpt-tiny"));
+  for (const char* o : {"n_layers=3", "attention_layers=[gated_linear, linear, softmax]", "feature_map=performer",
+                        "performer_features=32", "performer_seed=11", "dropout=0"})
+    apply_override(config, o);
+  torch::manual_seed(0);
+  Model model = build_model(config);
+  model.module()->eval();
+  const auto json = config_to_hf(config);
+  EXPECT_EQ(json["model_type"], "zoo");
+  EXPECT_EQ(to_yaml(config_from_hf(json, "config.json")), to_yaml(config));
+  const std::string dir = testing::scratch_path("hf-zoo-layout").string();
+  fs::remove_all(dir);
+  export_hf(model, dir);
+  const auto stored = read_hf_weights(dir);
+  EXPECT_TRUE(stored.count("blocks.0.self_attn.decay_up.bias"));
+  ASSERT_TRUE(stored.count("blocks.1.self_attn.features"));
+  HfImportReport report;
+  Model back = import_hf(dir, &report);
+  back.module()->eval();
+  EXPECT_TRUE(report.unexpected.empty()) << join(report.unexpected, ", ");
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::randint(config.vocab_size, {2, 40}, torch::kLong);
+  EXPECT_TRUE(torch::equal(model.gpt->forward(ids), back.gpt->forward(ids)));
+  // A missing tensor is named.
+  auto weights = stored;
+  weights.erase("blocks.0.self_attn.q.weight");
+  const std::string broken = testing::scratch_path("hf-zoo-layout-broken").string();
+  fs::remove_all(broken);
+  fs::create_directories(broken);
+  fs::copy_file(fs::path(dir) / "config.json", fs::path(broken) / "config.json");
+  save_safetensors((fs::path(broken) / "model.safetensors").string(), weights, {});
+  EXPECT_NE(error_of([&] { import_hf(broken); }).find("missing tensors the model needs: blocks.0.self_attn.q.weight"),
+            std::string::npos);
 }
 
 }  // namespace

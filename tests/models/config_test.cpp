@@ -92,6 +92,43 @@ TEST(ModelConfig, InconsistentValuesAreNamed) {
   EXPECT_EQ(error_of(t5 + "decoder_layers: -1\n"), "x.yaml: decoder_layers (-1) must not be negative");
 }
 
+// Linear and gated linear attention (layers/linear_attention.h): where they apply and their keys.
+TEST(ModelConfig, AttentionKindsAreCheckedAndNamed) {
+  const std::string gla = std::string(kGood) + "attention: gated_linear\n";
+  EXPECT_EQ(error_of(std::string(kGood) + "attention: flash\n"),
+            "x.yaml:7: attention: expected one of: softmax, linear, gated_linear, got 'flash'");
+  EXPECT_EQ(error_of("family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nattention: linear\n"),
+            "x.yaml: attention linear applies to decoder-only models (family gpt), not family bert");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [linear]\n"),
+            "x.yaml: attention_layers lists 1 kinds for n_layers (2) layers");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [linear, gated]\n"),
+            "x.yaml:7: attention_layers: expected a list of: softmax, linear, gated_linear (item 2 is 'gated'), got 'a list'");
+  EXPECT_EQ(error_of(gla + "position: rope\n"),
+            "x.yaml: position rope acts inside softmax attention and this model has no softmax attention layer "
+            "(attention: gated_linear): use learned, sinusoidal or none");
+  EXPECT_EQ(error_of(gla + "window: 8\n"),
+            "x.yaml: window bounds softmax attention and this model has no softmax attention layer (attention: "
+            "gated_linear)");
+  EXPECT_EQ(error_of(gla + "gla_expand_k: 0.3\n"),
+            "x.yaml: gla_expand_k (0.3) times d_model (32) must be a whole multiple of n_heads (4)");
+  EXPECT_EQ(error_of(gla + "gla_gate_rank: 0\n"), "x.yaml: gla_gate_rank (0) must be positive");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention: linear\nfeature_map: performer\nlinear_normalize: false\n"),
+            "x.yaml: feature_map performer needs linear_normalize: true (its features approximate softmax's numerator "
+            "and denominator together)");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention: linear\nfeature_map: performer\nperformer_features: 0\n"),
+            "x.yaml: performer_features (0) must be in [1, 65536]");
+  // A hybrid keeps rope and a window for its softmax layers.
+  EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [gated_linear, softmax]\nposition: rope\nwindow: 8\n"),
+            "no error");
+  auto c = parse_config(std::string(kGood) + "attention_layers: [gated_linear, softmax]\n", "x.yaml");
+  EXPECT_TRUE(c.has_recurrent_layers());
+  EXPECT_EQ(c.attention_of(0), AttentionKind::kGatedLinear);
+  EXPECT_EQ(c.attention_of(1), AttentionKind::kSoftmax);
+  EXPECT_EQ(to_yaml(parse_config(to_yaml(c), "resolved")), to_yaml(c));
+  EXPECT_NE(context_parallel_refusal(c).find("linear or gated_linear layers"), std::string::npos);
+  EXPECT_FALSE(parse_config(kGood, "x.yaml").has_recurrent_layers());
+}
+
 // RoPE scaling (LLaMA 3.1) and q/k/v biases alone (Qwen2): read, and refused where they do not fit.
 TEST(ModelConfig, RopeScalingAndQkvBias) {
   const std::string rope = std::string(kGood) + "position: rope\n";

@@ -102,8 +102,47 @@ INSTANTIATE_TEST_SUITE_P(
                                            "n_kv_heads=2", "bias=false", "tie_embeddings=false"}},
                       Variant{"MistralWindow", {"position=rope", "norm=rmsnorm", "n_kv_heads=1",
                                                 "window=3", "bias=false"}},
-                      Variant{"PostNorm", {"norm_position=post"}}),
+                      Variant{"PostNorm", {"norm_position=post"}},
+                      Variant{"LinearElu", {"attention=linear"}},
+                      Variant{"LinearPerformer", {"attention=linear", "feature_map=performer", "performer_features=32"}},
+                      Variant{"GatedLinear", {"attention=gated_linear"}},
+                      Variant{"LlamaGatedLinear", {"position=none", "norm=rmsnorm", "activation=swiglu", "bias=false",
+                                                   "tie_embeddings=false", "attention=gated_linear"}},
+                      Variant{"HybridRope", {"position=rope", "attention_layers=[gated_linear, softmax]"}}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Linear and gated linear layers decode as a recurrence: every position's logits, one token at a
+// time from an empty state, equal the parallel (chunkwise) forward's over 70 tokens (two chunks).
+TEST(GPT, RecurrentDecodingEqualsTheParallelForwardAtEveryPosition) {
+  for (const auto& overrides : std::vector<std::vector<std::string>>{
+           {"attention=gated_linear", "max_positions=128"},
+           {"attention=linear", "max_positions=128"},
+           {"attention_layers=[softmax, gated_linear]", "max_positions=128"}}) {
+    auto model = tiny_gpt(overrides);
+    torch::NoGradGuard no_grad;
+    auto ids = torch::randint(97, {2, 70}, torch::kLong);
+    auto full = model->forward(ids);
+    KVCache cache = model->make_cache();
+    std::vector<torch::Tensor> steps;
+    for (int64_t i = 0; i < 70; ++i) steps.push_back(model->forward(ids.narrow(1, i, 1), {}, &cache));
+    const double scale = full.abs().max().item<double>();
+    EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full) / scale, 1e-5) << overrides[0];
+    EXPECT_EQ(cache.seen(), 70);
+  }
+}
+
+TEST(GPT, LinearLayersKeepAStateNotKeys) {
+  auto model = tiny_gpt({"attention_layers=[gated_linear, softmax]"});
+  torch::NoGradGuard no_grad;
+  KVCache cache = model->make_cache();
+  model->forward(torch::randint(97, {1, 30}, torch::kLong), {}, &cache);
+  EXPECT_FALSE(cache.self_attention(0).keys().defined());
+  ASSERT_TRUE(cache.self_attention(0).state().defined());
+  // (B, H, Dk, Dv): 4 heads, key width d_model / 2 = 16, value width 32.
+  EXPECT_EQ(cache.self_attention(0).state().sizes(), torch::IntArrayRef({1, 4, 4, 8}));
+  EXPECT_EQ(cache.self_attention(1).keys().size(2), 30);
+  EXPECT_EQ(cache.seen(), 30);
+}
 
 TEST(GPT, LlamaLayoutHasNoBiasesAndAnUntiedHead) {
   auto model = tiny_gpt({"position=rope", "norm=rmsnorm", "activation=swiglu", "bias=false",

@@ -45,6 +45,10 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
       {"llama-tiny", {"qkv_bias=true", "tie_embeddings=true", "head_dim=48"}},
       {"t5-tiny", {"qkv_bias=true"}},  // cross-attention's q and kv projections too
       {"bert-tiny", {"bias=false", "qkv_bias=true", "head=mlm", "pooler=false"}},
+      {"gpt-tiny", {"attention=linear", "feature_map=performer"}},
+      {"gpt-tiny", {"attention=gated_linear", "gla_expand_k=1", "gla_gate_rank=8"}},
+      {"llama-tiny", {"position=none", "attention_layers=[gated_linear, linear, softmax, gated_linear]", "qkv_bias=true", "head_dim=48"}},
+      {"gpt-tiny", {"attention_layers=[softmax, gated_linear, softmax, linear]"}},
   };
   for (const auto& [name, overrides] : cases) {
     ModelConfig c = load_config(find_config(name));

@@ -50,7 +50,12 @@ const Slice& slice() {
 const char* kModels[] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
     "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",
-    "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}"};
+    "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}",
+    // Linear attention (layers/linear_attention.h): gated, and a hybrid with performer features.
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, "
+    "attention: gated_linear}",
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, "
+    "attention_layers: [linear, softmax], feature_map: performer, performer_features: 16}"};
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes = "") {
@@ -155,7 +160,9 @@ INSTANTIATE_TEST_SUITE_P(
                                   "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, "
                                   "max_positions: 64, head: sequence_classification}",
                                   Objective::kClassification},
-                      OverfitCase{"t5", kModels[2], Objective::kSeq2Seq}),
+                      OverfitCase{"t5", kModels[2], Objective::kSeq2Seq},
+                      OverfitCase{"gpt_gated_linear", kModels[3], Objective::kCausalLM},
+                      OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM}),
     [](const auto& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------------
@@ -234,13 +241,26 @@ INSTANTIATE_TEST_SUITE_P(Families, Resume, ::testing::Values(0, 1, 2, 3), [](con
   return std::string(info.param == 0 ? "gpt" : info.param == 1 ? "bert" : info.param == 2 ? "t5" : "gpt_bf16");
 });
 
+// The same for linear attention: a gated model in fp32 and bf16, and a hybrid whose performer
+// features (a buffer) must come back with the checkpoint.
+TEST(Trainer, LinearAttentionStopAndResumeEqualsStraightRun) {
+  for (const auto& [model, precision] : std::vector<std::pair<const char*, const char*>>{
+           {kModels[3], "fp32"}, {kModels[3], "bf16"}, {kModels[4], "fp32"}}) {
+    SCOPED_TRACE(std::string(model) + " " + precision);
+    auto config = tiny_run(model, std::string("grad_accum: 2\ngrad_clip: 0.5\nseed: 3\nprecision: ") + precision + "\n");
+    config.model_config.dropout = 0.1;
+    expect_resume_equals_straight_run(config, std::string("resume-linear/") + (model == kModels[3] ? "gla-" : "hybrid-") +
+                                                  precision);
+  }
+}
+
 // bf16 mixed precision on the CPU (LibTorch's autocast), for each family (BERT's masked-LM head
 // runs a LayerNorm on a bf16 input): matrix products in bf16, the master weights and the
 // optimizer in fp32. Over 8 steps its losses follow fp32's to within 2e-2 (the
 // figure PyTorch's autocast gives nanoGPT in the performance issue is about 1e-2 over 6), and
 // differ from them, so the autocast was at work; the weights stay fp32. Evaluation likewise.
 TEST(Trainer, Bf16MixedPrecisionTracksFp32) {
-  for (int family = 0; family < 3; ++family) {
+  for (int family = 0; family < 5; ++family) {
     SCOPED_TRACE(kModels[family]);
     std::ostringstream log;
     auto fp32 = tiny_run(kModels[family], "steps: 8\neval_every: 0\nprecision: fp32\n");
