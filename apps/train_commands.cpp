@@ -304,7 +304,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   gen_cmd->add_option("--repetition-penalty", g->repetition_penalty, "> 1 discourages repeating the context")
       ->check(positive_number());
   gen_cmd->add_option("--num-beams", g->num_beams,
-                      "beam search width (t5 and transformer), at most " + std::to_string(GenerationOptions::kMaxBeams))
+                      "beam search width, at most " + std::to_string(GenerationOptions::kMaxBeams))
       ->check(positive_integer());
   gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty")->check(finite_number());
   gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: the tokenizer's end-of-sequence token)")

@@ -147,7 +147,10 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
           {"head", to_string(c.head)},
           {"scale_attention", c.scale_attention},
           {"scale_embeddings", c.scale_embeddings},
-          {"scale_tied_head", c.scales_tied_head()}};
+          {"scale_tied_head", c.scales_tied_head()},
+          {"feature_map", to_string(c.feature_map)},
+          {"linear_normalize", c.linear_normalize},
+          {"gla_gate_normalizer", c.gla_gate_normalizer}};
 }
 
 // The tables a stack's positions compute rather than store, by the native layers' own code.
@@ -187,31 +190,77 @@ void add_tensors(const torch::nn::Module& module, const std::string& prefix, Scr
   for (const auto& b : module.named_buffers()) into.buffers[flat(prefix + b.key())] = b.value().detach();
 }
 
+// The prefix a layer's token mixer's tensors take in the script: self_attn for softmax attention,
+// linear_attn and gla_attn for the linear kinds (layers/linear_attention.h), whose tensors of the
+// same names differ in shape.
+std::string mixer_prefix(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::kSoftmax: return "self_attn_";
+    case AttentionKind::kLinear: return "linear_attn_";
+    case AttentionKind::kGatedLinear: return "gla_attn_";
+  }
+  throw std::logic_error("unhandled attention kind");
+}
+
 // Blocks as one class: the tensor `self_attn.qkv.weight` of each layer becomes a row of
-// self_attn_qkv_weight (L, ...), so that the script loops over layers.
+// self_attn_qkv_weight (L, ...), so that the script loops over layers. A token mixer's tensors
+// are stacked over the layers of its kind only (layer_kinds, and kind_rows: layer i's row).
 ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListImpl& blocks) {
   std::vector<ScriptClass> layers;
+  std::vector<AttentionKind> kinds;
+  c10::List<std::string> kind_names;
+  c10::List<int64_t> kind_rows;
+  std::map<AttentionKind, int64_t> per_kind;
   for (const auto& block : blocks) {
+    const auto* b = block->as<TransformerBlockImpl>();
+    TORCH_CHECK(b != nullptr, "TorchScript export: ", name, " holds a module that is not a block");
+    const AttentionKind kind = b->linear_attn ? b->linear_attn->options.kind() : AttentionKind::kSoftmax;
     layers.emplace_back(name + "." + std::to_string(layers.size()), std::vector<std::string>{});
-    add_tensors(*block, "", layers.back());
+    ScriptClass plain("", {});
+    add_tensors(*block, "", plain);
+    for (auto member : {&ScriptClass::parameters, &ScriptClass::buffers}) {
+      for (const auto& [key, tensor] : plain.*member) {
+        // self_attn_norm_* is the block's norm before its mixer, not the mixer's.
+        const bool mixer = key.rfind("self_attn_", 0) == 0 && key.rfind("self_attn_norm_", 0) != 0;
+        (layers.back().*member)[mixer ? mixer_prefix(kind) + key.substr(10) : key] = tensor;
+      }
+    }
+    kinds.push_back(kind);
+    kind_names.push_back(to_string(kind));
+    kind_rows.push_back(per_kind[kind]++);
   }
+  // The layers that must hold `key`: those of its mixer's kind, or every layer.
+  auto owners = [&](const std::string& key) {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      bool own = true;
+      for (const AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinear, AttentionKind::kGatedLinear})
+        if (key.rfind(mixer_prefix(k), 0) == 0 && key.rfind("self_attn_norm_", 0) != 0) own = kinds[i] == k;
+      if (own) out.push_back(i);
+    }
+    return out;
+  };
   ScriptClass stack(name, {"common.py", "blocks.py"});
   for (auto member : {&ScriptClass::parameters, &ScriptClass::buffers}) {
-    for (const auto& [key, first] : layers[0].*member) {
+    std::set<std::string> keys;
+    for (const auto& layer : layers)
+      for (const auto& [key, tensor] : layer.*member) keys.insert(key);
+    for (const auto& key : keys) {
       std::vector<torch::Tensor> rows;
-      for (const auto& layer : layers) {
-        TORCH_CHECK((layer.*member).count(key), "TorchScript export: ", layer.name, " has no ", key, " but ",
-                    layers[0].name, " has");
-        rows.push_back((layer.*member).at(key));
+      std::string holder;  // a layer that has it
+      for (const size_t i : owners(key))
+        if (holder.empty() && (layers[i].*member).count(key)) holder = layers[i].name;
+      for (const size_t i : owners(key)) {
+        TORCH_CHECK((layers[i].*member).count(key), "TorchScript export: ", layers[i].name, " has no ", key, " but ",
+                    holder, " has");
+        rows.push_back((layers[i].*member).at(key));
       }
       (stack.*member)[key] = torch::stack(rows);
     }
-    for (const auto& layer : layers) {
-      TORCH_CHECK((layer.*member).size() == (layers[0].*member).size(), "TorchScript export: ", layer.name,
-                  " has ", (layer.*member).size(), " tensors, ", layers[0].name, " has ", (layers[0].*member).size());
-    }
   }
   stack.attributes["n_layers"] = static_cast<int64_t>(blocks.size());
+  stack.attributes["layer_kinds"] = kind_names;
+  stack.attributes["kind_rows"] = kind_rows;
   return stack;
 }
 
@@ -301,10 +350,6 @@ torch::jit::Module define_class(const ScriptClass& k, const std::string& class_n
 // The export and, for zoo.json, the script files of each of its classes.
 torch::jit::Module build(const Model& model, nlohmann::json* files) {
   model.config.validate();
-  if (model.config.has_recurrent_layers()) {
-    throw std::invalid_argument("TorchScript export: linear and gated linear attention layers (model.attention) are "
-                                "not exported yet; zoo generate decodes them");
-  }
   torch::NoGradGuard no_grad;
   const auto config = config_attributes(model.config);
   const std::string family = family_script(model.config.family).class_name;

@@ -53,7 +53,7 @@ void LinearAttentionImpl::reset() {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
   };
   gate = decay_down = decay_up = nullptr;
-  norm = nullptr;
+  head_norm = nullptr;
   switch (options.kind()) {
     case AttentionKind::kSoftmax: break;  // refused by validate
     case AttentionKind::kLinear: {
@@ -76,7 +76,8 @@ void LinearAttentionImpl::reset() {
       gate = register_module("gate", linear(d, options.value_dim(), false));
       decay_down = register_module("decay_down", linear(d, options.gate_rank(), false));
       decay_up = register_module("decay_up", linear(options.gate_rank(), options.key_dim(), true));
-      norm = register_module("norm", Norm(NormOptions(options.head_v()).kind(NormKind::kRMSNorm).eps(options.norm_eps())));
+      head_norm = register_module("head_norm",
+                                  Norm(NormOptions(options.head_v()).kind(NormKind::kRMSNorm).eps(options.norm_eps())));
       out = register_module("out", linear(options.value_dim(), d, false));
       break;
   }
@@ -137,7 +138,7 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x, const torch::
   if (normalize) o = o.narrow(-1, 0, dv) / (o.narrow(-1, dv, 1) + 1e-6);
   o = o.transpose(1, 2);  // (B, T, H, Dv)
   if (options.kind() == AttentionKind::kGatedLinear) {
-    o = norm->forward(o) * torch::silu(gate->forward(x).view({b, t, h, dv}));
+    o = head_norm->forward(o) * torch::silu(gate->forward(x).view({b, t, h, dv}));
   }
   return out->forward(o.reshape({b, t, h * dv}));
 }

@@ -62,7 +62,9 @@ class LinearAttentionImpl : public torch::nn::Cloneable<LinearAttentionImpl> {
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, out{nullptr};
   torch::nn::Linear gate{nullptr};                          // gated_linear: the output gate
   torch::nn::Linear decay_down{nullptr}, decay_up{nullptr};  // gated_linear: the low-rank decay
-  Norm norm{nullptr};                                       // gated_linear: per head
+  // gated_linear: per head. (Not "norm": blocks.N.self_attn.norm would flatten to the name of
+  // the block's own self_attn_norm in the TorchScript export.)
+  Norm head_norm{nullptr};
   torch::Tensor features;  // performer: (performer_features, head_dim) buffer, drawn once
 };
 TORCH_MODULE(LinearAttention);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -112,6 +113,11 @@ std::pair<torch::Tensor, torch::Tensor> pad(const std::vector<std::vector<int64_
 
 at::Generator make_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+// Below: beam search over any model's next-token logits.
+GenerationResult beam_search(const ModelConfig& c, int64_t n, const std::function<torch::Tensor(const torch::Tensor&)>& step,
+                             KVCache& cache, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
+                             const GenerationOptions& o);
+
 }  // namespace
 
 void GenerationOptions::validate() const {
@@ -164,7 +170,6 @@ torch::Tensor process_logits(torch::Tensor logits, const torch::Tensor& context,
 GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts,
                           const GenerationOptions& o) {
   o.validate();
-  if (o.num_beams > 1) throw std::invalid_argument("generate: beam search is for encoder-decoders");
   const auto& c = model->config;
   check_token_options(o, c.vocab_size);
   check_prompts(prompts, c.vocab_size, "prompt");
@@ -178,6 +183,21 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
+  if (o.num_beams > 1) {
+    // Every beam of a row continues the row's prompt: the same left padding, new tokens real.
+    const int64_t k = o.num_beams;
+    auto beam_mask = mask.repeat_interleave(k, 0);
+    KVCache cache = model->make_cache();
+    cache.reserve(ids.size(1) + o.max_new_tokens);
+    auto step = [&](const torch::Tensor& input) {
+      if (!input.defined()) return model->forward(ids.repeat_interleave(k, 0), beam_mask, &cache).select(1, -1);
+      beam_mask = torch::cat({beam_mask, torch::ones({n * k, 1}, beam_mask.options())}, 1);
+      return model->forward(input, beam_mask, &cache).select(1, -1);
+    };
+    auto result = beam_search(c, n, step, cache, ids.repeat_interleave(k, 0), mask.repeat_interleave(k, 0), o);
+    if (was_training) model->train();
+    return result;
+  }
   auto gen = make_generator(o.seed);
   KVCache cache = model->make_cache();
   cache.reserve(ids.size(1) + o.max_new_tokens);
@@ -211,18 +231,17 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
 
 namespace {
 
-// Beam search for encoder-decoders, in the manner of Hugging Face's BeamSearchScorer with
-// early_stopping=False: a row is done once it has num_beams finished hypotheses and no running
-// beam can beat the worst of them.
-GenerationResult beam_search(EncoderDecoder& model, const torch::Tensor& memory,
-                             const torch::Tensor& memory_mask, const GenerationOptions& o) {
-  const auto& c = model->config;
-  const int64_t n = memory.size(0), k = o.num_beams, vocab = c.vocab_size;
-  const auto device = memory.device();
-  auto mem = memory.repeat_interleave(k, 0);
-  auto mem_mask = memory_mask.repeat_interleave(k, 0);
-  KVCache cache = model->make_cache();
-  cache.reserve(o.max_new_tokens + 1);
+// Beam search, in the manner of Hugging Face's BeamSearchScorer with early_stopping=False: a
+// row is done once it has num_beams finished hypotheses and no running beam can beat the worst
+// of them. `step` gives the next-token logits of the n * num_beams beams, (n * k, V): of the
+// start (an undefined input: the decoder's start token, or the prompts) or of the beams' last
+// tokens (n * k, 1) after `cache` was reordered to follow them. `prompt` (n * k, T) with its
+// `prompt_mask` is what the repetition penalty counts besides the new tokens (decoder-only
+// models), undefined for none.
+GenerationResult beam_search(const ModelConfig& c, int64_t n, const std::function<torch::Tensor(const torch::Tensor&)>& step,
+                             KVCache& cache, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
+                             const GenerationOptions& o) {
+  const int64_t k = o.num_beams, vocab = c.vocab_size;
   auto scores = torch::full({n, k}, kNegInf, torch::kDouble);
   scores.select(1, 0).fill_(0.0);  // identical beams at start: keep one
   std::vector<std::vector<int64_t>> beams(n * k);
@@ -240,17 +259,20 @@ GenerationResult beam_search(EncoderDecoder& model, const torch::Tensor& memory,
     if (static_cast<int64_t>(hyps.size()) > k) hyps.pop_back();
   };
 
-  auto input = torch::full({n * k, 1}, c.decoder_start_id, torch::kLong).to(device);
-  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    auto logits = model->decode(input, mem, mem_mask, &cache).select(1, -1).to(torch::kFloat);
-    check_logits(logits, step);
-    torch::Tensor context;
-    if (o.repetition_penalty != 1.0 && step > 0) {
+  torch::Tensor input;  // the start
+  for (int64_t t = 0; t < o.max_new_tokens; ++t) {
+    auto logits = step(input).to(torch::kFloat);
+    const auto device = logits.device();
+    check_logits(logits, t);
+    torch::Tensor context = prompt, context_mask = prompt_mask;
+    if (o.repetition_penalty != 1.0 && t > 0) {
       std::vector<int64_t> flat;
       for (const auto& b : beams) flat.insert(flat.end(), b.begin(), b.end());
-      context = torch::tensor(flat, torch::kLong).view({n * k, step}).to(device);
+      const auto generated = torch::tensor(flat, torch::kLong).view({n * k, t}).to(device);
+      context = prompt.defined() ? torch::cat({prompt, generated}, 1) : generated;
+      if (prompt_mask.defined()) context_mask = torch::cat({prompt_mask, torch::ones_like(generated)}, 1);
     }
-    auto logprobs = torch::log_softmax(process_logits(logits, context, {}, o), -1).to(torch::kDouble).cpu();
+    auto logprobs = torch::log_softmax(process_logits(logits, context, context_mask, o), -1).to(torch::kDouble).cpu();
     auto total = (scores.view({n * k, 1}) + logprobs).view({n, k * vocab});
     auto [top_scores, top_ids] = total.topk(2 * k, -1);
     std::vector<int64_t> next_tokens(n * k, c.pad_id), source_beams(n * k, 0);
@@ -281,7 +303,7 @@ GenerationResult beam_search(EncoderDecoder& model, const torch::Tensor& memory,
       // Done when full and the best running beam cannot beat the worst finished one.
       const auto& hyps = finished[row];
       if (static_cast<int64_t>(hyps.size()) == k) {
-        double best_running = penalised(new_scores[row][0].item<double>(), step + 1);
+        double best_running = penalised(new_scores[row][0].item<double>(), t + 1);
         done[row] = best_running <= hyps.back().score;
       }
     }
@@ -338,7 +360,16 @@ GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<i
   auto memory = model->encode(ids, mask);
   GenerationResult result;
   if (o.num_beams > 1) {
-    result = beam_search(model, memory, mask, o);
+    const int64_t n = ids.size(0), k = o.num_beams;
+    auto mem = memory.repeat_interleave(k, 0);
+    auto mem_mask = mask.repeat_interleave(k, 0);
+    KVCache cache = model->make_cache();
+    cache.reserve(o.max_new_tokens + 1);
+    auto step = [&](const torch::Tensor& input) {
+      const auto tokens = input.defined() ? input : torch::full({n * k, 1}, c.decoder_start_id, torch::kLong).to(device);
+      return model->decode(tokens, mem, mem_mask, &cache).select(1, -1);
+    };
+    result = beam_search(c, n, step, cache, {}, {}, o);
   } else {
     const int64_t n = ids.size(0);
     auto gen = make_generator(o.seed);

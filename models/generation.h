@@ -26,7 +26,7 @@ struct GenerationOptions {
   double repetition_penalty = 1.0;  // > 1 discourages tokens already in the context (CTRL)
   std::vector<int64_t> eos_ids;     // generation of a row ends at any of these
   std::vector<std::vector<int64_t>> stop_sequences;  // ... or when its output ends with one
-  int64_t num_beams = 1;        // encoder-decoders: beam search when > 1
+  int64_t num_beams = 1;        // beam search when > 1
   double length_penalty = 1.0;  // beam score = log-probability / length^length_penalty
   uint64_t seed = 0;            // sampling: same seed, same tokens
   bool use_cache = true;        // false recomputes the whole sequence each step (reference)

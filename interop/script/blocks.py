@@ -4,41 +4,48 @@
 # the loop in forward reads layer i of each. A block is self-attention, cross-attention
 # (decoders of encoder-decoders: cross_attn_* weights), and a feed-forward, each a residual
 # branch with its norm, in pre-norm (GPT-2, LLaMA, T5) or post-norm (BERT, Vaswani et al.) order.
+# A GPT's layers may mix tokens with linear or gated linear attention instead (layers/
+# linear_attention.h): layer_kinds[i] says which, and each kind's weights are stacked over its own
+# layers (linear_attn_*, gla_attn_*, self_attn_* for softmax), row kind_rows[i] for layer i.
 # The functions of common.py are methods here too.
 from typing import List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 # --- TorchScript below: Module::define reads this file from here on ---
 
 
 def forward(self, x: Tensor, bias: Optional[Tensor], rope: Optional[Tuple[Tensor, Tensor]],
-            start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor]) -> Tensor:
+            start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor],
+            token_mask: Optional[Tensor]) -> Tensor:
     # x (B, T, D) at positions start .. start + T - 1 -> (B, T, D)
     # bias: added to every layer's self-attention scores, (B or 1, H or 1, T, K): masks and
     #   position terms; rope: cos and sin (B, 1, T, hs / 2) from positions.py
     # cache: keys and values of every layer (new_cache), written in place; empty for none
     # memory: keys and values of the encoder output for every layer (memory_keys_values), with
     #   memory_bias (B, 1, 1, S) masking its padding; empty outside decoders
+    # token_mask (B, T): 1 at x's real tokens, what linear attention layers read; None: all real
     for i in range(self.n_layers):
-        x = self._block(x, i, bias, rope, start, cache, memory, memory_bias)
+        x = self._block(x, i, bias, rope, start, cache, memory, memory_bias, token_mask)
     return x
 
 
 def _block(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optional[Tuple[Tensor, Tensor]],
-           start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor]) -> Tensor:
+           start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor],
+           token_mask: Optional[Tensor]) -> Tensor:
     cross_norm = self.cross_attn_norm_weight  # None but in decoders of encoder-decoders
     if self.norm_position == "pre":
         h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
-        x = x + self._self_attention(h, i, bias, rope, start, cache)
+        x = x + self._self_attention(h, i, bias, rope, start, cache, token_mask)
         if cross_norm is not None:
             h = self._norm_at(x, cross_norm, self.cross_attn_norm_bias, i)
             x = x + self._cross_attention(h, i, memory, memory_bias)
         h = self._norm_at(x, self.ff_norm_weight, self.ff_norm_bias, i)
         return x + self._feed_forward(h, i)
     assert self.norm_position == "post", "unknown norm_position " + self.norm_position
-    x = x + self._self_attention(x, i, bias, rope, start, cache)
+    x = x + self._self_attention(x, i, bias, rope, start, cache, token_mask)
     x = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
     if cross_norm is not None:
         x = x + self._cross_attention(x, i, memory, memory_bias)
@@ -58,10 +65,19 @@ def _norm_at(self, x: Tensor, weight: Tensor, bias: Optional[Tensor], i: int) ->
 
 
 def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optional[Tuple[Tensor, Tensor]],
-                    start: int, cache: List[Tensor]) -> Tensor:
+                    start: int, cache: List[Tensor], token_mask: Optional[Tensor]) -> Tensor:
+    kind = self.layer_kinds[i]
+    if kind == "linear":
+        return self._linear_attention(x, i, start, cache, token_mask)
+    if kind == "gated_linear":
+        return self._gated_linear_attention(x, i, start, cache, token_mask)
+    assert kind == "softmax", "unknown attention kind " + kind
+    qkv_weight, out_weight = self.self_attn_qkv_weight, self.self_attn_out_weight
+    assert qkv_weight is not None and out_weight is not None, "no softmax attention in this stack"
+    r = self.kind_rows[i]
     b, t, _ = x.size()
     h, hkv, hs = self.n_heads, self.n_kv_heads, self.head_dim
-    qkv = self._linear_at(x, self.self_attn_qkv_weight, self.self_attn_qkv_bias, i)  # (B, T, (H + 2 Hkv) hs)
+    qkv = self._linear_at(x, qkv_weight, self.self_attn_qkv_bias, r)  # (B, T, (H + 2 Hkv) hs)
     q, k, v = qkv.split([h * hs, hkv * hs, hkv * hs], -1)
     q = q.view(b, t, h, hs).transpose(1, 2)  # (B, H, T, hs)
     k = k.view(b, t, hkv, hs).transpose(1, 2)  # (B, Hkv, T, hs)
@@ -80,10 +96,10 @@ def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optio
         if keys.dtype != q.dtype:  # a bf16 model's float32 cache (new_cache)
             if t == 1:
                 y = self._attend_one_bf16(q, k, v, bias)
-                return self._linear_at(y, self.self_attn_out_weight, self.self_attn_out_bias, i)
+                return self._linear_at(y, out_weight, self.self_attn_out_bias, r)
             k, v = k.to(q.dtype), v.to(q.dtype)  # exact: the cache holds bf16 values
     y = self._attend(q, k, v, bias)
-    return self._linear_at(y, self.self_attn_out_weight, self.self_attn_out_bias, i)
+    return self._linear_at(y, out_weight, self.self_attn_out_bias, r)
 
 
 def _cross_attention(self, x: Tensor, i: int, memory: List[Tensor], bias: Optional[Tensor]) -> Tensor:
@@ -169,12 +185,23 @@ def new_cache(self, b: int, length: int) -> List[Tensor]:
     # forward's cache for B rows of up to `length` tokens: keys and values of each layer,
     # (B, Hkv, length, hs) each, in the weights' dtype; float32 for bf16 weights on the CPU, where
     # LibTorch's bf16 matmuls at decoding's shapes are slow and sum in bf16 (_attend_one_bf16)
-    like = self.self_attn_qkv_weight
+    # A linear attention layer's entry is its state instead, (B, H, Dk, Dv) in float32 (Dv + 1
+    # columns when normalised: the normaliser's sums), and an empty tensor.
+    like = self.ff_down_weight
     dtype = like.dtype
     if dtype == torch.bfloat16 and not like.is_cuda:
         dtype = torch.float32
-    return [torch.zeros([b, self.n_kv_heads, length, self.head_dim], dtype=dtype, device=like.device)
-            for _ in range(2 * self.n_layers)]
+    cache: List[Tensor] = []
+    for i in range(self.n_layers):
+        kind = self.layer_kinds[i]
+        if kind == "softmax":
+            for _ in range(2):
+                cache.append(torch.zeros([b, self.n_kv_heads, length, self.head_dim], dtype=dtype, device=like.device))
+        else:
+            dk, dv = self._recurrent_state_size(kind)
+            cache.append(torch.zeros([b, self.n_heads, dk, dv], dtype=torch.float32, device=like.device))
+            cache.append(torch.zeros([0], dtype=dtype, device=like.device))
+    return cache
 
 
 def memory_keys_values(self, memory: Tensor) -> List[Tensor]:
@@ -190,3 +217,180 @@ def memory_keys_values(self, memory: Tensor) -> List[Tensor]:
         out.append(k.view(b, s, hkv, hs).transpose(1, 2))
         out.append(v.view(b, s, hkv, hs).transpose(1, 2))
     return out
+
+
+def _recurrent_state_size(self, kind: str) -> Tuple[int, int]:
+    # a linear attention layer's state per head, (Dk, Dv)
+    if kind == "gated_linear":
+        weight, value_weight = self.gla_attn_q_weight, self.gla_attn_v_weight
+        assert weight is not None and value_weight is not None, "no gated linear attention in this stack"
+        return weight.size(1) // self.n_heads, value_weight.size(1) // self.n_heads
+    weight = self.linear_attn_q_weight
+    assert weight is not None, "no linear attention in this stack"
+    dk = weight.size(1) // self.n_heads
+    features = self.linear_attn_features
+    if features is not None:
+        dk = features.size(1)
+    return dk, weight.size(1) // self.n_heads + (1 if self.linear_normalize else 0)
+
+
+def _linear_attention(self, x: Tensor, i: int, start: int, cache: List[Tensor], token_mask: Optional[Tensor]) -> Tensor:
+    # Katharopoulos et al.: phi(q) and phi(k) (elu1, relu, or performer's random features), the
+    # recurrence without decay, optionally divided by phi(q) . sum phi(k) (a column of ones in v)
+    q_w, k_w, v_w, out_w = self.linear_attn_q_weight, self.linear_attn_k_weight, self.linear_attn_v_weight, \
+        self.linear_attn_out_weight
+    assert q_w is not None and k_w is not None and v_w is not None and out_w is not None, "no linear attention"
+    r = self.kind_rows[i]
+    b, t, _ = x.size()
+    h = self.n_heads
+    dh = q_w.size(1) // h
+    q = self._linear_at(x, q_w, self.linear_attn_q_bias, r).view(b, t, h, dh).transpose(1, 2)
+    k = self._linear_at(x, k_w, self.linear_attn_k_bias, r).view(b, t, h, dh).transpose(1, 2)
+    v = self._linear_at(x, v_w, self.linear_attn_v_bias, r).view(b, t, h, dh).transpose(1, 2)
+    scale = 1.0 / dh ** 0.5
+    features = self.linear_attn_features
+    if self.feature_map == "elu1":
+        q, k = F.elu(q) + 1.0, F.elu(k) + 1.0
+    elif self.feature_map == "relu":
+        q, k = torch.relu(q), torch.relu(k)
+    else:
+        assert self.feature_map == "performer" and features is not None, "unknown feature map " + self.feature_map
+        q = self._performer(q, features[r], True)
+        k = self._performer(k, features[r], False)
+        scale = 1.0
+    if token_mask is not None:
+        k = k * token_mask.view(b, 1, t, 1).to(k.dtype)
+    if self.linear_normalize:
+        v = torch.cat([v, torch.ones([b, h, t, 1], dtype=v.dtype, device=v.device)], -1)
+    o = self._recurrence(q, k, v, None, scale, i, start, cache)
+    if self.linear_normalize:
+        o = o[:, :, :, :dh] / (o[:, :, :, dh:] + 1e-6)
+    o = o.transpose(1, 2).reshape(b, t, h * dh)
+    return self._linear_at(o, out_w, self.linear_attn_out_bias, r)
+
+
+def _gated_linear_attention(self, x: Tensor, i: int, start: int, cache: List[Tensor],
+                            token_mask: Optional[Tensor]) -> Tensor:
+    # Yang et al., 2024 (flash-linear-attention's GLA layer): a decay per key dimension from a
+    # low-rank gate, then a per-head RMSNorm times swish(x W_g), then the output projection
+    q_w, k_w, v_w, g_w = self.gla_attn_q_weight, self.gla_attn_k_weight, self.gla_attn_v_weight, self.gla_attn_gate_weight
+    down_w, up_w, up_b = self.gla_attn_decay_down_weight, self.gla_attn_decay_up_weight, self.gla_attn_decay_up_bias
+    norm_w, out_w = self.gla_attn_head_norm_weight, self.gla_attn_out_weight
+    assert q_w is not None and k_w is not None and v_w is not None and g_w is not None and down_w is not None \
+        and up_w is not None and up_b is not None and norm_w is not None and out_w is not None, "no gated linear attention"
+    r = self.kind_rows[i]
+    b, t, _ = x.size()
+    h = self.n_heads
+    dk, dv = q_w.size(1) // h, v_w.size(1) // h
+    q = self._project(x, q_w[r], None).view(b, t, h, dk).transpose(1, 2)
+    k = self._project(x, k_w[r], None).view(b, t, h, dk).transpose(1, 2)
+    v = self._project(x, v_w[r], None).view(b, t, h, dv).transpose(1, 2)
+    decay = self._project(self._project(x, down_w[r], None), up_w[r], up_b[r])
+    # log(sigmoid(u)) = -softplus(-u)
+    log_decay = (-F.softplus(-decay) / self.gla_gate_normalizer).view(b, t, h, dk).transpose(1, 2)
+    if token_mask is not None:
+        real = token_mask.view(b, 1, t, 1)
+        k = k * real.to(k.dtype)
+        log_decay = log_decay * real.to(log_decay.dtype)
+    o = self._recurrence(q, k, v, log_decay, 1.0 / dk ** 0.5, i, start, cache).transpose(1, 2)  # (B, T, H, Dv)
+    # RMSNorm per head (whatever the model's norm), times the swish output gate
+    low = o.dtype == torch.bfloat16
+    of = o.float() if low else o
+    o = norm_w[r] * (of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + self.norm_eps)).to(o.dtype)
+    o = o * F.silu(self._project(x, g_w[r], None).view(b, t, h, dv))
+    return self._project(o.reshape(b, t, h * dv), out_w[r], None)
+
+
+def _performer(self, x: Tensor, projection: Tensor, stabilize: bool) -> Tensor:
+    # FAVOR+: exp(W x' - |x'|^2 / 2) / sqrt(m), x' = x d^-1/4 (kernels/linear_attention.h)
+    d = x.size(-1)
+    scaled = x * d ** -0.25
+    exponent = torch.matmul(scaled, projection.to(x.dtype).t()) - scaled.pow(2).sum(-1, keepdim=True) / 2.0
+    if stabilize:
+        exponent = exponent - exponent.max(-1, keepdim=True)[0]
+    return exponent.exp() / projection.size(0) ** 0.5
+
+
+def _recurrence(self, q: Tensor, k: Tensor, v: Tensor, log_decay: Optional[Tensor], scale: float, i: int,
+                start: int, cache: List[Tensor]) -> Tensor:
+    # The layer's recurrence over q, k (B, H, T, Dk) and v (B, H, T, Dv) in float32, from and
+    # into its cached state: a few tokens one by one, more in chunks, as zoo's decoding does
+    if len(cache) == 0:
+        return self._chunked(q, k, v, log_decay, None, scale)[0]
+    state = cache[2 * i]
+    if q.size(2) < 16:
+        out, new_state = self._stepwise(q, k, v, log_decay, state, scale)
+    else:
+        out, new_state = self._chunked(q, k, v, log_decay, state, scale)
+    state.copy_(new_state)
+    return out
+
+
+def _stepwise(self, q: Tensor, k: Tensor, v: Tensor, log_decay: Optional[Tensor], state: Tensor,
+              scale: float) -> Tuple[Tensor, Tensor]:
+    s = state.float()
+    outs: List[Tensor] = []
+    for j in range(q.size(2)):
+        q_j, k_j, v_j = q[:, :, j].float() * scale, k[:, :, j].float(), v[:, :, j].float()
+        if log_decay is not None:
+            s = log_decay[:, :, j].float().exp().unsqueeze(-1) * s
+        s = s + k_j.unsqueeze(-1) * v_j.unsqueeze(-2)
+        outs.append(torch.matmul(q_j.unsqueeze(-2), s).squeeze(-2))
+    return torch.stack(outs, 2).to(v.dtype), s
+
+
+def _chunked(self, q: Tensor, k: Tensor, v: Tensor, log_decay: Optional[Tensor], initial: Optional[Tensor],
+             scale: float) -> Tuple[Tensor, Tensor]:
+    # The chunkwise form of kernels/linear_attention.cpp: chunks of 64, sub-chunks of 16, the
+    # diagonal blocks pairwise in the log decay, no positive exponent
+    b, h, t, dk = q.size()
+    dv = v.size(3)
+    c, sc = 64, 16
+    s_n = c // sc
+    n = (t + c - 1) // c
+    padded = n * c
+    like = v if v.dtype == torch.float64 else v.float()  # float64 stays, all else float32
+    qc, kc, vc = self._chunks(q, n, like) * scale, self._chunks(k, n, like), self._chunks(v, n, like)
+    if log_decay is None:
+        causal = torch.ones([c, c], dtype=torch.bool, device=q.device).tril()
+        intra = torch.matmul(torch.matmul(qc, kc.transpose(-1, -2)).masked_fill(causal.logical_not(), 0.0), vc)
+        q_from_start, k_to_end = qc, kc
+        chunk_factor: Optional[Tensor] = None
+    else:
+        cum = self._chunks(log_decay, n, like).cumsum(3)
+        qs, ks = qc.view(b, h, n, s_n, sc, dk), kc.view(b, h, n, s_n, sc, dk)
+        vs, bs = vc.view(b, h, n, s_n, sc, dv), cum.view(b, h, n, s_n, sc, dk)
+        above = torch.ones([sc, sc], dtype=torch.bool, device=q.device).triu(1).unsqueeze(-1)
+        pair = (bs.unsqueeze(-2) - bs.unsqueeze(-3)).masked_fill(above, float("-inf"))
+        own = torch.matmul((qs.unsqueeze(-2) * ks.unsqueeze(-3) * pair.exp()).sum(-1), vs)
+        parts = [own[:, :, :, 0]]
+        for j in range(1, s_n):
+            ref = bs[:, :, :, j - 1, sc - 1].unsqueeze(3)
+            q_j = qs[:, :, :, j] * (bs[:, :, :, j] - ref).exp()
+            k_before = kc[:, :, :, :j * sc] * (ref - cum[:, :, :, :j * sc]).exp()
+            kv = torch.matmul(k_before.transpose(-1, -2), vc[:, :, :, :j * sc])
+            parts.append(own[:, :, :, j] + torch.matmul(q_j, kv))
+        intra = torch.stack(parts, 3).view(b, h, n, c, dv)
+        chunk_decay = cum[:, :, :, c - 1]
+        q_from_start = qc * cum.exp()
+        k_to_end = kc * (chunk_decay.unsqueeze(3) - cum).exp()
+        chunk_factor = chunk_decay.exp().unsqueeze(-1)
+    updates = torch.matmul(k_to_end.transpose(-1, -2), vc)
+    state = torch.zeros([b, h, dk, dv], dtype=like.dtype, device=q.device) if initial is None else initial.to(like.dtype)
+    starts: List[Tensor] = []
+    for j in range(n):
+        starts.append(state)
+        if chunk_factor is not None:
+            state = chunk_factor[:, :, j] * state
+        state = state + updates[:, :, j]
+    inter = torch.matmul(q_from_start, torch.stack(starts, 2))
+    return (intra + inter).view(b, h, padded, dv)[:, :, :t].to(v.dtype), state
+
+
+def _chunks(self, x: Tensor, n: int, like: Tensor) -> Tensor:
+    # (B, H, T, D) -> (B, H, N, 64, D) in like's dtype, zero-padded to N chunks
+    b, h, t, d = x.size()
+    y = x.to(like.dtype)
+    if n * 64 > t:
+        y = F.pad(y, [0, 0, 0, n * 64 - t])
+    return y.reshape(b, h, n, 64, d)

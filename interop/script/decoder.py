@@ -72,5 +72,6 @@ def _hidden(self, input_ids: Tensor, positions: Tensor, start: int, attention_ma
     if position_bias is not None:
         bias = bias + position_bias
     no_memory: List[Tensor] = []
-    x = self.blocks.forward(x, bias, self.positions.rotary(positions), start, cache, no_memory, None)
+    token_mask = None if attention_mask is None else attention_mask[:, start:]  # this call's tokens
+    x = self.blocks.forward(x, bias, self.positions.rotary(positions), start, cache, no_memory, None, token_mask)
     return self._final_norm(x, self.final_norm_weight, self.final_norm_bias)

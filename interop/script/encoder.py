@@ -53,7 +53,7 @@ def _encode(self, input_ids: Tensor, attention_mask: Optional[Tensor],
         padding = self._mask_bias(self._key_allowed(attention_mask, t), x)  # (B, 1, 1, T)
         bias = padding if bias is None else bias + padding
     no_cache: List[Tensor] = []
-    x = self.blocks.forward(x, bias, self.positions.rotary(positions), 0, no_cache, no_cache, None)
+    x = self.blocks.forward(x, bias, self.positions.rotary(positions), 0, no_cache, no_cache, None, None)
     x = self._final_norm(x, self.final_norm_weight, self.final_norm_bias)
     pooler = self.pooler_weight
     if pooler is None:

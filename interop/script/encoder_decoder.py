@@ -29,7 +29,7 @@ def encode(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None) -> 
         bias = padding if bias is None else bias + padding
     no_cache: List[Tensor] = []
     rope = self.encoder_positions.rotary(positions)
-    x = self.encoder_blocks.forward(x, bias, rope, 0, no_cache, no_cache, None)
+    x = self.encoder_blocks.forward(x, bias, rope, 0, no_cache, no_cache, None, None)
     return self._final_norm(x, self.encoder_final_norm_weight, self.encoder_final_norm_bias)
 
 
@@ -79,5 +79,5 @@ def _decode(self, ids: Tensor, start: int, memory_kv: List[Tensor], memory_mask:
     memory_bias = None if memory_mask is None else self._mask_bias(
         self._key_allowed(memory_mask, memory_kv[0].size(2)), x)  # (B, 1, 1, S)
     rope = self.decoder_positions.rotary(positions)
-    x = self.decoder_blocks.forward(x, bias, rope, start, cache, memory_kv, memory_bias)
+    x = self.decoder_blocks.forward(x, bias, rope, start, cache, memory_kv, memory_bias, None)
     return self._logits(self._final_norm(x, self.decoder_final_norm_weight, self.decoder_final_norm_bias))

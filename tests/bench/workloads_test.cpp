@@ -162,9 +162,43 @@ TEST(BenchRunWorkload, TrainGptTinyRowNamesItselfAndItsPeakMemory) {
 
 // The long-sequence rows: every kind at every length, each after its (T, T) row, their configs,
 // and the kinds scripts/bench_pytorch.py builds.
+// Linear and gated linear attention's rows (layers/linear_attention.h): training at every
+// length without a (T, T) row or a PyTorch side, and decoding at three contexts against softmax.
+TEST(BenchLinearAttentionRows, TrainingAndDecodingRows) {
+  for (const std::string kind : {"linear", "gla"}) {
+    for (const int64_t t : {1024, 8192}) {
+      const std::string name = "long-" + kind + "-" + std::to_string(t);
+      ASSERT_TRUE(is_long_sequence_workload(name)) << name;
+      EXPECT_FALSE(is_long_sequence_workload(name + "-math")) << name;
+      EXPECT_FALSE(compares_with_pytorch(name)) << name;
+      const auto w = long_sequence_workload(name);
+      EXPECT_EQ(w.t, t);
+      EXPECT_EQ(w.config.attention, kind == "gla" ? AttentionKind::kGatedLinear : AttentionKind::kLinear);
+      EXPECT_EQ(w.config.position, PositionKind::kLearned);
+      EXPECT_EQ(long_sequence_workload(name + "-gpt2").config.n_layers, 12);
+    }
+  }
+  EXPECT_EQ(decode_workload_names().size(), 6u);
+  for (const std::string kind : {"softmax", "gla"}) {
+    for (const int64_t context : {512, 4096, 32768}) {
+      const std::string name = "decode-" + kind + "-" + std::to_string(context);
+      EXPECT_TRUE(is_decode_workload(name)) << name;
+      EXPECT_FALSE(compares_with_pytorch(name)) << name;
+    }
+  }
+  EXPECT_FALSE(is_decode_workload("decode-gla-1000"));
+  EXPECT_THROW(decode_workload("decode-gla-1000", 1, torch::kCPU), std::invalid_argument);
+  // A row runs: 64 steps after a cache of 512 positions, its context reported.
+  const auto row = decode_workload("decode-gla-512", 1, torch::kCPU);
+  EXPECT_EQ(row["unit"], "tokens/s");
+  EXPECT_GT(row["value"].get<double>(), 0.0);
+  EXPECT_EQ(row["context"], 512);
+}
+
 TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
   const auto& names = long_sequence_workload_names();
-  EXPECT_EQ(names.size(), 2u * 4u * 5u * 2u);
+  // Per model size: 4 kinds x 5 lengths, each with its math row; linear and gla without.
+  EXPECT_EQ(names.size(), 2u * (4u * 5u * 2u + 2u * 5u));
   const auto& defaults = workload_names();
   for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
     for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {

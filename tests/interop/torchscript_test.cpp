@@ -102,7 +102,17 @@ torch::Tensor archived(const torch::jit::Module& module, const std::string& name
   if (ends_with("blocks")) {
     const auto layer_end = rest.find('.');
     const auto layer = std::stoll(rest.substr(0, layer_end));
-    return module.attr(child).toModule().attr(flat(rest.substr(layer_end + 1))).toTensor()[layer];
+    const auto blocks = module.attr(child).toModule();
+    std::string key = flat(rest.substr(layer_end + 1));
+    int64_t row = layer;
+    // A token mixer's tensors are stacked over the layers of its kind, under the kind's prefix.
+    if (key.rfind("self_attn_", 0) == 0 && key.rfind("self_attn_norm_", 0) != 0) {
+      const std::string kind = blocks.attr("layer_kinds").toList().get(layer).toStringRef();
+      row = blocks.attr("kind_rows").toList().get(layer).toInt();
+      if (kind == "linear") key = "linear_attn_" + key.substr(10);
+      if (kind == "gated_linear") key = "gla_attn_" + key.substr(10);
+    }
+    return blocks.attr(key).toTensor()[row];
   }
   if (ends_with("positions")) return module.attr(child).toModule().attr(flat(rest)).toTensor();
   return module.attr(flat(name)).toTensor();
@@ -350,6 +360,16 @@ std::vector<Variant> variants() {
   // LayerNorm without bias (the masked-LM head's keeps it), plain SiLU.
   v.push_back({"gpt_no_bias_silu", "gpt-tiny", {"bias=false", "activation=silu"}});
   v.push_back({"bert_mlm_no_bias", "bert-tiny", {"bias=false"}});
+  // Linear and gated linear attention (layers/linear_attention.h): every layer gated, and hybrids
+  // mixing the three kinds (each kind's weights stacked apart), performer features, relu without
+  // normalisation; a LLaMA layout; in bfloat16 too.
+  v.push_back({"gpt_gated_linear", "gpt-tiny", {"attention=gated_linear"}});
+  v.push_back({"gpt_linear_performer_gated", "gpt-tiny",
+               {"n_layers=2", "attention_layers=[linear, gated_linear]", "feature_map=performer", "performer_features=32"}});
+  v.push_back({"gpt_hybrid_gated_softmax_rope", "gpt-tiny", {"n_layers=2", "attention_layers=[gated_linear, softmax]", "position=rope"}});
+  v.push_back({"gpt_linear_relu_unnormalised", "gpt-tiny", {"attention=linear", "feature_map=relu", "linear_normalize=false"}});
+  v.push_back({"llama_gated_linear", "llama-tiny", {"position=none", "n_kv_heads=0", "attention=gated_linear"}});
+  v.push_back({"gpt_gated_linear_bfloat16", "gpt-tiny", {"attention=gated_linear"}, torch::kBFloat16, 7});
   // Models in other dtypes than float32, converted before export. In bfloat16 a greedy step of
   // these tiny random models is often too close to call; seed 5 gives models whose generations
   // are clear calls for at least half of their 6 tokens (1 of seeds 1-22 does, since decoding

@@ -53,6 +53,25 @@ TEST(AttentionCache, ReorderSelectsBatchRows) {
   EXPECT_LE(max_abs_diff(cache.keys().view(-1), torch::tensor({2.0f, 2.0f, 0.0f})), 0.0);
 }
 
+// A recurrent layer's state (layers/linear_attention.h): it counts the positions it has seen,
+// follows a reorder of the batch rows (beam search), and cannot share an entry with keys.
+TEST(AttentionCache, RecurrentStateCountsPositionsAndFollowsReorder) {
+  AttentionCache cache;
+  const auto state = torch::arange(3 * 2 * 4 * 5, torch::kFloat).view({3, 2, 4, 5});
+  cache.set_state(state, 7);
+  cache.set_state(state, 1);
+  EXPECT_EQ(cache.seen(), 8);
+  EXPECT_FALSE(cache.keys().defined());
+  cache.reorder(torch::tensor({2, 0, 0}, torch::kLong));
+  EXPECT_TRUE(torch::equal(cache.state(), state.index_select(0, torch::tensor({2, 0, 0}, torch::kLong))));
+  cache.clear();
+  EXPECT_FALSE(cache.state().defined());
+  EXPECT_EQ(cache.seen(), 0);
+  AttentionCache with_keys;
+  with_keys.append(torch::zeros({1, 2, 3, 4}), torch::zeros({1, 2, 3, 4}));
+  EXPECT_THROW(with_keys.set_state(state, 1), c10::Error);
+}
+
 TEST(AttentionCache, MismatchedShapesAreErrors) {
   AttentionCache cache;
   cache.append(torch::zeros({2, 4, 1, 8}), torch::zeros({2, 4, 1, 8}));

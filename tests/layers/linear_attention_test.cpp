@@ -82,7 +82,7 @@ TEST(LinearAttentionLayer, GatedLayerMatchesItsDefinition) {
     const auto alpha = torch::sigmoid(u).pow(1.0 / 16.0).view({h, dk});
     state = alpha.unsqueeze(-1) * state + k.unsqueeze(-1) * v.unsqueeze(-2);
     const auto o = (q.unsqueeze(-1) / std::sqrt(4.0) * state).sum(1);  // (h, dv)
-    const auto normed = o / (o.pow(2).mean(-1, true) + 1e-5).sqrt() * layer->norm->weight;
+    const auto normed = o / (o.pow(2).mean(-1, true) + 1e-5).sqrt() * layer->head_norm->weight;
     const auto gate = torch::mv(W(layer->gate), xt).view({h, dv});
     rows.push_back(torch::mv(W(layer->out), (normed * gate * torch::sigmoid(gate)).reshape({h * dv})));
   }

@@ -165,6 +165,30 @@ TEST(Generate, NonFiniteLogitsAreNamedWithTheStep) {
   }
 }
 
+// The best length-penalised continuation over a vocabulary of 5 with EOS 1 and at most
+// `max_new` tokens, found by scoring every one with `logprob` (its tokens' log-probability).
+std::vector<int64_t> brute_force_best(int64_t max_new, double length_penalty,
+                                      const std::function<double(const std::vector<int64_t>&)>& logprob) {
+  const int64_t eos = 1;
+  double best = -std::numeric_limits<double>::infinity();
+  std::vector<int64_t> best_tokens;
+  std::function<void(std::vector<int64_t>)> visit = [&](std::vector<int64_t> prefix) {
+    for (int64_t t = 0; t < 5; ++t) {
+      auto seq = prefix;
+      seq.push_back(t);
+      if (t == eos || static_cast<int64_t>(seq.size()) == max_new) {
+        // Finished by EOS (it counts in the length) or by running out of length.
+        const double s = logprob(seq) / std::pow(static_cast<double>(seq.size()), length_penalty);
+        if (s > best) best = s, best_tokens = t == eos ? prefix : seq;
+      } else {
+        visit(seq);
+      }
+    }
+  };
+  visit({});
+  return best_tokens;
+}
+
 // Beam search with beams enough to keep every live hypothesis is exhaustive: it must return the
 // best length-penalised sequence, which brute force finds by scoring every sequence.
 TEST(BeamSearch, WideBeamFindsTheBruteForceOptimum) {
@@ -193,30 +217,45 @@ TEST(BeamSearch, WideBeamFindsTheBruteForceOptimum) {
       for (size_t i = 0; i < tokens.size(); ++i) total += lp[i][tokens[i]].item<double>();
       return total;
     };
-    double best = -std::numeric_limits<double>::infinity();
-    std::vector<int64_t> best_tokens;
-    std::function<void(std::vector<int64_t>)> visit = [&](std::vector<int64_t> prefix) {
-      for (int64_t t = 0; t < 5; ++t) {
-        auto seq = prefix;
-        seq.push_back(t);
-        if (t == eos || static_cast<int64_t>(seq.size()) == max_new) {
-          // Finished by EOS (it counts in the length) or by running out of length.
-          double s = logprob(seq) / std::pow(double(seq.size()), length_penalty);
-          auto tokens = t == eos ? prefix : seq;
-          if (s > best) best = s, best_tokens = tokens;
-        } else {
-          visit(seq);
-        }
-      }
-    };
-    visit({});
-    EXPECT_EQ(beam.tokens[0], best_tokens) << "length_penalty " << length_penalty;
+    EXPECT_EQ(beam.tokens[0], brute_force_best(max_new, length_penalty, logprob)) << "length_penalty " << length_penalty;
   }
 }
 
-TEST(BeamSearch, BatchRowsAreIndependent) {
-  auto config = parse_config("family: t5\nvocab_size: 20\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n");
-  EncoderDecoder model(config);
+// The same for a decoder-only model whose layers keep a recurrent state (gated linear attention,
+// then linear): beam search reorders those states with the beams, and must still find the
+// brute-force optimum (scored by the model's whole forward, no cache).
+TEST(BeamSearch, WideBeamFindsTheBruteForceOptimumForADecoderWithRecurrentLayers) {
+  auto config = parse_config(
+      "family: gpt\nvocab_size: 5\nd_model: 16\nn_layers: 2\nn_heads: 2\nd_ff: 32\nmax_positions: 16\n"
+      "dropout: 0.0\nattention_dropout: 0.0\ninit_std: 0.5\nattention_layers: [gated_linear, linear]\n");
+  torch::manual_seed(0);
+  GPT model(config);
+  model->eval();
+  const int64_t eos = 1, max_new = 3;
+  const std::vector<int64_t> prompt{2, 3, 4};
+  for (double length_penalty : {1.0, 0.0}) {
+    GenerationOptions o;
+    o.num_beams = 25;
+    o.max_new_tokens = max_new;
+    o.eos_ids = {eos};
+    o.length_penalty = length_penalty;
+    auto beam = generate(model, {prompt}, o);
+    torch::NoGradGuard no_grad;
+    auto logprob = [&](const std::vector<int64_t>& tokens) {
+      std::vector<int64_t> input = prompt;
+      input.insert(input.end(), tokens.begin(), tokens.end() - 1);
+      auto lp = torch::log_softmax(model->forward(torch::tensor(input, torch::kLong).unsqueeze(0)), -1)[0];
+      double total = 0;
+      for (size_t i = 0; i < tokens.size(); ++i) total += lp[prompt.size() - 1 + i][tokens[i]].item<double>();
+      return total;
+    };
+    EXPECT_EQ(beam.tokens[0], brute_force_best(max_new, length_penalty, logprob)) << "length_penalty " << length_penalty;
+  }
+}
+
+// Beam search over a padded batch gives each row what it gives the row alone.
+template <typename Model>
+void expect_beam_rows_independent(Model& model) {
   GenerationOptions o;
   o.num_beams = 3;
   o.max_new_tokens = 5;
@@ -224,6 +263,16 @@ TEST(BeamSearch, BatchRowsAreIndependent) {
   auto batch = generate(model, {{2, 3, 4, 5}, {6, 7}}, o);
   EXPECT_EQ(batch.tokens[0], generate(model, {{2, 3, 4, 5}}, o).tokens[0]);
   EXPECT_EQ(batch.tokens[1], generate(model, {{6, 7}}, o).tokens[0]);
+}
+
+TEST(BeamSearch, BatchRowsAreIndependent) {
+  EncoderDecoder t5(parse_config("family: t5\nvocab_size: 20\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\n"));
+  expect_beam_rows_independent(t5);
+  // A decoder-only model's rows are left-padded prompts, its layers a linear and a softmax one.
+  torch::manual_seed(1);
+  GPT gpt(parse_config("family: gpt\nvocab_size: 20\nd_model: 16\nn_layers: 2\nn_heads: 2\nd_ff: 32\n"
+                       "max_positions: 32\nattention_layers: [gated_linear, softmax]\n"));
+  expect_beam_rows_independent(gpt);
 }
 
 }  // namespace
