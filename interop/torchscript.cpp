@@ -202,6 +202,12 @@ std::string mixer_prefix(AttentionKind kind) {
   throw std::logic_error("unhandled attention kind");
 }
 
+// Whether a block's flattened tensor name is its token mixer's (self_attn_*), which the stack
+// files under the mixer's kind; self_attn_norm_* is the block's norm before the mixer.
+bool is_mixer_tensor(const std::string& key, const std::string& prefix = "self_attn_") {
+  return key.rfind(prefix, 0) == 0 && key.rfind("self_attn_norm_", 0) != 0;
+}
+
 // Blocks as one class: the tensor `self_attn.qkv.weight` of each layer becomes a row of
 // self_attn_qkv_weight (L, ...), so that the script loops over layers. A token mixer's tensors
 // are stacked over the layers of its kind only (layer_kinds, and kind_rows: layer i's row).
@@ -220,9 +226,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
     add_tensors(*block, "", plain);
     for (auto member : {&ScriptClass::parameters, &ScriptClass::buffers}) {
       for (const auto& [key, tensor] : plain.*member) {
-        // self_attn_norm_* is the block's norm before its mixer, not the mixer's.
-        const bool mixer = key.rfind("self_attn_", 0) == 0 && key.rfind("self_attn_norm_", 0) != 0;
-        (layers.back().*member)[mixer ? mixer_prefix(kind) + key.substr(10) : key] = tensor;
+        (layers.back().*member)[is_mixer_tensor(key) ? mixer_prefix(kind) + key.substr(10) : key] = tensor;
       }
     }
     kinds.push_back(kind);
@@ -235,7 +239,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
     for (size_t i = 0; i < layers.size(); ++i) {
       bool own = true;
       for (const AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinear, AttentionKind::kGatedLinear})
-        if (key.rfind(mixer_prefix(k), 0) == 0 && key.rfind("self_attn_norm_", 0) != 0) own = kinds[i] == k;
+        if (is_mixer_tensor(key, mixer_prefix(k))) own = kinds[i] == k;
       if (own) out.push_back(i);
     }
     return out;
