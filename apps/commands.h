@@ -28,6 +28,8 @@ std::vector<Command> add_training_commands(CLI::App& app);
 std::vector<Command> add_interop_commands(CLI::App& app);
 // bench.
 std::vector<Command> add_bench_commands(CLI::App& app);
+// serve.
+std::vector<Command> add_serve_commands(CLI::App& app);
 
 // Option checks whose failures read as sentences ("--steps: must be a positive integer, got 0").
 CLI::Validator positive_integer();
@@ -35,6 +37,9 @@ CLI::Validator non_negative_integer();
 CLI::Validator finite_number();
 CLI::Validator positive_number();
 CLI::Validator fraction();  // in [0, 1)
+
+// Adds --device: cpu, cuda, cuda:N or auto.
+void add_device_option(CLI::App* command, std::string& device);
 
 // Adds --dtype (a WeightsDtype spelling, train/checkpoint.h: auto, fp32 or bf16) into `dtype`.
 CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description);

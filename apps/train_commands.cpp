@@ -30,12 +30,6 @@ struct DistributedArgs {
   double bucket_mb = 8;
 };
 
-void add_device_option(CLI::App* command, std::string& device) {
-  command->add_option("--device", device, "cpu, cuda, cuda:N or auto")->check([](const std::string& d) {
-    return d == "cpu" || d == "auto" || d.rfind("cuda", 0) == 0 ? "" : "expected cpu, cuda, cuda:N or auto, got '" + d + "'";
-  });
-}
-
 void add_distributed_options(CLI::App* command, DistributedArgs& d) {
   command->add_option("--dist-timeout", d.timeout_seconds,
                       "multi-process runs: seconds to wait for the other ranks (rendezvous, each collective)")

@@ -72,6 +72,12 @@ CLI::Option* add_overwrite_flag(CLI::App* command, bool& overwrite, const std::s
                            "replace " + what + " at that path when zoo wrote it (zoo never replaces anything else)");
 }
 
+void add_device_option(CLI::App* command, std::string& device) {
+  command->add_option("--device", device, "cpu, cuda, cuda:N or auto")->check([](const std::string& d) {
+    return d == "cpu" || d == "auto" || d.rfind("cuda", 0) == 0 ? "" : "expected cpu, cuda, cuda:N or auto, got '" + d + "'";
+  });
+}
+
 CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description) {
   return command->add_option("--dtype", dtype, description)->check(CLI::IsMember(enum_names<WeightsDtype>()));
 }
@@ -209,7 +215,7 @@ int main(int argc, char** argv) {
 
   std::vector<zoo::cli::Command> commands;
   for (auto add : {zoo::cli::add_info_commands, zoo::cli::add_text_commands, zoo::cli::add_training_commands,
-                   zoo::cli::add_interop_commands, zoo::cli::add_bench_commands}) {
+                   zoo::cli::add_interop_commands, zoo::cli::add_bench_commands, zoo::cli::add_serve_commands}) {
     for (auto& c : add(app)) commands.push_back(std::move(c));
   }
   try {

@@ -160,6 +160,31 @@ std::vector<double> classify(Bert& model, const Tokenizer& tokenizer, const std:
   return std::vector<double>(probs.data_ptr<double>(), probs.data_ptr<double>() + probs.numel());
 }
 
+std::vector<std::vector<float>> sentence_embeddings(Bert& model, const Tokenizer& tokenizer,
+                                                    const std::vector<std::string>& texts, int64_t* tokens) {
+  std::vector<std::vector<float>> out;
+  int64_t count = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string what = "input[" + std::to_string(i) + "]";
+    check_utf8(texts[i], what);
+    const auto ids = bert_input(model, tokenizer, texts[i]);
+    if (static_cast<int64_t>(ids.size()) > model->config.max_length()) {
+      throw std::invalid_argument(what + ": " + std::to_string(ids.size()) + " tokens, more than max_positions (" +
+                                  std::to_string(model->config.max_length()) + ")");
+    }
+    count += static_cast<int64_t>(ids.size());
+    const auto device = model->token_embedding->weight.device();
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const auto hidden = model->forward(torch::tensor(ids, torch::kLong).unsqueeze(0).to(device)).sequence_output[0];
+    auto pooled = hidden.to(torch::kDouble).mean(0);
+    pooled = (pooled / pooled.norm().clamp_min(1e-12)).to(torch::kFloat).cpu().contiguous();
+    out.emplace_back(pooled.data_ptr<float>(), pooled.data_ptr<float>() + pooled.numel());
+  }
+  if (tokens != nullptr) *tokens = count;
+  return out;
+}
+
 std::string chat_prompt(const Tokenizer& tokenizer, const std::string& message, const std::string& tokenizer_name) {
   return ChatFormat(tokenizer, tokenizer_name).render({{"user", message}}, /*add_generation_prompt=*/true);
 }

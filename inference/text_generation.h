@@ -51,6 +51,13 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
 // `message` as one user turn through the tokenizer's chat template with the generation prompt
 // (transformers' apply_chat_template(..., add_generation_prompt=True)): what `zoo generate --chat`
 // continues. `tokenizer_name` names a tokenizer without a template in the error.
+// Sentence embeddings of `texts` (BERT): [CLS] text [SEP] through the encoder, the sequence output
+// mean-pooled over the tokens and normalised to length 1, as sentence-transformers' Pooling
+// (mean) and Normalize modules do. `tokens` receives the number of tokens read. Throws
+// std::invalid_argument naming the text that is longer than max_positions or not UTF-8.
+std::vector<std::vector<float>> sentence_embeddings(Bert& model, const Tokenizer& tokenizer,
+                                                    const std::vector<std::string>& texts, int64_t* tokens = nullptr);
+
 std::string chat_prompt(const Tokenizer& tokenizer, const std::string& message, const std::string& tokenizer_name);
 
 struct MaskPrediction {

@@ -15,7 +15,7 @@ std::pair<torch::Tensor, torch::Tensor> AttentionCache::append(const torch::Tens
               " and ", values.sizes());
   const int64_t t = keys.size(2);
   if (keys_.defined()) {
-    TORCH_CHECK(keys.size(0) == keys_.size(0) && keys.size(1) == keys_.size(1) &&
+    TORCH_CHECK(keys.size(0) == active_rows() && keys.size(1) == keys_.size(1) &&
                     keys.size(3) == keys_.size(3),
                 "AttentionCache: appended keys ", keys.sizes(), " do not match the cached ",
                 keys_.sizes(), " (batch, heads and head size must stay the same)");
@@ -26,11 +26,19 @@ std::pair<torch::Tensor, torch::Tensor> AttentionCache::append(const torch::Tens
     length_ = window - 1;
   }
   const int64_t needed = length_ + t;
+  if (keys_.defined() && begin_ + needed > keys_.size(2) && needed <= keys_.size(2) && begin_ > 0) {
+    // Room enough once the kept keys move to the front of the buffer (a sliding window, or a
+    // continuous batch whose front was dropped): no larger buffer.
+    keys_.narrow(2, 0, length_).copy_(keys_.narrow(2, begin_, length_).clone());
+    values_.narrow(2, 0, length_).copy_(values_.narrow(2, begin_, length_).clone());
+    begin_ = 0;
+  }
   if (!keys_.defined() || begin_ + needed > keys_.size(2)) {
     int64_t cap = std::max({needed, 2 * capacity(), reserved_});
     if (window > 0) cap = std::min(cap, std::max(needed, 2 * (window - 1 + t)));
     auto shape = keys.sizes().vec();
     shape[2] = cap;
+    if (keys_.defined()) shape[0] = keys_.size(0);  // every row, in use or not
     auto k_new = torch::empty(shape, keys.options());
     auto v_new = torch::empty(shape, values.options());
     if (length_ > 0) {
@@ -41,8 +49,9 @@ std::pair<torch::Tensor, torch::Tensor> AttentionCache::append(const torch::Tens
     values_ = v_new;
     begin_ = 0;
   }
-  keys_.narrow(2, begin_ + length_, t).copy_(keys);
-  values_.narrow(2, begin_ + length_, t).copy_(values);
+  const int64_t rows = active_rows();
+  keys_.narrow(0, 0, rows).narrow(2, begin_ + length_, t).copy_(keys);
+  values_.narrow(0, 0, rows).narrow(2, begin_ + length_, t).copy_(values);
   length_ += t;
   seen_ += t;
   return {this->keys(), this->values()};
@@ -62,8 +71,16 @@ void AttentionCache::set_static(torch::Tensor keys, torch::Tensor values) {
 void AttentionCache::set_state(torch::Tensor state, int64_t tokens) {
   TORCH_CHECK(!keys_.defined() && !is_static_, "AttentionCache: a recurrent state in a cache holding keys");
   TORCH_CHECK(tokens >= 0, "AttentionCache: set_state after ", tokens, " tokens");
-  state_ = std::move(state);
+  if (rows_ >= 0 && state_.defined()) {
+    state_.narrow(0, 0, rows_).copy_(state);
+  } else {
+    state_ = std::move(state);
+  }
   seen_ += tokens;
+}
+
+torch::Tensor AttentionCache::state() const {
+  return state_.defined() && rows_ >= 0 ? state_.narrow(0, 0, rows_) : state_;
 }
 
 void AttentionCache::reorder(const torch::Tensor& indices) {
@@ -76,11 +93,102 @@ void AttentionCache::reorder(const torch::Tensor& indices) {
 void AttentionCache::clear() { *this = AttentionCache(); }
 
 torch::Tensor AttentionCache::keys() const {
-  return length_ > 0 ? keys_.narrow(2, begin_, length_) : torch::Tensor();
+  return length_ > 0 ? keys_.narrow(0, 0, active_rows()).narrow(2, begin_, length_) : torch::Tensor();
 }
 
 torch::Tensor AttentionCache::values() const {
-  return length_ > 0 ? values_.narrow(2, begin_, length_) : torch::Tensor();
+  return length_ > 0 ? values_.narrow(0, 0, active_rows()).narrow(2, begin_, length_) : torch::Tensor();
+}
+
+int64_t AttentionCache::active_rows() const {
+  if (rows_ >= 0) return rows_;
+  return keys_.defined() ? keys_.size(0) : state_.defined() ? state_.size(0) : 0;
+}
+
+void AttentionCache::use_rows(int64_t n) {
+  TORCH_CHECK(!is_static_, "AttentionCache: use_rows on a cross-attention (static) cache");
+  const int64_t all = keys_.defined() ? keys_.size(0) : state_.defined() ? state_.size(0) : n;
+  TORCH_CHECK(n >= 0 && n <= all, "AttentionCache: use_rows(", n, ") on a cache of ", all, " rows");
+  rows_ = n;
+}
+
+void AttentionCache::drop_front(int64_t count) {
+  TORCH_CHECK(count >= 0 && count <= seen_, "AttentionCache: drop_front(", count, ") of ", seen_, " positions");
+  seen_ -= count;
+  if (length_ > seen_) {
+    begin_ += length_ - seen_;
+    length_ = seen_;
+  }
+}
+
+void AttentionCache::grow_front(int64_t count) {
+  TORCH_CHECK(count >= 0, "AttentionCache: grow_front(", count, ")");
+  seen_ += count;  // the kept keys stay the last ones; the new positions are padding nobody sees
+}
+
+void AttentionCache::keep_at_least(int64_t count) {
+  TORCH_CHECK(count <= seen_, "AttentionCache: cannot keep ", count, " of ", seen_, " positions");
+  if (length_ >= count) return;
+  const int64_t extra = count - length_;
+  if (begin_ < extra) {
+    auto shape = keys_.sizes().vec();
+    shape[2] = std::max({2 * capacity(), count, reserved_});
+    auto k_new = torch::zeros(shape, keys_.options());
+    auto v_new = torch::zeros(shape, values_.options());
+    if (length_ > 0) {
+      k_new.narrow(2, extra, length_).copy_(keys_.narrow(2, begin_, length_));
+      v_new.narrow(2, extra, length_).copy_(values_.narrow(2, begin_, length_));
+    }
+    keys_ = k_new, values_ = v_new;
+    begin_ = 0;
+  } else {
+    // Padding is never attended to (the mask), but must be finite: 0 * NaN is NaN.
+    begin_ -= extra;
+    keys_.narrow(2, begin_, extra).zero_();
+    values_.narrow(2, begin_, extra).zero_();
+  }
+  length_ = count;
+}
+
+void AttentionCache::place_row(int64_t row, int64_t rows, const AttentionCache& source) {
+  TORCH_CHECK(!is_static_ && !source.is_static_, "AttentionCache: place_row on a cross-attention (static) cache");
+  TORCH_CHECK(row >= 0 && row < rows, "AttentionCache: place_row(", row, ") of ", rows, " rows");
+  TORCH_CHECK(source.seen_ <= seen_, "AttentionCache: a row of ", source.seen_, " positions placed in a cache of ",
+              seen_, " (grow_front first)");
+  if (source.state_.defined()) {
+    TORCH_CHECK(source.state_.size(0) == 1, "AttentionCache: place_row takes a one-row cache");
+    if (!state_.defined()) {
+      auto shape = source.state_.sizes().vec();
+      shape[0] = rows;
+      state_ = torch::zeros(shape, source.state_.options());
+    }
+    state_[row].copy_(source.state_[0]);
+    return;
+  }
+  if (source.length_ == 0) return;
+  TORCH_CHECK(source.keys_.size(0) == 1, "AttentionCache: place_row takes a one-row cache");
+  if (!keys_.defined()) {
+    auto shape = source.keys_.sizes().vec();
+    shape[0] = rows;
+    shape[2] = std::max({seen_, reserved_, int64_t{16}});
+    keys_ = torch::zeros(shape, source.keys_.options());
+    values_ = torch::zeros(shape, source.values_.options());
+    begin_ = 0;
+    length_ = std::min(seen_, shape[2]);
+    begin_ = 0;
+  }
+  keep_at_least(source.length_);
+  const int64_t at = begin_ + length_ - source.length_;
+  keys_[row].narrow(1, at, source.length_).copy_(source.keys()[0]);
+  values_[row].narrow(1, at, source.length_).copy_(source.values()[0]);
+}
+
+void AttentionCache::copy_row(int64_t from, int64_t to) {
+  if (from == to) return;
+  if (state_.defined()) state_[to].copy_(state_[from]);
+  if (length_ == 0) return;
+  keys_[to].narrow(1, begin_, length_).copy_(keys_[from].narrow(1, begin_, length_));
+  values_[to].narrow(1, begin_, length_).copy_(values_[from].narrow(1, begin_, length_));
 }
 
 KVCache::KVCache(int64_t n_layers) : self_(n_layers), cross_(n_layers) {
@@ -106,6 +214,28 @@ void KVCache::reserve(int64_t capacity) {
 void KVCache::reorder(const torch::Tensor& indices) {
   for (auto& c : self_) c.reorder(indices);
   for (auto& c : cross_) c.reorder(indices);
+}
+
+void KVCache::use_rows(int64_t n) {
+  for (auto& c : self_) c.use_rows(n);
+}
+
+void KVCache::drop_front(int64_t count) {
+  for (auto& c : self_) c.drop_front(count);
+}
+
+void KVCache::grow_front(int64_t count) {
+  for (auto& c : self_) c.grow_front(count);
+}
+
+void KVCache::place_row(int64_t row, int64_t rows, const KVCache& source) {
+  TORCH_CHECK(source.n_layers() == n_layers(), "KVCache: place_row from a cache of ", source.n_layers(),
+              " layers into one of ", n_layers());
+  for (int64_t i = 0; i < n_layers(); ++i) self_[i].place_row(row, rows, source.self_[i]);
+}
+
+void KVCache::copy_row(int64_t from, int64_t to) {
+  for (auto& c : self_) c.copy_row(from, to);
 }
 
 void KVCache::clear() {

@@ -28,7 +28,7 @@ class AttentionCache {
   // Recurrent layers (layers/linear_attention.h) keep one state, (B, H, Dk, Dv), instead of keys
   // and values: the state after `tokens` more positions replaces the last one.
   void set_state(torch::Tensor state, int64_t tokens);
-  const torch::Tensor& state() const { return state_; }
+  torch::Tensor state() const;  // (rows in use, H, Dk, Dv); undefined before the first set_state
   bool is_static() const { return is_static_; }
 
   // Preallocates room for `capacity` positions (once the batch shape is known, at first append).
@@ -36,6 +36,20 @@ class AttentionCache {
   // Keeps batch rows `indices` (beam search reordering), in place.
   void reorder(const torch::Tensor& indices);
   void clear();
+
+  // Continuous batching (serve/batch_scheduler.h): a cache of fixed rows, one sequence per row,
+  // each right-aligned on the shared axis of positions [0, seen()) and padded on the left.
+  // The next appends, set_states, keys(), values() and state() cover rows [0, n) only.
+  void use_rows(int64_t n);
+  // Drops the first `count` positions of the shared axis (no row may still need them).
+  void drop_front(int64_t count);
+  // Adds `count` positions in front of the shared axis: every row gains that much left padding.
+  void grow_front(int64_t count);
+  // Writes the one-row cache `source` (a prompt's prefill) into row `row` of `rows`: its keys and
+  // values as the row's last positions, or its state. seen() must be >= source.seen().
+  void place_row(int64_t row, int64_t rows, const AttentionCache& source);
+  // Copies row `from` onto row `to` (compacting the rows in use after one finishes).
+  void copy_row(int64_t from, int64_t to);
 
   torch::Tensor keys() const;    // (B, Hkv, length, D) view; undefined when empty
   torch::Tensor values() const;  // (B, Hkv, length, D) view; undefined when empty
@@ -52,7 +66,12 @@ class AttentionCache {
   int64_t length_ = 0;
   int64_t seen_ = 0;
   int64_t reserved_ = 0;
+  int64_t rows_ = -1;  // rows in use; -1: all of them
   bool is_static_ = false;
+
+  int64_t active_rows() const;
+  // Makes the kept positions at least the last `count` of seen(), the new ones zero.
+  void keep_at_least(int64_t count);
 };
 
 // The caches of a whole model: one self-attention and one cross-attention entry per layer.
@@ -69,6 +88,12 @@ class KVCache {
   void reserve(int64_t capacity);
   void reorder(const torch::Tensor& indices);
   void clear();
+  // Continuous batching, over every layer: see AttentionCache.
+  void use_rows(int64_t n);
+  void drop_front(int64_t count);
+  void grow_front(int64_t count);
+  void place_row(int64_t row, int64_t rows, const KVCache& source);
+  void copy_row(int64_t from, int64_t to);
 
  private:
   std::vector<AttentionCache> self_;

@@ -10,6 +10,21 @@
 #include <torch/torch.h>
 
 namespace zoo {
+
+torch::Tensor choose_tokens(const torch::Tensor& logits, const GenerationOptions& o, at::Generator& gen) {
+  if (!o.sample) return logits.argmax(-1);
+  auto probs = torch::softmax(logits.to(torch::kFloat), -1).cpu();
+  return at::multinomial(probs, 1, /*replacement=*/false, gen).squeeze(1).to(logits.device());
+}
+
+at::Generator make_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+void check_logits(const torch::Tensor& logits, int64_t step) {
+  if ((logits < std::numeric_limits<float>::infinity()).all().item<bool>()) return;  // NaN compares false
+  throw std::runtime_error(c10::str("generate: the model's logits hold NaN or infinity at step ", step + 1,
+                                    " (corrupt weights, or activations overflowing their type)"));
+}
+
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -17,23 +32,6 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 bool ends_with(const std::vector<int64_t>& tokens, const std::vector<int64_t>& suffix) {
   return !suffix.empty() && tokens.size() >= suffix.size() &&
          std::equal(suffix.rbegin(), suffix.rend(), tokens.rbegin());
-}
-
-// Picks one token per row from processed logits (B, V).
-torch::Tensor choose(const torch::Tensor& logits, const GenerationOptions& o, at::Generator& gen) {
-  if (!o.sample) return logits.argmax(-1);
-  auto probs = torch::softmax(logits.to(torch::kFloat), -1).cpu();
-  return at::multinomial(probs, 1, /*replacement=*/false, gen).squeeze(1).to(logits.device());
-}
-
-// Logits holding NaN or +infinity (corrupt weights, activations overflowing their dtype) have
-// no distribution to choose from: said in words, rather than by multinomial's "probability tensor
-// contains either inf, nan or element < 0" or a silent argmax. -infinity (a token ruled out) is
-// fine.
-void check_logits(const torch::Tensor& logits, int64_t step) {
-  if ((logits < std::numeric_limits<float>::infinity()).all().item<bool>()) return;  // NaN compares false
-  throw std::runtime_error(c10::str("generate: the model's logits hold NaN or infinity at step ", step + 1,
-                                    " (corrupt weights, or activations overflowing their type)"));
 }
 
 // Bookkeeping shared by the greedy/sampling loops of both families.
@@ -110,8 +108,6 @@ std::pair<torch::Tensor, torch::Tensor> pad(const std::vector<std::vector<int64_
   }
   return {ids.to(device), mask.to(device)};
 }
-
-at::Generator make_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 // Below: beam search over any model's next-token logits.
 GenerationResult beam_search(const ModelConfig& c, int64_t n, const std::function<torch::Tensor(const torch::Tensor&)>& step,
@@ -210,7 +206,7 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
     check_logits(logits, step);
     auto processed = process_logits(logits.to(torch::kFloat), sequence, mask, o);
     if (o.output_scores) result.scores.push_back(processed.cpu());
-    auto next = choose(processed, o, gen);
+    auto next = choose_tokens(processed, o, gen);
     auto next_cpu = next.cpu();
     for (int64_t r = 0; r < n; ++r) {
       if (rows.done[r]) next_cpu[r] = c.pad_id;  // finished rows idle on padding
@@ -382,7 +378,7 @@ GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<i
       check_logits(logits, step);
       auto processed = process_logits(logits.to(torch::kFloat), sequence, {}, o);
       if (o.output_scores) result.scores.push_back(processed.cpu());
-      auto next_cpu = choose(processed, o, gen).cpu();
+      auto next_cpu = choose_tokens(processed, o, gen).cpu();
       for (int64_t r = 0; r < n; ++r) {
         if (rows.done[r]) next_cpu[r] = c.pad_id;
         else rows.add(r, next_cpu[r].item<int64_t>(), o);

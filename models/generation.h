@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Generator.h>
 #include <torch/types.h>
 
 #include "models/gpt.h"
@@ -51,6 +52,15 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
                           const GenerationOptions& options);
 GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<int64_t>>& sources,
                           const GenerationOptions& options);
+
+// One token per row of processed logits (B, V): the argmax, or (options.sample) drawn from their
+// softmax with `generator`. A generator per sequence keeps seeded sampling independent of the
+// batch it runs in (serve/batch_scheduler.h).
+torch::Tensor choose_tokens(const torch::Tensor& logits, const GenerationOptions& options, at::Generator& generator);
+// The CPU generator that seeded sampling draws from.
+at::Generator make_generator(uint64_t seed);
+// Throws std::runtime_error when logits hold NaN or +infinity (step counts from 0, for the message).
+void check_logits(const torch::Tensor& logits, int64_t step);
 
 // The logits pipeline, exposed for tests: repetition penalty over `context` (B, L) where
 // `context_mask` is true, then (when sampling) temperature, top-k and top-p filtering with

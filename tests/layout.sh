@@ -6,7 +6,7 @@
 # Usage: layout.sh SOURCE_DIR
 set -euo pipefail
 cd "$1"
-order=(core templates tokenizers data kernels layers models inference train interop bench apps)
+order=(core templates tokenizers data kernels layers models inference train interop serve bench apps)
 declare -A rank
 for i in "${!order[@]}"; do rank[${order[$i]}]=$i; done
 failures=0

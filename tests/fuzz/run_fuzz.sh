@@ -92,6 +92,14 @@ case "$(basename "$fuzzer")" in
     printf '%s' "{{ ('a' * 1000000)|replace('a', 'b' * 1000) }}{{ strftime_now('%Y' * 100) }}" > "$corpus/replace.jinja"
     printf '%s' $'{%- set ns = namespace(n=0) -%}\n{% macro f(x, y=2) %}{{ x ~ y }}{% endmacro %}\n  {% for m in messages if m.role != \'system\' %}{% set ns.n = ns.n + 1 %}{{ f(loop.index) }} {{ m | tojson(indent=1) }}{% if loop.last %}{% break %}{% endif %}{% endfor %}{# c #}\n{{ messages[1:][::-1] | map(attribute=\'content\') | join(\', \') | upper }} {{ raise_exception(\'x\') if ns.n > 9 }}' > "$corpus/constructs.jinja"
     ;;
+  openai_api_fuzz)
+    printf '%s' '{"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "stop": ["\n", "lo"], "seed": 4, "n": 2, "stream": true, "stream_options": {"include_usage": true}}' > "$corpus/completion.json"
+    printf '%s' '{"prompt": ["a", [5, 6]], "logprobs": null, "echo": false}' > "$corpus/prompts.json"
+    printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 9}' > "$corpus/chat.json"
+    printf '%s' '{"input": ["a", "b"], "encoding_format": "float"}' > "$corpus/embeddings.json"
+    { printf '{"prompt": '; repeat '[' 3000; repeat ']' 3000; printf '}'; } > "$corpus/nested.json"
+    printf '{"prompt": "caf\u00e9 \ud83d\ude42", "stop": "\u00e9"}' > "$corpus/unicode.json"
+    ;;
   *)
     echo "run_fuzz.sh: no seeds for $(basename "$fuzzer")" >&2
     exit 2

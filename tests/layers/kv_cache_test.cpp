@@ -72,6 +72,73 @@ TEST(AttentionCache, RecurrentStateCountsPositionsAndFollowsReorder) {
   EXPECT_THROW(with_keys.set_state(state, 1), c10::Error);
 }
 
+// Continuous batching's operations on a cache of fixed rows (serve/batch_scheduler.h): a one-row
+// prefill placed as a row's last positions, the shared axis grown in front and trimmed, rows in
+// use narrowed and compacted, with keys and recurrent states alike.
+TEST(AttentionCache, RowsPlacedGrownTrimmedAndMoved) {
+  auto keys_of = [](int64_t t, float base) { return torch::arange(t, torch::kFloat).add(base).view({1, 1, t, 1}); };
+  AttentionCache a, b;
+  a.append(keys_of(3, 10), keys_of(3, 10));  // a prompt of 3
+  b.append(keys_of(5, 20), keys_of(5, 20));  // a prompt of 5
+  AttentionCache batch;
+  batch.reserve(16);
+  batch.grow_front(3);
+  batch.place_row(0, 4, a);
+  EXPECT_EQ(batch.seen(), 3);
+  batch.grow_front(2);  // row 0 gains two positions of left padding
+  batch.place_row(1, 4, b);
+  batch.use_rows(2);
+  const auto k = batch.keys();  // (2, 1, 5, 1)
+  ASSERT_EQ(k.sizes(), torch::IntArrayRef({2, 1, 5, 1}));
+  EXPECT_TRUE(torch::equal(k[0].flatten(), torch::tensor({0.f, 0.f, 10.f, 11.f, 12.f})));
+  EXPECT_TRUE(torch::equal(k[1].flatten(), torch::tensor({20.f, 21.f, 22.f, 23.f, 24.f})));
+  // A step appends to the rows in use only.
+  batch.append(torch::full({2, 1, 1, 1}, 7.f), torch::full({2, 1, 1, 1}, 7.f));
+  EXPECT_EQ(batch.seen(), 6);
+  // Row 1 ends; the trim keeps what row 0 holds (4 positions), row 0 moves nowhere.
+  batch.drop_front(2);
+  batch.use_rows(1);
+  EXPECT_TRUE(torch::equal(batch.keys()[0].flatten(), torch::tensor({10.f, 11.f, 12.f, 7.f})));
+  // Compaction: row 0 takes row 1's place.
+  batch.use_rows(2);
+  batch.copy_row(0, 1);
+  EXPECT_TRUE(torch::equal(batch.keys()[1].flatten(), torch::tensor({10.f, 11.f, 12.f, 7.f})));
+  EXPECT_THROW(batch.use_rows(5), c10::Error);
+  EXPECT_THROW(batch.drop_front(5), c10::Error);
+  AttentionCache longer;
+  longer.append(keys_of(9, 0), keys_of(9, 0));
+  EXPECT_THROW(batch.place_row(2, 4, longer), c10::Error);  // seen 4 < 9: grow_front first
+
+  // Recurrent states: a row's state is replaced; set_state on the rows in use keeps the others.
+  AttentionCache states;
+  AttentionCache one;
+  one.set_state(torch::ones({1, 2, 3, 3}), 4);
+  states.grow_front(4);
+  states.place_row(2, 3, one);
+  EXPECT_TRUE(torch::equal(states.state()[2], torch::ones({2, 3, 3})));
+  EXPECT_TRUE(torch::equal(states.state()[0], torch::zeros({2, 3, 3})));
+  states.copy_row(2, 0);
+  states.use_rows(1);
+  states.set_state(torch::full({1, 2, 3, 3}, 5.f), 1);
+  states.use_rows(3);
+  EXPECT_TRUE(torch::equal(states.state()[0], torch::full({2, 3, 3}, 5.f)));
+  EXPECT_TRUE(torch::equal(states.state()[2], torch::ones({2, 3, 3})));
+}
+
+// Trimming the front moves the kept keys back to the buffer's start when the end is reached,
+// instead of allocating a larger buffer.
+TEST(AttentionCache, TrimmedBufferIsReused) {
+  AttentionCache cache;
+  cache.reserve(8);
+  for (int64_t step = 0; step < 40; ++step) {
+    const auto v = torch::full({1, 1, 1, 1}, static_cast<float>(step));
+    cache.append(v, v);
+    if (cache.seen() > 3) cache.drop_front(cache.seen() - 3);
+    EXPECT_EQ(cache.capacity(), 8);
+  }
+  EXPECT_TRUE(torch::equal(cache.keys().flatten(), torch::tensor({37.f, 38.f, 39.f})));
+}
+
 TEST(AttentionCache, MismatchedShapesAreErrors) {
   AttentionCache cache;
   cache.append(torch::zeros({2, 4, 1, 8}), torch::zeros({2, 4, 1, 8}));

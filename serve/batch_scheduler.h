@@ -1,0 +1,119 @@
+#pragma once
+// Continuous batching for decoder-only models (GPT, LLaMA, Mistral, Qwen2 layouts, linear and
+// gated linear attention): one thread owns the model and loops, as vLLM's scheduler and
+// llama.cpp's server slots do: admit waiting sequences at a token boundary (each prompt is
+// prefilled on its own), then decode every running sequence together with one batched forward,
+// each with its own position, sampling state and stop conditions.
+//
+// The KV cache has --max-batch fixed rows over one shared axis of positions, allocated once
+// (layers/kv_cache.h, "continuous batching"): a sequence occupies a row, right-aligned and
+// left-padded, so that one attention mask says which positions each row sees. Rows in use are
+// kept packed at the top (a finished sequence's row takes the last one's), each step runs only
+// them, and the shared axis is trimmed to the longest sequence running.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "models/generation.h"
+#include "models/gpt.h"
+#include "serve/metrics.h"
+#include "tokenizers/tokenizer.h"
+
+namespace zoo {
+
+// What a sequence hands its request: new text, and at the end why it stopped.
+struct SequenceEvent {
+  int64_t index = 0;          // the choice
+  std::string text;           // new text (may be empty on the last event)
+  std::string finish_reason;  // empty while more follows; "stop", "length", or "error"
+  int64_t prompt_tokens = 0;  // on the last event
+  int64_t completion_tokens = 0;  // on the last event
+};
+
+// Where one request's sequences deliver their events; the HTTP thread waits on it.
+class ResponseChannel {
+ public:
+  void push(SequenceEvent event);
+  // Waits up to `timeout` for events and takes every one queued (none on a timeout).
+  std::vector<SequenceEvent> wait(std::chrono::milliseconds timeout);
+  // The client went away: its sequences leave the batch at the next step.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<SequenceEvent> events_;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct SequenceRequest {
+  int64_t index = 0;                   // the choice it answers
+  std::vector<int64_t> prompt;         // at least one token; prompt + max_new_tokens fit the context
+  GenerationOptions options;           // max_new_tokens, sampling, repetition penalty, seed, eos_ids
+  std::vector<std::string> stop_texts;
+  std::shared_ptr<ResponseChannel> channel;
+  std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+};
+
+struct SchedulerOptions {
+  int64_t max_batch = 8;    // sequences decoded together: the cache's rows
+  int64_t max_context = 0;  // positions per sequence, prompt included; 0: the model's max_positions
+  int64_t max_queue = 64;   // sequences waiting for a row; beyond it submit() refuses
+};
+
+class BatchScheduler {
+ public:
+  // `model` is in eval mode on its device and dtype; `tokenizer` decodes the streamed text.
+  BatchScheduler(GPT model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics = nullptr);
+  ~BatchScheduler();
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
+
+  // Queues a request's sequences, all or none: false when the queue has no room for them.
+  bool submit(std::vector<SequenceRequest> sequences);
+  // Ends every queued and running sequence now (finish_reason "cancelled").
+  void cancel_all();
+  // Sequences queued, running, and decoding steps taken so far.
+  int64_t queued() const;
+  int64_t running() const;
+  int64_t steps() const { return steps_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  void loop();
+  void admit(SequenceRequest request);
+  void decode_step();
+  // Takes the token a slot produced; true when the slot's sequence has ended.
+  bool deliver(Slot& slot, int64_t token);
+  void finish(Slot& slot, std::string text, const std::string& reason);
+  void remove_row(size_t row);
+  void fail_running(const std::string& message);
+
+  GPT model_;
+  const Tokenizer& tokenizer_;
+  SchedulerOptions options_;
+  ServerMetrics* metrics_;
+  KVCache cache_;
+  std::vector<std::unique_ptr<Slot>> rows_;  // row i of the cache: rows_[i]
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<SequenceRequest> queue_;
+  std::atomic<int64_t> running_{0};
+  std::atomic<int64_t> steps_{0};
+  bool cancel_all_ = false;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace zoo

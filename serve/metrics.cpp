@@ -1,0 +1,122 @@
+#include "serve/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace zoo {
+namespace {
+
+std::string number(double x) {
+  if (std::isinf(x)) return x > 0 ? "+Inf" : "-Inf";
+  std::ostringstream out;
+  out.precision(9);
+  out << x;
+  return out.str();
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), value);  // first bound >= value: le
+  ++counts_[it - bounds_.begin()];
+  ++count_;
+  sum_ += value;
+}
+
+std::string Histogram::render(const std::string& name) const {
+  std::ostringstream out;
+  int64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const std::string le = i < bounds_.size() ? number(bounds_[i]) : "+Inf";
+    out << name << "_bucket{le=\"" << le << "\"} " << cumulative << "\n";
+  }
+  out << name << "_sum " << number(sum_) << "\n" << name << "_count " << count_ << "\n";
+  return out.str();
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      tpot_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      latency_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}),
+      occupancy_({1, 2, 4, 8, 16, 32, 64, 128}) {}
+
+void ServerMetrics::request(const std::string& endpoint, int status) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{endpoint, status}];
+}
+
+void ServerMetrics::tokens(int64_t prompt, int64_t completion) {
+  std::lock_guard lock(mutex_);
+  prompt_tokens_ += prompt;
+  completion_tokens_ += completion;
+}
+
+void ServerMetrics::time_to_first_token(double seconds) {
+  std::lock_guard lock(mutex_);
+  ttft_.observe(seconds);
+}
+
+void ServerMetrics::time_per_output_token(double seconds) {
+  std::lock_guard lock(mutex_);
+  tpot_.observe(seconds);
+}
+
+void ServerMetrics::request_latency(double seconds) {
+  std::lock_guard lock(mutex_);
+  latency_.observe(seconds);
+}
+
+void ServerMetrics::batch(int64_t queued, int64_t running, int64_t slots) {
+  std::lock_guard lock(mutex_);
+  queued_ = queued, running_ = running, slots_ = slots;
+  if (running > 0) occupancy_.observe(static_cast<double>(running));
+}
+
+int64_t ServerMetrics::prompt_tokens() const {
+  std::lock_guard lock(mutex_);
+  return prompt_tokens_;
+}
+
+int64_t ServerMetrics::completion_tokens() const {
+  std::lock_guard lock(mutex_);
+  return completion_tokens_;
+}
+
+std::string ServerMetrics::render() const {
+  std::lock_guard lock(mutex_);
+  std::ostringstream out;
+  out << "# HELP zoo_requests_total HTTP requests answered, by endpoint and status.\n"
+      << "# TYPE zoo_requests_total counter\n";
+  for (const auto& [key, count] : requests_) {
+    out << "zoo_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second << "\"} " << count << "\n";
+  }
+  out << "# HELP zoo_prompt_tokens_total Prompt tokens of completed and cancelled requests.\n"
+      << "# TYPE zoo_prompt_tokens_total counter\nzoo_prompt_tokens_total " << prompt_tokens_ << "\n"
+      << "# HELP zoo_completion_tokens_total Tokens generated (the sum of the responses' usage.completion_tokens).\n"
+      << "# TYPE zoo_completion_tokens_total counter\nzoo_completion_tokens_total " << completion_tokens_ << "\n"
+      << "# HELP zoo_queue_length Sequences waiting for a slot.\n"
+      << "# TYPE zoo_queue_length gauge\nzoo_queue_length " << queued_ << "\n"
+      << "# HELP zoo_batch_running Sequences in the running batch.\n"
+      << "# TYPE zoo_batch_running gauge\nzoo_batch_running " << running_ << "\n"
+      << "# HELP zoo_batch_slots Slots of the running batch (--max-batch).\n"
+      << "# TYPE zoo_batch_slots gauge\nzoo_batch_slots " << slots_ << "\n"
+      << "# HELP zoo_batch_occupancy Sequences per decoding step.\n# TYPE zoo_batch_occupancy histogram\n"
+      << occupancy_.render("zoo_batch_occupancy")
+      << "# HELP zoo_time_to_first_token_seconds From a request's arrival to its first token.\n"
+      << "# TYPE zoo_time_to_first_token_seconds histogram\n"
+      << ttft_.render("zoo_time_to_first_token_seconds")
+      << "# HELP zoo_time_per_output_token_seconds Between consecutive tokens of a sequence.\n"
+      << "# TYPE zoo_time_per_output_token_seconds histogram\n"
+      << tpot_.render("zoo_time_per_output_token_seconds")
+      << "# HELP zoo_request_latency_seconds From a request's arrival to its last token.\n"
+      << "# TYPE zoo_request_latency_seconds histogram\n"
+      << latency_.render("zoo_request_latency_seconds");
+  return out.str();
+}
+
+}  // namespace zoo

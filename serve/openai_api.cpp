@@ -1,0 +1,362 @@
+#include "serve/openai_api.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace zoo {
+namespace {
+
+using nlohmann::json;
+
+std::string shortest(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", x);
+  return buffer;
+}
+
+ApiError bad(const std::string& field, const std::string& what) { return ApiError(400, field + ": " + what, field); }
+
+json parse_object(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // nlohmann's message names the byte and what it expected.
+    throw ApiError(400, std::string("request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ApiError(400, std::string("request body must be a JSON object, got ") + j.type_name());
+  return j;
+}
+
+const json* field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string string_field(const json& j, const char* name) {
+  const json* v = field(j, name);
+  if (v == nullptr) return "";
+  if (!v->is_string()) throw bad(name, std::string("must be a string, got ") + v->type_name());
+  return v->get<std::string>();
+}
+
+bool bool_field(const json& j, const char* name, bool fallback) {
+  const json* v = field(j, name);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) throw bad(name, std::string("must be true or false, got ") + v->type_name());
+  return v->get<bool>();
+}
+
+double number_field(const json& j, const char* name, double fallback, double lo, double hi, bool lo_open = false) {
+  const json* v = field(j, name);
+  if (v == nullptr) return fallback;
+  if (!v->is_number()) throw bad(name, std::string("must be a number, got ") + v->type_name());
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+    throw bad(name, "must be in " + std::string(lo_open ? "(" : "[") + shortest(lo) + ", " + shortest(hi) +
+                        "], got " + v->dump());
+  }
+  return x;
+}
+
+std::optional<int64_t> integer_field(const json& j, const char* name, int64_t lo, int64_t hi) {
+  const json* v = field(j, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) throw bad(name, std::string("must be an integer, got ") + v->dump());
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    throw bad(name, "must be at most " + std::to_string(hi) + ", got " + v->dump());
+  }
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) {
+    throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v->dump());
+  }
+  return x;
+}
+
+// Features zoo does not have: refused when asked for, accepted at their "off" values.
+void refuse_unsupported(const json& j, bool chat) {
+  auto asked = [&](const char* name) {
+    const json* v = field(j, name);
+    if (v == nullptr) return false;
+    if (v->is_boolean()) return v->get<bool>();
+    if (v->is_number()) return v->get<double>() != 0.0;
+    if (v->is_object() || v->is_array()) return !v->empty();
+    return true;
+  };
+  for (const char* name : {"logprobs", "top_logprobs", "echo", "suffix", "logit_bias", "frequency_penalty",
+                           "presence_penalty", "tools", "functions", "tool_choice", "function_call"}) {
+    if (asked(name)) throw bad(name, "is not supported by zoo serve");
+  }
+  if (const json* best_of = field(j, "best_of"); best_of != nullptr && *best_of != json(1)) {
+    if (!(best_of->is_number_integer() && field(j, "n") != nullptr && *best_of == j["n"])) {
+      throw bad("best_of", "is not supported by zoo serve (only best_of = n)");
+    }
+  }
+  if (const json* format = field(j, "response_format"); chat && format != nullptr) {
+    if (!format->is_object() || format->value("type", json()) != json("text")) {
+      throw bad("response_format", "only {\"type\": \"text\"} is supported by zoo serve");
+    }
+  }
+}
+
+std::vector<std::string> stop_field(const json& j) {
+  const json* v = field(j, "stop");
+  if (v == nullptr) return {};
+  std::vector<std::string> stops;
+  if (v->is_string()) {
+    stops.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > 4) throw bad("stop", "at most 4 sequences, got " + std::to_string(v->size()));
+    for (const auto& s : *v) {
+      if (!s.is_string()) throw bad("stop", std::string("must be a string or an array of strings, holds ") + s.type_name());
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    throw bad("stop", std::string("must be a string or an array of strings, got ") + v->type_name());
+  }
+  for (const auto& s : stops) {
+    if (s.empty()) throw bad("stop", "an empty stop sequence would end every completion at once");
+  }
+  return stops;
+}
+
+ApiSampling sampling_fields(const json& j, bool chat) {
+  ApiSampling s;
+  const int64_t kMaxTokens = int64_t{1} << 31;
+  s.max_tokens = integer_field(j, "max_tokens", 1, kMaxTokens);
+  if (chat) {
+    if (auto m = integer_field(j, "max_completion_tokens", 1, kMaxTokens)) s.max_tokens = m;
+  }
+  s.temperature = number_field(j, "temperature", 1.0, 0.0, 100.0);
+  s.top_p = number_field(j, "top_p", 1.0, 0.0, 1.0, /*lo_open=*/true);
+  s.top_k = integer_field(j, "top_k", -1, kMaxTokens).value_or(0);
+  if (s.top_k < 0) s.top_k = 0;
+  s.repetition_penalty = number_field(j, "repetition_penalty", 1.0, 0.0, 100.0, /*lo_open=*/true);
+  s.ignore_eos = bool_field(j, "ignore_eos", false);
+  s.stop = stop_field(j);
+  if (auto seed = integer_field(j, "seed", 0, std::numeric_limits<int64_t>::max())) {
+    s.seed = static_cast<uint64_t>(*seed);
+  }
+  s.n = integer_field(j, "n", 1, kMaxChoices).value_or(1);
+  s.stream = bool_field(j, "stream", false);
+  if (const json* o = field(j, "stream_options")) {
+    if (!o->is_object()) throw bad("stream_options", std::string("must be an object, got ") + o->type_name());
+    if (!s.stream) throw bad("stream_options", "is only allowed with stream: true");
+    s.include_usage = bool_field(*o, "include_usage", false);
+  }
+  return s;
+}
+
+std::vector<ApiPrompt> prompt_field(const json& j) {
+  const json* v = field(j, "prompt");
+  if (v == nullptr) throw bad("prompt", "is required");
+  auto token_ids = [](const json& a, const std::string& where) {
+    ApiPrompt p;
+    p.is_ids = true;
+    for (const auto& t : a) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || (t.is_number_unsigned() && t.get<uint64_t>() > (1u << 31))) {
+        throw bad(where, "token ids must be non-negative integers, got " + t.dump());
+      }
+      p.ids.push_back(t.get<int64_t>());
+    }
+    if (p.ids.empty()) throw bad(where, "an empty list of token ids");
+    return p;
+  };
+  std::vector<ApiPrompt> prompts;
+  if (v->is_string()) {
+    prompts.push_back({v->get<std::string>(), {}, false});
+  } else if (v->is_array() && !v->empty() && (*v)[0].is_number()) {
+    prompts.push_back(token_ids(*v, "prompt"));
+  } else if (v->is_array() && !v->empty()) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      const auto& p = (*v)[i];
+      const std::string where = "prompt[" + std::to_string(i) + "]";
+      if (p.is_string()) prompts.push_back({p.get<std::string>(), {}, false});
+      else if (p.is_array()) prompts.push_back(token_ids(p, where));
+      else throw bad(where, std::string("must be a string or a list of token ids, got ") + p.type_name());
+    }
+  } else {
+    throw bad("prompt", std::string("must be a string, a list of strings or a list of token ids, got ") +
+                            (v->is_array() ? "an empty list" : v->type_name()));
+  }
+  return prompts;
+}
+
+std::vector<ApiMessage> messages_field(const json& j) {
+  const json* v = field(j, "messages");
+  if (v == nullptr) throw bad("messages", "is required");
+  if (!v->is_array() || v->empty()) throw bad("messages", "must be a non-empty array of messages");
+  std::vector<ApiMessage> messages;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& m = (*v)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw bad(where, std::string("must be an object, got ") + m.type_name());
+    ApiMessage message;
+    const json* role = field(m, "role");
+    if (role == nullptr || !role->is_string()) throw bad(where + ".role", "must be a string");
+    message.role = role->get<std::string>();
+    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+    bool known = false;
+    for (const char* r : kRoles) known = known || message.role == r;
+    if (!known) throw bad(where + ".role", "must be system, developer, user, assistant or tool, got '" + message.role + "'");
+    const json* content = field(m, "content");
+    if (content == nullptr) throw bad(where + ".content", "is required");
+    if (content->is_string()) {
+      message.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      // Content parts: zoo's models read text only.
+      for (size_t k = 0; k < content->size(); ++k) {
+        const auto& part = (*content)[k];
+        const std::string part_where = where + ".content[" + std::to_string(k) + "]";
+        if (!part.is_object() || part.value("type", json()) != json("text") || !part.contains("text") ||
+            !part["text"].is_string()) {
+          throw bad(part_where, "only {\"type\": \"text\", \"text\": STRING} parts are supported");
+        }
+        message.content += part["text"].get<std::string>();
+      }
+    } else {
+      throw bad(where + ".content", std::string("must be a string or an array of text parts, got ") + content->type_name());
+    }
+    messages.push_back(std::move(message));
+  }
+  return messages;
+}
+
+}  // namespace
+
+std::string ApiError::body() const {
+  return json{{"error",
+               {{"message", what()}, {"type", type}, {"param", param.empty() ? json() : json(param)}, {"code", status}}}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+CompletionRequest parse_completion_request(const std::string& body, bool chat) {
+  const json j = parse_object(body);
+  CompletionRequest r;
+  r.chat = chat;
+  r.model = string_field(j, "model");
+  refuse_unsupported(j, chat);
+  r.sampling = sampling_fields(j, chat);
+  if (chat) {
+    r.messages = messages_field(j);
+  } else {
+    r.prompts = prompt_field(j);
+  }
+  const int64_t choices = r.sampling.n * static_cast<int64_t>(chat ? 1 : r.prompts.size());
+  if (choices > kMaxChoices) {
+    throw bad(chat ? "n" : "prompt", "asks for " + std::to_string(choices) + " completions, at most " +
+                                         std::to_string(kMaxChoices) + " per request");
+  }
+  return r;
+}
+
+EmbeddingRequest parse_embedding_request(const std::string& body) {
+  const json j = parse_object(body);
+  EmbeddingRequest r;
+  r.model = string_field(j, "model");
+  if (const json* format = field(j, "encoding_format"); format != nullptr && *format != json("float")) {
+    throw bad("encoding_format", "only \"float\" is supported by zoo serve");
+  }
+  if (field(j, "dimensions") != nullptr) throw bad("dimensions", "is not supported by zoo serve");
+  const json* v = field(j, "input");
+  if (v == nullptr) throw bad("input", "is required");
+  if (v->is_string()) {
+    r.inputs.push_back(v->get<std::string>());
+  } else if (v->is_array() && !v->empty()) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        throw bad("input[" + std::to_string(i) + "]", std::string("must be a string, got ") + (*v)[i].type_name());
+      }
+      r.inputs.push_back((*v)[i].get<std::string>());
+    }
+  } else {
+    throw bad("input", "must be a string or a non-empty array of strings");
+  }
+  if (static_cast<int64_t>(r.inputs.size()) > kMaxChoices) {
+    throw bad("input", "at most " + std::to_string(kMaxChoices) + " texts per request, got " + std::to_string(r.inputs.size()));
+  }
+  return r;
+}
+
+json ApiUsage::to_json() const {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json completion_response(const std::string& id, int64_t created, const std::string& model, bool chat,
+                         const std::vector<ApiChoice>& choices, const ApiUsage& usage) {
+  json list = json::array();
+  for (const auto& c : choices) {
+    json choice = {{"index", c.index}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    list.push_back(std::move(choice));
+  }
+  return {{"id", id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", std::move(list)},
+          {"usage", usage.to_json()}};
+}
+
+json completion_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
+                      const ApiChoice& choice, bool first) {
+  json c = {{"index", choice.index},
+            {"finish_reason", choice.finish_reason.empty() ? json() : json(choice.finish_reason)},
+            {"logprobs", nullptr}};
+  if (chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!choice.text.empty() || (first && choice.finish_reason.empty())) delta["content"] = choice.text;
+    c["delta"] = std::move(delta);
+  } else {
+    c["text"] = choice.text;
+  }
+  return {{"id", id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({std::move(c)})}};
+}
+
+json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat, const ApiUsage& usage) {
+  return {{"id", id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", usage.to_json()}};
+}
+
+json embedding_response(const std::string& model, const std::vector<std::vector<float>>& embeddings,
+                        int64_t prompt_tokens) {
+  json data = json::array();
+  for (size_t i = 0; i < embeddings.size(); ++i) {
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embeddings[i]}});
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+json models_response(const std::string& model, int64_t created) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "zoo"}}})}};
+}
+
+std::string sse_event(const json& data) {
+  // Text the model produced may end inside a multi-byte character only if the decoder let it;
+  // the replacement character keeps the event valid JSON either way.
+  return "data: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+}  // namespace zoo

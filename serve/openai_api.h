@@ -1,0 +1,107 @@
+#pragma once
+// The OpenAI wire format zoo serve speaks: request bodies parsed and checked field by field into
+// structs, and the JSON objects and server-sent events sent back, as the official `openai` client
+// reads them (the API reference's "completions", "chat" and "embeddings" objects). Torch-free: the
+// fuzz target builds it alone.
+//
+// Fields zoo does not know are ignored, as vLLM and llama.cpp's server do (clients send more than
+// they need); a known field of the wrong type or out of range, and a feature zoo does not have
+// (logprobs, tools, ...) asked for, is refused with 400 naming the field.
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zoo {
+
+// An HTTP error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message, std::string param = "", std::string type = "invalid_request_error")
+      : std::runtime_error(message), status(status), param(std::move(param)), type(std::move(type)) {}
+  int status;
+  std::string param;  // the request field at fault; empty for none
+  std::string type;
+  std::string body() const;
+};
+
+// One prompt of /v1/completions: text, or token ids.
+struct ApiPrompt {
+  std::string text;
+  std::vector<int64_t> ids;
+  bool is_ids = false;
+};
+
+struct ApiMessage {
+  std::string role;
+  std::string content;
+};
+
+// What sampling and stopping a completion asks for.
+struct ApiSampling {
+  std::optional<int64_t> max_tokens;  // absent: /v1/completions 16, chat the room left in the context
+  double temperature = 1.0;           // 0: greedy
+  double top_p = 1.0;
+  int64_t top_k = 0;                  // extension (vLLM): 0 or -1 = every token
+  double repetition_penalty = 1.0;    // extension (vLLM)
+  bool ignore_eos = false;            // extension (vLLM): only max_tokens and stop texts end it
+  std::vector<std::string> stop;      // at most 4, none empty
+  std::optional<uint64_t> seed;
+  int64_t n = 1;                      // choices per prompt
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage: a last chunk with the usage
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;                 // empty when not given
+  std::vector<ApiPrompt> prompts;    // /v1/completions
+  std::vector<ApiMessage> messages;  // /v1/chat/completions
+  ApiSampling sampling;
+};
+
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::string> inputs;
+};
+
+constexpr int64_t kMaxChoices = 64;  // n times the prompts, per request
+
+// Throw ApiError (400) naming the field.
+CompletionRequest parse_completion_request(const std::string& body, bool chat);
+EmbeddingRequest parse_embedding_request(const std::string& body);
+
+struct ApiUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  nlohmann::json to_json() const;
+};
+
+struct ApiChoice {
+  int64_t index = 0;
+  std::string text;
+  std::string finish_reason;  // "stop" or "length"; empty while streaming
+};
+
+// Whole responses.
+nlohmann::json completion_response(const std::string& id, int64_t created, const std::string& model, bool chat,
+                                   const std::vector<ApiChoice>& choices, const ApiUsage& usage);
+// One streamed chunk: `first` chat chunks carry the assistant role.
+nlohmann::json completion_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
+                                const ApiChoice& choice, bool first);
+// The last chunk of stream_options.include_usage: no choices, the usage.
+nlohmann::json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
+                           const ApiUsage& usage);
+nlohmann::json embedding_response(const std::string& model, const std::vector<std::vector<float>>& embeddings,
+                                  int64_t prompt_tokens);
+nlohmann::json models_response(const std::string& model, int64_t created);
+
+// Server-sent events: "data: JSON\n\n", and the stream's end, "data: [DONE]\n\n".
+std::string sse_event(const nlohmann::json& data);
+std::string sse_done();
+
+}  // namespace zoo

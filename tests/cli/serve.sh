@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# zoo serve end to end, on the loopback address only: a small GPT trained here (with a LLaMA-style
+# SentencePiece tokenizer whose directory has a chat template) is served, then driven by the
+# official openai client (serve_client.py: completions, chat, streaming, stop sequences, seeds,
+# concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
+# disconnects), by curl for the raw server-sent events, and stopped with SIGTERM while a request
+# runs: the request finishes and the server exits 0. Bad command lines are refused by name.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+zoo="$1" corpus="$2" spm_reference="$3"
+python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
+
+pretrained_inputs "$corpus" "$spm_reference"
+# 300 steps (~8 s): enough that greedy text varies (a model that repeats one token would make the
+# comparisons below weak).
+"$zoo" train gpt-tiny tokenizer="$work/spm/llama-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
+  model.n_heads=4 model.d_ff=256 steps=300 block_size=64 batch_size=16 lr=0.005 warmup_steps=20 eval_every=0 seed=3 \
+  precision=fp32 --data "$work/slice.txt" --run-dir "$work/gpt" > /dev/null 2>&1
+
+# start_server LOG ARGS...: zoo serve on a free port in the background; sets $pid and $port.
+start_server() {
+  local log="$1"; shift
+  "$zoo" --threads 1 serve "$work/gpt" --port 0 "$@" 2> "$log" &
+  pid=$!
+  for _ in $(seq 1 200); do
+    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")
+    [[ -n "$port" ]] && return 0
+    kill -0 "$pid" 2> /dev/null || { echo "zoo serve exited: $(cat "$log")"; exit 1; }
+    sleep 0.1
+  done
+  echo "zoo serve did not start: $(cat "$log")"
+  exit 1
+}
+
+start_server "$work/serve.log" --max-batch 4 --max-queue 4 --api-key secret --served-model-name tiny --max-body 65536
+trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
+"$python" "$(dirname "$0")/serve_client.py" "$port" secret "$zoo" "$work/gpt" tiny
+
+# The raw stream: "data: JSON" events, each followed by a blank line, and "data: [DONE]" last.
+curl -sN "http://127.0.0.1:$port/v1/completions" -H "Authorization: Bearer secret" \
+  -d '{"prompt": "The list", "max_tokens": 8, "temperature": 0, "stream": true}' > "$work/sse.txt"
+"$python" - "$work/sse.txt" <<'PY'
+import json, sys
+raw = open(sys.argv[1]).read()
+assert raw.endswith("data: [DONE]\n\n"), repr(raw[-80:])
+events = raw.split("\n\n")[:-1]
+assert all(e.startswith("data: ") and "\n" not in e for e in events), events
+chunks = [json.loads(e[6:]) for e in events[:-1]]
+assert chunks and all(c["object"] == "text_completion" for c in chunks), chunks
+assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length"), chunks[-1]
+PY
+# A body beyond --max-body: 413, in OpenAI's shape.
+head -c 100000 /dev/zero | tr '\0' 'x' | sed 's/^/{"prompt": "/; s/$/"}/' > "$work/big.json"
+status=$(curl -s -o "$work/big.out" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
+         -H "Authorization: Bearer secret" --data-binary "@$work/big.json" || true)
+[[ "$status" == 413 ]] || { echo "a 100 kB body got $status: $(cat "$work/big.out")"; exit 1; }
+
+# SIGTERM while a request runs: the request finishes within the grace period, the server exits 0.
+curl -sN "http://127.0.0.1:$port/v1/completions" -H "Authorization: Bearer secret" \
+  -d '{"prompt": "The", "max_tokens": 150, "temperature": 1.0, "stop": "@@never@@", "stream": true}' > "$work/last.txt" &
+client=$!
+for _ in $(seq 1 100); do [[ -s "$work/last.txt" ]] && break; sleep 0.05; done
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+wait "$client"
+[[ $status == 0 ]] || { echo "zoo serve exited $status after SIGTERM: $(cat "$work/serve.log")"; exit 1; }
+grep -q "zoo serve: stopped" "$work/serve.log"
+tail -c 300 "$work/last.txt" | grep -qE '"finish_reason":"(length|stop)"' || { echo "the running request did not finish: $(tail -c 300 "$work/last.txt")"; exit 1; }
+grep -q "data: \[DONE\]" "$work/last.txt"
+
+# Bound to loopback unless told otherwise; bad command lines refused by name.
+grep -q "listening on http://127.0.0.1:" "$work/serve.log"
+fails "no-such-dir" "$zoo" serve "$work/no-such-dir" --port 0
+fails "--port: Value 70000 not in range" "$zoo" serve "$work/gpt" --port 70000
+fails "--max-context 9999 is more than the model's max_positions \(256\)" "$zoo" serve "$work/gpt" --port 0 --max-context 9999
+fails "--max-batch: must be a positive integer" "$zoo" serve "$work/gpt" --max-batch 0
+echo "cli.serve: ok"

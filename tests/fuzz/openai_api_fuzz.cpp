@@ -1,0 +1,55 @@
+// libFuzzer target for zoo serve's request parser and server-sent-event writer: any body is
+// parsed as a completion, a chat completion and an embedding request, each either accepted or
+// refused with an ApiError whose body is valid JSON; what is accepted is echoed through the
+// response writers as zoo serve would stream it, and every event is valid JSON again.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/openai_api.h"
+#include "serve/stop_texts.h"
+
+namespace {
+
+void check_event(const std::string& event) {
+  if (event.rfind("data: ", 0) != 0 || event.size() < 8 || event.compare(event.size() - 2, 2, "\n\n") != 0) std::abort();
+  const auto parsed = nlohmann::json::parse(event.substr(6, event.size() - 8), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  for (const bool chat : {false, true}) {
+    try {
+      const auto r = zoo::parse_completion_request(body, chat);
+      // Echo the request's own text back as a streamed completion, through its stop texts.
+      zoo::StopTexts stops(r.sampling.stop);
+      std::string text;
+      for (const auto& p : r.prompts) text += p.text;
+      for (const auto& m : r.messages) text += m.content;
+      std::string sent;
+      for (size_t i = 0; i < text.size() && !stops.stopped(); i += 3) {
+        const auto piece = stops.add(text.substr(i, 3));
+        sent += piece;
+        check_event(zoo::sse_event(zoo::completion_chunk("id", 0, r.model, chat, {0, piece, ""}, i == 0)));
+      }
+      sent += stops.flush();
+      if (sent.size() > text.size()) std::abort();
+      check_event(zoo::sse_event(zoo::completion_response("id", 0, r.model, chat, {{0, sent, "stop"}}, {1, 2})));
+    } catch (const zoo::ApiError& e) {
+      if (e.status != 400 || nlohmann::json::parse(e.body(), nullptr, false).is_discarded()) std::abort();
+    }
+  }
+  try {
+    const auto r = zoo::parse_embedding_request(body);
+    check_event(zoo::sse_event(zoo::embedding_response(r.model, {{0.5f}}, static_cast<int64_t>(r.inputs.size()))));
+  } catch (const zoo::ApiError& e) {
+    if (e.status != 400) std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,167 @@
+#include "serve/openai_api.h"
+
+#include <gtest/gtest.h>
+
+namespace zoo {
+namespace {
+
+using nlohmann::json;
+
+// The error a body gets: its status, the field it names, and its message.
+ApiError error_of(const std::string& body, bool chat = false) {
+  try {
+    parse_completion_request(body, chat);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "");
+}
+
+TEST(OpenAiApi, CompletionRequestFields) {
+  const auto r = parse_completion_request(
+      R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40,
+          "stop": ["\n", "END"], "seed": 42, "n": 2, "stream": true, "stream_options": {"include_usage": true},
+          "ignore_eos": true, "user": "ignored", "some_future_field": {"x": 1}})",
+      false);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Hello");
+  EXPECT_EQ(r.sampling.max_tokens, 7);
+  EXPECT_DOUBLE_EQ(r.sampling.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(r.sampling.top_p, 0.9);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.sampling.n, 2);
+  EXPECT_TRUE(r.sampling.stream);
+  EXPECT_TRUE(r.sampling.include_usage);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  // Defaults, and the prompt's other shapes: several texts, token ids.
+  const auto d = parse_completion_request(R"({"prompt": ["a", [5, 6]]})", false);
+  EXPECT_FALSE(d.sampling.max_tokens.has_value());
+  EXPECT_DOUBLE_EQ(d.sampling.temperature, 1.0);
+  ASSERT_EQ(d.prompts.size(), 2u);
+  EXPECT_TRUE(d.prompts[1].is_ids);
+  EXPECT_EQ(d.prompts[1].ids, (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(parse_completion_request(R"({"prompt": [1, 2, 3]})", false).prompts[0].ids.size(), 3u);
+  // A single stop string; top_k -1 means every token; null is "not given".
+  const auto s = parse_completion_request(R"({"prompt": "x", "stop": "##", "top_k": -1, "seed": null})", false);
+  EXPECT_EQ(s.sampling.stop, std::vector<std::string>{"##"});
+  EXPECT_EQ(s.sampling.top_k, 0);
+  EXPECT_FALSE(s.sampling.seed.has_value());
+}
+
+TEST(OpenAiApi, ChatRequestMessages) {
+  const auto r = parse_completion_request(
+      R"({"messages": [{"role": "system", "content": "Be brief."},
+                       {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}],
+          "max_completion_tokens": 9})",
+      true);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.sampling.max_tokens, 9);
+}
+
+// Every malformed body is a 400 naming the field, never an exception of another kind.
+TEST(OpenAiApi, BadRequestsNameTheField) {
+  struct Case {
+    std::string body;
+    bool chat;
+    std::string param;
+    std::string message_part;
+  };
+  const std::vector<Case> cases = {
+      {"{", false, "", "not valid JSON"},
+      {"[1, 2]", false, "", "must be a JSON object"},
+      {"{}", false, "prompt", "is required"},
+      {R"({"prompt": 5})", false, "prompt", "must be a string"},
+      {R"({"prompt": []})", false, "prompt", "an empty list"},
+      {R"({"prompt": [[]]})", false, "prompt[0]", "empty list of token ids"},
+      {R"({"prompt": [-1]})", false, "prompt", "non-negative"},
+      {R"({"prompt": "x", "max_tokens": 0})", false, "max_tokens", "must be in [1"},
+      {R"({"prompt": "x", "max_tokens": 2.5})", false, "max_tokens", "must be an integer"},
+      {R"({"prompt": "x", "max_tokens": "9"})", false, "max_tokens", "must be an integer"},
+      {R"({"prompt": "x", "max_tokens": 18446744073709551615})", false, "max_tokens", "at most"},
+      {R"({"prompt": "x", "temperature": -0.1})", false, "temperature", "must be in [0, 100]"},
+      {R"({"prompt": "x", "temperature": "hot"})", false, "temperature", "must be a number"},
+      {R"({"prompt": "x", "top_p": 0})", false, "top_p", "must be in (0, 1]"},
+      {R"({"prompt": "x", "top_p": 1.5})", false, "top_p", "must be in (0, 1]"},
+      {R"({"prompt": "x", "n": 0})", false, "n", "must be in [1, 64]"},
+      {R"({"prompt": "x", "n": 40, "max_tokens": 1, "seed": 1, "stop": "a"})", true, "messages", "is required"},
+      {R"({"prompt": ["a", "b", "c"], "n": 30})", false, "prompt", "at most 64"},
+      {R"({"prompt": "x", "stop": ""})", false, "stop", "empty stop sequence"},
+      {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, "stop", "at most 4"},
+      {R"({"prompt": "x", "stop": [1]})", false, "stop", "must be a string or an array of strings"},
+      {R"({"prompt": "x", "seed": -3})", false, "seed", "must be in [0"},
+      {R"({"prompt": "x", "stream": "yes"})", false, "stream", "must be true or false"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", false, "stream_options", "only allowed with stream"},
+      {R"({"prompt": "x", "logprobs": 3})", false, "logprobs", "not supported"},
+      {R"({"prompt": "x", "echo": true})", false, "echo", "not supported"},
+      {R"({"prompt": "x", "presence_penalty": 0.5})", false, "presence_penalty", "not supported"},
+      {R"({"prompt": "x", "model": 3})", false, "model", "must be a string"},
+      {R"({"messages": "hi"})", true, "messages", "non-empty array"},
+      {R"({"messages": [{"content": "hi"}]})", true, "messages[0].role", "must be a string"},
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", true, "messages[0].role", "must be system"},
+      {R"({"messages": [{"role": "user"}]})", true, "messages[0].content", "is required"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, "messages[0].content[0]", "text"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})", true, "tools", "not supported"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})", true,
+       "response_format", "only"},
+  };
+  for (const auto& c : cases) {
+    const auto e = error_of(c.body, c.chat);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_NE(std::string(e.what()).find(c.message_part), std::string::npos) << c.body << " -> " << e.what();
+    // The body is OpenAI's error object.
+    const auto body = json::parse(e.body());
+    EXPECT_EQ(body["error"]["message"], e.what());
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  }
+  // Not UTF-8: the JSON reader refuses it.
+  EXPECT_EQ(error_of(std::string("{\"prompt\": \"a\xff\"}")).status, 400);
+}
+
+TEST(OpenAiApi, EmbeddingRequests) {
+  EXPECT_EQ(parse_embedding_request(R"({"input": "a", "model": "m"})").inputs, std::vector<std::string>{"a"});
+  EXPECT_EQ(parse_embedding_request(R"({"input": ["a", "b"], "encoding_format": "float"})").inputs.size(), 2u);
+  for (const auto* body : {R"({})", R"({"input": []})", R"({"input": [1]})", R"({"input": "a", "encoding_format": "base64"})",
+                           R"({"input": "a", "dimensions": 8})"}) {
+    EXPECT_THROW(parse_embedding_request(body), ApiError) << body;
+  }
+}
+
+// The responses have the fields the openai client reads.
+TEST(OpenAiApi, ResponsesAndChunks) {
+  ApiUsage usage{5, 3};
+  const auto whole = completion_response("cmpl-1", 100, "m", false, {{0, "abc", "length"}}, usage);
+  EXPECT_EQ(whole["object"], "text_completion");
+  EXPECT_EQ(whole["choices"][0]["text"], "abc");
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(whole["usage"]["total_tokens"], 8);
+  const auto chat = completion_response("chatcmpl-1", 100, "m", true, {{0, "hi", "stop"}}, usage);
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], "hi");
+  const auto first = completion_chunk("c", 1, "m", true, {0, "", ""}, true);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const auto last = completion_chunk("c", 1, "m", true, {0, "", "stop"}, false);
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(usage_chunk("c", 1, "m", false, usage)["choices"].size(), 0u);
+  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+  // Text that is not UTF-8 still makes valid JSON.
+  EXPECT_NO_THROW(json::parse(sse_event(completion_chunk("c", 1, "m", false, {0, "a\xe2\x82", ""}, false)).substr(6)));
+  const auto embeddings = embedding_response("m", {{1.0f, 0.0f}}, 4);
+  EXPECT_EQ(embeddings["data"][0]["embedding"].size(), 2u);
+  EXPECT_EQ(embeddings["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(models_response("m", 1)["data"][0]["id"], "m");
+}
+
+}  // namespace
+}  // namespace zoo
