@@ -55,6 +55,7 @@ struct BenchArgs {
   std::string python;           // default: setup_python()
   std::string gpt2_tokenizer;   // default: the reference files' GPT-2 (setup_cache())
   std::string device = "cpu";  // cpu or cuda: where the model, matmul and copy rows run
+  std::string serve_target;    // --worker of a serve row: the server to load (PyTorch's)
 };
 
 // Where scripts/setup.sh keeps its Python environment and the tests' reference files
@@ -75,6 +76,7 @@ int run_worker(const BenchArgs& a) {
   bench::WorkloadOptions options;
   options.steps = a.steps, options.profile_rows = a.profile, options.gpt2_tokenizer = a.gpt2_tokenizer;
   options.device = torch::Device(a.device);
+  options.serve_target = a.serve_target;
   std::cout << bench::run_workload(a.worker, options).dump() << std::endl;
   return 0;
 }
@@ -185,12 +187,12 @@ std::vector<std::string> chosen_workloads(const BenchArgs& a, bool on_gpu) {
   std::vector<std::string> names = a.only.empty() ? known : a.only;
   for (const auto& n : names) {
     if (std::find(known.begin(), known.end(), n) == known.end() && !bench::is_long_sequence_workload(n) &&
-        !bench::is_ring_workload(n) && !bench::is_decode_workload(n)) {
+        !bench::is_ring_workload(n) && !bench::is_decode_workload(n) && !bench::is_serve_workload(n)) {
       throw std::invalid_argument("zoo bench: unknown workload '" + n + "' (known: " + join(known, ", ") +
                                   ", long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window and "
                                   "T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
                                   "ring-KIND-T-N for N 2 or 4, and decode-KIND-C for KIND softmax or gla and C 512, "
-                                  "4096, 32768)");
+                                  "4096, 32768, and " + join(bench::serve_workload_names(), ", ") + ")");
     }
     if (on_gpu && bench::is_ring_workload(n)) {
       throw std::invalid_argument("zoo bench: " + n + " runs on the CPU only (leave out --device cuda)");
@@ -239,6 +241,9 @@ std::vector<std::string> pytorch_environment(const BenchArgs& a, const torch::De
                            "MALLOC_TOP_PAD_=67108864", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"});
   }
   if (a.torch_compile) env.push_back("ZOO_BENCH_COMPILE=1");
+  // The serve rows' PyTorch side is measured by zoo's own load generator (this program).
+  env.push_back("ZOO_BENCH_ZOO=" + fs::read_symlink("/proc/self/exe").string());
+  env.push_back("ZOO_BENCH_GPT2_TOKENIZER=" + a.gpt2_tokenizer);
   return env;
 }
 
@@ -260,7 +265,8 @@ void print_header(const BenchArgs& a, const torch::Device& device, int64_t threa
 using Measured = std::map<std::string, double>;
 
 void remember(const std::string& name, const json& zoo, Measured& machine) {
-  if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo") {
+  if (name == "gemm" || name == "gemm-bf16" || name == "bandwidth" || name == "tokenize-zoo" ||
+      name == "serve-gpt2-small-1") {
     machine[name] = zoo["value"].get<double>();
   }
   if (bench::is_long_sequence_workload(name)) {
@@ -318,6 +324,19 @@ std::string own_comparison_notes(const std::string& name, const json& zoo, Measu
                std::to_string(t) + "; " + fixed(row["speed_vs_one_rank"].get<double>(), 2) + "x its tokens/s";
     }
     return notes;
+  }
+  // Continuous batching: the streams together against one stream; latencies beside PyTorch's.
+  if (bench::is_serve_workload(name)) {
+    if (name == "serve-ttft-gpt2-small") {
+      return "128-token prompt under 8 streams; idle " + fixed(zoo["idle_ms"].get<double>(), 0) + " ms (" +
+             fixed(zoo["vs_idle"].get<double>(), 2) + "x under load)";
+    }
+    if (name != "serve-gpt2-small-1" && machine.count("serve-gpt2-small-1")) {
+      row["vs_one_stream"] = zoo["value"].get<double>() / machine["serve-gpt2-small-1"];
+      notes = fixed(row["vs_one_stream"].get<double>(), 2) + "x one stream's tokens/s; ";
+    }
+    return notes + "per token p50 " + fixed(zoo["token_p50_ms"].get<double>(), 0) + " ms, p99 " +
+           fixed(zoo["token_p99_ms"].get<double>(), 0) + " ms";
   }
   // zoo's attention path against its own (T, T) path, measured just before.
   if (bench::is_long_sequence_workload(name) && machine.count(name + "-math")) {
@@ -387,6 +406,17 @@ Row make_row(const std::string& name, const json& zoo, const json& torch_result,
     }
   }
   notes += rate_notes(name, zoo, torch_result, machine, row);
+  if (bench::is_serve_workload(name)) {
+    for (const char* key : {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms"}) {
+      if (zoo.contains(key)) row[std::string("zoo_") + key] = zoo[key];
+      if (torch_result.contains(key)) row[std::string("pytorch_") + key] = torch_result[key];
+    }
+    if (torch_result.contains("token_p50_ms")) {
+      notes += " (pytorch " + fixed(torch_result["token_p50_ms"].get<double>(), 0) + " ms, " +
+               fixed(torch_result["token_p99_ms"].get<double>(), 0) + " ms)";
+    }
+    if (torch_result.contains("idle_ms")) notes += "; pytorch idle " + fixed(torch_result["idle_ms"].get<double>(), 0) + " ms";
+  }
   if (zoo.contains("split_ms")) {
     row["zoo_split_ms"] = zoo["split_ms"];
     if (torch_result.contains("split_ms")) row["pytorch_split_ms"] = torch_result["split_ms"];
@@ -468,6 +498,8 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
   cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer,
                   "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2; default: the tests' reference files)");
   cmd->add_option("--worker", a->worker, "run one workload in this process and print its JSON (internal)");
+  cmd->add_option("--serve-target", a->serve_target,
+                  "with --worker and a serve row: load the server at HOST:PORT instead of zoo's (internal)");
   cmd->add_option("--device", a->device,
                   "where the model, matmul and copy rows run, both sides: cpu or cuda (default cpu; on cuda, peak "
                   "memory is the GPU allocator's and the tokenizer rows are left out)")

@@ -1,13 +1,17 @@
 #include "bench/workloads.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <future>
+#include <thread>
 #include <sstream>
 #include <stdexcept>
 
 #include <torch/torch.h>
 
 #include "bench/measure.h"
+#include "bench/serve_load.h"
 #include "core/files.h"
 #include "core/op_profile.h"
 #include "core/runtime.h"
@@ -16,6 +20,7 @@
 #include "models/generation.h"
 #include "models/layer_options.h"
 #include "models/lora.h"
+#include "serve/server.h"
 #include "tokenizers/tokenizer.h"
 #include "train/autocast.h"
 #include "train/optimizer.h"
@@ -188,7 +193,113 @@ json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   return train_workload(w, o.steps, o.profile_rows, o.device);
 }
 
+// zoo serve in this process, on a free loopback port, until destroyed.
+class InProcessServer {
+ public:
+  InProcessServer(Model model, Tokenizer tokenizer, ServeOptions options)
+      : model_(std::move(model)), tokenizer_(std::move(tokenizer)) {
+    std::promise<int> bound;
+    auto port = bound.get_future();
+    thread_ = std::thread([this, options, bound = std::move(bound)]() mutable {
+      ServeHooks hooks;
+      hooks.listening = [&](int p) { bound.set_value(p); };
+      hooks.stop = [this] { return stop_.load(); };
+      std::ostream quiet(nullptr);
+      try {
+        serve(model_, tokenizer_, options, quiet, hooks);
+      } catch (...) {
+        bound.set_exception(std::current_exception());
+      }
+    });
+    port_ = port.get();
+  }
+  ~InProcessServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  Model model_;
+  Tokenizer tokenizer_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  int port_ = 0;
+};
+
+std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o) {
+  torch::manual_seed(0);
+  Model model = build_model(bench_config("gpt2-small"));
+  model.module()->to(o.device);
+  if (o.device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo serve does
+  model.module()->eval();
+  ServeOptions options;
+  options.port = 0;
+  options.max_batch = 16;
+  options.max_queue = 64;
+  options.model_name = "gpt2-small";
+  return std::make_unique<InProcessServer>(std::move(model), bench_gpt2_tokenizer(o.gpt2_tokenizer), options);
+}
+
+double ms(double seconds) { return 1000.0 * seconds; }
+
+json serve_workload(const std::string& name, const WorkloadOptions& o) {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::unique_ptr<InProcessServer> server;
+  if (o.serve_target.empty()) {
+    server = serve_gpt2_small(o);
+    port = server->port();
+  } else {
+    const auto colon = o.serve_target.rfind(':');
+    if (colon == std::string::npos) throw std::invalid_argument("--serve-target: HOST:PORT, got " + o.serve_target);
+    host = o.serve_target.substr(0, colon);
+    port = std::stoi(o.serve_target.substr(colon + 1));
+  }
+  // One short request first: the first forward's allocations are not what a server's clients see.
+  LoadSpec warmup;
+  warmup.max_tokens = 4;
+  run_load(host, port, warmup);
+  if (name == "serve-ttft-gpt2-small") {
+    // A 128-token prompt's first token, on the idle server and while 8 streams decode.
+    LoadSpec probe;
+    probe.requests_per_stream = o.steps > 0 ? o.steps : 3;
+    probe.prompt_tokens = 128;
+    probe.max_tokens = 4;
+    probe.seed = 1;
+    std::vector<double> idle, loaded;
+    for (const auto& r : run_load(host, port, probe).requests) idle.push_back(r.ttft);
+    LoadSpec background;
+    background.streams = 8;
+    background.max_tokens = 128;
+    background.seed = 2;
+    auto busy = std::async(std::launch::async, [&] { return run_load(host, port, background); });
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the eight are decoding
+    probe.seed = 3;
+    for (const auto& r : run_load(host, port, probe).requests) loaded.push_back(r.ttft);
+    busy.get();
+    const double idle_ms = ms(quantile(idle, 0.5)), loaded_ms = ms(quantile(loaded, 0.5));
+    return {{"unit", "ms"}, {"value", loaded_ms}, {"idle_ms", idle_ms}, {"vs_idle", loaded_ms / idle_ms}};
+  }
+  LoadSpec spec;
+  spec.streams = std::stoll(name.substr(name.rfind('-') + 1));
+  // One stream sends four requests in turn; more streams two each.
+  spec.requests_per_stream = o.steps > 0 ? o.steps : spec.streams == 1 ? 4 : 2;
+  const auto load = run_load(host, port, spec);
+  std::vector<double> latencies;
+  for (const auto& r : load.requests) latencies.push_back(r.latency);
+  return {{"unit", "tokens/s"},
+          {"value", static_cast<double>(load.tokens) / load.seconds},
+          {"streams", spec.streams},
+          {"tokens", load.tokens},
+          {"token_p50_ms", ms(quantile(load.token_gaps, 0.5))},
+          {"token_p99_ms", ms(quantile(load.token_gaps, 0.99))},
+          {"request_p50_s", quantile(latencies, 0.5)},
+          {"request_p99_s", quantile(latencies, 0.99)}};
+}
+
 json run_non_training(const std::string& name, const WorkloadOptions& o) {
+  if (is_serve_workload(name)) return serve_workload(name, o);
   if (name == "gemm") return gemm(o.steps, torch::kFloat, o.device);
   if (name == "gemm-bf16") return gemm(o.steps, torch::kBFloat16, o.device);
   if (name == "bandwidth") return bandwidth(o.steps, o.device);
@@ -210,6 +321,17 @@ const std::vector<std::string>& workload_names() {
       "finetune-gpt2-small-lora-recompute", "train-gpt2-small-1024", "train-gpt2-small-1024-recompute",
       "forward-bert-base", "generate-gpt2-small", "generate-gpt2-small-bf16", "tokenize-zoo", "tokenize-gpt2"};
   return names;
+}
+
+const std::vector<std::string>& serve_workload_names() {
+  static const std::vector<std::string> names = {"serve-gpt2-small-1", "serve-gpt2-small-8", "serve-gpt2-small-16",
+                                                 "serve-ttft-gpt2-small"};
+  return names;
+}
+
+bool is_serve_workload(const std::string& name) {
+  const auto& names = serve_workload_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 bool compares_with_pytorch(const std::string& name) {

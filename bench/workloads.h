@@ -35,6 +35,14 @@
 //   decode-KIND-C        batch-1 greedy decoding at a context of C = 512, 4096 or 32768 tokens,
 //                        softmax attention against gated linear attention (gla) of gpt-tiny's
 //                        sizes: the cache filled to C, then 64 steps. Run when named.
+//   serve-gpt2-small-S   zoo serve (in this process, continuous batching, 16 rows) of gpt2-small
+//                        with random weights under S = 1, 8 or 16 concurrent streaming clients
+//                        (bench/serve_load.h): 16-token prompts, 64 tokens each, greedy; tokens/s
+//                        of all streams together, and per-token latency p50/p99. PyTorch's side
+//                        is transformers' GPT2LMHeadModel behind a server that answers one
+//                        request at a time, measured by the same load generator. Run when named.
+//   serve-ttft-gpt2-small   time to first token of a 128-token prompt while 8 streams decode, and
+//                        of the idle server (a field). Run when named.
 //   ring-KIND-T-N        long-KIND-T's step with the sequence split over N = 2 or 4 ranks
 //                        (context parallelism, kernels/ring_attention.h), each rank a worker
 //                        process of its own (zoo bench starts them, with the environment a
@@ -74,6 +82,9 @@ struct WorkloadOptions {
   int64_t profile_rows = 0;  // training: the ops to list from one more, profiled step; 0 = none
   std::string gpt2_tokenizer;  // tokenize-gpt2: the directory with vocab.json and merges.txt
   c10::Device device = c10::Device(c10::kCPU);
+  // The serve rows: load the OpenAI-compatible server at HOST:PORT instead of starting zoo's
+  // (PyTorch's baseline, scripts/bench_pytorch.py).
+  std::string serve_target;
 };
 
 // Runs the workload `name` (one of workload_names()) and returns its row: the workload's own
@@ -118,6 +129,10 @@ TrainWorkload long_sequence_workload(const std::string& name);
 const std::vector<std::string>& decode_workload_names();
 bool is_decode_workload(const std::string& name);
 nlohmann::json decode_workload(const std::string& name, int64_t steps, const c10::Device& device);
+
+// The serve rows: every name, and whether `name` is one.
+const std::vector<std::string>& serve_workload_names();
+bool is_serve_workload(const std::string& name);
 
 // The ring-KIND-T-N rows: every name, and whether `name` is one (then the long-KIND-T row it
 // splits and its number of ranks).

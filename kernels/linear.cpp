@@ -39,10 +39,41 @@ torch::Tensor bf16_matrix_vector(const torch::Tensor& weight, const torch::Tenso
   return y;
 }
 
+// A few rows against a wide matrix (an output head over the vocabulary, as a batch of decoding
+// sequences computes it): LibTorch's GEMM takes the whole matrix at once and, for 8-16 rows of
+// gpt2-small's 50257 x 768 head, runs at half the speed it reaches on blocks of 2048 rows of it
+// (39 ms against 25 for 16 rows on 2 Zen 4 cores).
+constexpr int64_t kWideRows = 16384, kWideBlock = 2048, kFewRows = 64;
+
+torch::Tensor project_wide(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const int64_t in = weight.size(1), out = weight.size(0);
+  const auto rows = x.reshape({-1, in});
+  auto y = torch::empty({rows.size(0), out}, x.options());
+  for (int64_t start = 0; start < out; start += kWideBlock) {
+    const int64_t n = std::min(kWideBlock, out - start);
+    auto block = y.narrow(1, start, n);
+    if (bias.defined()) {
+      torch::addmm_out(block, bias.narrow(0, start, n), rows, weight.narrow(0, start, n).t());
+    } else {
+      torch::mm_out(block, rows, weight.narrow(0, start, n).t());
+    }
+  }
+  auto sizes = x.sizes().vec();
+  sizes.back() = out;
+  return y.view(sizes);
+}
+
 }  // namespace
 
 torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1);
+  const bool no_grad = !torch::GradMode::is_enabled() ||
+                       !(x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (no_grad && x.device().is_cpu() && x.dim() >= 2 && x.numel() > in && x.numel() <= kFewRows * in &&
+      weight.size(0) >= kWideRows && x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
+      (!bias.defined() || bias.scalar_type() == torch::kFloat)) {
+    return project_wide(x, weight, bias);
+  }
   // Mixed types (a bf16 frozen projection under autocast) go where autocast casts them.
   if (x.numel() != in || !x.device().is_cpu() || x.dim() == 0 || x.scalar_type() != weight.scalar_type()) {
     return torch::nn::functional::linear(x, weight, bias);

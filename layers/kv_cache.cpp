@@ -130,7 +130,14 @@ void AttentionCache::keep_at_least(int64_t count) {
   TORCH_CHECK(count <= seen_, "AttentionCache: cannot keep ", count, " of ", seen_, " positions");
   if (length_ >= count) return;
   const int64_t extra = count - length_;
-  if (begin_ < extra) {
+  if (begin_ < extra && count < capacity()) {
+    // Room enough in the buffer: the kept keys move up, the new positions go in front.
+    keys_.narrow(2, extra, length_).copy_(keys_.narrow(2, begin_, length_).clone());
+    values_.narrow(2, extra, length_).copy_(values_.narrow(2, begin_, length_).clone());
+    keys_.narrow(2, 0, extra).zero_();
+    values_.narrow(2, 0, extra).zero_();
+    begin_ = 0;
+  } else if (begin_ < extra) {
     auto shape = keys_.sizes().vec();
     shape[2] = std::max({2 * capacity(), count, reserved_});
     auto k_new = torch::zeros(shape, keys_.options());
@@ -150,23 +157,28 @@ void AttentionCache::keep_at_least(int64_t count) {
   length_ = count;
 }
 
-void AttentionCache::place_row(int64_t row, int64_t rows, const AttentionCache& source) {
+void AttentionCache::place_row(int64_t row, int64_t rows, const AttentionCache& source, int64_t source_row,
+                               int64_t length) {
   TORCH_CHECK(!is_static_ && !source.is_static_, "AttentionCache: place_row on a cross-attention (static) cache");
   TORCH_CHECK(row >= 0 && row < rows, "AttentionCache: place_row(", row, ") of ", rows, " rows");
-  TORCH_CHECK(source.seen_ <= seen_, "AttentionCache: a row of ", source.seen_, " positions placed in a cache of ",
-              seen_, " (grow_front first)");
+  if (length < 0) length = source.seen_;
+  TORCH_CHECK(length <= seen_ && length <= source.seen_, "AttentionCache: a row of ", length,
+              " positions placed in a cache of ", seen_, " (grow_front first)");
   if (source.state_.defined()) {
-    TORCH_CHECK(source.state_.size(0) == 1, "AttentionCache: place_row takes a one-row cache");
+    TORCH_CHECK(source_row >= 0 && source_row < source.state_.size(0), "AttentionCache: place_row from row ",
+                source_row, " of ", source.state_.size(0));
     if (!state_.defined()) {
       auto shape = source.state_.sizes().vec();
       shape[0] = rows;
       state_ = torch::zeros(shape, source.state_.options());
     }
-    state_[row].copy_(source.state_[0]);
+    state_[row].copy_(source.state_[source_row]);
     return;
   }
-  if (source.length_ == 0) return;
-  TORCH_CHECK(source.keys_.size(0) == 1, "AttentionCache: place_row takes a one-row cache");
+  const int64_t kept = std::min(length, source.length_);  // a sliding window keeps fewer
+  if (kept == 0) return;
+  TORCH_CHECK(source_row >= 0 && source_row < source.keys_.size(0), "AttentionCache: place_row from row ", source_row,
+              " of ", source.keys_.size(0));
   if (!keys_.defined()) {
     auto shape = source.keys_.sizes().vec();
     shape[0] = rows;
@@ -175,12 +187,12 @@ void AttentionCache::place_row(int64_t row, int64_t rows, const AttentionCache& 
     values_ = torch::zeros(shape, source.values_.options());
     begin_ = 0;
     length_ = std::min(seen_, shape[2]);
-    begin_ = 0;
   }
-  keep_at_least(source.length_);
-  const int64_t at = begin_ + length_ - source.length_;
-  keys_[row].narrow(1, at, source.length_).copy_(source.keys()[0]);
-  values_[row].narrow(1, at, source.length_).copy_(source.values()[0]);
+  keep_at_least(kept);
+  const int64_t at = begin_ + length_ - kept;
+  const int64_t from = source.begin_ + source.length_ - kept;
+  keys_[row].narrow(1, at, kept).copy_(source.keys_[source_row].narrow(1, from, kept));
+  values_[row].narrow(1, at, kept).copy_(source.values_[source_row].narrow(1, from, kept));
 }
 
 void AttentionCache::copy_row(int64_t from, int64_t to) {
@@ -228,10 +240,10 @@ void KVCache::grow_front(int64_t count) {
   for (auto& c : self_) c.grow_front(count);
 }
 
-void KVCache::place_row(int64_t row, int64_t rows, const KVCache& source) {
+void KVCache::place_row(int64_t row, int64_t rows, const KVCache& source, int64_t source_row, int64_t length) {
   TORCH_CHECK(source.n_layers() == n_layers(), "KVCache: place_row from a cache of ", source.n_layers(),
               " layers into one of ", n_layers());
-  for (int64_t i = 0; i < n_layers(); ++i) self_[i].place_row(row, rows, source.self_[i]);
+  for (int64_t i = 0; i < n_layers(); ++i) self_[i].place_row(row, rows, source.self_[i], source_row, length);
 }
 
 void KVCache::copy_row(int64_t from, int64_t to) {

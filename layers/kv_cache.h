@@ -45,9 +45,10 @@ class AttentionCache {
   void drop_front(int64_t count);
   // Adds `count` positions in front of the shared axis: every row gains that much left padding.
   void grow_front(int64_t count);
-  // Writes the one-row cache `source` (a prompt's prefill) into row `row` of `rows`: its keys and
-  // values as the row's last positions, or its state. seen() must be >= source.seen().
-  void place_row(int64_t row, int64_t rows, const AttentionCache& source);
+  // Writes row `source_row` of `source` (prompts prefilled together, left-padded) into row `row`
+  // of `rows`: its last `length` keys and values (the prompt's; -1: every kept one) as the row's
+  // last positions, or its state. seen() must be >= that length.
+  void place_row(int64_t row, int64_t rows, const AttentionCache& source, int64_t source_row = 0, int64_t length = -1);
   // Copies row `from` onto row `to` (compacting the rows in use after one finishes).
   void copy_row(int64_t from, int64_t to);
 
@@ -92,7 +93,7 @@ class KVCache {
   void use_rows(int64_t n);
   void drop_front(int64_t count);
   void grow_front(int64_t count);
-  void place_row(int64_t row, int64_t rows, const KVCache& source);
+  void place_row(int64_t row, int64_t rows, const KVCache& source, int64_t source_row = 0, int64_t length = -1);
   void copy_row(int64_t from, int64_t to);
 
  private:

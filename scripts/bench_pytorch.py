@@ -295,6 +295,63 @@ def generate(steps, dtype=torch.float32):
         return "tokens/s", 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
 
 
+def serve(name, steps):
+    """The serve rows: transformers' GPT2LMHeadModel (gpt2-small's sizes, random weights) behind an
+    OpenAI-style /v1/completions that answers one request at a time, as a plain PyTorch server
+    does; measured by zoo's own load generator (`zoo bench --worker NAME --serve-target`)."""
+    import http.server
+    import subprocess
+    import threading
+
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    sizes = GPT_SIZES["gpt2-small"]
+    config = GPT2Config(vocab_size=sizes["vocab"], n_embd=sizes["d"], n_layer=sizes["layers"], n_head=sizes["heads"],
+                        n_inner=sizes["ff"], n_positions=sizes["positions"])
+    model = GPT2LMHeadModel(config).eval().to(DEVICE)
+    files = os.environ["ZOO_BENCH_GPT2_TOKENIZER"]
+    tokenizer = ByteLevelBPETokenizer(f"{files}/vocab.json", f"{files}/merges.txt")  # GPT-2's, as zoo's side
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            ids = torch.tensor([request["prompt"]], device=DEVICE)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            generated, past = 0, None
+            with torch.inference_mode():
+                for _ in range(request["max_tokens"]):
+                    out = model(ids, past_key_values=past, use_cache=True)
+                    past = out.past_key_values
+                    ids = out.logits[:, -1].argmax(-1, keepdim=True)
+                    generated += 1
+                    chunk = {"choices": [{"index": 0, "text": tokenizer.decode(ids[0].tolist()), "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            usage = {"prompt_tokens": len(request["prompt"]), "completion_tokens": generated}
+            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
+
+    class Server(http.server.HTTPServer):
+        request_queue_size = 64  # every client connects at once; the requests wait their turn
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    load = subprocess.run([os.environ["ZOO_BENCH_ZOO"], "--threads", "1", "bench", "--worker", name, "--serve-target",
+                           f"127.0.0.1:{server.server_address[1]}", "--steps", str(steps)],
+                          capture_output=True, text=True, check=True)
+    server.shutdown()
+    row = json.loads(load.stdout.strip().splitlines()[-1])
+    extra = {k: v for k, v in row.items() if k not in ("name", "unit", "value", "peak_rss_mb")}
+    return row["unit"], row["value"], extra
+
+
 def gemm(steps, dtype=torch.float32):
     n = 8192 if DEVICE.type == "cuda" else 2048  # as zoo bench: a GPU needs the larger size
     a, b = torch.randn(n, n).to(DEVICE, dtype), torch.randn(n, n).to(DEVICE, dtype)
@@ -325,6 +382,8 @@ def main():
         "generate-gpt2-small": lambda: generate(steps),
         "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
     }
+    for row in ("serve-gpt2-small-1", "serve-gpt2-small-8", "serve-gpt2-small-16", "serve-ttft-gpt2-small"):
+        workloads[row] = lambda row=row: serve(row, steps)
     parts = name.split("-")
     if (len(parts) in (3, 4) and parts[0] == "long" and parts[1] in LONG_KINDS and parts[2].isdigit()
             and parts[3:] in ([], ["gpt2"])):
@@ -336,7 +395,7 @@ def main():
     peak = (torch.cuda.max_memory_allocated() / 2**20 if DEVICE.type == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     result = {"name": name, "unit": unit, "value": value, "peak_rss_mb": peak,
-              "compiled": COMPILE and not name.startswith(("generate", "gemm", "bandwidth"))}
+              "compiled": COMPILE and not name.startswith(("generate", "gemm", "bandwidth", "serve"))}
     for more in extra:
         result.update(more)
     print(json.dumps(result))

@@ -13,6 +13,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Positions the batch's cache holds before it first grows: every row's longest context, with
+// slack so that trimming the front moves the keys rarely; but no more than 4096 up front (a model
+// of 128k positions grows its buffers by doubling as its sequences do).
+int64_t reserved_positions(int64_t max_context) {
+  return std::min<int64_t>(max_context + std::max<int64_t>(64, max_context / 4), 4096);
+}
+
 // LibTorch's errors carry a C++ backtrace that a client has no use for.
 std::string message_of(const std::exception& e) {
   if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) return torch_error->what_without_backtrace();
@@ -73,8 +80,7 @@ BatchScheduler::BatchScheduler(GPT model, const Tokenizer& tokenizer, SchedulerO
   }
   if (options_.max_context < 2) refuse("--max-context must be at least 2, got " + std::to_string(options_.max_context));
   if (options_.max_queue < 0) refuse("--max-queue must be >= 0, got " + std::to_string(options_.max_queue));
-  // Every row's keys fit without growing, with slack so that trimming the front moves them rarely.
-  cache_.reserve(options_.max_context + std::max<int64_t>(64, options_.max_context / 4));
+  cache_.reserve(reserved_positions(options_.max_context));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -141,16 +147,7 @@ void BatchScheduler::loop() {
     if (cancel) {
       while (!rows_.empty()) finish(*rows_.back(), "", "cancelled");
     }
-    for (auto& request : admitted) {
-      if (request.channel->cancelled()) continue;
-      const auto channel = request.channel;
-      const int64_t index = request.index;
-      try {
-        admit(std::move(request));
-      } catch (const std::exception& e) {
-        channel->push({index, "", "error: " + message_of(e), 0, 0});
-      }
-    }
+    admit(std::move(admitted));
     // A client that went away frees its row now.
     for (size_t i = rows_.size(); i-- > 0;) {
       if (rows_[i]->request.channel->cancelled()) finish(*rows_[i], "", "cancelled");
@@ -167,33 +164,72 @@ void BatchScheduler::loop() {
   }
 }
 
-void BatchScheduler::admit(SequenceRequest request) {
-  const int64_t p = static_cast<int64_t>(request.prompt.size());
-  if (p < 1 || p > options_.max_context || p + request.options.max_new_tokens > options_.max_context + 1) {
-    throw std::invalid_argument("a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
-                                std::to_string(request.options.max_new_tokens) + " does not fit the context of " +
-                                std::to_string(options_.max_context));
+void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
+  // What cannot run is answered at once; the rest are prefilled together.
+  std::vector<std::unique_ptr<Slot>> slots;
+  for (auto& r : requests) {
+    if (r.channel->cancelled()) continue;
+    const int64_t p = static_cast<int64_t>(r.prompt.size());
+    if (p < 1 || p > options_.max_context || p + r.options.max_new_tokens > options_.max_context + 1) {
+      r.channel->push({r.index, "", "error: a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
+                                       std::to_string(r.options.max_new_tokens) + " does not fit the context of " +
+                                       std::to_string(options_.max_context), 0, 0});
+      continue;
+    }
+    slots.push_back(std::make_unique<Slot>(std::move(r), tokenizer_));
   }
-  auto slot = std::make_unique<Slot>(std::move(request), tokenizer_);
+  if (slots.empty()) return;
+  try {
+    prefill(slots);
+  } catch (const std::exception& e) {
+    for (auto& s : slots) {
+      if (s) s->request.channel->push({s->request.index, "", "error: " + message_of(e), 0, 0});  // not yet running
+    }
+  }
+}
+
+void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots) {
+  // The prompts left-padded into one batch, one forward (the weights read once for all of them),
+  // into a cache of their own; then each row moves into a free row of the batch's cache.
+  const int64_t n = static_cast<int64_t>(slots.size());
+  int64_t longest = 0;
+  bool equal = true;
+  for (const auto& s : slots) {
+    equal = equal && static_cast<int64_t>(s->request.prompt.size()) == static_cast<int64_t>(slots[0]->request.prompt.size());
+    longest = std::max(longest, static_cast<int64_t>(s->request.prompt.size()));
+  }
   const auto device = model_->token_embedding->weight.device();
-  // The prompt on its own (prefill), into a one-row cache.
-  KVCache single = model_->make_cache();
-  auto ids = torch::tensor(slot->request.prompt, torch::kLong).unsqueeze(0).to(device);
-  auto logits = model_->forward(ids, {}, &single).select(1, -1).to(torch::kFloat);  // (1, V)
-  check_logits(logits, 0);
-  auto processed = process_logits(logits, torch::tensor(slot->context, torch::kLong).unsqueeze(0).to(device), {},
-                                  slot->request.options);
-  const int64_t token = choose_tokens(processed, slot->request.options, slot->generator).item<int64_t>();
-  slot->length = p;
-  if (metrics_ != nullptr) {
-    metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot->request.arrival).count());
+  auto ids = torch::full({n, longest}, model_->config.pad_id, torch::kLong);
+  auto mask = torch::zeros({n, longest}, torch::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& prompt = slots[i]->request.prompt;
+    const int64_t p = static_cast<int64_t>(prompt.size());
+    ids[i].narrow(0, longest - p, p).copy_(torch::tensor(prompt, torch::kLong));
+    mask[i].narrow(0, longest - p, p).fill_(1);
   }
-  if (deliver(*slot, token)) return;
-  // Into the batch: the shared axis must be as long as the prompt; the row is its last p positions.
-  if (cache_.seen() < p) cache_.grow_front(p - cache_.seen());
-  const int64_t row = static_cast<int64_t>(rows_.size());
-  cache_.place_row(row, options_.max_batch, single);
-  rows_.push_back(std::move(slot));
+  KVCache prompts = model_->make_cache();
+  // Prompts of one length need no mask (the causal kernel alone).
+  auto logits = model_->forward(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
+                    .select(1, -1)
+                    .to(torch::kFloat);  // (n, V)
+  check_logits(logits, 0);
+  if (cache_.seen() < longest) cache_.grow_front(longest - cache_.seen());
+  for (int64_t i = 0; i < n; ++i) {
+    auto slot = std::move(slots[i]);
+    const int64_t p = static_cast<int64_t>(slot->request.prompt.size());
+    auto processed = process_logits(logits.narrow(0, i, 1),
+                                    torch::tensor(slot->context, torch::kLong).unsqueeze(0).to(device), {},
+                                    slot->request.options);
+    const int64_t token = choose_tokens(processed, slot->request.options, slot->generator).item<int64_t>();
+    slot->length = p;
+    if (metrics_ != nullptr) {
+      metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot->request.arrival).count());
+    }
+    if (deliver(*slot, token)) continue;
+    // The row holds the prompt's p positions, the last of the shared axis.
+    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, i, p);
+    rows_.push_back(std::move(slot));
+  }
 }
 
 void BatchScheduler::decode_step() {
@@ -304,7 +340,7 @@ void BatchScheduler::fail_running(const std::string& message) {
   for (auto& s : rows_) s->request.channel->push({s->request.index, "", "error: " + message, 0, s->generated});
   rows_.clear();
   cache_.clear();
-  cache_.reserve(options_.max_context + std::max<int64_t>(64, options_.max_context / 4));
+  cache_.reserve(reserved_positions(options_.max_context));
 }
 
 }  // namespace zoo

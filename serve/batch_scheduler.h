@@ -1,8 +1,8 @@
 #pragma once
 // Continuous batching for decoder-only models (GPT, LLaMA, Mistral, Qwen2 layouts, linear and
 // gated linear attention): one thread owns the model and loops, as vLLM's scheduler and
-// llama.cpp's server slots do: admit waiting sequences at a token boundary (each prompt is
-// prefilled on its own), then decode every running sequence together with one batched forward,
+// llama.cpp's server slots do: admit waiting sequences at a token boundary (their prompts
+// prefilled together, left-padded, in one forward), then decode every running sequence together with one batched forward,
 // each with its own position, sampling state and stop conditions.
 //
 // The KV cache has --max-batch fixed rows over one shared axis of positions, allocated once
@@ -91,7 +91,9 @@ class BatchScheduler {
  private:
   struct Slot;
   void loop();
-  void admit(SequenceRequest request);
+  // Admits waiting sequences into free rows (there are as many as `requests`).
+  void admit(std::vector<SequenceRequest> requests);
+  void prefill(std::vector<std::unique_ptr<Slot>>& slots);
   void decode_step();
   // Takes the token a slot produced; true when the slot's sequence has ended.
   bool deliver(Slot& slot, int64_t token);

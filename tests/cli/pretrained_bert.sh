@@ -27,6 +27,37 @@ TEXT
 "$zoo" tokenizer encode --model "$work/minilm/tokenizer" < "$work/sentences.txt" > "$work/ids.txt"
 "$python" "$embeddings" "$model" "$work/minilm.pt" "$work/sentences.txt" "$work/ids.txt"
 
+# zoo serve, straight from the Hub's directory: POST /v1/embeddings through the openai client gives
+# sentence-transformers' own embeddings (mean-pooled, normalised); completions are refused by name.
+"$zoo" --threads 1 serve "$model" --port 0 --served-model-name minilm 2> "$work/serve.log" &
+server=$!
+trap 'kill "$server" 2> /dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 1 200); do grep -q "listening on" "$work/serve.log" && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve.log")
+[[ -n "$port" ]] || { echo "zoo serve did not start: $(cat "$work/serve.log")"; exit 1; }
+"$python" - "$port" "$model" "$work/sentences.txt" <<'PY'
+import sys
+import numpy as np
+import openai
+from sentence_transformers import SentenceTransformer
+port, model_dir, path = sys.argv[1], sys.argv[2], sys.argv[3]
+sentences = open(path, encoding="utf-8").read().splitlines()
+client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+r = client.embeddings.create(model="minilm", input=sentences)
+ours = np.array([d.embedding for d in sorted(r.data, key=lambda d: d.index)])
+theirs = SentenceTransformer(model_dir, device="cpu").encode(sentences)
+diff = np.abs(ours - theirs).max()
+assert ours.shape == theirs.shape and diff < 1e-5, f"zoo serve's embeddings differ from sentence-transformers' by {diff}"
+assert r.usage.prompt_tokens > len(sentences), r.usage
+try:
+    client.completions.create(model="minilm", prompt="x", max_tokens=2)
+    sys.exit("a BERT server answered a completion")
+except openai.BadRequestError as e:
+    assert "POST /v1/embeddings" in str(e), e
+PY
+kill -TERM "$server"
+wait "$server"
+
 # Sentiment: training and validation sentences share no adjective.
 sentences() {  # sentences LABEL ADJECTIVES...
   local label="$1"; shift

@@ -54,4 +54,27 @@ assert logits.shape[:2] == (1, 3), logits.shape
 assert out.shape[0] == 1 and 3 < out.shape[1] <= 43, out.shape
 assert extra["zoo.json"] and extra["config.yaml"], "the extra files came back empty"
 PY
+
+# Serve a model: the README's fine-tune and serve commands (tiny, on a free port), then its
+# Python snippet through the openai client against that port.
+cp -r runs/mine runs/demo
+cp slice.txt my-text.txt
+block "Serve a model" sh | grep "^build/zoo" | sed 's/ *#.*$//' > serve-commands.txt
+[[ $(wc -l < serve-commands.txt) -eq 2 ]] || { echo "README: expected 2 commands under 'Serve a model'"; exit 1; }
+finetune=$(sed -n 1p serve-commands.txt)
+eval "\"$zoo\" ${finetune#build/zoo } steps=2 eval_every=0 batch_size=2 block_size=32" > /dev/null 2>&1
+serve=$(sed -n 2p serve-commands.txt)
+serve=${serve/--port 8080/--port 0}
+eval "exec \"$zoo\" --threads 1 ${serve#build/zoo }" 2> serve.log &  # exec: $! is the server itself
+server=$!
+trap 'kill "$server" 2> /dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 1 200); do grep -q "listening on" serve.log && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' serve.log)
+[[ -n "$port" ]] || { echo "zoo serve did not start: $(cat serve.log)"; exit 1; }
+block "Serve a model" python | sed "s/127.0.0.1:8080/127.0.0.1:$port/" > serve_snippet.py
+grep -q "completions.create" serve_snippet.py
+# The snippet prints the completion (a 2-step model's text may be anything, even empty).
+"$python" serve_snippet.py > /dev/null
+kill -TERM "$server"
+wait "$server"
 echo "README examples: ok"

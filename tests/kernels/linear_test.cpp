@@ -19,6 +19,25 @@ TEST(Project, MatchesTorchLinearForBatchesAndSingleVectors) {
   }
 }
 
+// A few rows against an output head over a vocabulary (a batch of decoding sequences) goes
+// through the head in blocks of rows: the same products as LibTorch's linear, with and without a
+// bias, with a ragged last block, and not where gradients are wanted.
+TEST(Project, FewRowsThroughAWideMatrixInBlocks) {
+  torch::NoGradGuard no_grad;
+  const auto weight = torch::randn({20001, 48}), bias = torch::randn({20001});
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 48}, {16, 1, 48}, {3, 5, 48}}) {
+    const auto x = torch::randn(shape);
+    EXPECT_LE(max_abs_diff(project(x, weight, bias), torch::nn::functional::linear(x, weight, bias)), 1e-4) << x.sizes();
+    EXPECT_LE(max_abs_diff(project(x, weight), torch::nn::functional::linear(x, weight)), 1e-4) << x.sizes();
+    EXPECT_EQ(project(x, weight).sizes(), torch::nn::functional::linear(x, weight).sizes());
+  }
+  torch::AutoGradMode grad(true);
+  auto trained = weight.clone().requires_grad_();
+  auto y = project(torch::randn({4, 48}), trained);
+  y.sum().backward();
+  EXPECT_TRUE(trained.grad().defined());
+}
+
 // A bf16 vector through bf16 weights (batch-1 decoding in bf16). With AVX-512 BF16, zoo's kernel:
 // float32 sums of the bf16 products, rounded once to bf16 with the bias; float64's linear of the
 // same values, rounded to bf16, is the reference: every output within one bf16 step of it, nearly
