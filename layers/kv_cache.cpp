@@ -106,7 +106,6 @@ int64_t AttentionCache::active_rows() const {
 }
 
 void AttentionCache::use_rows(int64_t n) {
-  TORCH_CHECK(!is_static_, "AttentionCache: use_rows on a cross-attention (static) cache");
   const int64_t all = keys_.defined() ? keys_.size(0) : state_.defined() ? state_.size(0) : n;
   TORCH_CHECK(n >= 0 && n <= all, "AttentionCache: use_rows(", n, ") on a cache of ", all, " rows");
   rows_ = n;
@@ -195,6 +194,35 @@ void AttentionCache::place_row(int64_t row, int64_t rows, const AttentionCache& 
   values_[row].narrow(1, at, kept).copy_(source.values_[source_row].narrow(1, from, kept));
 }
 
+void AttentionCache::place_static_row(int64_t row, int64_t rows, const AttentionCache& source, int64_t source_row,
+                                      int64_t length) {
+  TORCH_CHECK(source.is_static_ && (!keys_.defined() || is_static_),
+              "AttentionCache: place_static_row takes a cross-attention (static) cache");
+  TORCH_CHECK(row >= 0 && row < rows, "AttentionCache: place_static_row(", row, ") of ", rows, " rows");
+  TORCH_CHECK(source_row >= 0 && source_row < source.keys_.size(0) && length >= 1 && length <= source.length_,
+              "AttentionCache: place_static_row of ", length, " positions from row ", source_row, " of ",
+              source.keys_.sizes());
+  if (!keys_.defined() || keys_.size(2) < length) {
+    auto shape = source.keys_.sizes().vec();
+    shape[0] = rows;
+    shape[2] = std::max(length, length_);
+    auto k_new = torch::zeros(shape, source.keys_.options());
+    auto v_new = torch::zeros(shape, source.values_.options());
+    if (length_ > 0) {
+      k_new.narrow(2, 0, length_).copy_(keys_.narrow(2, 0, length_));
+      v_new.narrow(2, 0, length_).copy_(values_.narrow(2, 0, length_));
+    }
+    keys_ = k_new, values_ = v_new;
+    begin_ = 0;
+    length_ = seen_ = shape[2];
+    is_static_ = true;
+  }
+  keys_[row].zero_();
+  values_[row].zero_();
+  keys_[row].narrow(1, 0, length).copy_(source.keys_[source_row].narrow(1, 0, length));
+  values_[row].narrow(1, 0, length).copy_(source.values_[source_row].narrow(1, 0, length));
+}
+
 void AttentionCache::copy_row(int64_t from, int64_t to) {
   if (from == to) return;
   if (state_.defined()) state_[to].copy_(state_[from]);
@@ -230,6 +258,9 @@ void KVCache::reorder(const torch::Tensor& indices) {
 
 void KVCache::use_rows(int64_t n) {
   for (auto& c : self_) c.use_rows(n);
+  for (auto& c : cross_) {
+    if (c.is_static()) c.use_rows(n);
+  }
 }
 
 void KVCache::drop_front(int64_t count) {
@@ -240,14 +271,19 @@ void KVCache::grow_front(int64_t count) {
   for (auto& c : self_) c.grow_front(count);
 }
 
-void KVCache::place_row(int64_t row, int64_t rows, const KVCache& source, int64_t source_row, int64_t length) {
+void KVCache::place_row(int64_t row, int64_t rows, const KVCache& source, int64_t source_row, int64_t length,
+                        int64_t memory_length) {
   TORCH_CHECK(source.n_layers() == n_layers(), "KVCache: place_row from a cache of ", source.n_layers(),
               " layers into one of ", n_layers());
-  for (int64_t i = 0; i < n_layers(); ++i) self_[i].place_row(row, rows, source.self_[i], source_row, length);
+  for (int64_t i = 0; i < n_layers(); ++i) {
+    self_[i].place_row(row, rows, source.self_[i], source_row, length);
+    if (source.cross_[i].is_static()) cross_[i].place_static_row(row, rows, source.cross_[i], source_row, memory_length);
+  }
 }
 
 void KVCache::copy_row(int64_t from, int64_t to) {
   for (auto& c : self_) c.copy_row(from, to);
+  for (auto& c : cross_) c.copy_row(from, to);
 }
 
 void KVCache::clear() {

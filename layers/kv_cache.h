@@ -49,6 +49,11 @@ class AttentionCache {
   // of `rows`: its last `length` keys and values (the prompt's; -1: every kept one) as the row's
   // last positions, or its state. seen() must be >= that length.
   void place_row(int64_t row, int64_t rows, const AttentionCache& source, int64_t source_row = 0, int64_t length = -1);
+  // Cross-attention (static) entries of an encoder-decoder batch: row `source_row` of `source`
+  // (memories projected together, right-padded) into row `row` of `rows`, its first `length`
+  // positions (the source's real tokens); the buffer grows to the longest memory, padded with
+  // zeros that the memory mask hides.
+  void place_static_row(int64_t row, int64_t rows, const AttentionCache& source, int64_t source_row, int64_t length);
   // Copies row `from` onto row `to` (compacting the rows in use after one finishes).
   void copy_row(int64_t from, int64_t to);
 
@@ -93,7 +98,10 @@ class KVCache {
   void use_rows(int64_t n);
   void drop_front(int64_t count);
   void grow_front(int64_t count);
-  void place_row(int64_t row, int64_t rows, const KVCache& source, int64_t source_row = 0, int64_t length = -1);
+  // Self-attention entries take the row's last `length` positions; cross-attention entries (an
+  // encoder-decoder's) its first `memory_length` memory positions.
+  void place_row(int64_t row, int64_t rows, const KVCache& source, int64_t source_row = 0, int64_t length = -1,
+                 int64_t memory_length = -1);
   void copy_row(int64_t from, int64_t to);
 
  private:

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "kernels/linear.h"
+#include "models/gpt.h"  // positions_from_mask
 #include "models/init.h"
 
 namespace zoo {
@@ -44,13 +45,15 @@ void EncoderDecoderImpl::reset() {
 }
 
 torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
-                                        PositionEncoding& positions) {
+                                        PositionEncoding& positions, const torch::Tensor& explicit_positions) {
   const int64_t t = ids.size(1);
   TORCH_CHECK(start + t <= config.max_length(), "encoder-decoder: cannot forward ", start + t,
               " tokens, max_positions is ", config.max_length());
   auto x = token_embedding->forward(ids);
   if (config.scale_embeddings) x = x * std::sqrt(static_cast<double>(config.d_model));
-  auto position_ids = torch::arange(start, start + t, ids.options().dtype(torch::kLong)).unsqueeze(0);
+  auto position_ids = explicit_positions.defined()
+                          ? explicit_positions
+                          : torch::arange(start, start + t, ids.options().dtype(torch::kLong)).unsqueeze(0);
   if (auto pe = positions->embedding(position_ids, x.scalar_type()); pe.defined()) x = x + pe;
   return dropout->forward(x);
 }
@@ -74,15 +77,23 @@ torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
 
 torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
                                          const torch::Tensor& memory,
-                                         const torch::Tensor& memory_mask, KVCache* cache) {
+                                         const torch::Tensor& memory_mask, KVCache* cache,
+                                         const torch::Tensor& decoder_mask) {
   TORCH_CHECK(decoder_input_ids.dim() == 2, "decoder: decoder_input_ids must be (batch, tokens), got shape ",
               decoder_input_ids.sizes());
   const int64_t t = decoder_input_ids.size(1);
   const int64_t past = cache != nullptr ? cache->seen() : 0;
-  auto x = embed(decoder_input_ids, past, decoder_positions);
+  if (decoder_mask.defined()) {
+    TORCH_CHECK(decoder_mask.dim() == 2 && decoder_mask.size(0) == decoder_input_ids.size(0) &&
+                    decoder_mask.size(1) == past + t,
+                "decoder: decoder_mask must be (", decoder_input_ids.size(0), ", ", past + t,
+                ") covering cached and new tokens, got ", decoder_mask.sizes());
+  }
+  auto x = embed(decoder_input_ids, past, decoder_positions,
+                 decoder_mask.defined() ? positions_from_mask(decoder_mask, t) : torch::Tensor());
   // One bias for every layer's self-attention, one for its cross-attention over the memory.
-  const auto self_bias =
-      stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, past, past + t, x, is_training());
+  const auto self_bias = stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), decoder_mask, t, past,
+                                              past + t, x, is_training());
   const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
   const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x, is_training());
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;

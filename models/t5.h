@@ -31,9 +31,13 @@ class EncoderDecoderImpl : public torch::nn::Cloneable<EncoderDecoderImpl> {
   // input_ids (B, S), attention_mask (B, S) 1 at real tokens -> memory (B, S, d_model).
   torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
   // decoder_input_ids (B, T) -> logits (B, T, vocab_size). With a cache, positions continue
-  // from it and the memory's projections are computed on the first call only.
+  // from it and the memory's projections are computed on the first call only (after that,
+  // memory may be undefined). decoder_mask (B, past + T): 1 at the decoder's real positions, 0 at
+  // left padding (a continuous batch's rows, serve/batch_scheduler.h); positions then count real
+  // tokens only.
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& memory,
-                       const torch::Tensor& memory_mask = {}, KVCache* cache = nullptr);
+                       const torch::Tensor& memory_mask = {}, KVCache* cache = nullptr,
+                       const torch::Tensor& decoder_mask = {});
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& decoder_input_ids);
   KVCache make_cache() const { return KVCache(config.resolved_decoder_layers()); }
@@ -53,7 +57,9 @@ class EncoderDecoderImpl : public torch::nn::Cloneable<EncoderDecoderImpl> {
   torch::nn::Linear lm_head{nullptr};  // untied only
 
  private:
-  torch::Tensor embed(const torch::Tensor& ids, int64_t start, PositionEncoding& positions);
+  // explicit_positions (B, T): positions of the tokens (default: start, start + 1, ...).
+  torch::Tensor embed(const torch::Tensor& ids, int64_t start, PositionEncoding& positions,
+                      const torch::Tensor& explicit_positions = {});
   std::vector<TransformerBlock> encoder_list_, decoder_list_;
 };
 TORCH_MODULE(EncoderDecoder);

@@ -46,31 +46,40 @@ std::vector<SequenceEvent> ResponseChannel::wait(std::chrono::milliseconds timeo
 
 // A running sequence: its request, where it is in the cache, and its own sampling state.
 struct BatchScheduler::Slot {
-  Slot(SequenceRequest r, const Tokenizer& tokenizer)
+  // A decoder-only model continues the prompt; an encoder-decoder's decoder starts afresh from
+  // its start token, the prompt being the encoder's source.
+  Slot(SequenceRequest r, const Tokenizer& tokenizer, std::optional<int64_t> decoder_start)
       : request(std::move(r)),
-        decoder(tokenizer, request.prompt),
+        decoder(tokenizer, decoder_start ? std::vector<int64_t>{} : request.prompt),
         stops(request.stop_texts),
         generator(make_generator(request.options.seed)),
-        context(request.prompt) {}
+        context(decoder_start ? std::vector<int64_t>{*decoder_start} : request.prompt) {}
 
   SequenceRequest request;
   StreamDecoder decoder;
   StopTexts stops;
   at::Generator generator;
   std::vector<int64_t> context;  // prompt and tokens so far (the repetition penalty reads it)
-  int64_t length = 0;            // positions this sequence holds in the cache
+  int64_t length = 0;            // positions this sequence holds in the cache (its decoder's)
+  int64_t memory_length = 0;     // encoder-decoders: the source's tokens
   int64_t next = 0;              // the token the next step feeds
   int64_t generated = 0;
   Clock::time_point last_token;
 };
 
-BatchScheduler::BatchScheduler(GPT model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics)
+BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics)
     : model_(std::move(model)),
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      cache_(model_->config.n_layers) {
-  const int64_t limit = model_->config.max_length();
+      cache_(0) {
+  switch (model_.config.family) {
+    case Family::kGpt: cache_ = model_.gpt->make_cache(); break;
+    case Family::kT5:
+    case Family::kTransformer: cache_ = model_.seq2seq->make_cache(); break;
+    case Family::kBert: throw std::invalid_argument("zoo serve: a bert model makes embeddings, not text");
+  }
+  const int64_t limit = model_.config.max_length();
   if (options_.max_context <= 0) options_.max_context = limit;
   auto refuse = [](const std::string& what) { throw std::invalid_argument("zoo serve: " + what); };
   if (options_.max_batch < 1) refuse("--max-batch must be at least 1, got " + std::to_string(options_.max_batch));
@@ -170,17 +179,23 @@ void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
   for (auto& r : requests) {
     if (r.channel->cancelled()) continue;
     const int64_t p = static_cast<int64_t>(r.prompt.size());
-    if (p < 1 || p > options_.max_context || p + r.options.max_new_tokens > options_.max_context + 1) {
+    const bool fits = model_.gpt ? p <= options_.max_context && p + r.options.max_new_tokens <= options_.max_context + 1
+                                 : p <= model_.config.max_length() && r.options.max_new_tokens <= options_.max_context;
+    if (p < 1 || !fits) {
       r.channel->push({r.index, "", "error: a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
                                        std::to_string(r.options.max_new_tokens) + " does not fit the context of " +
                                        std::to_string(options_.max_context), 0, 0});
       continue;
     }
-    slots.push_back(std::make_unique<Slot>(std::move(r), tokenizer_));
+    slots.push_back(std::make_unique<Slot>(std::move(r), tokenizer_, decoder_start()));
   }
   if (slots.empty()) return;
   try {
-    prefill(slots);
+    if (model_.gpt) {
+      prefill(slots);
+    } else {
+      prefill_encoder_decoder(slots);
+    }
   } catch (const std::exception& e) {
     for (auto& s : slots) {
       if (s) s->request.channel->push({s->request.index, "", "error: " + message_of(e), 0, 0});  // not yet running
@@ -198,8 +213,8 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots) {
     equal = equal && static_cast<int64_t>(s->request.prompt.size()) == static_cast<int64_t>(slots[0]->request.prompt.size());
     longest = std::max(longest, static_cast<int64_t>(s->request.prompt.size()));
   }
-  const auto device = model_->token_embedding->weight.device();
-  auto ids = torch::full({n, longest}, model_->config.pad_id, torch::kLong);
+  const auto device = model_.gpt->token_embedding->weight.device();
+  auto ids = torch::full({n, longest}, model_.config.pad_id, torch::kLong);
   auto mask = torch::zeros({n, longest}, torch::kLong);
   for (int64_t i = 0; i < n; ++i) {
     const auto& prompt = slots[i]->request.prompt;
@@ -207,29 +222,70 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots) {
     ids[i].narrow(0, longest - p, p).copy_(torch::tensor(prompt, torch::kLong));
     mask[i].narrow(0, longest - p, p).fill_(1);
   }
-  KVCache prompts = model_->make_cache();
+  KVCache prompts = model_.gpt->make_cache();
   // Prompts of one length need no mask (the causal kernel alone).
-  auto logits = model_->forward(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
+  auto logits = model_.gpt->forward(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
                     .select(1, -1)
                     .to(torch::kFloat);  // (n, V)
   check_logits(logits, 0);
   if (cache_.seen() < longest) cache_.grow_front(longest - cache_.seen());
   for (int64_t i = 0; i < n; ++i) {
     auto slot = std::move(slots[i]);
-    const int64_t p = static_cast<int64_t>(slot->request.prompt.size());
-    auto processed = process_logits(logits.narrow(0, i, 1),
-                                    torch::tensor(slot->context, torch::kLong).unsqueeze(0).to(device), {},
-                                    slot->request.options);
-    const int64_t token = choose_tokens(processed, slot->request.options, slot->generator).item<int64_t>();
-    slot->length = p;
-    if (metrics_ != nullptr) {
-      metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot->request.arrival).count());
-    }
-    if (deliver(*slot, token)) continue;
-    // The row holds the prompt's p positions, the last of the shared axis.
-    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, i, p);
+    slot->length = static_cast<int64_t>(slot->request.prompt.size());
+    if (first_token(*slot, logits.narrow(0, i, 1))) continue;
+    // The row holds the prompt's positions, the last of the shared axis.
+    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, i, slot->length);
     rows_.push_back(std::move(slot));
   }
+}
+
+void BatchScheduler::prefill_encoder_decoder(std::vector<std::unique_ptr<Slot>>& slots) {
+  // The sources right-padded into one batch and encoded together, then the decoder's first step
+  // from its start token; each row's decoder keys (one position) and its memory's projections
+  // (its source's tokens) move into the batch's cache.
+  const int64_t n = static_cast<int64_t>(slots.size());
+  int64_t longest = 0;
+  for (const auto& s : slots) longest = std::max(longest, static_cast<int64_t>(s->request.prompt.size()));
+  const auto& c = model_.config;
+  const auto device = model_.seq2seq->token_embedding->weight.device();
+  auto ids = torch::full({n, longest}, c.pad_id, torch::kLong);
+  auto mask = torch::zeros({n, longest}, torch::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& source = slots[i]->request.prompt;
+    const int64_t p = static_cast<int64_t>(source.size());
+    ids[i].narrow(0, 0, p).copy_(torch::tensor(source, torch::kLong));
+    mask[i].narrow(0, 0, p).fill_(1);
+  }
+  ids = ids.to(device), mask = mask.to(device);
+  const auto memory = model_.seq2seq->encode(ids, mask);
+  KVCache first = model_.seq2seq->make_cache();
+  const auto start = torch::full({n, 1}, c.decoder_start_id, torch::kLong).to(device);
+  auto logits = model_.seq2seq->decode(start, memory, mask, &first).select(1, -1).to(torch::kFloat);  // (n, V)
+  check_logits(logits, 0);
+  if (cache_.seen() < 1) cache_.grow_front(1 - cache_.seen());
+  for (int64_t i = 0; i < n; ++i) {
+    auto slot = std::move(slots[i]);
+    slot->length = 1;
+    slot->memory_length = static_cast<int64_t>(slot->request.prompt.size());
+    if (first_token(*slot, logits.narrow(0, i, 1))) continue;
+    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, first, i, 1, slot->memory_length);
+    rows_.push_back(std::move(slot));
+  }
+}
+
+bool BatchScheduler::first_token(Slot& slot, const torch::Tensor& logits) {
+  const auto device = logits.device();
+  auto processed = process_logits(logits, torch::tensor(slot.context, torch::kLong).unsqueeze(0).to(device), {},
+                                  slot.request.options);
+  const int64_t token = choose_tokens(processed, slot.request.options, slot.generator).item<int64_t>();
+  if (metrics_ != nullptr) {
+    metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot.request.arrival).count());
+  }
+  return deliver(slot, token);
+}
+
+std::optional<int64_t> BatchScheduler::decoder_start() const {
+  return model_.gpt ? std::nullopt : std::optional<int64_t>(model_.config.decoder_start_id);
 }
 
 void BatchScheduler::decode_step() {
@@ -239,7 +295,7 @@ void BatchScheduler::decode_step() {
   // Positions no running sequence holds are dropped, so each step attends over the longest one.
   if (cache_.seen() > longest) cache_.drop_front(cache_.seen() - longest);
   const int64_t width = cache_.seen() + 1;
-  const auto device = model_->token_embedding->weight.device();
+  const auto device = model_.module()->parameters().front().device();
   std::vector<int64_t> next(n), first(n);
   for (int64_t i = 0; i < n; ++i) {
     next[i] = rows_[i]->next;
@@ -249,7 +305,20 @@ void BatchScheduler::decode_step() {
   auto mask = torch::arange(width, torch::kLong).unsqueeze(0).ge(torch::tensor(first, torch::kLong).unsqueeze(1));
   cache_.use_rows(n);
   auto input = torch::tensor(next, torch::kLong).view({n, 1}).to(device);
-  auto logits = model_->forward(input, mask.to(torch::kLong).to(device), &cache_).select(1, -1).to(torch::kFloat);  // (n, V)
+  torch::Tensor logits;
+  if (model_.gpt) {
+    logits = model_.gpt->forward(input, mask.to(torch::kLong).to(device), &cache_);
+  } else {
+    // The memories' projections are in the cache, right-padded to the longest placed so far.
+    const int64_t memory_width = cache_.cross_attention(0).length();
+    std::vector<int64_t> lengths(n);
+    for (int64_t i = 0; i < n; ++i) lengths[i] = rows_[i]->memory_length;
+    auto memory_mask =
+        torch::arange(memory_width, torch::kLong).unsqueeze(0).lt(torch::tensor(lengths, torch::kLong).unsqueeze(1));
+    logits = model_.seq2seq->decode(input, {}, memory_mask.to(torch::kLong).to(device), &cache_,
+                                    mask.to(torch::kLong).to(device));
+  }
+  logits = logits.select(1, -1).to(torch::kFloat);  // (n, V)
   ++steps_;
   check_logits(logits, steps_);
   for (auto& s : rows_) ++s->length;

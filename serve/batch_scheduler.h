@@ -1,15 +1,17 @@
 #pragma once
-// Continuous batching for decoder-only models (GPT, LLaMA, Mistral, Qwen2 layouts, linear and
-// gated linear attention): one thread owns the model and loops, as vLLM's scheduler and
-// llama.cpp's server slots do: admit waiting sequences at a token boundary (their prompts
-// prefilled together, left-padded, in one forward), then decode every running sequence together with one batched forward,
-// each with its own position, sampling state and stop conditions.
+// Continuous batching for decoder models (GPT, LLaMA, Mistral, Qwen2 layouts, linear and gated
+// linear attention) and encoder-decoders (T5, Transformer; the prompt is the encoder's source):
+// one thread owns the model and loops, as vLLM's scheduler and llama.cpp's server slots do: admit
+// waiting sequences at a token boundary (their prompts prefilled together in one forward), then
+// decode every running sequence with one batched forward, each with its own position, sampling
+// state and stop conditions.
 //
-// The KV cache has --max-batch fixed rows over one shared axis of positions, allocated once
-// (layers/kv_cache.h, "continuous batching"): a sequence occupies a row, right-aligned and
-// left-padded, so that one attention mask says which positions each row sees. Rows in use are
-// kept packed at the top (a finished sequence's row takes the last one's), each step runs only
-// them, and the shared axis is trimmed to the longest sequence running.
+// The KV cache has --max-batch fixed rows over one shared axis of positions (layers/kv_cache.h,
+// "continuous batching"): a sequence occupies a row, right-aligned and left-padded, so that one
+// attention mask says which positions each row sees. Rows in use are kept packed at the top (a
+// finished sequence's row takes the last one's), each step runs only them, and the shared axis is
+// trimmed to the longest sequence running. An encoder-decoder's rows also hold their memory's
+// projections, right-padded to the longest, under a memory mask.
 
 #include <atomic>
 #include <chrono>
@@ -18,12 +20,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "models/generation.h"
-#include "models/gpt.h"
+#include "models/model.h"
 #include "serve/metrics.h"
 #include "tokenizers/tokenizer.h"
 
@@ -72,8 +75,10 @@ struct SchedulerOptions {
 
 class BatchScheduler {
  public:
-  // `model` is in eval mode on its device and dtype; `tokenizer` decodes the streamed text.
-  BatchScheduler(GPT model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics = nullptr);
+  // `model` (a decoder, or an encoder-decoder whose decoder positions are relative or absent:
+  // T5) is in eval mode on its device and dtype; `tokenizer` decodes the streamed text.
+  // Encoder-decoders take the prompt as the encoder's source.
+  BatchScheduler(Model model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics = nullptr);
   ~BatchScheduler();
   BatchScheduler(const BatchScheduler&) = delete;
   BatchScheduler& operator=(const BatchScheduler&) = delete;
@@ -94,6 +99,10 @@ class BatchScheduler {
   // Admits waiting sequences into free rows (there are as many as `requests`).
   void admit(std::vector<SequenceRequest> requests);
   void prefill(std::vector<std::unique_ptr<Slot>>& slots);
+  void prefill_encoder_decoder(std::vector<std::unique_ptr<Slot>>& slots);
+  // Samples a slot's first token from its prefill's logits (1, V); true when that ends it.
+  bool first_token(Slot& slot, const torch::Tensor& logits);
+  std::optional<int64_t> decoder_start() const;
   void decode_step();
   // Takes the token a slot produced; true when the slot's sequence has ended.
   bool deliver(Slot& slot, int64_t token);
@@ -101,7 +110,7 @@ class BatchScheduler {
   void remove_row(size_t row);
   void fail_running(const std::string& message);
 
-  GPT model_;
+  Model model_;
   const Tokenizer& tokenizer_;
   SchedulerOptions options_;
   ServerMetrics* metrics_;

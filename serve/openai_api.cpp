@@ -1,5 +1,6 @@
 #include "serve/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -255,8 +256,11 @@ EmbeddingRequest parse_embedding_request(const std::string& body) {
   const json j = parse_object(body);
   EmbeddingRequest r;
   r.model = string_field(j, "model");
-  if (const json* format = field(j, "encoding_format"); format != nullptr && *format != json("float")) {
-    throw bad("encoding_format", "only \"float\" is supported by zoo serve");
+  if (const json* format = field(j, "encoding_format"); format != nullptr) {
+    if (*format != json("float") && *format != json("base64")) {
+      throw bad("encoding_format", "must be \"float\" or \"base64\", got " + format->dump());
+    }
+    r.base64 = *format == json("base64");
   }
   if (field(j, "dimensions") != nullptr) throw bad("dimensions", "is not supported by zoo serve");
   const json* v = field(j, "input");
@@ -334,11 +338,28 @@ json usage_chunk(const std::string& id, int64_t created, const std::string& mode
           {"usage", usage.to_json()}};
 }
 
+std::string base64_encode(const std::string& bytes) {
+  static const char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (size_t k = 0; k < 3; ++k) v = v << 8 | (k < n ? static_cast<uint8_t>(bytes[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? kDigits[(v >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
 json embedding_response(const std::string& model, const std::vector<std::vector<float>>& embeddings,
-                        int64_t prompt_tokens) {
+                        int64_t prompt_tokens, bool base64) {
   json data = json::array();
   for (size_t i = 0; i < embeddings.size(); ++i) {
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embeddings[i]}});
+    // base64: the float32 values' bytes, little-endian, as OpenAI's API sends them.
+    const auto& e = embeddings[i];
+    json value = base64 ? json(base64_encode(std::string(reinterpret_cast<const char*>(e.data()), e.size() * sizeof(float))))
+                        : json(e);
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(value)}});
   }
   return {{"object", "list"},
           {"data", std::move(data)},

@@ -67,6 +67,7 @@ struct CompletionRequest {
 struct EmbeddingRequest {
   std::string model;
   std::vector<std::string> inputs;
+  bool base64 = false;  // encoding_format "base64" (what the openai client asks for): float32 bytes
 };
 
 constexpr int64_t kMaxChoices = 64;  // n times the prompts, per request
@@ -97,7 +98,9 @@ nlohmann::json completion_chunk(const std::string& id, int64_t created, const st
 nlohmann::json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
                            const ApiUsage& usage);
 nlohmann::json embedding_response(const std::string& model, const std::vector<std::vector<float>>& embeddings,
-                                  int64_t prompt_tokens);
+                                  int64_t prompt_tokens, bool base64 = false);
+// Standard base64 (RFC 4648, padded) of `bytes`.
+std::string base64_encode(const std::string& bytes);
 nlohmann::json models_response(const std::string& model, int64_t created);
 
 // Server-sent events: "data: JSON\n\n", and the stream's end, "data: [DONE]\n\n".

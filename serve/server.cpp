@@ -52,20 +52,18 @@ class Server {
       : model_(model), tokenizer_(tokenizer), options_(options), created_(unix_time()) {
     const auto family = model.config.family;
     switch (family) {
-      case Family::kGpt: {
+      case Family::kGpt:
+      case Family::kT5:
+      case Family::kTransformer: {
         SchedulerOptions s;
         s.max_batch = options.max_batch, s.max_context = options.max_context, s.max_queue = options.max_queue;
-        scheduler_ = std::make_unique<BatchScheduler>(model.gpt, tokenizer, s, &metrics_);
+        scheduler_ = std::make_unique<BatchScheduler>(model, tokenizer, s, &metrics_);
         max_context_ = scheduler_->options().max_context;
         break;
       }
       case Family::kBert:
         if (options.max_context > 0) max_context_ = options.max_context;
         break;
-      case Family::kT5:
-      case Family::kTransformer:
-        throw std::runtime_error("zoo serve: encoder-decoder (" + to_string(family) +
-                                 ") models are not served yet; decoder (gpt) models and bert embeddings are");
     }
   }
 
@@ -135,6 +133,8 @@ class Server {
     }
   }
 
+  bool encoder_decoder() const { return model_.config.family == Family::kT5 || model_.config.family == Family::kTransformer; }
+
   void check_ids(const std::vector<int64_t>& ids, const std::string& field) const {
     for (int64_t id : ids) {
       if (id >= model_.config.vocab_size) {
@@ -167,10 +167,16 @@ class Server {
         }
         auto ids = tokenizer_.encode(p.text, /*add_special_tokens=*/true);  // as zoo generate: LLaMA's <s>
         // An empty prompt starts a new document, as zoo generate does.
-        if (ids.empty() && (specials.bos || specials.eos)) ids.push_back(specials.bos ? *specials.bos : *specials.eos);
-        if (ids.empty()) throw ApiError(400, "prompt: empty, and the tokenizer has no bos or eos token to start from", "prompt");
+        if (ids.empty() && !encoder_decoder() && (specials.bos || specials.eos)) {
+          ids.push_back(specials.bos ? *specials.bos : *specials.eos);
+        }
         prompts.push_back(std::move(ids));
       }
+    }
+    // An encoder-decoder's source ends with the end-of-sequence token, as in training (zoo generate).
+    for (auto& ids : prompts) {
+      if (encoder_decoder() && specials.eos && (ids.empty() || ids.back() != *specials.eos)) ids.push_back(*specials.eos);
+      if (ids.empty()) throw ApiError(400, prompt_field + ": empty, and the tokenizer has no token to start from", prompt_field);
     }
     const auto& s = r.sampling;
     std::vector<SequenceRequest> out;
@@ -179,7 +185,13 @@ class Server {
       const auto& ids = prompts[p];
       check_ids(ids, prompt_field);
       const int64_t length = static_cast<int64_t>(ids.size());
-      const int64_t room = max_context_ - length;
+      // A decoder's prompt and completion share the context; an encoder-decoder's source has the
+      // encoder's positions, its completion the decoder's.
+      if (encoder_decoder() && length > model_.config.max_length()) {
+        throw ApiError(400, prompt_field + ": " + std::to_string(length) + " tokens, more than the encoder's " +
+                                std::to_string(model_.config.max_length()) + " positions", prompt_field);
+      }
+      const int64_t room = encoder_decoder() ? max_context_ : max_context_ - length;
       if (room < 1) {
         throw ApiError(400, prompt_field + ": " + std::to_string(length) + " tokens leave no room in the context of " +
                                 std::to_string(max_context_) + " positions", prompt_field);
@@ -373,7 +385,7 @@ class Server {
         }
       }
       metrics_.tokens(tokens, 0);
-      send_json(res, 200, embedding_response(options_.model_name, embeddings, tokens));
+      send_json(res, 200, embedding_response(options_.model_name, embeddings, tokens, request.base64));
     } catch (const ApiError& e) {
       send_error(res, e);
     }

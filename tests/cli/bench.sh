@@ -20,6 +20,19 @@ for r in rows:
 train = rows[2]
 assert train["unit"] == "tokens/s" and 0 < train["mfu"] < 1.5 and 0 < train["pytorch_mfu"] < 1.5, train
 PY
+# A serve row: zoo serve and PyTorch + transformers' one-request-at-a-time server, each measured by
+# zoo's load generator, with the latencies the README's table shows.
+"$zoo" bench --compare --json --steps 1 --only serve-gpt2-small-1 > "$work/serve.jsonl"
+"$python" - "$work/serve.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert [r["name"] for r in rows] == ["serve-gpt2-small-1"], rows
+r = rows[0]
+assert r["unit"] == "tokens/s" and r["zoo"] > 0 and r["pytorch"] > 0, r
+for side in ("zoo", "pytorch"):
+    for key in ("token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s"):
+        assert r[f"{side}_{key}"] > 0, (side, key, r)
+PY
 # bf16 training rows: zoo under LibTorch's CPU autocast against PyTorch's torch.autocast, MFU
 # against the bf16 matmul rate. A CPU without bf16 arithmetic (no AVX512-BF16 or AMX: an AVX2
 # Zen 3, say) runs bf16 products tens of times slower than fp32's, and these rows past this

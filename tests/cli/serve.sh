@@ -4,7 +4,8 @@
 # official openai client (serve_client.py: completions, chat, streaming, stop sequences, seeds,
 # concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
 # disconnects), by curl for the raw server-sent events, and stopped with SIGTERM while a request
-# runs: the request finishes and the server exits 0. Bad command lines are refused by name.
+# runs: the request finishes and the server exits 0. A small T5 answers as zoo generate does,
+# alone or among others. Bad command lines are refused by name.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 zoo="$1" corpus="$2" spm_reference="$3"
@@ -68,6 +69,37 @@ wait "$client"
 grep -q "zoo serve: stopped" "$work/serve.log"
 tail -c 300 "$work/last.txt" | grep -qE '"finish_reason":"(length|stop)"' || { echo "the running request did not finish: $(tail -c 300 "$work/last.txt")"; exit 1; }
 grep -q "data: \[DONE\]" "$work/last.txt"
+
+# An encoder-decoder (T5): the prompt is the source; the completion equals zoo generate's answer,
+# alone and among concurrent requests.
+"$zoo" train t5-tiny model.vocab_size=512 model.d_model=64 model.n_layers=2 model.n_heads=4 model.head_dim=16 \
+  model.d_ff=128 steps=30 block_size=64 batch_size=8 lr=0.003 warmup_steps=0 eval_every=0 seed=3 precision=fp32 \
+  --data "$work/slice.txt" --run-dir "$work/t5" > /dev/null 2>&1
+"$zoo" --threads 1 serve "$work/t5" --port 0 --max-batch 3 2> "$work/t5.log" &
+pid=$!
+for _ in $(seq 1 200); do grep -q "listening on" "$work/t5.log" && break; sleep 0.1; done
+port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/t5.log")
+[[ -n "$port" ]] || { echo "zoo serve (t5) did not start: $(cat "$work/t5.log")"; exit 1; }
+"$python" - "$port" "$zoo" "$work/t5" <<'PY'
+import concurrent.futures, subprocess, sys
+import openai
+port, zoo, run = sys.argv[1:4]
+client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+prompts = ["The list of", "A function that returns", "import sys", "Errors should never pass silently", "x"]
+def want(p):
+    out = subprocess.run([zoo, "--threads", "1", "generate", run, "--prompt", p, "--greedy", "--max-new-tokens", "12"],
+                         capture_output=True, text=True, check=True).stdout
+    return out[:-1] if out.endswith("\n") else out
+def got(p):
+    return client.completions.create(model=run, prompt=p, max_tokens=12, temperature=0).choices[0].text
+expected = [want(p) for p in prompts]
+with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+    together = list(pool.map(got, prompts))
+for p, e, g in zip(prompts, expected, together):
+    assert e == g, f"t5 {p!r}: zoo generate {e!r}, zoo serve {g!r}"
+PY
+kill -TERM "$pid"
+wait "$pid"
 
 # Bound to loopback unless told otherwise; bad command lines refused by name.
 grep -q "listening on http://127.0.0.1:" "$work/serve.log"

@@ -141,6 +141,10 @@ def metric(name):
 check(metric("zoo_completion_tokens_total") == completion_tokens,
       f"zoo_completion_tokens_total {metric('zoo_completion_tokens_total')}, usage sums to {completion_tokens}")
 check(metric("zoo_time_to_first_token_seconds_count") > 0, "no time to first token observed")
+# The scheduler publishes its batch after the step that ended the last sequence: a moment later.
+deadline = time.time() + 10
+while metric("zoo_batch_running") > 0 and time.time() < deadline:
+    time.sleep(0.02)
 check(metric("zoo_batch_running") == 0, "sequences still running when every client has its answer")
 
 # The API key: none, or a wrong one, is 401.

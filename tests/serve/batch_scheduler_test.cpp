@@ -11,10 +11,9 @@ namespace {
 
 const Tokenizer& tokenizer() { return testing::shared_tokenizer(); }
 
-// A tiny GPT in float64, so that batching (other rows, other padding, another width of the
-// shared axis) cannot turn a float rounding into a different token: every comparison is exact.
-GPT tiny_gpt(const std::vector<std::string>& overrides) {
-  auto config = parse_config(R"(family: gpt
+// A decoder, or an encoder-decoder (family t5 or transformer), from a tiny config.
+Model tiny_model(const std::string& family, const std::vector<std::string>& overrides) {
+  auto config = parse_config("family: " + family + R"(
 vocab_size: 97
 d_model: 32
 n_layers: 2
@@ -27,11 +26,15 @@ init_std: 0.2
 )");
   for (const auto& o : overrides) apply_override(config, o);
   torch::manual_seed(5);
-  GPT model(config);
-  model->to(torch::kDouble);
-  model->eval();
+  Model model = build_model(config);
+  model.module()->to(torch::kDouble);
+  model.module()->eval();
   return model;
 }
+
+// A tiny GPT in float64, so that batching (other rows, other padding, another width of the
+// shared axis) cannot turn a float rounding into a different token: every comparison is exact.
+Model tiny_gpt(const std::vector<std::string>& overrides) { return tiny_model("gpt", overrides); }
 
 struct Outcome {
   std::string text;
@@ -40,10 +43,11 @@ struct Outcome {
 };
 
 // What one sequence alone gives through generate() (models/generation.h), as the scheduler
-// reports it: the streamed text, why it ended, the tokens generated (an EOS counts).
-Outcome reference(GPT& model, const SequenceRequest& r) {
-  const auto result = generate(model, {r.prompt}, r.options);
-  StreamDecoder decoder(tokenizer(), r.prompt);
+// reports it: the streamed text, why it ended, the tokens generated (an EOS counts). An
+// encoder-decoder's text is its decoder's alone.
+Outcome reference(Model& model, const SequenceRequest& r) {
+  const auto result = model.gpt ? generate(model.gpt, {r.prompt}, r.options) : generate(model.seq2seq, {r.prompt}, r.options);
+  StreamDecoder decoder(tokenizer(), model.gpt ? r.prompt : std::vector<int64_t>{});
   Outcome o;
   for (int64_t t : result.tokens[0]) o.text += decoder.add(t);
   o.finish_reason = result.finish_reasons[0] == "eos" ? "stop" : result.finish_reasons[0];
@@ -90,6 +94,7 @@ std::vector<int64_t> random_prompt(int64_t length, int64_t seed) {
 struct Variant {
   const char* name;
   std::vector<std::string> overrides;
+  std::string family = "gpt";
 };
 
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
@@ -100,7 +105,7 @@ class BatchSchedulerTest : public ::testing::TestWithParam<Variant> {};
 // them than rows, of different lengths, ending at different steps, rows reused) each give what
 // they give alone, token for token.
 TEST_P(BatchSchedulerTest, GreedyUnderConcurrencyEqualsEachAlone) {
-  auto model = tiny_gpt(GetParam().overrides);
+  auto model = tiny_model(GetParam().family, GetParam().overrides);
   SchedulerOptions options;
   options.max_batch = 3;
   auto scheduler = std::make_unique<BatchScheduler>(model, tokenizer(), options);
@@ -131,7 +136,7 @@ TEST_P(BatchSchedulerTest, GreedyUnderConcurrencyEqualsEachAlone) {
 // Seeded sampling draws from each sequence's own generator: the same tokens as generate() with that
 // seed, whatever else runs in the batch.
 TEST_P(BatchSchedulerTest, SeededSamplingEqualsGenerate) {
-  auto model = tiny_gpt(GetParam().overrides);
+  auto model = tiny_model(GetParam().family, GetParam().overrides);
   SchedulerOptions options;
   options.max_batch = 4;
   BatchScheduler scheduler(model, tokenizer(), options);
@@ -163,7 +168,10 @@ INSTANTIATE_TEST_SUITE_P(
                                            "bias=false", "tie_embeddings=false"}},
                       Variant{"MistralWindow", {"position=rope", "norm=rmsnorm", "n_kv_heads=1", "window=5", "bias=false"}},
                       Variant{"GatedLinear", {"attention=gated_linear"}},
-                      Variant{"HybridRope", {"position=rope", "attention_layers=[gated_linear, softmax]"}}),
+                      Variant{"HybridRope", {"position=rope", "attention_layers=[gated_linear, softmax]"}},
+                      // Encoder-decoders: the prompt is the source; rows hold their memories too.
+                      Variant{"T5", {}, "t5"},
+                      Variant{"TransformerSinusoidal", {}, "transformer"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // A stop text ends the sequence where it begins: the text before it is all that is sent, even when

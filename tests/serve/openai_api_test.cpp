@@ -127,7 +127,8 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
 TEST(OpenAiApi, EmbeddingRequests) {
   EXPECT_EQ(parse_embedding_request(R"({"input": "a", "model": "m"})").inputs, std::vector<std::string>{"a"});
   EXPECT_EQ(parse_embedding_request(R"({"input": ["a", "b"], "encoding_format": "float"})").inputs.size(), 2u);
-  for (const auto* body : {R"({})", R"({"input": []})", R"({"input": [1]})", R"({"input": "a", "encoding_format": "base64"})",
+  EXPECT_TRUE(parse_embedding_request(R"({"input": "a", "encoding_format": "base64"})").base64);
+  for (const auto* body : {R"({})", R"({"input": []})", R"({"input": [1]})", R"({"input": "a", "encoding_format": "hex"})",
                            R"({"input": "a", "dimensions": 8})"}) {
     EXPECT_THROW(parse_embedding_request(body), ApiError) << body;
   }
@@ -157,6 +158,12 @@ TEST(OpenAiApi, ResponsesAndChunks) {
   EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
   // Text that is not UTF-8 still makes valid JSON.
   EXPECT_NO_THROW(json::parse(sse_event(completion_chunk("c", 1, "m", false, {0, "a\xe2\x82", ""}, false)).substr(6)));
+  // RFC 4648's examples, and a float32's bytes as OpenAI's base64 embeddings carry them.
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("f"), "Zg==");
+  EXPECT_EQ(base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(embedding_response("m", {{1.0f}}, 1, true)["data"][0]["embedding"], "AACAPw==");  // 0x3f800000
   const auto embeddings = embedding_response("m", {{1.0f, 0.0f}}, 4);
   EXPECT_EQ(embeddings["data"][0]["embedding"].size(), 2u);
   EXPECT_EQ(embeddings["usage"]["prompt_tokens"], 4);
