@@ -261,23 +261,27 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
   warmup.max_tokens = 4;
   run_load(host, port, warmup);
   if (name == "serve-ttft-gpt2-small") {
-    // A 128-token prompt's first token, on the idle server and while 8 streams decode.
+    // A 128-token prompt's first token, on the idle server, and sent half a second into 8 streams'
+    // decoding (a round of its own each time: a server that answers one request at a time must
+    // finish those 8 before it starts the probe, and the next probe must meet 8 streams again).
     LoadSpec probe;
-    probe.requests_per_stream = o.steps > 0 ? o.steps : 3;
     probe.prompt_tokens = 128;
     probe.max_tokens = 4;
-    probe.seed = 1;
-    std::vector<double> idle, loaded;
-    for (const auto& r : run_load(host, port, probe).requests) idle.push_back(r.ttft);
     LoadSpec background;
     background.streams = 8;
-    background.max_tokens = 128;
-    background.seed = 2;
-    auto busy = std::async(std::launch::async, [&] { return run_load(host, port, background); });
-    std::this_thread::sleep_for(std::chrono::seconds(1));  // the eight are decoding
-    probe.seed = 3;
-    for (const auto& r : run_load(host, port, probe).requests) loaded.push_back(r.ttft);
-    busy.get();
+    background.max_tokens = 64;
+    std::vector<double> idle, loaded;
+    const int64_t rounds = o.steps > 0 ? o.steps : 3;
+    for (int64_t round = 0; round < rounds; ++round) {
+      probe.seed = 100 + round;
+      idle.push_back(run_load(host, port, probe).requests[0].ttft);
+      background.seed = 200 + round;
+      auto busy = std::async(std::launch::async, [&] { return run_load(host, port, background); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      probe.seed = 300 + round;
+      loaded.push_back(run_load(host, port, probe).requests[0].ttft);
+      busy.get();
+    }
     const double idle_ms = ms(quantile(idle, 0.5)), loaded_ms = ms(quantile(loaded, 0.5));
     return {{"unit", "ms"}, {"value", loaded_ms}, {"idle_ms", idle_ms}, {"vs_idle", loaded_ms / idle_ms}};
   }

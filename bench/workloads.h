@@ -41,8 +41,9 @@
 //                        of all streams together, and per-token latency p50/p99. PyTorch's side
 //                        is transformers' GPT2LMHeadModel behind a server that answers one
 //                        request at a time, measured by the same load generator. Run when named.
-//   serve-ttft-gpt2-small   time to first token of a 128-token prompt while 8 streams decode, and
-//                        of the idle server (a field). Run when named.
+//   serve-ttft-gpt2-small   time to first token of a 128-token prompt sent half a second into 8
+//                        streams' decoding (64 tokens each), and on the idle server (a field);
+//                        the median of 3 rounds. Run when named.
 //   ring-KIND-T-N        long-KIND-T's step with the sequence split over N = 2 or 4 ranks
 //                        (context parallelism, kernels/ring_attention.h), each rank a worker
 //                        process of its own (zoo bench starts them, with the environment a
