@@ -97,6 +97,13 @@ with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
     together = list(pool.map(got, prompts))
 for p, e, g in zip(prompts, expected, together):
     assert e == g, f"t5 {p!r}: zoo generate {e!r}, zoo serve {g!r}"
+# A tokenizer without a chat template: chat is refused by name, the server goes on.
+try:
+    client.chat.completions.create(model=run, messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+    sys.exit("chat without a chat template was answered")
+except openai.BadRequestError as e:
+    assert "chat_template" in str(e), e
+assert got("x") == expected[-1]
 PY
 kill -TERM "$pid"
 wait "$pid"
