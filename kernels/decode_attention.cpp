@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "kernels/bf16_dot.h"
+#include "kernels/f32_rows_dot.h"
 
 namespace zoo {
 namespace {
@@ -20,42 +21,98 @@ const uint16_t* bf16_bits(const torch::Tensor& t) {
   return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
 }
 
+// The (batch, key head) pairs of a step, numbered batch * hkv + group, each with the m query rows
+// that share its keys: where a pair starts in a tensor, and how many pairs a thread takes at least.
+struct DecodeHeads {
+  int64_t b, hkv, m, d, tk;
+  DecodeHeads(const torch::Tensor& q, const torch::Tensor& k)
+      : b(q.size(0)), hkv(q.size(1)), m(q.size(2)), d(q.size(3)), tk(k.size(2)) {}
+  int64_t count() const { return b * hkv; }
+  int64_t offset(const torch::Tensor& t, int64_t head) const {
+    return (head / hkv) * t.stride(0) + (head % hkv) * t.stride(1);
+  }
+  // Pairs in blocks of at least 64K multiply-adds: a short context stays on one thread.
+  int64_t grain() const { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, m * tk * d)); }
+};
+
+// One query position on the CPU in `dtype`, nothing to differentiate, no dropout, no kernel
+// causal mask, no weights, keys and values with contiguous rows in each head.
+bool decode_step_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
+                    bool is_causal, bool need_weights, torch::ScalarType dtype) {
+  const bool differentiable =
+      torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return q.device().is_cpu() && q.scalar_type() == dtype && k.scalar_type() == dtype && v.scalar_type() == dtype &&
+         q.dim() == 4 && q.size(2) == 1 && !differentiable && dropout == 0.0 && !is_causal && !need_weights &&
+         rows_contiguous_per_head(k) && rows_contiguous_per_head(v);
+}
+
 }  // namespace
 
 bool takes_bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  double dropout, bool is_causal, bool need_weights) {
-  const bool differentiable =
-      torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  return q.device().is_cpu() && q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
-         v.scalar_type() == torch::kBFloat16 && q.dim() == 4 && q.size(2) == 1 && !differentiable &&
-         dropout == 0.0 && !is_causal && !need_weights && rows_contiguous_per_head(k) &&
-         rows_contiguous_per_head(v);
+  return decode_step_of(q, k, v, dropout, is_causal, need_weights, torch::kBFloat16);
+}
+
+bool takes_float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    double dropout, bool is_causal, bool need_weights) {
+  return decode_step_of(q, k, v, dropout, is_causal, need_weights, torch::kFloat) && cpu_runs_f32_rows_dot();
+}
+
+torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& bias, double scale) {
+  TORCH_CHECK(rows_contiguous_per_head(k) && rows_contiguous_per_head(v),
+              "float32_decode_attention: keys and values need contiguous rows within each head");
+  const DecodeHeads heads(q, k);
+  const int64_t m = heads.m, d = heads.d, tk = heads.tk;
+  const auto queries = q.contiguous();
+  auto scores = torch::empty({heads.b, heads.hkv, m, tk}, q.options());
+  auto out = torch::empty({heads.b, heads.hkv, m, d}, q.options());
+  const float* q_data = queries.data_ptr<float>();
+  const float* k_data = k.data_ptr<float>();
+  const float* v_data = v.data_ptr<float>();
+  float* score_data = scores.data_ptr<float>();
+  float* out_data = out.data_ptr<float>();
+  // The m query rows of a head against its keys together: each key is read once for all of them.
+  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
+    for (int64_t head = begin; head < end; ++head) {
+      f32_rows_dot(q_data + head * m * d, m, k_data + heads.offset(k, head), d, nullptr, 0, tk,
+                   score_data + head * m * tk, tk);
+    }
+  });
+  auto biased = scores * scale;
+  if (bias.defined()) biased = biased + bias;
+  const auto probs = torch::softmax(biased, -1).contiguous();
+  const float* prob_data = probs.data_ptr<float>();
+  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
+    for (int64_t head = begin; head < end; ++head) {
+      for (int64_t row = head * m; row < (head + 1) * m; ++row) {
+        f32_weighted_row_sum(prob_data + row * tk, v_data + heads.offset(v, head), tk, d, out_data + row * d);
+      }
+    }
+  });
+  return out;
 }
 
 torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                     const torch::Tensor& bias, double scale) {
   TORCH_CHECK(rows_contiguous_per_head(k) && rows_contiguous_per_head(v),
               "bf16_decode_attention: keys and values need contiguous rows within each head");
-  const int64_t b = q.size(0), hkv = q.size(1), m = q.size(2), d = q.size(3), tk = k.size(2);
+  const DecodeHeads heads(q, k);
+  const int64_t m = heads.m, d = heads.d, tk = heads.tk;
   const auto queries = q.contiguous();
-  std::unique_ptr<float[]> sums(new float[static_cast<size_t>(b * hkv * m * std::max(tk, d))]);
-  auto scores = torch::empty({b, hkv, m, tk}, q.options());
-  auto out = torch::empty({b, hkv, m, d}, q.options());
+  std::unique_ptr<float[]> sums(new float[static_cast<size_t>(heads.count() * m * std::max(tk, d))]);
+  auto scores = torch::empty({heads.b, heads.hkv, m, tk}, q.options());
+  auto out = torch::empty({heads.b, heads.hkv, m, d}, q.options());
   const uint16_t* q_bits = bf16_bits(queries);
   const uint16_t* k_bits = bf16_bits(k);
   const uint16_t* v_bits = bf16_bits(v);
   auto* score_bits = reinterpret_cast<uint16_t*>(scores.data_ptr<at::BFloat16>());
   auto* out_bits = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
-  const auto head_offset = [&](const torch::Tensor& t, int64_t head) {  // head: batch * hkv + group
-    return (head / hkv) * t.stride(0) + (head % hkv) * t.stride(1);
-  };
-  // Heads in blocks of at least 64K multiply-adds: a short context stays on one thread.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, m * tk * d));
   const Bf16DotKernel kernel = fastest_bf16_dot_kernel();
-  at::parallel_for(0, b * hkv, grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t head = begin; head < end; ++head) {
       for (int64_t row = head * m; row < (head + 1) * m; ++row) {
-        bf16_rows_dot(kernel, k_bits + head_offset(k, head), q_bits + row * d, d, 0, tk, sums.get() + row * tk);
+        bf16_rows_dot(kernel, k_bits + heads.offset(k, head), q_bits + row * d, d, 0, tk, sums.get() + row * tk);
         round_to_bf16(sums.get() + row * tk, nullptr, tk, score_bits + row * tk);
       }
     }
@@ -66,10 +123,10 @@ torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor&
   if (bias.defined()) biased = biased + bias;
   const auto probs = torch::softmax(biased, -1, torch::kFloat).to(torch::kBFloat16).to(torch::kFloat);
   const float* prob_data = probs.data_ptr<float>();
-  at::parallel_for(0, b * hkv, grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t head = begin; head < end; ++head) {
       for (int64_t row = head * m; row < (head + 1) * m; ++row) {
-        bf16_weighted_row_sum(prob_data + row * tk, v_bits + head_offset(v, head), tk, d, sums.get() + row * d);
+        bf16_weighted_row_sum(prob_data + row * tk, v_bits + heads.offset(v, head), tk, d, sums.get() + row * d);
         round_to_bf16(sums.get() + row * d, nullptr, d, out_bits + row * d);
       }
     }

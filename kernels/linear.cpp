@@ -3,11 +3,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
 #include "kernels/bf16_dot.h"
+#include "kernels/f32_rows_dot.h"
 
 namespace zoo {
 namespace {
@@ -39,25 +45,60 @@ torch::Tensor bf16_matrix_vector(const torch::Tensor& weight, const torch::Tenso
   return y;
 }
 
-// A few rows against a wide matrix (an output head over the vocabulary, as a batch of decoding
-// sequences computes it): LibTorch's GEMM takes the whole matrix at once and, for 8-16 rows of
-// gpt2-small's 50257 x 768 head, runs at half the speed it reaches on blocks of 2048 rows of it
-// (39 ms against 25 for 16 rows on 2 Zen 4 cores).
-constexpr int64_t kWideRows = 16384, kWideBlock = 2048, kFewRows = 64;
+// float32 products without gradients go to oneDNN's linear (`mkldnn::_linear_pointwise`, the op
+// PyTorch's own CPU compiler emits), which LibTorch 2.15 registers but whose `linear` sends to
+// MKL (not under autocast, which casts for linear). On 2 Zen 4 cores MKL reads gpt2-small's weights at 13 GB/s for one row and takes 62 ms
+// for 8 (its AVX2 path on AMD), oneDNN 21 ms and 33: every decoding step, batched or not.
+const c10::OperatorHandle* onednn_linear() {
+  static const std::optional<c10::OperatorHandle> op =
+      c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""});
+  return op.has_value() ? &*op : nullptr;
+}
 
-torch::Tensor project_wide(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+// float32 on the CPU, outside autocast, contiguous weights: the paths below.
+bool plain_float32(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return x.device().is_cpu() && x.dim() >= 1 && x.numel() > 0 && x.scalar_type() == torch::kFloat &&
+         weight.scalar_type() == torch::kFloat && weight.dim() == 2 && weight.is_contiguous() &&
+         (!bias.defined() || (bias.scalar_type() == torch::kFloat && bias.is_contiguous())) &&
+         !at::autocast::is_autocast_enabled(at::kCPU);
+}
+
+bool has_onednn_linear() { return at::hasMKLDNN() && onednn_linear() != nullptr; }
+
+torch::Tensor onednn_project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const int64_t in = weight.size(1);
+  torch::jit::Stack stack{x.reshape({-1, in}).contiguous(),
+                          weight,
+                          bias.defined() ? c10::IValue(bias) : c10::IValue(),
+                          c10::IValue(std::string("none")),
+                          c10::IValue(c10::List<std::optional<at::Scalar>>()),
+                          c10::IValue()};
+  onednn_linear()->callBoxed(&stack);
+  auto sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return stack.back().toTensor().view(sizes);
+}
+
+// A few float32 rows (a batch of decoding sequences) through zoo's kernel
+// (kernels/f32_rows_dot.h), the columns split between threads.
+bool takes_few_rows_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
+  return x.numel() <= kFewRowsMax * weight.size(1) && cpu_runs_f32_rows_dot();
+}
+
+torch::Tensor few_rows_project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1), out = weight.size(0);
-  const auto rows = x.reshape({-1, in});
-  auto y = torch::empty({rows.size(0), out}, x.options());
-  for (int64_t start = 0; start < out; start += kWideBlock) {
-    const int64_t n = std::min(kWideBlock, out - start);
-    auto block = y.narrow(1, start, n);
-    if (bias.defined()) {
-      torch::addmm_out(block, bias.narrow(0, start, n), rows, weight.narrow(0, start, n).t());
-    } else {
-      torch::mm_out(block, rows, weight.narrow(0, start, n).t());
-    }
-  }
+  const auto rows = x.reshape({-1, in}).contiguous();
+  const int64_t n = rows.size(0);
+  auto y = torch::empty({n, out}, x.options());
+  const float* x_data = rows.data_ptr<float>();
+  const float* w_data = weight.data_ptr<float>();
+  const float* b_data = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  float* y_data = y.data_ptr<float>();
+  // Columns in blocks of at least 32 KiB of weights, whole blocks of 8.
+  const int64_t grain = ((std::max<int64_t>(8, (int64_t{8} << 10) / std::max<int64_t>(1, in)) + 7) / 8) * 8;
+  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+    f32_rows_dot(x_data, n, w_data, in, b_data, begin, end, y_data, out);
+  });
   auto sizes = x.sizes().vec();
   sizes.back() = out;
   return y.view(sizes);
@@ -69,10 +110,9 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const
   const int64_t in = weight.size(1);
   const bool no_grad = !torch::GradMode::is_enabled() ||
                        !(x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
-  if (no_grad && x.device().is_cpu() && x.dim() >= 2 && x.numel() > in && x.numel() <= kFewRows * in &&
-      weight.size(0) >= kWideRows && x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat &&
-      (!bias.defined() || bias.scalar_type() == torch::kFloat)) {
-    return project_wide(x, weight, bias);
+  if (no_grad && plain_float32(x, weight, bias)) {
+    if (takes_few_rows_kernel(x, weight)) return few_rows_project(x, weight, bias);
+    if (has_onednn_linear()) return onednn_project(x, weight, bias);
   }
   // Mixed types (a bf16 frozen projection under autocast) go where autocast casts them.
   if (x.numel() != in || !x.device().is_cpu() || x.dim() == 0 || x.scalar_type() != weight.scalar_type()) {

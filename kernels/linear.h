@@ -1,8 +1,9 @@
 #pragma once
-// y = x W^T + b, as torch::nn::Linear computes it, with one exception: a single input vector
-// (batch-1 decoding) goes through a matrix-vector product, in float32 LibTorch's and in bf16
-// zoo's own where the CPU has AVX-512 BF16 (kernels/bf16_dot.h). Decoding a token is nothing but
-// reading every weight once (docs/performance-libtorch-1.13.md says why each was chosen).
+// y = x W^T + b, as torch::nn::Linear computes it, by the fastest path the CPU has where no
+// gradient is wanted: float32 through oneDNN's linear (LibTorch's goes to MKL, half its speed on
+// AMD's CPUs), and a single bf16 vector (batch-1 decoding) through zoo's own kernel where the
+// CPU has AVX-512 BF16 (kernels/bf16_dot.h). Decoding a token is nothing but reading every
+// weight once (docs/performance.md says why each was chosen).
 
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>

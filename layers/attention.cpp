@@ -267,6 +267,9 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
   torch::Tensor o, w;
   if (takes_bf16_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
     o = bf16_decode_attention(qf, k, v, bias, scale);
+  } else if (backend != AttentionBackend::kMath &&
+             takes_float32_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
+    o = float32_decode_attention(qf, k, v, bias, scale);
   } else if (backend != AttentionBackend::kMath && !need_weights) {
     std::optional<torch::Tensor> mask;
     if (bias.defined()) mask = bias;

@@ -186,9 +186,9 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
     KVCache cache = model->make_cache();
     cache.reserve(ids.size(1) + o.max_new_tokens);
     auto step = [&](const torch::Tensor& input) {
-      if (!input.defined()) return model->forward(ids.repeat_interleave(k, 0), beam_mask, &cache).select(1, -1);
+      if (!input.defined()) return model->next_token_logits(ids.repeat_interleave(k, 0), beam_mask, &cache);
       beam_mask = torch::cat({beam_mask, torch::ones({n * k, 1}, beam_mask.options())}, 1);
-      return model->forward(input, beam_mask, &cache).select(1, -1);
+      return model->next_token_logits(input, beam_mask, &cache);
     };
     auto result = beam_search(c, n, step, cache, ids.repeat_interleave(k, 0), mask.repeat_interleave(k, 0), o);
     if (was_training) model->train();
@@ -201,7 +201,7 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
   Rows rows(n);
   GenerationResult result;
   auto sequence = ids;  // everything so far, for the repetition penalty and uncached steps
-  auto logits = model->forward(ids, mask, o.use_cache ? &cache : nullptr).select(1, -1);
+  auto logits = model->next_token_logits(ids, mask, o.use_cache ? &cache : nullptr);
   for (int64_t step = 0; step < o.max_new_tokens && !rows.all_done(); ++step) {
     check_logits(logits, step);
     auto processed = process_logits(logits.to(torch::kFloat), sequence, mask, o);
@@ -216,8 +216,8 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
     sequence = torch::cat({sequence, next}, 1);
     mask = torch::cat({mask, torch::ones({n, 1}, mask.options())}, 1);
     if (rows.all_done() || step + 1 == o.max_new_tokens) break;
-    logits = o.use_cache ? model->forward(next, mask, &cache).select(1, -1)
-                         : model->forward(sequence, mask).select(1, -1);
+    logits = o.use_cache ? model->next_token_logits(next, mask, &cache)
+                         : model->next_token_logits(sequence, mask);
   }
   if (was_training) model->train();
   result.tokens = std::move(rows.tokens);

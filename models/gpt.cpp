@@ -104,4 +104,9 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& input_ids, const torch::Tens
   return logits(hidden_states(input_ids, attention_mask, cache, position_ids));
 }
 
+torch::Tensor GPTImpl::next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                         KVCache* cache, const torch::Tensor& position_ids) {
+  return logits(hidden_states(input_ids, attention_mask, cache, position_ids).select(1, -1));
+}
+
 }  // namespace zoo

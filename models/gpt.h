@@ -34,6 +34,10 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
   // position_ids (B, T): explicit positions; the default continues from the cache.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                         KVCache* cache = nullptr, const torch::Tensor& position_ids = {});
+  // The logits of each row's last position only (B, vocab_size): what a decoding step samples
+  // from, without the head's product over the prompt's other positions.
+  torch::Tensor next_token_logits(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                                  KVCache* cache = nullptr, const torch::Tensor& position_ids = {});
   // The final hidden states (B, T, d_model), before the head.
   // ring: context parallelism (kernels/ring_attention.h). input_ids are then this rank's zigzag
   //   tokens of each sequence, position_ids (B, T) their global positions, and every attention

@@ -224,8 +224,7 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots) {
   }
   KVCache prompts = model_.gpt->make_cache();
   // Prompts of one length need no mask (the causal kernel alone).
-  auto logits = model_.gpt->forward(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
-                    .select(1, -1)
+  auto logits = model_.gpt->next_token_logits(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
                     .to(torch::kFloat);  // (n, V)
   check_logits(logits, 0);
   if (cache_.seen() < longest) cache_.grow_front(longest - cache_.seen());
@@ -307,7 +306,7 @@ void BatchScheduler::decode_step() {
   auto input = torch::tensor(next, torch::kLong).view({n, 1}).to(device);
   torch::Tensor logits;
   if (model_.gpt) {
-    logits = model_.gpt->forward(input, mask.to(torch::kLong).to(device), &cache_);
+    logits = model_.gpt->next_token_logits(input, mask.to(torch::kLong).to(device), &cache_);
   } else {
     // The memories' projections are in the cache, right-padded to the longest placed so far.
     const int64_t memory_width = cache_.cross_attention(0).length();
@@ -316,9 +315,9 @@ void BatchScheduler::decode_step() {
     auto memory_mask =
         torch::arange(memory_width, torch::kLong).unsqueeze(0).lt(torch::tensor(lengths, torch::kLong).unsqueeze(1));
     logits = model_.seq2seq->decode(input, {}, memory_mask.to(torch::kLong).to(device), &cache_,
-                                    mask.to(torch::kLong).to(device));
+                                    mask.to(torch::kLong).to(device)).select(1, -1);
   }
-  logits = logits.select(1, -1).to(torch::kFloat);  // (n, V)
+  logits = logits.to(torch::kFloat);  // (n, V)
   ++steps_;
   check_logits(logits, steps_);
   for (auto& s : rows_) ++s->length;

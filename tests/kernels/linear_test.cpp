@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "kernels/bf16_dot.h"
+#include "kernels/f32_rows_dot.h"
 #include "test_util.h"
 
 namespace zoo {
@@ -19,22 +20,44 @@ TEST(Project, MatchesTorchLinearForBatchesAndSingleVectors) {
   }
 }
 
-// A few rows against an output head over a vocabulary (a batch of decoding sequences) goes
-// through the head in blocks of rows: the same products as LibTorch's linear, with and without a
-// bias, with a ragged last block, and not where gradients are wanted.
-TEST(Project, FewRowsThroughAWideMatrixInBlocks) {
+// Without gradients, float32 goes through oneDNN's linear: against float64's linear of the same
+// values for one row, a few rows (a decoding batch) through a head over a vocabulary, a batch of
+// sequences, with and without a bias, through a weight that is a view of a larger one; with
+// gradients, the differentiable path.
+TEST(Project, Float32WithoutGradientsMatchesFloat64sLinear) {
+  torch::manual_seed(5);
   torch::NoGradGuard no_grad;
   const auto weight = torch::randn({20001, 48}), bias = torch::randn({20001});
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 48}, {16, 1, 48}, {3, 5, 48}}) {
+  const auto exact = [](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+    return torch::nn::functional::linear(x.to(torch::kDouble), w.to(torch::kDouble),
+                                          b.defined() ? b.to(torch::kDouble) : b);
+  };
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{48}, {1, 1, 48}, {2, 48}, {16, 1, 48}, {3, 5, 48}}) {
     const auto x = torch::randn(shape);
-    EXPECT_LE(max_abs_diff(project(x, weight, bias), torch::nn::functional::linear(x, weight, bias)), 1e-4) << x.sizes();
-    EXPECT_LE(max_abs_diff(project(x, weight), torch::nn::functional::linear(x, weight)), 1e-4) << x.sizes();
-    EXPECT_EQ(project(x, weight).sizes(), torch::nn::functional::linear(x, weight).sizes());
+    const auto y = project(x, weight, bias);
+    EXPECT_EQ(y.scalar_type(), torch::kFloat);
+    EXPECT_EQ(y.sizes(), exact(x, weight, bias).sizes()) << x.sizes();
+    EXPECT_LE(max_abs_diff(y, exact(x, weight, bias)), 1e-4) << x.sizes();
+    EXPECT_LE(max_abs_diff(project(x, weight), exact(x, weight, torch::Tensor())), 1e-4) << x.sizes();
+  }
+  const auto rows = weight.narrow(0, 100, 300), columns = weight.narrow(1, 8, 32);  // views
+  const auto x = torch::randn({4, 32});
+  EXPECT_LE(max_abs_diff(project(x, columns, bias.narrow(0, 0, 20001)), exact(x, columns, bias)), 1e-4);
+  EXPECT_LE(max_abs_diff(project(x.narrow(1, 0, 32), rows.narrow(1, 0, 32)),
+                         exact(x, rows.narrow(1, 0, 32), torch::Tensor())), 1e-4);
+  // Up to kFewRowsMax rows, each row's outputs are the bits it gets alone (batching changes no
+  // decoded token); zoo's kernel needs AVX-512F, oneDNN makes no such promise.
+  if (cpu_runs_f32_rows_dot()) {
+    const auto batch = torch::randn({kFewRowsMax, 48});
+    const auto together = project(batch, weight, bias);
+    for (int64_t r = 0; r < kFewRowsMax; ++r) {
+      EXPECT_TRUE(project(batch[r], weight, bias).equal(together[r])) << "row " << r;
+    }
   }
   torch::AutoGradMode grad(true);
   auto trained = weight.clone().requires_grad_();
-  auto y = project(torch::randn({4, 48}), trained);
-  y.sum().backward();
+  auto out = project(torch::randn({4, 48}), trained);
+  out.sum().backward();
   EXPECT_TRUE(trained.grad().defined());
 }
 

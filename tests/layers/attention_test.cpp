@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "kernels/decode_attention.h"
+#include "kernels/f32_rows_dot.h"
 #include "kernels/masks.h"
 #include "layers/position_bias.h"
 #include "test_util.h"
@@ -518,6 +519,47 @@ TEST(Bf16DecodeAttention, FloatSumsRoundedAsLibTorchRoundsWithGroupedHeadsBiasAn
   // Routed here: the same bits as the kernel called on the folded query heads.
   auto direct = bf16_decode_attention(q.reshape({b, hkv, h / hkv, d}), k, v, bias, scale);
   EXPECT_TRUE(torch::equal(o, direct.view({b, h, 1, d})));
+}
+
+// float32 decoding's attention: grouped query heads, a padding bias and keys narrowed from a
+// longer cache, against float64's attention of the same values; scaled_dot_product routes one
+// float32 query without gradients to it, except on the math backend (LibTorch's products).
+TEST(Float32DecodeAttention, MatchesFloat64WithGroupedHeadsBiasAndCachedKeys) {
+  if (!cpu_runs_f32_rows_dot()) GTEST_SKIP() << "no AVX-512F on this CPU: float32 decoding takes LibTorch's attention";
+  torch::manual_seed(12);
+  const int64_t b = 3, h = 6, hkv = 2, d = 72, tk = 21;  // d = 72: past four 16-wide steps
+  auto q = torch::randn({b, h, 1, d});
+  auto k = torch::randn({b, hkv, 30, d}).narrow(2, 4, tk);
+  auto v = torch::randn({b, hkv, 30, d}).narrow(2, 4, tk);
+  auto bias = torch::randn({b, 1, 1, tk}) * 0.5;
+  bias[1][0][0].narrow(0, 0, 5).fill_(-std::numeric_limits<float>::infinity());  // the second sequence's padding
+  const double scale = 0.125;
+  torch::NoGradGuard no_grad;
+  ASSERT_TRUE(takes_float32_decode_attention(q, k, v, 0.0, false, false));
+  auto [o, w] = scaled_dot_product(q, k, v, bias, scale, 0.0, false, AttentionBackend::kAuto, false);
+  ASSERT_EQ(o.scalar_type(), torch::kFloat);
+  ASSERT_EQ(o.sizes(), q.sizes());
+  auto k_per_head = k.repeat_interleave(h / hkv, 1), v_per_head = v.repeat_interleave(h / hkv, 1);
+  auto exact_scores = torch::matmul(q.to(torch::kDouble), k_per_head.to(torch::kDouble).transpose(-2, -1)) * scale +
+                      bias.to(torch::kDouble);
+  auto exact = torch::matmul(torch::softmax(exact_scores, -1), v_per_head.to(torch::kDouble));
+  EXPECT_LE((o.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
+  // Routed here: the same bits as the kernel called on the folded query heads.
+  auto direct = float32_decode_attention(q.reshape({b, hkv, h / hkv, d}), k, v, bias, scale);
+  EXPECT_TRUE(torch::equal(o, direct.view({b, h, 1, d})));
+  // The padded keys have no weight: changing their values changes nothing.
+  auto v2 = v.clone();
+  v2[1].narrow(1, 0, 5).fill_(100);
+  EXPECT_TRUE(torch::equal(float32_decode_attention(q.reshape({b, hkv, h / hkv, d}), k, v2, bias, scale)[1], direct[1]));
+  // The math backend keeps LibTorch's products.
+  auto [math, unused] = scaled_dot_product(q, k, v, bias, scale, 0.0, false, AttentionBackend::kMath, false);
+  EXPECT_LE((math.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
+  EXPECT_FALSE(takes_float32_decode_attention(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble), 0.0,
+                                              false, false));
+  EXPECT_FALSE(takes_float32_decode_attention(torch::cat({q, q}, 2), k, v, 0.0, false, false));  // two positions
+  EXPECT_FALSE(takes_float32_decode_attention(q, k, v, 0.0, true, false));
+  auto strided = torch::randn({b, tk, hkv, d}).transpose(1, 2);
+  EXPECT_FALSE(takes_float32_decode_attention(q, strided, v, 0.0, false, false));
 }
 
 TEST(Bf16DecodeAttention, TakenOnlyForOneBf16QueryWithoutGradients) {

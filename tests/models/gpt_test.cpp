@@ -50,6 +50,23 @@ TEST_P(GPTVariantTest, CachedDecodingEqualsFullPass) {
   EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full), 1e-4);
 }
 
+// The last position's logits alone (what decoding samples from), for a padded batch and a cached
+// step: the full pass's last column.
+TEST_P(GPTVariantTest, NextTokenLogitsAreTheLastColumnOfTheFullPass) {
+  auto model = tiny_gpt(GetParam().overrides);
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(97, {3, 9}, torch::kLong);
+  auto mask = torch::ones({3, 9}, torch::kLong);
+  mask[1].narrow(0, 0, 4).fill_(0);
+  const auto full = model->forward(ids, mask);
+  const auto last = model->next_token_logits(ids, mask);
+  ASSERT_EQ(last.sizes(), (std::vector<int64_t>{3, 97}));
+  EXPECT_LE(max_abs_diff(last, full.select(1, -1)), 1e-5);
+  KVCache cache = model->make_cache();
+  model->next_token_logits(ids.narrow(1, 0, 8), mask.narrow(1, 0, 8), &cache);
+  EXPECT_LE(max_abs_diff(model->next_token_logits(ids.narrow(1, 8, 1), mask, &cache), full.select(1, -1)), 1e-4);
+}
+
 TEST_P(GPTVariantTest, CachedGreedyGenerationEqualsUncached) {
   auto model = tiny_gpt(GetParam().overrides);
   GenerationOptions o;

@@ -1,0 +1,161 @@
+#include "kernels/f32_rows_dot.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define ZOO_X86_64_AVX512 1
+#include <immintrin.h>
+#endif
+
+namespace zoo {
+
+#if ZOO_X86_64_AVX512
+// The loops over a block's rows and columns unrolled at -O2 too, so that its sums stay in
+// registers (at -O2 GCC keeps them in memory: 1.5-2x slower).
+#define ZOO_UNROLL _Pragma("GCC unroll 16")
+// GCC 12's AVX-512 headers warn about their own placeholder operands (`__Y = __Y`).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace {
+
+// The 16 lanes' sum by halves in registers, one fixed tree (lanes 8 apart, then 4, 2, 1). Not
+// _mm512_reduce_add_ps, which GCC 12 warns about in its own header.
+__attribute__((target("avx512f"))) inline float lane_sum(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));  // the 256-bit halves swapped
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));  // 128-bit quarters swapped in pairs
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));        // pairs of lanes swapped
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));        // neighbouring lanes swapped
+  return _mm512_cvtss_f32(v);
+}
+
+// Rows [0, R) of x against rows [0, C) of w (C of them from `w`), each dot product in one
+// accumulator of 16 lanes, the row's tail through masked loads; with `prefetch_next`, the next
+// C rows of w are fetched into the cache meanwhile.
+template <int R, int C>
+__attribute__((target("avx512f"))) inline void dot_block(const float* x, const float* w, int64_t in, const float* bias,
+                                                          float* y, int64_t ld_y, bool prefetch_next) {
+  __m512 sums[R][C];
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_setzero_ps();
+  }
+  int64_t k = 0;
+  for (; k + 16 <= in; k += 16) {
+    __m512 weights[C];
+    ZOO_UNROLL for (int c = 0; c < C; ++c) weights[c] = _mm512_loadu_ps(w + c * in + k);
+    if (prefetch_next) {
+      ZOO_UNROLL for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(w + (C + c) * in + k), _MM_HINT_T0);
+    }
+    ZOO_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512 row = _mm512_loadu_ps(x + r * in + k);
+      ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_fmadd_ps(row, weights[c], sums[r][c]);
+    }
+  }
+  if (k < in) {
+    const auto tail = static_cast<__mmask16>((1u << (in - k)) - 1);
+    __m512 weights[C];
+    ZOO_UNROLL for (int c = 0; c < C; ++c) weights[c] = _mm512_maskz_loadu_ps(tail, w + c * in + k);
+    ZOO_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512 row = _mm512_maskz_loadu_ps(tail, x + r * in + k);
+      ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_fmadd_ps(row, weights[c], sums[r][c]);
+    }
+  }
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) y[r * ld_y + c] = lane_sum(sums[r][c]) + (bias ? bias[c] : 0.0f);
+  }
+}
+
+// Columns [begin, end) in blocks of C, each block against every row of x in blocks of R, a
+// last partial block of rows one at a time; the columns that do not fill a block one at a time.
+template <int R, int C>
+__attribute__((target("avx512f"))) void dot_columns(const float* x, int64_t rows, const float* w, int64_t in,
+                                                     const float* bias, int64_t begin, int64_t end, float* y,
+                                                     int64_t ld_y) {
+  int64_t n = begin;
+  for (; n + C <= end; n += C) {
+    const bool next_block = n + 2 * C <= end;
+    const float* block = w + n * in;
+    const float* block_bias = bias ? bias + n : nullptr;
+    int64_t r = 0;
+    for (; r + R <= rows; r += R) {
+      dot_block<R, C>(x + r * in, block, in, block_bias, y + r * ld_y + n, ld_y, r == 0 && next_block);
+    }
+    for (; r < rows; ++r) dot_block<1, C>(x + r * in, block, in, block_bias, y + r * ld_y + n, ld_y, false);
+  }
+  for (; n < end; ++n) {
+    for (int64_t r = 0; r < rows; ++r) {
+      dot_block<1, 1>(x + r * in, w + n * in, in, bias ? bias + n : nullptr, y + r * ld_y + n, ld_y, false);
+    }
+  }
+}
+
+// Up to 4 registers of 16 columns at a time (a head of 64), the rows in pairs into two sets of
+// sums (independent chains of multiply-adds, not one waiting on the last), added at the end.
+template <int G>
+__attribute__((target("avx512f"))) inline void weighted_columns(const float* p, const float* v, int64_t rows,
+                                                                 int64_t width, int64_t c, float* y) {
+  __mmask16 masks[G];
+  __m512 even[G], odd[G];
+  ZOO_UNROLL for (int g = 0; g < G; ++g) {
+    const int64_t left = width - c - 16 * g;
+    masks[g] = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+    even[g] = _mm512_setzero_ps(), odd[g] = _mm512_setzero_ps();
+  }
+  int64_t j = 0;
+  for (; j + 2 <= rows; j += 2) {
+    const __m512 p0 = _mm512_set1_ps(p[j]), p1 = _mm512_set1_ps(p[j + 1]);
+    ZOO_UNROLL for (int g = 0; g < G; ++g) {
+      even[g] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[g], v + j * width + c + 16 * g), even[g]);
+      odd[g] = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(masks[g], v + (j + 1) * width + c + 16 * g), odd[g]);
+    }
+  }
+  if (j < rows) {
+    const __m512 p0 = _mm512_set1_ps(p[j]);
+    ZOO_UNROLL for (int g = 0; g < G; ++g) {
+      even[g] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[g], v + j * width + c + 16 * g), even[g]);
+    }
+  }
+  ZOO_UNROLL for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + c + 16 * g, masks[g], _mm512_add_ps(even[g], odd[g]));
+}
+
+__attribute__((target("avx512f"))) void weighted_row_sum(const float* p, const float* v, int64_t rows, int64_t width,
+                                                          float* y) {
+  int64_t c = 0;
+  for (; c + 64 <= width; c += 64) weighted_columns<4>(p, v, rows, width, c, y);
+  for (; c < width; c += 16) weighted_columns<1>(p, v, rows, width, c, y);
+}
+
+}  // namespace
+#pragma GCC diagnostic pop
+#endif
+
+bool cpu_runs_f32_rows_dot() {
+#if ZOO_X86_64_AVX512
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+void f32_rows_dot(const float* x, int64_t rows, const float* w, int64_t in, const float* bias, int64_t begin,
+                  int64_t end, float* y, int64_t ld_y) {
+  if (!cpu_runs_f32_rows_dot()) throw std::logic_error("f32_rows_dot: this CPU has no AVX-512F");
+#if ZOO_X86_64_AVX512
+  // One row streams through 8 columns at a time (more loads in flight); more rows share 4.
+  if (rows == 1) {
+    dot_columns<1, 8>(x, rows, w, in, bias, begin, end, y, ld_y);
+  } else {
+    dot_columns<4, 4>(x, rows, w, in, bias, begin, end, y, ld_y);
+  }
+#endif
+}
+
+void f32_weighted_row_sum(const float* p, const float* v, int64_t rows, int64_t width, float* y) {
+  if (!cpu_runs_f32_rows_dot()) throw std::logic_error("f32_weighted_row_sum: this CPU has no AVX-512F");
+#if ZOO_X86_64_AVX512
+  weighted_row_sum(p, v, rows, width, y);
+#endif
+}
+
+}  // namespace zoo
