@@ -15,6 +15,7 @@
 #include "data/chat_format.h"
 #include "inference/text_generation.h"
 #include "serve/batch_scheduler.h"
+#include "serve/connection.h"
 #include "serve/metrics.h"
 #include "serve/openai_api.h"
 
@@ -256,7 +257,7 @@ class Server {
       if (request.sampling.stream) {
         stream(res, id, chat, count, request.sampling.n, request.sampling.include_usage, channel, in_flight);
       } else {
-        respond(res, id, chat, count, request.sampling.n, channel);
+        respond(req, res, id, chat, count, request.sampling.n, channel);
       }
     } catch (const ApiError& e) {
       send_error(res, e);
@@ -265,15 +266,21 @@ class Server {
     }
   }
 
-  void respond(httplib::Response& res, const std::string& id, bool chat, int64_t count, int64_t n,
-               const std::shared_ptr<ResponseChannel>& channel) {
+  void respond(const httplib::Request& req, httplib::Response& res, const std::string& id, bool chat, int64_t count,
+               int64_t n, const std::shared_ptr<ResponseChannel>& channel) {
     std::vector<ApiChoice> choices(count);
     for (int64_t i = 0; i < count; ++i) choices[i].index = i;
     ApiUsage usage;
     std::vector<int64_t> prompt_tokens(count, 0);
     int64_t finished = 0;
     std::string failure;
+    // Nothing is written before the whole answer: a client that goes away is seen on its socket.
+    const int socket = connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     while (finished < count) {
+      if (socket >= 0 && peer_closed(socket)) {
+        channel->cancel();  // its sequences leave the batch at the next step; nobody reads an answer
+        throw ApiError(499, "the client closed the connection before the completion ended", "", "client_closed");
+      }
       for (auto& e : channel->wait(std::chrono::milliseconds(100))) {
         auto& c = choices[e.index];
         c.text += e.text;

@@ -195,6 +195,33 @@ check(metric("zoo_batch_running") == 0, "a disconnected client's sequence still 
 generated = metric("zoo_completion_tokens_total") - before
 check(generated < 3 * 200, f"disconnected clients' sequences ran to the end ({generated} tokens)")
 
+# The same for a request answered in one piece, which writes nothing until it is done: the server
+# sees the closed connection itself. With ignore_eos the sequence would run its 240 tokens.
+before = metric("zoo_completion_tokens_total")
+conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
+conn.request("POST", "/v1/completions", body=json.dumps({"prompt": "The", "max_tokens": 240, "temperature": 0.8,
+                                                         "ignore_eos": True, "stop": "@@never@@"}),
+             headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+conn.sock.close()
+conn.close()
+
+
+def closed_requests():
+    _, _, body = raw("GET", "/metrics")
+    m = re.search(r'^zoo_requests_total\{endpoint="/v1/completions",status="499"\} (\S+)$', body.decode(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+deadline = time.time() + 30
+while closed_requests() == 0 and time.time() < deadline:  # the server saw the client go
+    time.sleep(0.05)
+check(closed_requests() == 1, "the server never saw the client of a whole-answer request go")
+while metric("zoo_batch_running") > 0 and time.time() < deadline:
+    time.sleep(0.05)
+generated = metric("zoo_completion_tokens_total") - before
+check(metric("zoo_batch_running") == 0, "a disconnected client's whole-answer sequence still runs")
+check(generated < 120, f"a disconnected client's whole-answer sequence ran on ({generated} of 240 tokens)")
+
 # A full server answers 503 with Retry-After (this server: --max-batch 4, --max-queue 4). Eight long
 # streams fill it; the ninth request is refused while they run.
 refused = False
