@@ -45,7 +45,9 @@ __attribute__((target("avx512f"))) inline void dot_block(const float* x, const f
     __m512 weights[C];
     ZOO_UNROLL for (int c = 0; c < C; ++c) weights[c] = _mm512_loadu_ps(w + c * in + k);
     if (prefetch_next) {
-      ZOO_UNROLL for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(w + (C + c) * in + k), _MM_HINT_T0);
+      ZOO_UNROLL for (int c = 0; c < C; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + (C + c) * in + k), _MM_HINT_T0);
+      }
     }
     ZOO_UNROLL for (int r = 0; r < R; ++r) {
       const __m512 row = _mm512_loadu_ps(x + r * in + k);
@@ -116,7 +118,9 @@ __attribute__((target("avx512f"))) inline void weighted_columns(const float* p, 
       even[g] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[g], v + j * width + c + 16 * g), even[g]);
     }
   }
-  ZOO_UNROLL for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + c + 16 * g, masks[g], _mm512_add_ps(even[g], odd[g]));
+  ZOO_UNROLL for (int g = 0; g < G; ++g) {
+    _mm512_mask_storeu_ps(y + c + 16 * g, masks[g], _mm512_add_ps(even[g], odd[g]));
+  }
 }
 
 __attribute__((target("avx512f"))) void weighted_row_sum(const float* p, const float* v, int64_t rows, int64_t width,

@@ -47,8 +47,9 @@ torch::Tensor bf16_matrix_vector(const torch::Tensor& weight, const torch::Tenso
 
 // float32 products without gradients go to oneDNN's linear (`mkldnn::_linear_pointwise`, the op
 // PyTorch's own CPU compiler emits), which LibTorch 2.15 registers but whose `linear` sends to
-// MKL (not under autocast, which casts for linear). On 2 Zen 4 cores MKL reads gpt2-small's weights at 13 GB/s for one row and takes 62 ms
-// for 8 (its AVX2 path on AMD), oneDNN 21 ms and 33: every decoding step, batched or not.
+// MKL (not under autocast, which casts for linear). On 2 Zen 4 cores MKL reads gpt2-small's
+// weights at 13 GB/s for one row and takes 62 ms for 8 (its AVX2 path on AMD), oneDNN 21 ms and
+// 33: every decoding step, batched or not.
 const c10::OperatorHandle* onednn_linear() {
   static const std::optional<c10::OperatorHandle> op =
       c10::Dispatcher::singleton().findSchema({"mkldnn::_linear_pointwise", ""});
@@ -120,8 +121,6 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const
   }
   auto vector = x.reshape({in});
   torch::Tensor y;
-  const bool differentiable = torch::GradMode::is_enabled() &&
-                              (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   const bool bf16 = weight.scalar_type() == torch::kBFloat16 && x.scalar_type() == torch::kBFloat16 &&
                     (!bias.defined() || bias.scalar_type() == torch::kBFloat16);
   // Without AVX-512 BF16's dot-product instruction, LibTorch 2.15's bf16 linear (oneDNN) reads
@@ -130,7 +129,7 @@ torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const
   if (bf16 && fastest_bf16_dot_kernel() != Bf16DotKernel::kDotProductInstruction) {
     return torch::nn::functional::linear(x, weight, bias);
   }
-  if (bf16 && !differentiable) {
+  if (bf16 && no_grad) {
     y = bf16_matrix_vector(weight, vector, bias);
   } else {
     y = bias.defined() ? at::addmv(bias, weight, vector) : at::mv(weight, vector);
