@@ -106,8 +106,11 @@ BatchScheduler::~BatchScheduler() {
 bool BatchScheduler::submit(std::vector<SequenceRequest> sequences) {
   {
     std::lock_guard lock(mutex_);
-    // Sequences running and waiting: at most the rows and the queue's bound.
-    const auto outstanding = running_ + static_cast<int64_t>(queue_.size() + sequences.size());
+    // Sequences running and waiting: at most the rows and the queue's bound. One whose client has
+    // gone (cancelled before the loop took it from the queue) holds no place.
+    int64_t waiting = 0;
+    for (const auto& q : queue_) waiting += q.channel->cancelled() ? 0 : 1;
+    const auto outstanding = running_ + waiting + static_cast<int64_t>(sequences.size());
     if (stop_ || outstanding > options_.max_batch + options_.max_queue) return false;
     for (auto& s : sequences) queue_.push_back(std::move(s));
   }

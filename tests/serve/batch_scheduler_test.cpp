@@ -229,10 +229,20 @@ TEST(BatchScheduler, FullQueueRefuses) {
   EXPECT_TRUE(scheduler.submit({long_one}));
   EXPECT_TRUE(scheduler.submit({request(1, random_prompt(4, 501), 5, channel)}));
   EXPECT_FALSE(scheduler.submit({request(2, random_prompt(4, 502), 5, channel)}));
+  // A waiting sequence whose client went away holds no place: the next one is taken.
+  auto gone = std::make_shared<ResponseChannel>();
+  scheduler.cancel_all();
+  const auto first = collect(*channel, 2);
+  EXPECT_EQ(first.at(0).finish_reason, "cancelled");
+  EXPECT_EQ(first.at(1).finish_reason, "cancelled");
+  EXPECT_TRUE(scheduler.submit({long_one}));
+  EXPECT_TRUE(scheduler.submit({request(1, random_prompt(4, 501), 5, gone)}));
+  gone->cancel();
+  EXPECT_TRUE(scheduler.submit({request(2, random_prompt(4, 502), 5, channel)}));
   scheduler.cancel_all();
   const auto got = collect(*channel, 2);
   EXPECT_EQ(got.at(0).finish_reason, "cancelled");
-  EXPECT_EQ(got.at(1).finish_reason, "cancelled");
+  EXPECT_EQ(got.at(2).finish_reason, "cancelled");
 }
 
 // A prompt too long for the context is refused with a message, and the scheduler goes on.
