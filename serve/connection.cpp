@@ -27,21 +27,40 @@ bool socket_end(int socket, bool peer, std::string& address, int& port) {
   return true;
 }
 
-}  // namespace
-
-int connection_socket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port) {
+// The first of this process's descriptors for which `matches(descriptor)` holds, or -1.
+template <typename Matches>
+int find_descriptor(const Matches& matches) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const int socket = std::stoi(name);
-    std::string address;
-    int port = -1;
-    if (!socket_end(socket, true, address, port) || port != remote_port || address != remote_addr) continue;
-    if (!socket_end(socket, false, address, port) || port != local_port || address != local_addr) continue;
-    return socket;
+    const int descriptor = std::stoi(name);
+    if (matches(descriptor)) return descriptor;
   }
   return -1;
+}
+
+}  // namespace
+
+int connection_socket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port) {
+  return find_descriptor([&](int socket) {
+    std::string address;
+    int port = -1;
+    if (!socket_end(socket, true, address, port) || port != remote_port || address != remote_addr) return false;
+    return socket_end(socket, false, address, port) && port == local_port && address == local_addr;
+  });
+}
+
+bool widen_listen_backlog(int port, int backlog) {
+  const int listener = find_descriptor([&](int socket) {
+    int listening = 0;
+    socklen_t length = sizeof listening;
+    if (getsockopt(socket, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 || listening == 0) return false;
+    std::string address;
+    int local_port = -1;
+    return socket_end(socket, false, address, local_port) && local_port == port;
+  });
+  return listener >= 0 && listen(listener, backlog) == 0;
 }
 
 bool peer_closed(int socket) {

@@ -15,6 +15,12 @@ namespace zoo {
 // (numeric addresses, as httplib reports them), or -1 when this process has none.
 int connection_socket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port);
 
+// Raises the backlog of this process's listening TCP socket on `port` to `backlog` (listen() again
+// on a listening socket changes only its backlog); false when it has none. Debian's httplib
+// library listens with 5: 16 clients connecting at once overflow it, and the kernel drops the
+// SYNs of the rest, whose clients try again a second later (TCP's first retransmission).
+bool widen_listen_backlog(int port, int backlog);
+
 // Whether the peer has closed `socket` (or it has failed): a peek that does not wait reads the end
 // of the stream or an error. Bytes waiting (a next request on the connection) mean it is open.
 bool peer_closed(int socket);

@@ -426,6 +426,11 @@ int serve(Model& model, const Tokenizer& tokenizer, const ServeOptions& options,
     throw std::runtime_error("zoo serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
                              " (in use, or not an address of this machine)");
   }
+  // As nginx's default backlog: clients that connect together are all answered at once.
+  constexpr int kListenBacklog = 511;
+  if (!widen_listen_backlog(port, kListenBacklog)) {
+    log << "zoo serve: warning: the listening socket's backlog stays at httplib's 5 (its socket was not found)\n";
+  }
   // In-process (zoo bench), the caller decides when to stop; the command line stops on signals.
   StopSignals signals(/*enabled=*/!hooks.stop);
   std::thread listener([&] { http.listen_after_bind(); });

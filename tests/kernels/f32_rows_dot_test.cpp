@@ -44,8 +44,9 @@ class F32RowsDotTest : public ::testing::Test {
 };
 
 // Against float64 sums, for every shape of block the kernel has: 1 row (8 columns at a time), 2-7
-// and 16-24 rows (blocks of 4 and the rest one at a time), widths with and without a tail past
-// the 16 lanes, column counts that do not fill a block, a range of columns, with and without bias.
+// and 16-24 rows (blocks of 4 rows by 6 columns, the rest of the rows one at a time; the columns
+// past the last whole block one at a time, 4 rows or 1), widths with and without a tail past the
+// 16 lanes, ranges of columns that do not fill a block, with and without bias.
 TEST_F(F32RowsDotTest, MatchesFloat64SumsForEveryBlockShape) {
   for (const int64_t in : {int64_t{768}, int64_t{771}, int64_t{16}, int64_t{5}, int64_t{33}}) {
     for (const int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{7}, int64_t{16}, int64_t{23}, kFewRowsMax}) {
