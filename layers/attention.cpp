@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "kernels/decode_attention.h"
+#include "kernels/f32_rows_dot.h"
 #include "kernels/linear.h"
 #include "kernels/masks.h"
 #include "kernels/ring_attention.h"
@@ -176,6 +177,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     call.backend = options.backend();
     call.cpu = x.device().is_cpu();
     call.float_or_bf16 = qh.scalar_type() == torch::kFloat || qh.scalar_type() == torch::kBFloat16;
+    call.bf16 = qh.scalar_type() == torch::kBFloat16, call.float32_decode_kernel = cpu_runs_f32_rows_dot();
     call.queries = t, call.keys = tk, call.aligned = q_start == k_start && t == tk;
     call.causal = options.causal(), call.window = options.resolved_window();
     call.key_padding = masks.key_padding_mask.defined();
@@ -265,6 +267,7 @@ std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
   }
 
   torch::Tensor o, w;
+  // The decode path of choose_attention_path: bfloat16 on every backend, float32 but on math.
   if (takes_bf16_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
     o = bf16_decode_attention(qf, k, v, bias, scale);
   } else if (backend != AttentionBackend::kMath &&

@@ -10,6 +10,9 @@
 //   tiled    zoo's kernel (kernels/tiled_attention.h): causal, sliding-window, key padding,
 //            ALiBi and T5 terms made inside each tile from their parameters, so no (T, T)
 //            tensor exists; CPU, float32 or bfloat16.
+//   decode   zoo's decoding kernel (kernels/decode_attention.h): one query per sequence against
+//            the cache, each key read once for the query heads that share it; CPU, bfloat16, or
+//            float32 where the CPU has AVX-512F; no dropout, no weights.
 
 #include <cstdint>
 #include <string>
@@ -19,7 +22,7 @@
 
 namespace zoo {
 
-enum class AttentionPath { kMath, kLibTorch, kTiled };
+enum class AttentionPath { kMath, kLibTorch, kTiled, kDecode };
 
 // Below this many scores (queries x keys) and without dropout, LibTorch's kernel with a full
 // bias is faster than the tiled kernel, and the bias is small (1 MiB a head in float32):
@@ -32,12 +35,15 @@ constexpr int64_t kTiledMinimumScores = 512 * 512;
 enum class AttentionPositionTerm { kNone, kAlibi, kRelative, kTensor };
 
 ZOO_ENUM_NAMES(AttentionPath, "attention path",
-               {"math", AttentionPath::kMath}, {"libtorch", AttentionPath::kLibTorch}, {"tiled", AttentionPath::kTiled});
+               {"math", AttentionPath::kMath}, {"libtorch", AttentionPath::kLibTorch}, {"tiled", AttentionPath::kTiled},
+               {"decode", AttentionPath::kDecode});
 
 struct AttentionCall {
   AttentionBackend backend = AttentionBackend::kAuto;
   bool cpu = true;
   bool float_or_bf16 = true;  // float32 or bfloat16 (the tiled kernel's types)
+  bool bf16 = false;          // bfloat16 (with float_or_bf16; else float32)
+  bool float32_decode_kernel = true;  // the CPU runs zoo's float32 decoding kernel (AVX-512F)
   int64_t queries = 0;
   int64_t keys = 0;
   // Queries and keys start at the same position and are as many (no cache before them): a plain
@@ -59,11 +65,18 @@ struct AttentionChoice {
 };
 
 // The path for `call`. With backend tiled, a call the tiled kernel cannot take throws
-// std::invalid_argument saying why; with fused or math, that path runs whatever the call.
+// std::invalid_argument saying why; with fused or math, that path runs whatever the call, but
+// for a decoding step: zoo's decoding kernel takes it with auto and fused, and in bfloat16 with
+// math too (its roundings are the ones the bf16 TorchScript export decodes with, so zoo and the
+// export agree whatever the backend).
+
 AttentionChoice choose_attention_path(const AttentionCall& call);
 
 // Why the tiled kernel cannot take `call`, or empty when it can.
 std::string tiled_refusal(const AttentionCall& call);
+
+// Why zoo's decoding kernel cannot take `call`, or empty when it can.
+std::string decode_refusal(const AttentionCall& call);
 
 // One line: "tiled (ALiBi is an additive (H, T, K) bias for LibTorch); refused: libtorch: ...".
 std::string describe(const AttentionChoice& choice);

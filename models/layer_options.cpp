@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/f32_rows_dot.h"
+
 namespace zoo {
 
 TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bool cross_attention,
@@ -78,6 +80,7 @@ AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool 
   AttentionCall call;
   call.backend = config.attention_backend;
   call.cpu = cpu, call.float_or_bf16 = float_or_bf16;
+  call.float32_decode_kernel = cpu_runs_f32_rows_dot();
   call.queries = queries, call.keys = keys;
   call.aligned = past == 0 && queries == keys;
   call.causal = causal;

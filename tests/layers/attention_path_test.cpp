@@ -97,9 +97,36 @@ TEST(AttentionPath, ShortSequencesKeepLibTorchsFullBiasUnlessDropout) {
 }
 
 TEST(AttentionPath, DecodingAndWeightsAndTheBackendKey) {
+  // A decoding step: zoo's decode kernel, with auto and fused; with math only in bfloat16 (the
+  // roundings the bf16 export decodes with); LibTorch's where the kernel cannot run it.
   auto decode = training_call(true);
   decode.queries = 1, decode.keys = 100, decode.aligned = false, decode.position = AttentionPositionTerm::kAlibi;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kDecode);
+  EXPECT_TRUE(refused_with(choose_attention_path(decode), "tiled", "nothing to tile"));
+  EXPECT_TRUE(refused_with(choose_attention_path(decode), "libtorch", "faster"));
+  decode.backend = AttentionBackend::kFused;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kDecode);
+  decode.backend = AttentionBackend::kMath;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kMath);
+  decode.bf16 = true;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kDecode);
+  decode.backend = AttentionBackend::kAuto;
+  decode.float32_decode_kernel = false;  // bf16 runs everywhere
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kDecode);
+  decode.bf16 = false;
   EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kLibTorch);
+  EXPECT_TRUE(refused_with(choose_attention_path(decode), "decode", "AVX-512F"));
+  decode.float32_decode_kernel = true, decode.dropout = 0.1;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kLibTorch);
+  EXPECT_TRUE(refused_with(choose_attention_path(decode), "decode", "no dropout"));
+  decode.dropout = 0.0, decode.cpu = false;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kLibTorch);
+  decode.cpu = true, decode.float_or_bf16 = false;  // float64
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kLibTorch);
+  decode.float_or_bf16 = true, decode.need_weights = true;
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kMath);
+  decode.need_weights = false, decode.backend = AttentionBackend::kTiled;  // forced
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kTiled);
 
   auto weights = training_call(true);
   weights.need_weights = true;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "kernels/f32_rows_dot.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -176,6 +177,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"BertRelativePadding", "bert", {"position=relative"}},
                       Case{"T5RelativePadding", "t5", {}}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+// `zoo info`'s attention paths name the kernel a decoding step takes: zoo's decode kernel where
+// the CPU runs it in float32 (AVX-512F), else LibTorch's, saying why.
+TEST(StackAttention, ZooInfoNamesTheDecodingStepsKernel) {
+  const auto text = describe_attention_paths(tiny("gpt", {}).config);
+  const std::string want = cpu_runs_f32_rows_dot() ? "decoder, decoding step: decode (one query row (decoding))"
+                                                   : "decoder, decoding step: libtorch (one query row (decoding))";
+  EXPECT_NE(text.find(want), std::string::npos) << text;
+  const auto t5 = describe_attention_paths(tiny("t5", {}).config);
+  EXPECT_NE(t5.find(cpu_runs_f32_rows_dot() ? "decoder, decoding step: decode" : "decoder, decoding step: libtorch"),
+            std::string::npos)
+      << t5;
+}
 
 }  // namespace
 }  // namespace zoo
