@@ -53,8 +53,9 @@ ZigzagLayout check_ring_call(const torch::Tensor& q, const torch::Tensor& k, con
               "ring_attention: positions come from the zigzag layout; query_start and key_start must be 0");
   TORCH_CHECK(!terms.key_padding_mask().defined(),
               "ring_attention: key padding is not supported (context parallelism trains packed sequences)");
-  TORCH_CHECK(terms.dropout() == 0.0, "ring_attention: attention dropout is not supported (got ", terms.dropout(),
-              "); set attention_dropout: 0 with context_parallel");
+  TORCH_CHECK(terms.dropout() == 0.0 || terms.dropout_seed().has_value(), "ring_attention: dropout needs a seed");
+  TORCH_CHECK(terms.dropout_queries() == 0 && terms.dropout_keys() == 0,
+              "ring_attention: the dropout mask's positions come from the zigzag layout; leave them 0");
   return ZigzagLayout::of(q.size(2) * ring.ranks(), ring.ranks());
 }
 
@@ -70,8 +71,28 @@ void merge(torch::Tensor out, torch::Tensor lse, const torch::Tensor& part_out, 
   lse.copy_(merged);
 }
 
-TiledAttentionOptions at_pair(const TiledAttentionOptions& terms, const ChunkPair& pair) {
-  return TiledAttentionOptions(terms).query_start(pair.query_start).key_start(pair.key_start);
+// The terms of one pair: its chunks' global starts, and dropout drawn in the whole sequence's
+// index space, as one process draws it.
+TiledAttentionOptions at_pair(const TiledAttentionOptions& terms, const ChunkPair& pair, const ZigzagLayout& layout) {
+  const int64_t tokens = 2 * layout.ranks * layout.chunk;
+  return TiledAttentionOptions(terms)
+      .query_start(pair.query_start)
+      .key_start(pair.key_start)
+      .dropout_queries(tokens)
+      .dropout_keys(tokens);
+}
+
+// Every rank of the ring must draw the same dropout seed (their generators seeded alike and
+// drawn alike, as a trainer's ranks are): each rank sends its seed to the next and compares the
+// one it receives, so one pass checks every neighbour and with them the whole ring.
+void check_same_seed(int64_t seed, RingExchange& ring) {
+  if (ring.ranks() == 1) return;
+  auto mine = torch::tensor({seed}, torch::kLong), previous = torch::empty({1}, torch::kLong);
+  ring.pass(mine, previous, 0)();
+  const int64_t theirs = previous.item<int64_t>();
+  TORCH_CHECK(theirs == seed, "ring_attention: rank ", ring.rank(), " drew dropout seed ", seed, " and rank ",
+              (ring.rank() + ring.ranks() - 1) % ring.ranks(), " drew ", theirs,
+              ": the ranks' random generators differ (seed every rank alike)");
 }
 
 }  // namespace
@@ -118,7 +139,7 @@ RingAttentionResult ring_attention_forward(const torch::Tensor& q, const torch::
     for (const auto& pair : visible_pairs(layout, rank, source, terms)) {
       const auto part = tiled_attention_forward(q.narrow(2, pair.query_offset, layout.chunk),
                                                 kv[0].narrow(2, pair.key_offset, layout.chunk),
-                                                kv[1].narrow(2, pair.key_offset, layout.chunk), at_pair(terms, pair));
+                                                kv[1].narrow(2, pair.key_offset, layout.chunk), at_pair(terms, pair, layout));
       merge(out.narrow(2, pair.query_offset, layout.chunk), lse.narrow(2, pair.query_offset, layout.chunk), part.out,
             part.lse);
     }
@@ -160,7 +181,7 @@ TiledAttentionGradients ring_attention_backward(const torch::Tensor& d_out, cons
       const auto rows = [&](const torch::Tensor& t) { return t.narrow(2, pair.query_offset, layout.chunk); };
       const auto keys = [&](const torch::Tensor& t) { return t.narrow(2, pair.key_offset, layout.chunk); };
       const auto g = tiled_attention_backward(rows(d_out), rows(q), keys(kv[0]), keys(kv[1]), rows(out),
-                                              lse.narrow(2, pair.query_offset, layout.chunk), at_pair(terms, pair));
+                                              lse.narrow(2, pair.query_offset, layout.chunk), at_pair(terms, pair, layout));
       rows(dq).add_(g.dq);
       keys(contribution[0]).add_(g.dk);
       keys(contribution[1]).add_(g.dv);
@@ -218,6 +239,8 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
     saved["alibi_slopes"] = terms.alibi_slopes();
     saved["relative_bidirectional"] = terms.relative_bidirectional();
     saved["relative_max_distance"] = terms.relative_max_distance();
+    saved["dropout"] = terms.dropout();
+    saved["dropout_seed"] = terms.dropout_seed().value_or(0);
     return result.out;
   }
 
@@ -234,7 +257,9 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
                            .alibi_slopes(saved.at("alibi_slopes").toTensor())
                            .relative_table(saved_tensors[3])
                            .relative_bidirectional(saved.at("relative_bidirectional").toBool())
-                           .relative_max_distance(saved.at("relative_max_distance").toInt());
+                           .relative_max_distance(saved.at("relative_max_distance").toInt())
+                           .dropout(saved.at("dropout").toDouble())
+                           .dropout_seed(saved.at("dropout_seed").toInt());
     // Every rank passes the ring even when its output got no gradient: the others wait on it.
     auto d_out = grad_outputs[0].defined() ? grad_outputs[0] : torch::zeros_like(saved_tensors[4]);
     auto g = ring_attention_backward(d_out, saved_tensors[0], saved_tensors[1], saved_tensors[2], saved_tensors[4],
@@ -248,16 +273,11 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
 torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const TiledAttentionOptions& terms, const std::shared_ptr<RingExchange>& ring) {
   TORCH_CHECK(ring != nullptr, "ring_attention: no ring");
-  torch::Tensor table = torch::empty({0});
-  switch (terms.position_bias()) {
-    case TiledPositionBias::kNone:
-    case TiledPositionBias::kAlibi:
-      break;
-    case TiledPositionBias::kRelative:
-      table = terms.relative_table();
-      break;
-  }
-  return RingAttentionFunction::apply(q, k, v, table, terms, ring);
+  const auto table = differentiated_table(terms);
+  if (terms.dropout() == 0.0 || terms.dropout_seed()) return RingAttentionFunction::apply(q, k, v, table, terms, ring);
+  const int64_t seed = draw_dropout_seed();
+  check_same_seed(seed, *ring);
+  return RingAttentionFunction::apply(q, k, v, table, TiledAttentionOptions(terms).dropout_seed(seed), ring);
 }
 
 }  // namespace zoo

@@ -11,8 +11,9 @@
 // Causal work is balanced by the zigzag layout: the sequence is cut into 2N chunks and rank r
 // holds chunks r and 2N - 1 - r, so every rank holds one early and one late chunk. Positions are
 // global: each (query chunk, key chunk) pair runs the tiled kernel at its chunks' absolute
-// starts, so masks, ALiBi and T5's buckets are those of the whole sequence. Pairs a causal mask
-// (or its window) leaves empty are skipped.
+// starts, so masks, ALiBi and T5's buckets are those of the whole sequence, and attention
+// dropout draws each weight at its global positions, as one process over the whole sequence
+// draws it with the same seed. Pairs a causal mask (or its window) leaves empty are skipped.
 //
 // The reference is the single process: tiled or math attention over the whole sequence;
 // tests/kernels/ring_attention_test.cpp runs 2 and 4 ranks as threads against it.
@@ -70,10 +71,9 @@ struct RingAttentionResult {
 
 // q: (B, H, Tlocal, D), k, v: (B, Hkv, Tlocal, D): this rank's local tokens in the zigzag layout
 // (Tlocal = 2 * chunk). `terms` as for tiled_attention (scale, causal, window, ALiBi's slopes,
-// T5's table and bucketing); their query_start and key_start must be 0 (the layout sets them),
-// and key padding and dropout are refused: a packed training sequence has no padding, and the
-// tiled kernel's dropout draws by local index. Every rank of the ring must call with the same
-// shapes and terms.
+// T5's table and bucketing, dropout with its seed); their query_start, key_start and dropout
+// index space must be 0 (the layout sets them), and key padding is refused: a packed training
+// sequence has none. Every rank of the ring must call with the same shapes and terms.
 RingAttentionResult ring_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                            const TiledAttentionOptions& terms, RingExchange& ring);
 
@@ -86,7 +86,9 @@ TiledAttentionGradients ring_attention_backward(const torch::Tensor& d_out, cons
                                                 const TiledAttentionOptions& terms, RingExchange& ring);
 
 // The forward as an autograd function (q, k, v and, for T5, terms.relative_table get gradients).
-// Every rank's backward must run too, as its forward did: the gradients travel the ring.
+// Every rank's backward must run too, as its forward did: the gradients travel the ring. With
+// dropout and no seed, each rank draws one from LibTorch's generator (draw_dropout_seed), and the
+// ranks check around the ring that they drew the same (an error naming both ranks otherwise).
 torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const TiledAttentionOptions& terms, const std::shared_ptr<RingExchange>& ring);
 

@@ -31,6 +31,7 @@ struct Problem {
   torch::Tensor buckets;  // (Tq + Tk - 1) int64, kRelative: the bucket of each key - query
   float dropout = 0;      // probability of zeroing a weight
   uint64_t seed = 0;
+  int64_t dropout_queries = 0, dropout_keys = 0;  // the mask's index space (absolute positions)
 
   // Keys [key_lo(i), key_hi(i)) pass the causal and window masks for query i; both are
   // non-decreasing in i, so a block of queries needs the keys key_lo(first)..key_hi(last).
@@ -89,6 +90,13 @@ Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch
   p.dropout = static_cast<float>(o.dropout());
   TORCH_CHECK(o.dropout() == 0.0 || o.dropout_seed().has_value(), "tiled_attention: dropout needs a seed");
   p.seed = static_cast<uint64_t>(o.dropout_seed().value_or(0));
+  p.dropout_queries = o.dropout_queries() > 0 ? o.dropout_queries() : p.query_start + p.queries;
+  p.dropout_keys = o.dropout_keys() > 0 ? o.dropout_keys() : p.key_start + p.keys;
+  TORCH_CHECK(p.query_start >= 0 && p.key_start >= 0 && p.dropout_queries >= p.query_start + p.queries &&
+                  p.dropout_keys >= p.key_start + p.keys,
+              "tiled_attention: the dropout mask's ", p.dropout_queries, " x ", p.dropout_keys,
+              " positions must hold queries ", p.query_start, "..", p.query_start + p.queries, " and keys ",
+              p.key_start, "..", p.key_start + p.keys);
   if (o.key_padding_mask().defined()) {
     const auto& m = o.key_padding_mask();
     TORCH_CHECK(m.dim() == 2 && m.size(0) == p.batch && m.size(1) == p.keys, "tiled_attention: key padding mask must be (",
@@ -208,10 +216,12 @@ float dropout_uniform(uint64_t seed, uint64_t index) {
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
 
-// Multiplies row c of a tile by its dropout factor: 0, or 1 / (1 - p) where kept.
+// Multiplies row c of a tile by its dropout factor: 0, or 1 / (1 - p) where kept. The weight of
+// query i and key j0 + c is drawn at its absolute positions in the mask's index space.
 void drop_row(const Problem& p, float* row, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n) {
   const float keep_scale = 1.0f / (1.0f - p.dropout);
-  const uint64_t base = ((static_cast<uint64_t>(b) * p.heads + h) * p.queries + i) * p.keys + j0;
+  const uint64_t base = ((static_cast<uint64_t>(b) * p.heads + h) * p.dropout_queries + p.query_start + i) *
+                            p.dropout_keys + p.key_start + j0;
   for (int64_t c = 0; c < n; ++c) row[c] *= dropout_uniform(p.seed, base + c) >= p.dropout ? keep_scale : 0.0f;
 }
 
@@ -461,6 +471,8 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     saved["relative_max_distance"] = options.relative_max_distance();
     saved["dropout"] = options.dropout();
     saved["dropout_seed"] = options.dropout_seed().value_or(0);
+    saved["dropout_queries"] = options.dropout_queries();
+    saved["dropout_keys"] = options.dropout_keys();
     ctx->mark_non_differentiable({result.lse});
     return result.out;
   }
@@ -486,7 +498,9 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
                        .relative_bidirectional(saved.at("relative_bidirectional").toBool())
                        .relative_max_distance(saved.at("relative_max_distance").toInt())
                        .dropout(saved.at("dropout").toDouble())
-                       .dropout_seed(saved.at("dropout_seed").toInt());
+                       .dropout_seed(saved.at("dropout_seed").toInt())
+                       .dropout_queries(saved.at("dropout_queries").toInt())
+                       .dropout_keys(saved.at("dropout_keys").toInt());
     auto d_out = grad_outputs[0].defined() ? grad_outputs[0] : torch::zeros_like(saved_tensors[4]);
     auto g = tiled_attention_backward(d_out, q, k, v, saved_tensors[4], saved_tensors[5], options);
     return {g.dq, g.dk, g.dv, g.relative_table, torch::Tensor()};
@@ -495,26 +509,29 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
 
 }  // namespace
 
-torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              const TiledAttentionOptions& options) {
-  torch::Tensor table = torch::empty({0});
+int64_t draw_dropout_seed() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return static_cast<int64_t>(at::check_generator<at::CPUGeneratorImpl>(generator)->random64() >> 1);
+}
+
+torch::Tensor differentiated_table(const TiledAttentionOptions& options) {
   switch (options.position_bias()) {
     case TiledPositionBias::kNone:
     case TiledPositionBias::kAlibi:
-      break;
+      return torch::empty({0});
     case TiledPositionBias::kRelative:
-      table = options.relative_table();
-      break;
+      return options.relative_table();
   }
+  return torch::empty({0});
+}
+
+torch::Tensor tiled_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const TiledAttentionOptions& options) {
+  const auto table = differentiated_table(options);
   if (options.dropout() == 0.0 || options.dropout_seed()) return TiledAttentionFunction::apply(q, k, v, table, options);
   // One draw per call from the generator torch::manual_seed sets and checkpoints save.
-  int64_t seed = 0;
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    seed = static_cast<int64_t>(at::check_generator<at::CPUGeneratorImpl>(generator)->random64() >> 1);
-  }
-  return TiledAttentionFunction::apply(q, k, v, table, TiledAttentionOptions(options).dropout_seed(seed));
+  return TiledAttentionFunction::apply(q, k, v, table, TiledAttentionOptions(options).dropout_seed(draw_dropout_seed()));
 }
 
 }  // namespace zoo

@@ -11,7 +11,9 @@
 // Attention dropout is drawn inside each tile from a counter-based hash of (seed, batch, head,
 // query, key), so the backward redraws the forward's mask without storing it, and one seed
 // (taken from LibTorch's CPU generator, whose state checkpoints and recomputation restore)
-// fixes every mask; tiled_dropout_keep_mask is that mask as a tensor, for the reference.
+// fixes every mask; tiled_dropout_keep_mask is that mask as a tensor, for the reference. Weights
+// are indexed by their absolute positions, so a block of a longer sequence (ring attention's)
+// draws what one call over the whole sequence draws for it.
 
 #include <cstdint>
 #include <optional>
@@ -60,6 +62,11 @@ struct TiledAttentionOptions {
   // its mask; unset, tiled_attention draws one from LibTorch's default CPU generator.
   TORCH_ARG(double, dropout) = 0.0;
   TORCH_ARG(std::optional<int64_t>, dropout_seed);
+  // The index space of the dropout mask, (B, H, dropout_queries, dropout_keys): weight (query i,
+  // key j) of this call is (query_start + i, key_start + j) there. 0: query_start + Tq and
+  // key_start + Tk, the call's own; ring attention gives every block the whole sequence's.
+  TORCH_ARG(int64_t, dropout_queries) = 0;
+  TORCH_ARG(int64_t, dropout_keys) = 0;
 };
 
 struct TiledAttentionResult {
@@ -94,6 +101,14 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
 // kernel draws the same values tile by tile. For tests, and for the math path they compare with.
 torch::Tensor tiled_dropout_keep_mask(int64_t seed, double dropout, int64_t batch, int64_t heads, int64_t queries,
                                       int64_t keys);
+
+// One dropout seed from LibTorch's default CPU generator (which torch::manual_seed sets and
+// checkpoints save): what tiled_attention and ring_attention draw per call without one.
+int64_t draw_dropout_seed();
+
+// What autograd must see of `options`' position term: T5's table for kRelative, else an empty
+// placeholder (its bookkeeping needs a defined tensor).
+torch::Tensor differentiated_table(const TiledAttentionOptions& options);
 
 // The forward as an autograd function: loss.backward() reaches q, k, v and, for kRelative,
 // options.relative_table. Returns out (B, H, Tq, D).

@@ -534,11 +534,6 @@ std::string context_parallel_refusal(const ModelConfig& config) {
   if (config.has_recurrent_layers()) {
     return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";
   }
-  if (config.attention_dropout > 0) {
-    return "model.attention_dropout (" + format_double(config.attention_dropout) +
-           ") must be 0: the tiled kernel draws its dropout by each rank's local index, which would differ "
-           "from one process's";
-  }
   switch (config.attention_backend) {
     case AttentionBackend::kAuto:
     case AttentionBackend::kTiled:

@@ -79,6 +79,7 @@ struct Case {
   TiledPositionBias position = TiledPositionBias::kNone;
   bool bidirectional = true;
   torch::ScalarType dtype = torch::kFloat;
+  double dropout = 0.0;  // with seed 1234
 
   int64_t tokens() const { return 2 * ranks * chunk; }
   std::string name() const {
@@ -86,7 +87,7 @@ struct Case {
     return c10::str(ranks, " ranks, T ", tokens(), " (chunk ", chunk, "), H ", heads, "/", kv_heads,
                     causal ? " causal" : "", window ? c10::str(" window ", window) : "", " position ",
                     kinds[static_cast<int>(position)], bidirectional ? "" : " (causal buckets)",
-                    dtype == torch::kBFloat16 ? " bf16" : " fp32");
+                    dtype == torch::kBFloat16 ? " bf16" : " fp32", dropout > 0 ? c10::str(" dropout ", dropout) : "");
   }
 };
 
@@ -113,6 +114,7 @@ TiledAttentionOptions make_terms(const Case& c, const torch::Tensor& slopes, con
                .position_bias(c.position)
                .relative_bidirectional(c.bidirectional)
                .relative_max_distance(64);
+  if (c.dropout > 0) o.dropout(c.dropout).dropout_seed(1234);
   switch (c.position) {
     case TiledPositionBias::kNone:
       break;
@@ -154,7 +156,13 @@ Outputs single_process(const Case& c, const Inputs& in) {
   }
   if (c.causal) scores = scores.masked_fill(causal_mask(t, t, 0, 0, c.window).logical_not(), -INFINITY);
   Outputs r;
-  r.out = torch::matmul(torch::softmax(scores, -1), v.repeat_interleave(group, 1));
+  auto weights = torch::softmax(scores, -1);
+  if (c.dropout > 0) {
+    // The whole sequence's mask of the seed, as tiled_dropout_keep_mask lays it out.
+    const auto keep = tiled_dropout_keep_mask(1234, c.dropout, c.batch, c.heads, t, t);
+    weights = weights * keep.to(torch::kFloat) / (1.0 - c.dropout);
+  }
+  r.out = torch::matmul(weights, v.repeat_interleave(group, 1));
   r.lse = scores.logsumexp(-1).detach();
   (r.out * in.d_out.to(torch::kFloat)).sum().backward();
   r.out = r.out.detach();
@@ -314,6 +322,52 @@ TEST(RingAttention, GroupedQueriesAndBfloat16) {
   expect_matches_single_process(c);
 }
 
+// Attention dropout: each weight drawn at its global positions, so N ranks drop exactly the
+// weights one process drops with the same seed (the mask is tiled_dropout_keep_mask's, over the
+// whole sequence); the backward redraws it.
+TEST(RingAttention, DropoutDropsTheWeightsOneProcessDrops) {
+  Case c;
+  c.dropout = 0.2;
+  for (const int64_t ranks : {int64_t{2}, int64_t{4}}) {
+    c.ranks = ranks;
+    expect_matches_single_process(c);
+  }
+  c.ranks = 4, c.kv_heads = 2, c.position = TiledPositionBias::kAlibi, c.window = 50;
+  expect_matches_single_process(c);
+  c.ranks = 2, c.kv_heads = 4, c.window = 0, c.causal = false, c.position = TiledPositionBias::kRelative;
+  expect_matches_single_process(c);
+}
+
+// Ranks whose generators differ would drop different masks: without a seed, each rank draws one
+// and the ring compares them, naming both ranks. (The test's threads share one generator, so
+// their draws differ.)
+TEST(RingAttention, RanksThatDrawDifferentDropoutSeedsAreNamed) {
+  Case c;
+  const auto in = make_inputs(c);
+  const auto layout = ZigzagLayout::of(c.tokens(), c.ranks);
+  Mailboxes boxes(c.ranks);
+  std::vector<std::string> errors(c.ranks);
+  std::vector<std::thread> threads;
+  for (int64_t rank = 0; rank < c.ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto local = [&](const torch::Tensor& x) { return zigzag_split(x, 2, layout, rank).contiguous(); };
+        ring_attention(local(in.q), local(in.k), local(in.v), TiledAttentionOptions().causal(true).dropout(0.1),
+                       std::make_shared<ThreadRing>(boxes, rank));
+      } catch (const c10::Error& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int64_t rank = 0; rank < c.ranks; ++rank) {
+    const std::string want = c10::str("ring_attention: rank ", rank, " drew dropout seed ");
+    EXPECT_NE(errors[rank].find(want), std::string::npos) << errors[rank];
+    EXPECT_NE(errors[rank].find(c10::str("and rank ", (rank + c.ranks - 1) % c.ranks, " drew ")), std::string::npos) << errors[rank];
+    EXPECT_NE(errors[rank].find("seed every rank alike"), std::string::npos) << errors[rank];
+  }
+}
+
 TEST(RingAttention, OneRankIsTheTiledKernel) {
   Case c;
   c.ranks = 1, c.chunk = 50, c.position = TiledPositionBias::kRelative;
@@ -342,7 +396,8 @@ TEST(RingAttention, RefusesWhatItCannotComputeExactly) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
   };
-  expect_error(TiledAttentionOptions().dropout(0.1).dropout_seed(1), x, "attention dropout is not supported");
+  expect_error(TiledAttentionOptions().dropout(0.1).dropout_seed(1).dropout_keys(64), x,
+               "the dropout mask's positions come from the zigzag layout");
   expect_error(TiledAttentionOptions().key_padding_mask(torch::ones({1, 8}, torch::kBool)), x,
                "key padding is not supported");
   expect_error(TiledAttentionOptions().query_start(3), x, "query_start and key_start must be 0");

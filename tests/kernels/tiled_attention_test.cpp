@@ -129,7 +129,11 @@ Outputs math_path(const Case& c, const Inputs& in) {
   // Dropout after the softmax, with the mask the kernel draws, built whole.
   auto dropped = [&](const torch::Tensor& probs) {
     if (c.dropout == 0.0) return probs;
-    const auto keep = tiled_dropout_keep_mask(kDropoutSeed, c.dropout, c.batch, c.heads, c.queries, c.keys);
+    // Drawn at absolute positions: the call's block of a mask from position 0.
+    const auto keep = tiled_dropout_keep_mask(kDropoutSeed, c.dropout, c.batch, c.heads, c.query_start + c.queries,
+                                              c.key_start + c.keys)
+                          .narrow(2, c.query_start, c.queries)
+                          .narrow(3, c.key_start, c.keys);
     return probs * keep / (1.0 - c.dropout);
   };
   Outputs r;
