@@ -36,7 +36,8 @@ std::vector<std::vector<int64_t>> unpadded_rows(const torch::Tensor& ids, const 
 }  // namespace
 
 EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
-                    const torch::Device& device, int64_t max_target_length, Precision precision) {
+                    const torch::Device& device, int64_t max_target_length, Precision precision,
+                    const std::shared_ptr<RingExchange>& ring) {
   EvalResult result;
   const int64_t n = data.val_size();
   if (n == 0) return result;
@@ -52,7 +53,7 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
     std::vector<int64_t> indices;
     for (int64_t i = start; i < std::min(limit, start + batch_size); ++i) indices.push_back(i);
     const Batch batch = data.val_batch(indices);
-    const auto out = compute_loss(model, batch, data.objective(), 0.0, device, /*with_accuracy=*/true);
+    const auto out = compute_loss(model, batch, data.objective(), 0.0, device, /*with_accuracy=*/true, ring);
     if (out.targets == 0) continue;
     loss_sum += out.loss.item<double>() * static_cast<double>(out.targets);
     result.targets += out.targets;

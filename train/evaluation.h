@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,12 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<
                                std::ostream& log);
 
 // Model on the validation split of `data`, batch by batch (max_batches 0 = all), its forward
-// passes in `precision` (a bf16 run evaluates under autocast, as it trains).
+// passes in `precision` (a bf16 run evaluates under autocast, as it trains). With `ring`
+// (context parallelism), every rank of the ring must call it together: each scores its zigzag
+// share of every sequence around the ring, and the result is this rank's share alone (the
+// trainer sums the ranks').
 EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int64_t max_batches,
                     const torch::Device& device, int64_t max_target_length = 64,
-                    Precision precision = Precision::kFp32);
+                    Precision precision = Precision::kFp32, const std::shared_ptr<RingExchange>& ring = nullptr);
 
 }  // namespace zoo

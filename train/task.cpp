@@ -43,13 +43,35 @@ void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch
                                   labels.reshape({-1}), label_smoothing, kIgnoreIndex);
 }
 
+// Causal LM evaluation: the loss and the argmax accuracy from the head in blocks of rows, never
+// the whole (B T, V) logits (with a ring, a rank's tokens of sequences one rank could not hold).
+void chunked_causal_lm_evaluation(Model& model, const torch::Tensor& hidden, const torch::Tensor& labels,
+                                  LossOutput& out) {
+  torch::NoGradGuard no_grad;
+  constexpr int64_t kRows = 1024;
+  const auto rows = hidden.reshape({-1, hidden.size(-1)});
+  const auto targets = labels.reshape({-1});
+  const auto weight = model.gpt->head_weight();
+  double loss_sum = 0;
+  for (int64_t start = 0; start < rows.size(0); start += kRows) {
+    const int64_t n = std::min(kRows, rows.size(0) - start);
+    const auto logits = torch::matmul(rows.narrow(0, start, n), weight.t());
+    const auto block = targets.narrow(0, start, n);
+    count_targets(logits, block, true, out);
+    loss_sum += F::cross_entropy(logits.to(torch::kFloat), block,
+                                 F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum))
+                    .item<double>();
+  }
+  out.loss = torch::tensor(out.targets > 0 ? loss_sum / static_cast<double>(out.targets) : 0.0, torch::kDouble);
+}
+
 }  // namespace
 
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
                         const torch::Device& device, bool with_accuracy, const std::shared_ptr<RingExchange>& ring) {
   LossOutput out;
   if (ring) {
-    TORCH_CHECK(objective == Objective::kCausalLM && !with_accuracy,
+    TORCH_CHECK(objective == Objective::kCausalLM,
                 "context parallelism trains causal language models only, not ", to_string(objective));
     // This rank's chunks of every sequence, and of its targets, at their global positions.
     const auto layout = ZigzagLayout::of(batch.input_ids.size(1), ring->ranks());
@@ -58,8 +80,12 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
     const auto positions =
         zigzag_positions(layout, ring->rank()).to(device).unsqueeze(0).expand({ids.size(0), layout.local_tokens()});
     out.tokens = ids.numel();
-    fused_causal_lm_loss(model, model.gpt->hidden_states(ids, {}, nullptr, positions, ring), labels, label_smoothing,
-                         out);
+    const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions, ring);
+    if (with_accuracy) {
+      chunked_causal_lm_evaluation(model, hidden, labels, out);
+    } else {
+      fused_causal_lm_loss(model, hidden, labels, label_smoothing, out);
+    }
     return out;
   }
   const auto ids = on(batch.input_ids, device);

@@ -34,7 +34,8 @@ struct LossOutput {
 // `with_accuracy` also counts argmax hits (evaluation; training skips the vocabulary-wide argmax).
 // With `ring` (context parallelism, causal LM only), each sequence's tokens and targets are cut
 // into the zigzag layout and this rank computes its own share of them around the ring
-// (kernels/ring_attention.h): the loss is then the mean over this rank's targets.
+// (kernels/ring_attention.h): the loss is then the mean over this rank's targets, and with
+// `with_accuracy` the head runs on blocks of its rows (no (B T, V) logits).
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
                         const torch::Device& device, bool with_accuracy = false,
                         const std::shared_ptr<RingExchange>& ring = nullptr);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -514,7 +515,23 @@ bool Trainer::step() {
 
 EvalResult Trainer::evaluate() {
   EvalResult r = zoo::evaluate(model_, *data_, config_.batch_size, config_.eval_batches, device_,
-                               config_.target_length, precision_);
+                               config_.target_length, precision_, ring_);
+  if (ring_) {
+    // Each rank scored its chunks of every sequence: the sums over the whole world, in which each
+    // data-parallel group, having scored the same sequences, counts once per group.
+    const bool scored = r.targets > 0;
+    const double targets = static_cast<double>(r.targets);
+    auto sums = torch::tensor({scored ? r.loss * targets : 0.0, targets, scored ? r.accuracy * targets : 0.0},
+                              torch::kDouble);
+    options_.parallel->all_reduce_sum(sums);
+    const double groups = static_cast<double>(data_parallel_size());
+    r.targets = std::llround(sums[1].item<double>() / groups);
+    if (r.targets > 0) {
+      r.loss = sums[0].item<double>() / sums[1].item<double>();
+      r.perplexity = std::exp(r.loss);
+      r.accuracy = sums[2].item<double>() / sums[1].item<double>();
+    }
+  }
   r.step = step_;
   return r;
 }

@@ -30,13 +30,32 @@ ranks() {
   unset WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 }
 
-# One process against N ranks sharing each sequence, per position kind and mask.
+# same_evaluation RUN_A RUN_B: the validation records' loss (within 1e-5, relative), accuracy
+# and target count are the same.
+same_evaluation() {
+  "$python" - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
+import json, sys
+def evals(path):
+    return [r for r in map(json.loads, open(path)) if r.get("split") == "val"]
+a, b = evals(sys.argv[1]), evals(sys.argv[2])
+assert len(a) == len(b) == 1, (a, b)
+assert a[0]["targets"] == b[0]["targets"] > 0, (a, b)
+assert a[0]["accuracy"] == b[0]["accuracy"], (a, b)
+assert abs(a[0]["loss"] - b[0]["loss"]) <= 1e-5 * a[0]["loss"], (a, b)
+PY
+}
+
+# One process against N ranks sharing each sequence, per position kind and mask, in training and
+# in the evaluation at the end (the ranks score their shares around the ring and add them up).
 # check NAME RANKS ARGS...
 check() {
   local name="$1" n="$2"; shift 2
-  "$zoo" --threads 1 train gpt-tiny "${tiny[@]}" batch_size=4 steps=5 "$@" --run-dir "$work/$name-1" > /dev/null 2>&1
-  ranks "$n" "$work/$name-cp" train gpt-tiny "${tiny[@]}" batch_size=4 steps=5 context_parallel="$n" "$@"
+  "$zoo" --threads 1 train gpt-tiny "${tiny[@]}" batch_size=4 steps=5 eval_every=5 eval_batches=2 "$@" \
+    --run-dir "$work/$name-1" > /dev/null 2>&1
+  ranks "$n" "$work/$name-cp" train gpt-tiny "${tiny[@]}" batch_size=4 steps=5 eval_every=5 eval_batches=2 \
+    context_parallel="$n" "$@"
   same_losses "$work/$name-1" "$work/$name-cp" 5
+  same_evaluation "$work/$name-1" "$work/$name-cp"
 }
 check learned 2 model.position=learned
 check rope-window-gqa 4 model.position=rope model.window=12 model.n_kv_heads=2

@@ -5,11 +5,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "kernels/thread_ring.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
@@ -164,6 +166,60 @@ INSTANTIATE_TEST_SUITE_P(
                       OverfitCase{"gpt_gated_linear", kModels[3], Objective::kCausalLM},
                       OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM}),
     [](const auto& info) { return info.param.name; });
+
+// Evaluation under context parallelism: each of 2 and 4 ranks (threads around an in-process
+// ring) scores its zigzag share of every sequence, the head in blocks of rows; the shares' sums
+// are one process's loss, targets and argmax hits, and the sequences did travel the ring.
+TEST(ContextParallelEvaluation, RanksSharesAddUpToOneProcesssScores) {
+  torch::manual_seed(3);
+  auto config = parse_config(kModels[0]);
+  config.dropout = config.attention_dropout = 0.0;
+  config.position = PositionKind::kAlibi;
+  Model model = build_model(config);
+  model.module()->eval();
+  const int64_t B = 3, T = 48;
+  auto ids = torch::randint(SpecialTokens::kCount, config.vocab_size, {B, T}, torch::kLong);
+  Batch batch;
+  batch.input_ids = ids;
+  batch.labels = torch::cat({ids.slice(1, 1), torch::full({B, 1}, kIgnoreIndex, torch::kLong)}, 1);
+  LossOutput whole;
+  {
+    torch::NoGradGuard no_grad;
+    whole = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU, /*with_accuracy=*/true);
+  }
+  ASSERT_EQ(whole.targets, B * (T - 1));
+  for (const int64_t ranks : {int64_t{2}, int64_t{4}}) {
+    testing::Mailboxes boxes(ranks);
+    std::vector<LossOutput> shares(ranks);
+    std::vector<std::string> errors(ranks);
+    std::vector<std::thread> threads;
+    for (int64_t rank = 0; rank < ranks; ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          torch::NoGradGuard no_grad;
+          shares[rank] = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU, true,
+                                      std::make_shared<testing::ThreadRing>(boxes, rank));
+        } catch (const std::exception& e) {
+          errors[rank] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    double loss_sum = 0;
+    int64_t targets = 0, correct = 0;
+    for (int64_t rank = 0; rank < ranks; ++rank) {
+      ASSERT_EQ(errors[rank], "") << "rank " << rank;
+      loss_sum += shares[rank].loss.item<double>() * static_cast<double>(shares[rank].targets);
+      targets += shares[rank].targets;
+      correct += shares[rank].correct;
+    }
+    EXPECT_EQ(targets, whole.targets) << ranks << " ranks";
+    EXPECT_EQ(correct, whole.correct) << ranks << " ranks";
+    EXPECT_NEAR(loss_sum / static_cast<double>(targets), whole.loss.item<double>(), 1e-5 * whole.loss.item<double>())
+        << ranks << " ranks";
+    EXPECT_GT(boxes.messages(), 0) << "nothing travelled the ring";
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Resume: 2N steps straight equal N steps, a stop, and N resumed steps, loss for loss and
