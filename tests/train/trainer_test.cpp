@@ -167,6 +167,33 @@ INSTANTIATE_TEST_SUITE_P(
                       OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM}),
     [](const auto& info) { return info.param.name; });
 
+// Causal LM evaluation runs the head on blocks of 1024 rows (no (B T, V) logits): its loss and
+// argmax hits are those of the whole logits of the model's forward, across a block's edge.
+TEST(CausalLMEvaluation, TheHeadInBlocksScoresAsTheWholeLogits) {
+  torch::manual_seed(4);
+  auto config = parse_config(kModels[0]);
+  config.dropout = config.attention_dropout = 0.0;
+  Model model = build_model(config);
+  model.module()->eval();
+  torch::NoGradGuard no_grad;
+  const int64_t B = 20, T = 64;  // 1280 rows: one block of 1024 and a partial one
+  auto ids = torch::randint(SpecialTokens::kCount, config.vocab_size, {B, T}, torch::kLong);
+  Batch batch;
+  batch.input_ids = ids;
+  batch.labels = torch::cat({ids.slice(1, 1), torch::full({B, 1}, kIgnoreIndex, torch::kLong)}, 1);
+  batch.labels[3].narrow(0, 10, 20).fill_(kIgnoreIndex);  // some targets left out
+  const auto out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU, /*with_accuracy=*/true);
+  const auto logits = model.gpt->forward(ids).reshape({B * T, -1});
+  const auto labels = batch.labels.reshape({-1});
+  const auto valid = labels.ne(kIgnoreIndex);
+  const double want = torch::nn::functional::cross_entropy(
+                          logits, labels, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex))
+                          .item<double>();
+  EXPECT_EQ(out.targets, valid.sum().item<int64_t>());
+  EXPECT_EQ(out.correct, (logits.argmax(-1).eq(labels) & valid).sum().item<int64_t>());
+  EXPECT_NEAR(out.loss.item<double>(), want, 1e-6 * want);
+}
+
 // Evaluation under context parallelism: each of 2 and 4 ranks (threads around an in-process
 // ring) scores its zigzag share of every sequence, the head in blocks of rows; the shares' sums
 // are one process's loss, targets and argmax hits, and the sequences did travel the ring.
