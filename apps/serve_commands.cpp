@@ -68,6 +68,10 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
       ->check(positive_integer());
   cmd->add_option("--max-queue", a->options.max_queue, "sequences that may wait for a slot; more get 503")
       ->check(non_negative_integer());
+  cmd->add_option("--prefill-chunk", a->options.prefill_chunk,
+                  "a longer prompt is prefilled this many tokens a step, between the running sequences' steps "
+                  "(0: whole)")
+      ->check(non_negative_integer());
   cmd->add_option("--max-body", a->options.max_body_bytes, "largest request body in bytes; larger get 413")
       ->check(positive_integer());
   cmd->add_option("--grace", a->options.grace_seconds, "seconds running requests may finish after SIGTERM")

@@ -67,6 +67,13 @@ struct BatchScheduler::Slot {
   Clock::time_point last_token;
 };
 
+// A prompt prefilled in chunks: its slot, its own cache, and the prompt tokens in it so far.
+struct BatchScheduler::Prefilling {
+  std::unique_ptr<Slot> slot;
+  KVCache cache;
+  int64_t done = 0;
+};
+
 BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics)
     : model_(std::move(model)),
       tokenizer_(tokenizer),
@@ -89,6 +96,9 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
   }
   if (options_.max_context < 2) refuse("--max-context must be at least 2, got " + std::to_string(options_.max_context));
   if (options_.max_queue < 0) refuse("--max-queue must be >= 0, got " + std::to_string(options_.max_queue));
+  if (options_.prefill_chunk < 0) {
+    refuse("--prefill-chunk must be >= 0 (0: prompts whole), got " + std::to_string(options_.prefill_chunk));
+  }
   cache_.reserve(reserved_positions(options_.max_context));
   thread_ = std::thread([this] { loop(); });
 }
@@ -141,25 +151,30 @@ void BatchScheduler::loop() {
     bool cancel = false;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || cancel_all_ || !queue_.empty() || !rows_.empty(); });
+      wake_.wait(lock, [&] { return stop_ || cancel_all_ || !queue_.empty() || !rows_.empty() || !prefilling_.empty(); });
       cancel = cancel_all_;
       cancel_all_ = false;
       if (cancel) {
         for (auto& r : queue_) r.channel->push({r.index, "", "cancelled", static_cast<int64_t>(r.prompt.size()), 0});
         queue_.clear();
       }
-      // Admission at a token boundary: as many as there are free rows.
-      while (!cancel && !queue_.empty() && static_cast<int64_t>(rows_.size() + admitted.size()) < options_.max_batch) {
+      // Admission at a token boundary: as many as there are free rows (a prompt still being
+      // prefilled holds the row it will take).
+      const auto taken = [&] { return static_cast<int64_t>(rows_.size() + prefilling_.size() + admitted.size()); };
+      while (!cancel && !queue_.empty() && taken() < options_.max_batch) {
         admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
         ++running_;  // counted as running from here, so that submit() never sees it nowhere
       }
-      if (stop_ && queue_.empty() && rows_.empty() && admitted.empty()) break;
+      if (stop_ && queue_.empty() && rows_.empty() && prefilling_.empty() && admitted.empty()) break;
     }
     if (cancel) {
       while (!rows_.empty()) finish(*rows_.back(), "", "cancelled");
+      for (auto& p : prefilling_) finish(*p.slot, "", "cancelled");
+      prefilling_.clear();
     }
     admit(std::move(admitted));
+    if (!prefilling_.empty()) prefill_next_chunk();
     // A client that went away frees its row now.
     for (size_t i = rows_.size(); i-- > 0;) {
       if (rows_[i]->request.channel->cancelled()) finish(*rows_[i], "", "cancelled");
@@ -171,8 +186,8 @@ void BatchScheduler::loop() {
         fail_running(message_of(e));
       }
     }
-    running_ = static_cast<int64_t>(rows_.size());
-    if (metrics_ != nullptr) metrics_->batch(queued(), running_, options_.max_batch);
+    running_ = static_cast<int64_t>(rows_.size() + prefilling_.size());
+    if (metrics_ != nullptr) metrics_->batch(queued(), static_cast<int64_t>(rows_.size()), options_.max_batch);
   }
 }
 
@@ -191,6 +206,18 @@ void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
       continue;
     }
     slots.push_back(std::make_unique<Slot>(std::move(r), tokenizer_, decoder_start()));
+  }
+  // A decoder's long prompts are prefilled a chunk a turn; the rest together, now.
+  if (model_.gpt && options_.prefill_chunk > 0) {
+    std::vector<std::unique_ptr<Slot>> whole;
+    for (auto& s : slots) {
+      if (static_cast<int64_t>(s->request.prompt.size()) > options_.prefill_chunk) {
+        prefilling_.push_back({std::move(s), model_.gpt->make_cache(), 0});
+      } else {
+        whole.push_back(std::move(s));
+      }
+    }
+    slots = std::move(whole);
   }
   if (slots.empty()) return;
   try {
@@ -230,14 +257,53 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots) {
   auto logits = model_.gpt->next_token_logits(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
                     .to(torch::kFloat);  // (n, V)
   check_logits(logits, 0);
-  if (cache_.seen() < longest) cache_.grow_front(longest - cache_.seen());
-  for (int64_t i = 0; i < n; ++i) {
-    auto slot = std::move(slots[i]);
-    slot->length = static_cast<int64_t>(slot->request.prompt.size());
-    if (first_token(*slot, logits.narrow(0, i, 1))) continue;
-    // The row holds the prompt's positions, the last of the shared axis.
-    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, i, slot->length);
-    rows_.push_back(std::move(slot));
+  for (int64_t i = 0; i < n; ++i) place(std::move(slots[i]), prompts, i, logits.narrow(0, i, 1));
+}
+
+void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits) {
+  slot->length = static_cast<int64_t>(slot->request.prompt.size());
+  if (first_token(*slot, logits)) return;
+  // The row holds the prompt's positions, the last of the shared axis.
+  if (cache_.seen() < slot->length) cache_.grow_front(slot->length - cache_.seen());
+  cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, index, slot->length);
+  rows_.push_back(std::move(slot));
+}
+
+void BatchScheduler::prefill_next_chunk() {
+  auto& p = prefilling_.front();
+  if (p.slot->request.channel->cancelled()) {
+    finish(*p.slot, "", "cancelled");
+    prefilling_.pop_front();
+    return;
+  }
+  const auto& prompt = p.slot->request.prompt;
+  const int64_t total = static_cast<int64_t>(prompt.size());
+  const int64_t n = std::min(options_.prefill_chunk, total - p.done);
+  const auto device = model_.gpt->token_embedding->weight.device();
+  const auto channel = p.slot->request.channel;
+  const int64_t index = p.slot->request.index;
+  const auto fail = [&](const std::exception& e) { channel->push({index, "", "error: " + message_of(e), 0, 0}); };
+  torch::Tensor logits;
+  try {
+    const auto ids = torch::tensor(std::vector<int64_t>(prompt.begin() + p.done, prompt.begin() + p.done + n), torch::kLong)
+                         .unsqueeze(0)
+                         .to(device);
+    // The chunk's positions continue from its cache; its head only at the last position.
+    logits = model_.gpt->next_token_logits(ids, {}, &p.cache).to(torch::kFloat);  // (1, V)
+    if (p.done + n == total) check_logits(logits, 0);
+  } catch (const std::exception& e) {
+    fail(e);
+    prefilling_.pop_front();
+    return;
+  }
+  p.done += n;
+  if (p.done < total) return;
+  Prefilling ready = std::move(p);
+  prefilling_.pop_front();
+  try {
+    place(std::move(ready.slot), ready.cache, 0, logits);
+  } catch (const std::exception& e) {
+    fail(e);
   }
 }
 

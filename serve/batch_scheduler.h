@@ -71,6 +71,9 @@ struct SchedulerOptions {
   int64_t max_batch = 8;    // sequences decoded together: the cache's rows
   int64_t max_context = 0;  // positions per sequence, prompt included; 0: the model's max_positions
   int64_t max_queue = 64;   // sequences waiting for a row; beyond it submit() refuses
+  // A decoder's prompt longer than this is prefilled this many tokens a turn, each chunk between
+  // the running sequences' decoding steps, which then wait one chunk at most; 0: prompts whole.
+  int64_t prefill_chunk = 512;
 };
 
 class BatchScheduler {
@@ -100,6 +103,11 @@ class BatchScheduler {
   void admit(std::vector<SequenceRequest> requests);
   void prefill(std::vector<std::unique_ptr<Slot>>& slots);
   void prefill_encoder_decoder(std::vector<std::unique_ptr<Slot>>& slots);
+  // The next chunk of the oldest prompt prefilled in chunks; its last chunk places it in a row.
+  void prefill_next_chunk();
+  // A prefilled slot's first token from `logits` (1, V), then its row `index` of `prompts` moved
+  // into a row of the batch's cache, unless that token ended it.
+  void place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits);
   // Samples a slot's first token from its prefill's logits (1, V); true when that ends it.
   bool first_token(Slot& slot, const torch::Tensor& logits);
   std::optional<int64_t> decoder_start() const;
@@ -116,6 +124,8 @@ class BatchScheduler {
   ServerMetrics* metrics_;
   KVCache cache_;
   std::vector<std::unique_ptr<Slot>> rows_;  // row i of the cache: rows_[i]
+  struct Prefilling;
+  std::deque<Prefilling> prefilling_;  // long prompts, oldest first, each holding a row to come
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -57,6 +57,7 @@ class Server {
       case Family::kTransformer: {
         SchedulerOptions s;
         s.max_batch = options.max_batch, s.max_context = options.max_context, s.max_queue = options.max_queue;
+        s.prefill_chunk = options.prefill_chunk;
         scheduler_ = std::make_unique<BatchScheduler>(model, tokenizer, s, &metrics_);
         max_context_ = scheduler_->options().max_context;
         break;

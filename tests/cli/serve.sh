@@ -33,7 +33,10 @@ start_server() {
   exit 1
 }
 
-start_server "$work/serve.log" --max-batch 4 --max-queue 4 --api-key secret --served-model-name tiny --max-body 65536
+# Prompts longer than 6 tokens are prefilled 6 a step: every check below, greedy against `zoo
+# generate` and eight clients at once among them, runs through chunked prefills too.
+start_server "$work/serve.log" --max-batch 4 --max-queue 4 --api-key secret --served-model-name tiny --max-body 65536 \
+  --prefill-chunk 6
 trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
 "$python" "$(dirname "$0")/serve_client.py" "$port" secret "$zoo" "$work/gpt" tiny
 
@@ -114,4 +117,5 @@ fails "no-such-dir" "$zoo" serve "$work/no-such-dir" --port 0
 fails "--port: Value 70000 not in range" "$zoo" serve "$work/gpt" --port 70000
 fails "--max-context 9999 is more than the model's max_positions \(256\)" "$zoo" serve "$work/gpt" --port 0 --max-context 9999
 fails "--max-batch: must be a positive integer" "$zoo" serve "$work/gpt" --max-batch 0
+fails "--prefill-chunk: must be 0 or a positive integer, got '-1'" "$zoo" serve "$work/gpt" --prefill-chunk -1
 echo "cli.serve: ok"

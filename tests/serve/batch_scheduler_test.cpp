@@ -101,13 +101,24 @@ void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 
 class BatchSchedulerTest : public ::testing::TestWithParam<Variant> {};
 
+void expect_each_alone_under_concurrency(const Variant& variant, int64_t prefill_chunk);
+
 // Continuous batching changes nothing a user sees: sequences that arrive while others run (more of
 // them than rows, of different lengths, ending at different steps, rows reused) each give what
-// they give alone, token for token.
+// they give alone, token for token; with prompts prefilled whole, and with a decoder's prompts of
+// more than 7 tokens prefilled 7 a turn between the others' steps.
 TEST_P(BatchSchedulerTest, GreedyUnderConcurrencyEqualsEachAlone) {
-  auto model = tiny_model(GetParam().family, GetParam().overrides);
+  for (const int64_t chunk : {int64_t{0}, int64_t{7}}) {
+    SCOPED_TRACE(chunk == 0 ? "prompts whole" : "prompts in chunks of 7");
+    expect_each_alone_under_concurrency(GetParam(), chunk);
+  }
+}
+
+void expect_each_alone_under_concurrency(const Variant& variant, int64_t prefill_chunk) {
+  auto model = tiny_model(variant.family, variant.overrides);
   SchedulerOptions options;
   options.max_batch = 3;
+  options.prefill_chunk = prefill_chunk;
   auto scheduler = std::make_unique<BatchScheduler>(model, tokenizer(), options);
   auto channel = std::make_shared<ResponseChannel>();
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{5, 20}, {1, 30}, {17, 9}, {9, 25},
@@ -173,6 +184,44 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"T5", {}, "t5"},
                       Variant{"TransformerSinusoidal", {}, "transformer"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// A long prompt is prefilled a chunk a turn while the running sequence goes on decoding: with
+// chunks of one token, a 50-token prompt's single token comes after the running sequence's 40 (a
+// whole prefill would answer it at the next turn), and it is the token it gets alone.
+TEST(BatchScheduler, RunningSequencesDecodeWhileALongPromptIsPrefilled) {
+  auto model = tiny_gpt({});
+  SchedulerOptions options;
+  options.max_batch = 2;
+  options.prefill_chunk = 1;
+  auto scheduler = std::make_unique<BatchScheduler>(model, tokenizer(), options);
+  auto channel = std::make_shared<ResponseChannel>();
+  auto running = request(0, random_prompt(1, 700), 40, channel);
+  auto long_prompt = request(1, random_prompt(50, 701), 1, channel);
+  running.options.eos_ids.clear(), long_prompt.options.eos_ids.clear();  // each runs to its length
+  ASSERT_TRUE(scheduler->submit({running}));
+  while (scheduler->steps() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(scheduler->submit({long_prompt}));
+  std::vector<int64_t> finished;  // indices, in the order they ended
+  std::map<int64_t, Outcome> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (finished.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& e : channel->wait(std::chrono::milliseconds(50))) {
+      got[e.index].text += e.text;
+      if (e.finish_reason.empty()) continue;
+      got[e.index].finish_reason = e.finish_reason;
+      got[e.index].completion_tokens = e.completion_tokens;
+      finished.push_back(e.index);
+    }
+  }
+  ASSERT_EQ(finished, (std::vector<int64_t>{0, 1}));
+  scheduler.reset();  // the model is the test's again
+  for (const auto& r : {running, long_prompt}) {
+    const auto want = reference(model, r);
+    EXPECT_EQ(got[r.index].text, want.text) << "sequence " << r.index;
+    EXPECT_EQ(got[r.index].finish_reason, "length") << "sequence " << r.index;
+    EXPECT_EQ(got[r.index].completion_tokens, want.completion_tokens) << "sequence " << r.index;
+  }
+}
 
 // A stop text ends the sequence where it begins: the text before it is all that is sent, even when
 // the stop text arrives split over tokens.
