@@ -46,7 +46,7 @@ void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch
 // Causal LM evaluation: the loss and the argmax accuracy from the head in blocks of rows, never
 // the whole (B T, V) logits (3.2 GB for one 16k-token sequence of GPT-2's vocabulary).
 void chunked_causal_lm_evaluation(Model& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                                  LossOutput& out) {
+                                  double label_smoothing, LossOutput& out) {
   torch::NoGradGuard no_grad;
   constexpr int64_t kRows = 1024;
   const auto rows = hidden.reshape({-1, hidden.size(-1)});
@@ -58,7 +58,10 @@ void chunked_causal_lm_evaluation(Model& model, const torch::Tensor& hidden, con
     const auto block = targets.narrow(0, start, n);
     count_targets(logits, block, true, out);
     loss_sum += F::cross_entropy(logits.to(torch::kFloat), block,
-                                 F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).reduction(torch::kSum))
+                                 F::CrossEntropyFuncOptions()
+                                     .ignore_index(kIgnoreIndex)
+                                     .label_smoothing(label_smoothing)
+                                     .reduction(torch::kSum))
                     .item<double>();
   }
   out.loss = torch::tensor(out.targets > 0 ? loss_sum / static_cast<double>(out.targets) : 0.0, torch::kDouble);
@@ -81,7 +84,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
     out.tokens = ids.numel();
     const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions, ring);
     if (with_accuracy) {
-      chunked_causal_lm_evaluation(model, hidden, labels, out);
+      chunked_causal_lm_evaluation(model, hidden, labels, label_smoothing, out);
     } else {
       fused_causal_lm_loss(model, hidden, labels, label_smoothing, out);
     }
@@ -96,8 +99,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, d
     case Objective::kCausalLM:
       // Right padding only ever follows the real tokens, which a causal model cannot see.
       if (with_accuracy) {
-        TORCH_CHECK(label_smoothing == 0.0, "compute_loss: evaluation scores plain cross-entropy (label_smoothing 0)");
-        chunked_causal_lm_evaluation(model, model.gpt->hidden_states(ids), labels, out);
+        chunked_causal_lm_evaluation(model, model.gpt->hidden_states(ids), labels, label_smoothing, out);
       } else {
         fused_causal_lm_loss(model, model.gpt->hidden_states(ids), labels, label_smoothing, out);
       }
