@@ -20,17 +20,24 @@ struct ChunkPair {
   int64_t query_start, key_start;    // global positions
 };
 
+// The zigzag layouts of a call's queries and of its keys: the same for self-attention; a
+// decoder's cross-attention (no causal mask) cuts its queries and the encoder's keys apart.
+struct RingLayouts {
+  ZigzagLayout queries, keys;
+};
+
 // The pairs of this rank's query chunks with `source`'s key chunks that some mask leaves
 // visible: a causal key chunk wholly after the query chunk, or a window wholly before it, is
 // skipped (its rows would all be masked, adding nothing to the merge).
-std::vector<ChunkPair> visible_pairs(const ZigzagLayout& layout, int64_t rank, int64_t source,
+std::vector<ChunkPair> visible_pairs(const RingLayouts& layouts, int64_t rank, int64_t source,
                                      const TiledAttentionOptions& terms) {
   std::vector<ChunkPair> pairs;
   for (int64_t a = 0; a < 2; ++a) {
     for (int64_t b = 0; b < 2; ++b) {
-      const ChunkPair pair{a * layout.chunk, b * layout.chunk, layout.chunk_start(rank, a),
-                           layout.chunk_start(source, b)};
-      const int64_t last_query = pair.query_start + layout.chunk - 1, last_key = pair.key_start + layout.chunk - 1;
+      const ChunkPair pair{a * layouts.queries.chunk, b * layouts.keys.chunk, layouts.queries.chunk_start(rank, a),
+                           layouts.keys.chunk_start(source, b)};
+      const int64_t last_query = pair.query_start + layouts.queries.chunk - 1;
+      const int64_t last_key = pair.key_start + layouts.keys.chunk - 1;
       if (terms.causal() && pair.key_start > last_query) continue;
       if (terms.causal() && terms.window() > 0 && last_key <= pair.query_start - terms.window()) continue;
       pairs.push_back(pair);
@@ -39,24 +46,29 @@ std::vector<ChunkPair> visible_pairs(const ZigzagLayout& layout, int64_t rank, i
   return pairs;
 }
 
-ZigzagLayout check_ring_call(const torch::Tensor& q, const torch::Tensor& k, const TiledAttentionOptions& terms,
-                             const RingExchange& ring) {
+RingLayouts check_ring_call(const torch::Tensor& q, const torch::Tensor& k, const TiledAttentionOptions& terms,
+                            const RingExchange& ring) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4, "ring_attention: q and k must be (B, H, T, D), got ", q.sizes(), ", ",
               k.sizes());
-  TORCH_CHECK(q.size(2) == k.size(2), "ring_attention: q and k must hold the same local tokens, got ", q.size(2),
-              " and ", k.size(2));
+  TORCH_CHECK(!terms.causal() || q.size(2) == k.size(2),
+              "ring_attention: causal attention needs q and k to hold the same local tokens, got ", q.size(2), " and ",
+              k.size(2));
   TORCH_CHECK(ring.ranks() >= 1 && ring.rank() >= 0 && ring.rank() < ring.ranks(), "ring_attention: rank ",
               ring.rank(), " of ", ring.ranks());
-  TORCH_CHECK(q.size(2) % 2 == 0, "ring_attention: a rank holds two chunks of equal length, got ", q.size(2),
-              " local tokens");
+  TORCH_CHECK(q.size(2) % 2 == 0 && k.size(2) % 2 == 0, "ring_attention: a rank holds two chunks of equal length, got ",
+              q.size(2), " local queries and ", k.size(2), " local keys");
   TORCH_CHECK(terms.query_start() == 0 && terms.key_start() == 0,
               "ring_attention: positions come from the zigzag layout; query_start and key_start must be 0");
-  TORCH_CHECK(!terms.key_padding_mask().defined(),
-              "ring_attention: key padding is not supported (context parallelism trains packed sequences)");
+  const int64_t keys = k.size(2) * ring.ranks();
+  if (const auto& m = terms.key_padding_mask(); m.defined()) {
+    TORCH_CHECK(m.dim() == 2 && m.size(0) == k.size(0) && m.size(1) == keys,
+                "ring_attention: the key padding mask covers the whole sequence's keys in global order, (", k.size(0),
+                ", ", keys, "); got ", m.sizes());
+  }
   TORCH_CHECK(terms.dropout() == 0.0 || terms.dropout_seed().has_value(), "ring_attention: dropout needs a seed");
   TORCH_CHECK(terms.dropout_queries() == 0 && terms.dropout_keys() == 0,
               "ring_attention: the dropout mask's positions come from the zigzag layout; leave them 0");
-  return ZigzagLayout::of(q.size(2) * ring.ranks(), ring.ranks());
+  return {ZigzagLayout::of(q.size(2) * ring.ranks(), ring.ranks()), ZigzagLayout::of(keys, ring.ranks())};
 }
 
 // Folds a partial (out, lse) into the running float32 (out, lse): weights exp(lse - new lse),
@@ -71,15 +83,18 @@ void merge(torch::Tensor out, torch::Tensor lse, const torch::Tensor& part_out, 
   lse.copy_(merged);
 }
 
-// The terms of one pair: its chunks' global starts, and dropout drawn in the whole sequence's
-// index space, as one process draws it.
-TiledAttentionOptions at_pair(const TiledAttentionOptions& terms, const ChunkPair& pair, const ZigzagLayout& layout) {
-  const int64_t tokens = 2 * layout.ranks * layout.chunk;
-  return TiledAttentionOptions(terms)
-      .query_start(pair.query_start)
-      .key_start(pair.key_start)
-      .dropout_queries(tokens)
-      .dropout_keys(tokens);
+// The terms of one pair: its chunks' global starts, the padding of its keys, and dropout drawn
+// in the whole sequence's index space, as one process draws it.
+TiledAttentionOptions at_pair(const TiledAttentionOptions& terms, const ChunkPair& pair, const RingLayouts& layouts) {
+  auto at = TiledAttentionOptions(terms)
+                .query_start(pair.query_start)
+                .key_start(pair.key_start)
+                .dropout_queries(2 * layouts.queries.ranks * layouts.queries.chunk)
+                .dropout_keys(2 * layouts.keys.ranks * layouts.keys.chunk);
+  if (const auto& m = terms.key_padding_mask(); m.defined()) {
+    at.key_padding_mask(m.narrow(1, pair.key_start, layouts.keys.chunk));
+  }
+  return at;
 }
 
 // Every rank of the ring must draw the same dropout seed (their generators seeded alike and
@@ -122,7 +137,7 @@ torch::Tensor zigzag_split(const torch::Tensor& x, int64_t dim, const ZigzagLayo
 RingAttentionResult ring_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                            const TiledAttentionOptions& terms, RingExchange& ring) {
   torch::NoGradGuard no_grad;
-  const ZigzagLayout layout = check_ring_call(q, k, terms, ring);
+  const RingLayouts layouts = check_ring_call(q, k, terms, ring);
   const int64_t n = ring.ranks(), rank = ring.rank();
   auto out = torch::zeros(q.sizes(), q.options().dtype(torch::kFloat));
   auto lse = torch::full({q.size(0), q.size(1), q.size(2)}, -kInf, q.options().dtype(torch::kFloat));
@@ -136,12 +151,12 @@ RingAttentionResult ring_attention_forward(const torch::Tensor& q, const torch::
       next = torch::empty_like(kv);
       arrived = ring.pass(kv, next, 0);  // the next block travels while this one is computed
     }
-    for (const auto& pair : visible_pairs(layout, rank, source, terms)) {
-      const auto part = tiled_attention_forward(q.narrow(2, pair.query_offset, layout.chunk),
-                                                kv[0].narrow(2, pair.key_offset, layout.chunk),
-                                                kv[1].narrow(2, pair.key_offset, layout.chunk), at_pair(terms, pair, layout));
-      merge(out.narrow(2, pair.query_offset, layout.chunk), lse.narrow(2, pair.query_offset, layout.chunk), part.out,
-            part.lse);
+    for (const auto& pair : visible_pairs(layouts, rank, source, terms)) {
+      const int64_t rows = layouts.queries.chunk, keys = layouts.keys.chunk;
+      const auto part = tiled_attention_forward(q.narrow(2, pair.query_offset, rows),
+                                                kv[0].narrow(2, pair.key_offset, keys),
+                                                kv[1].narrow(2, pair.key_offset, keys), at_pair(terms, pair, layouts));
+      merge(out.narrow(2, pair.query_offset, rows), lse.narrow(2, pair.query_offset, rows), part.out, part.lse);
     }
     if (arrived) {
       arrived();
@@ -156,7 +171,7 @@ TiledAttentionGradients ring_attention_backward(const torch::Tensor& d_out, cons
                                                 const torch::Tensor& out, const torch::Tensor& lse,
                                                 const TiledAttentionOptions& terms, RingExchange& ring) {
   torch::NoGradGuard no_grad;
-  const ZigzagLayout layout = check_ring_call(q, k, terms, ring);
+  const RingLayouts layouts = check_ring_call(q, k, terms, ring);
   TORCH_CHECK(d_out.sizes() == q.sizes() && out.sizes() == q.sizes(), "ring_attention_backward: d_out ",
               d_out.sizes(), " and out ", out.sizes(), " must have q's shape ", q.sizes());
   const int64_t n = ring.ranks(), rank = ring.rank();
@@ -177,11 +192,11 @@ TiledAttentionGradients ring_attention_backward(const torch::Tensor& d_out, cons
       kv_arrived = ring.pass(kv, next, 0);
     }
     auto contribution = torch::zeros(kv.sizes(), kv.options().dtype(torch::kFloat));
-    for (const auto& pair : visible_pairs(layout, rank, source, terms)) {
-      const auto rows = [&](const torch::Tensor& t) { return t.narrow(2, pair.query_offset, layout.chunk); };
-      const auto keys = [&](const torch::Tensor& t) { return t.narrow(2, pair.key_offset, layout.chunk); };
+    for (const auto& pair : visible_pairs(layouts, rank, source, terms)) {
+      const auto rows = [&](const torch::Tensor& t) { return t.narrow(2, pair.query_offset, layouts.queries.chunk); };
+      const auto keys = [&](const torch::Tensor& t) { return t.narrow(2, pair.key_offset, layouts.keys.chunk); };
       const auto g = tiled_attention_backward(rows(d_out), rows(q), keys(kv[0]), keys(kv[1]), rows(out),
-                                              lse.narrow(2, pair.query_offset, layout.chunk), at_pair(terms, pair, layout));
+                                              lse.narrow(2, pair.query_offset, layouts.queries.chunk), at_pair(terms, pair, layouts));
       rows(dq).add_(g.dq);
       keys(contribution[0]).add_(g.dk);
       keys(contribution[1]).add_(g.dv);
@@ -237,6 +252,7 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
     saved["window"] = terms.window();
     saved["position_bias"] = static_cast<int64_t>(terms.position_bias());
     saved["alibi_slopes"] = terms.alibi_slopes();
+    saved["key_padding_mask"] = terms.key_padding_mask();
     saved["relative_bidirectional"] = terms.relative_bidirectional();
     saved["relative_max_distance"] = terms.relative_max_distance();
     saved["dropout"] = terms.dropout();
@@ -255,6 +271,7 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
                            .window(saved.at("window").toInt())
                            .position_bias(static_cast<TiledPositionBias>(saved.at("position_bias").toInt()))
                            .alibi_slopes(saved.at("alibi_slopes").toTensor())
+                           .key_padding_mask(saved.at("key_padding_mask").toTensor())
                            .relative_table(saved_tensors[3])
                            .relative_bidirectional(saved.at("relative_bidirectional").toBool())
                            .relative_max_distance(saved.at("relative_max_distance").toInt())

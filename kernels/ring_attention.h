@@ -8,6 +8,9 @@
 // around again with their float32 dK/dV accumulators, which arrive back at their owners after
 // the N-th pass; dQ stays local.
 //
+// Encoders (bidirectional, with key padding) and a decoder's cross-attention to an encoder's
+// keys (queries and keys from two sequences, each cut over the ring) go round the same way.
+//
 // Causal work is balanced by the zigzag layout: the sequence is cut into 2N chunks and rank r
 // holds chunks r and 2N - 1 - r, so every rank holds one early and one late chunk. Positions are
 // global: each (query chunk, key chunk) pair runs the tiled kernel at its chunks' absolute
@@ -69,11 +72,14 @@ struct RingAttentionResult {
   torch::Tensor lse;  // (B, H, Tlocal) float32, over the whole sequence's keys
 };
 
-// q: (B, H, Tlocal, D), k, v: (B, Hkv, Tlocal, D): this rank's local tokens in the zigzag layout
-// (Tlocal = 2 * chunk). `terms` as for tiled_attention (scale, causal, window, ALiBi's slopes,
-// T5's table and bucketing, dropout with its seed); their query_start, key_start and dropout
-// index space must be 0 (the layout sets them), and key padding is refused: a packed training
-// sequence has none. Every rank of the ring must call with the same shapes and terms.
+// q: (B, H, Tq, D), k, v: (B, Hkv, Tk, D): this rank's local tokens in the zigzag layout (Tq =
+// 2 * chunk; Tk = Tq for self-attention, or the local keys of another sequence cut the same way
+// for a decoder's cross-attention, which is not causal). `terms` as for tiled_attention (scale,
+// causal, window, ALiBi's slopes, T5's table and bucketing, dropout with its seed); their
+// query_start, key_start and dropout index space must be 0 (the layout sets them). Key padding
+// is the whole key sequence's (B, N * Tk) mask in global order: every rank holds the whole batch,
+// and each block takes the columns of its chunks. Every rank of the ring must call with the same
+// shapes and terms.
 RingAttentionResult ring_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                            const TiledAttentionOptions& terms, RingExchange& ring);
 

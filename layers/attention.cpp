@@ -192,20 +192,21 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     }
   }
   if (tiled && !need_weights) {
+    // Autocast may leave q, k, v in different types (rotary in float32): the kernel takes one.
+    const auto dtype = qh.scalar_type();
+    if (masks.stack_bias != nullptr && masks.stack_bias->ring) {
+      // Context parallelism: this rank's zigzag tokens, their keys and values (or the encoder's,
+      // for cross-attention), the whole sequence's key padding, no cache.
+      TORCH_CHECK(q_start == 0 && k_start == 0, "attention: ring attention takes no cache (queries at ", q_start,
+                  ", keys at ", k_start, ")");
+      tiled->scale(scale).dropout(p);
+      return finish(ring_attention(qh, kh.to(dtype), vh.to(dtype), *tiled, masks.stack_bias->ring), torch::Tensor());
+    }
     // The mask covers every key from the start: this module takes the columns of the keys it holds.
     if (const auto m = tiled->key_padding_mask(); m.defined() && (m.dim() != 2 || m.size(1) != tk)) {
       TORCH_CHECK(m.dim() == 2 && m.size(0) == b && m.size(1) >= tk, "attention: key padding mask must be (", b,
                   ", >= ", tk, "), got ", m.sizes());
       tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
-    }
-    // Autocast may leave q, k, v in different types (rotary in float32): the kernel takes one.
-    const auto dtype = qh.scalar_type();
-    if (masks.stack_bias != nullptr && masks.stack_bias->ring) {
-      // Context parallelism: this rank's zigzag tokens, their keys and values, no cache.
-      TORCH_CHECK(q_start == 0 && k_start == 0 && tk == t, "attention: ring attention takes no cache (queries at ", q_start,
-                  ", keys at ", k_start, ")");
-      tiled->scale(scale).dropout(p);
-      return finish(ring_attention(qh, kh.to(dtype), vh.to(dtype), *tiled, masks.stack_bias->ring), torch::Tensor());
     }
     tiled->scale(scale).key_start(k_start).dropout(p);
     return finish(tiled_attention(qh, kh.to(dtype), vh.to(dtype), *tiled), torch::Tensor());

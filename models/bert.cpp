@@ -65,29 +65,50 @@ void BertImpl::reset() {
 }
 
 BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
-                             const torch::Tensor& token_type_ids) {
+                             const torch::Tensor& token_type_ids, const torch::Tensor& position_ids,
+                             const std::shared_ptr<RingExchange>& ring) {
   TORCH_CHECK(input_ids.dim() == 2, "BERT: input_ids must be (batch, tokens), got shape ",
               input_ids.sizes());
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
-  TORCH_CHECK(t <= config.max_length(), "BERT: cannot forward ", t,
+  const int64_t sequence = ring ? t * ring->ranks() : t;
+  TORCH_CHECK(sequence <= config.max_length(), "BERT: cannot forward ", sequence,
               " tokens, max_positions is ", config.max_length());
-  for (const auto* m : {&attention_mask, &token_type_ids}) {
+  for (const auto* m : {&token_type_ids, &position_ids}) {
     TORCH_CHECK(!m->defined() || m->sizes() == input_ids.sizes(),
-                "BERT: attention_mask and token_type_ids must match input_ids ", input_ids.sizes(),
-                ", got ", m->sizes());
+                "BERT: token_type_ids and position_ids must match input_ids ", input_ids.sizes(), ", got ", m->sizes());
   }
-  auto ids = torch::arange(t, input_ids.options().dtype(torch::kLong)).unsqueeze(0).expand({b, t});
+  TORCH_CHECK(!attention_mask.defined() || (attention_mask.dim() == 2 && attention_mask.size(0) == b && attention_mask.size(1) == sequence),
+              "BERT: attention_mask must be (", b, ", ", sequence, ")", ring ? " (the whole sequence's)" : "", ", got ",
+              attention_mask.sizes());
+  TORCH_CHECK(!ring || position_ids.defined(), "BERT: ring attention takes this rank's tokens with their global position_ids");
+  auto ids = position_ids.defined()
+                 ? position_ids
+                 : torch::arange(t, input_ids.options().dtype(torch::kLong)).unsqueeze(0).expand({b, t});
   auto x = token_embedding->forward(input_ids);
   if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
   x = x + token_type_embedding->forward(token_type_ids.defined() ? token_type_ids
                                                                  : torch::zeros_like(input_ids));
   x = dropout->forward(embedding_norm->forward(x));
 
-  // One bias for every layer; rotary attention numbers positions 0..T-1 by itself.
-  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x, is_training());
+  // One bias for every layer; rotary attention numbers positions 0..T-1 by itself, or around a
+  // ring takes the global ones.
+  const auto bias = ring ? ring_attention_bias(config, /*causal=*/false, positions.get(), ring, attention_mask)
+                         : stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
+                                                is_training());
+  const auto& rope_positions = ring && config.position == PositionKind::kRope ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
-  for (auto& block : block_list_) x = recompute ? forward_recomputing(block, x, bias) : block->forward_with_bias(x, bias);
+  for (auto& block : block_list_) {
+    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
+                  : block->forward_with_bias(x, bias, {}, {}, nullptr, rope_positions);
+  }
   if (final_norm) x = final_norm->forward(x);
+  if (ring) {
+    // Only rank 0 holds the [CLS] token: the masked-LM head runs, the pooled ones do not.
+    BertOutput out;
+    out.sequence_output = x;
+    if (mlm_head) out.logits = mlm_head->forward(x, token_embedding->weight);
+    return out;
+  }
 
   BertOutput out;
   out.sequence_output = x;

@@ -3,6 +3,7 @@
 // bidirectional post-norm encoder, a pooler, and task heads.
 
 #include <cstdint>
+#include <memory>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -50,8 +51,14 @@ class BertImpl : public torch::nn::Cloneable<BertImpl> {
   void reset() override;
 
   // input_ids (B, T); attention_mask (B, T) 1 at real tokens; token_type_ids (B, T) segments.
+  // ring: context parallelism (kernels/ring_attention.h). input_ids, token_type_ids and
+  //   position_ids (B, T) are then this rank's zigzag tokens with their global positions, and
+  //   attention_mask the whole sequence's (B, N * T) in global order; attention runs around the
+  //   ring. The pooled output (the [CLS] token's, which rank 0 holds) and the heads that read it
+  //   are left undefined.
   BertOutput forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
-                     const torch::Tensor& token_type_ids = {});
+                     const torch::Tensor& token_type_ids = {}, const torch::Tensor& position_ids = {},
+                     const std::shared_ptr<RingExchange>& ring = nullptr);
 
   ModelConfig config;
   // Training recomputes each block's activations in backward instead of keeping them.

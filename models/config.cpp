@@ -528,8 +528,24 @@ std::string find_config(const std::string& name_or_path) {
 }
 
 std::string context_parallel_refusal(const ModelConfig& config) {
-  if (config.family != Family::kGpt) {
-    return "ring attention trains decoder-only models (family gpt); this model is " + to_string(config.family);
+  switch (config.family) {
+    case Family::kGpt:
+    case Family::kT5:
+    case Family::kTransformer:
+      break;
+    case Family::kBert:
+      switch (config.head) {
+        case BertHead::kMaskedLM:
+        case BertHead::kPretraining:
+          break;
+        case BertHead::kNone:
+        case BertHead::kNextSentence:
+        case BertHead::kSequenceClassification:
+        case BertHead::kTokenClassification:
+          return "ring attention trains bert's masked LM (model.head mlm, or pretraining without sentence_pairs), "
+                 "not head " + to_string(config.head);
+      }
+      break;
   }
   if (config.has_recurrent_layers()) {
     return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";

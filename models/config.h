@@ -152,7 +152,8 @@ void apply_override(ModelConfig& config, const std::string& assignment,
 std::string to_yaml(const ModelConfig& config);
 
 // Why `config` cannot train with context parallelism (ring attention, kernels/ring_attention.h),
-// or "" when it can: a decoder-only model (gpt), without attention dropout, on zoo's own kernels.
+// or "" when it can: softmax attention on zoo's own kernels, in a decoder-only model, an
+// encoder-decoder, or a bert's masked LM.
 std::string context_parallel_refusal(const ModelConfig& config);
 
 // One line per field: name, type, default (per family where they differ), meaning.

@@ -160,13 +160,14 @@ TiledAttentionOptions tiled_terms(bool causal, int64_t window, PositionEncodingI
 }  // namespace
 
 AttentionBias ring_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
-                                  const std::shared_ptr<RingExchange>& ring) {
+                                  const std::shared_ptr<RingExchange>& ring, const torch::Tensor& key_padding_mask) {
   const std::string refusal = context_parallel_refusal(config);
   TORCH_CHECK(refusal.empty(), "context parallelism: ", refusal);
   AttentionBias bias;
   bias.tiled = true;
   bias.ring = ring;
   bias.terms = tiled_terms(causal, causal ? config.window.value_or(0) : 0, positions);
+  if (key_padding_mask.defined()) bias.terms.key_padding_mask(key_padding_mask);
   return bias;
 }
 

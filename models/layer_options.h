@@ -53,10 +53,11 @@ AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, Posit
 
 // The attention bias of a context-parallel stack's forward: every layer runs ring attention
 // around `ring` with the terms' parameters (causal and window, ALiBi's slopes, T5's table) at
-// the global positions of the zigzag layout. The config must allow it (context_parallel_refusal,
-// models/config.h).
+// the global positions of the zigzag layout, and the keys' padding, (B, keys) of the whole
+// sequence in global order. The config must allow it (context_parallel_refusal, models/config.h).
 AttentionBias ring_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
-                                  const std::shared_ptr<RingExchange>& ring);
+                                  const std::shared_ptr<RingExchange>& ring,
+                                  const torch::Tensor& key_padding_mask = {});
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

@@ -58,27 +58,38 @@ torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
   return dropout->forward(x);
 }
 
-torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids,
-                                         const torch::Tensor& attention_mask) {
+torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                         const torch::Tensor& position_ids, const std::shared_ptr<RingExchange>& ring) {
   TORCH_CHECK(input_ids.dim() == 2, "encoder: input_ids must be (batch, tokens), got shape ",
               input_ids.sizes());
-  TORCH_CHECK(!attention_mask.defined() || attention_mask.sizes() == input_ids.sizes(),
-              "encoder: attention_mask must match input_ids ", input_ids.sizes(), ", got ",
-              attention_mask.sizes());
-  const int64_t s = input_ids.size(1);
-  auto x = embed(input_ids, 0, encoder_positions);
+  const int64_t b = input_ids.size(0), s = input_ids.size(1);
+  const int64_t sequence = ring ? s * ring->ranks() : s;
+  TORCH_CHECK(!attention_mask.defined() || (attention_mask.dim() == 2 && attention_mask.size(0) == b && attention_mask.size(1) == sequence),
+              "encoder: attention_mask must be (", b, ", ", sequence, ")", ring ? " (the whole sequence's)" : "",
+              ", got ", attention_mask.sizes());
+  TORCH_CHECK(!ring || (position_ids.defined() && position_ids.sizes() == input_ids.sizes()),
+              "encoder: ring attention takes this rank's tokens with their global position_ids");
+  TORCH_CHECK(sequence <= config.max_length(), "encoder-decoder: cannot forward ", sequence,
+              " tokens, max_positions is ", config.max_length());
+  auto x = embed(input_ids, 0, encoder_positions, position_ids);
   const auto bias =
-      stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x, is_training());
+      ring ? ring_attention_bias(config, /*causal=*/false, encoder_positions.get(), ring, attention_mask)
+           : stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x,
+                                  is_training());
+  const auto& rope_positions = ring && config.position == PositionKind::kRope ? position_ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
-  for (auto& block : encoder_list_) x = recompute ? forward_recomputing(block, x, bias) : block->forward_with_bias(x, bias);
+  for (auto& block : encoder_list_) {
+    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
+                  : block->forward_with_bias(x, bias, {}, {}, nullptr, rope_positions);
+  }
   if (encoder_final_norm) x = encoder_final_norm->forward(x);
   return dropout->forward(x);
 }
 
-torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
-                                         const torch::Tensor& memory,
+torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& memory,
                                          const torch::Tensor& memory_mask, KVCache* cache,
-                                         const torch::Tensor& decoder_mask) {
+                                         const torch::Tensor& decoder_mask, const torch::Tensor& position_ids,
+                                         const std::shared_ptr<RingExchange>& ring) {
   TORCH_CHECK(decoder_input_ids.dim() == 2, "decoder: decoder_input_ids must be (batch, tokens), got shape ",
               decoder_input_ids.sizes());
   const int64_t t = decoder_input_ids.size(1);
@@ -89,17 +100,35 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
                 "decoder: decoder_mask must be (", decoder_input_ids.size(0), ", ", past + t,
                 ") covering cached and new tokens, got ", decoder_mask.sizes());
   }
-  auto x = embed(decoder_input_ids, past, decoder_positions,
-                 decoder_mask.defined() ? positions_from_mask(decoder_mask, t) : torch::Tensor());
-  // One bias for every layer's self-attention, one for its cross-attention over the memory.
-  const auto self_bias = stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), decoder_mask, t, past,
-                                              past + t, x, is_training());
-  const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
-  const auto cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x, is_training());
+  TORCH_CHECK(!ring || (cache == nullptr && !decoder_mask.defined() && position_ids.defined() &&
+                        position_ids.sizes() == decoder_input_ids.sizes()),
+              "decoder: ring attention takes this rank's tokens with their global position_ids, no cache and no "
+              "decoder_mask");
+  if (ring) {
+    TORCH_CHECK(t * ring->ranks() <= config.max_length(), "encoder-decoder: cannot forward ", t * ring->ranks(),
+                " tokens, max_positions is ", config.max_length());
+  }
+  const auto& explicit_positions =
+      ring ? position_ids : decoder_mask.defined() ? positions_from_mask(decoder_mask, t) : torch::Tensor();
+  auto x = embed(decoder_input_ids, past, decoder_positions, explicit_positions);
+  // One bias for every layer's self-attention, one for its cross-attention over the memory; or,
+  // around a ring, both ring attention (the cross-attention's keys are the encoder's chunks).
+  AttentionBias self_bias, cross_bias;
+  if (ring) {
+    self_bias = ring_attention_bias(config, /*causal=*/true, decoder_positions.get(), ring);
+    cross_bias = ring_attention_bias(config, /*causal=*/false, nullptr, ring, memory_mask);
+  } else {
+    self_bias = stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), decoder_mask, t, past, past + t,
+                                     x, is_training());
+    const int64_t memory_length = memory_mask.defined() ? memory_mask.size(1) : 0;
+    cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, memory_length, x,
+                                      is_training());
+  }
+  const auto& rope_positions = ring && config.position == PositionKind::kRope ? position_ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : decoder_list_) {
-    x = recompute ? forward_recomputing(block, x, self_bias, memory, cross_bias)
-                  : block->forward_with_bias(x, self_bias, memory, cross_bias, cache);
+    x = recompute ? forward_recomputing(block, x, self_bias, memory, cross_bias, rope_positions)
+                  : block->forward_with_bias(x, self_bias, memory, cross_bias, cache, rope_positions);
   }
   if (decoder_final_norm) x = decoder_final_norm->forward(x);
   x = dropout->forward(x);

@@ -5,6 +5,7 @@
 // ReLU, one embedding shared by source, target and output).
 
 #include <cstdint>
+#include <memory>
 
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -29,15 +30,22 @@ class EncoderDecoderImpl : public torch::nn::Cloneable<EncoderDecoderImpl> {
   void reset() override;
 
   // input_ids (B, S), attention_mask (B, S) 1 at real tokens -> memory (B, S, d_model).
-  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
+  // ring: context parallelism (kernels/ring_attention.h). input_ids and position_ids (B, S) are
+  //   then this rank's zigzag tokens with their global positions, attention_mask the whole
+  //   sequence's (B, N * S) in global order, and the memory this rank's rows of it.
+  torch::Tensor encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                       const torch::Tensor& position_ids = {}, const std::shared_ptr<RingExchange>& ring = nullptr);
   // decoder_input_ids (B, T) -> logits (B, T, vocab_size). With a cache, positions continue
   // from it and the memory's projections are computed on the first call only (after that,
   // memory may be undefined). decoder_mask (B, past + T): 1 at the decoder's real positions, 0 at
   // left padding (a continuous batch's rows, serve/batch_scheduler.h); positions then count real
-  // tokens only.
+  // tokens only. ring: as for encode, the decoder's tokens at their global position_ids, no
+  //   cache and no decoder_mask; the memory is this rank's zigzag rows of the encoder's output
+  //   (encode's with the same ring) and memory_mask the whole encoder sequence's.
   torch::Tensor decode(const torch::Tensor& decoder_input_ids, const torch::Tensor& memory,
                        const torch::Tensor& memory_mask = {}, KVCache* cache = nullptr,
-                       const torch::Tensor& decoder_mask = {});
+                       const torch::Tensor& decoder_mask = {}, const torch::Tensor& position_ids = {},
+                       const std::shared_ptr<RingExchange>& ring = nullptr);
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                         const torch::Tensor& decoder_input_ids);
   KVCache make_cache() const { return KVCache(config.resolved_decoder_layers()); }

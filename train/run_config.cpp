@@ -318,8 +318,12 @@ void RunConfig::validate(const std::string& source) const {
   }
   if (context_parallel > 1) {
     if (const std::string refusal = context_parallel_refusal(m); !refusal.empty()) fail("context_parallel", refusal);
-    if (objective != Objective::kAuto && objective != Objective::kCausalLM) {
-      fail("context_parallel", "ring attention trains causal_lm, not " + to_string(objective));
+    if (objective == Objective::kClassification) {
+      fail("context_parallel", "ring attention trains causal_lm, masked_lm, span_corruption and seq2seq, not "
+                               "classification (its label reads the [CLS] token, which one rank holds)");
+    }
+    if (sentence_pairs != SentencePairs::kNone) {
+      fail("context_parallel", "sentence_pairs' label reads the [CLS] token, which one rank of the ring holds");
     }
     const int64_t chunks = 2 * context_parallel;
     if (block_size >= 0 && resolved_block_size() % chunks != 0) {

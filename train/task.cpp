@@ -67,29 +67,95 @@ void chunked_causal_lm_evaluation(Model& model, const torch::Tensor& hidden, con
   out.loss = torch::tensor(out.targets > 0 ? loss_sum / static_cast<double>(out.targets) : 0.0, torch::kDouble);
 }
 
+// `x` (B, T) with `value` appended up to `length` columns (undefined stays undefined).
+torch::Tensor padded_to(const torch::Tensor& x, int64_t length, int64_t value) {
+  if (!x.defined() || x.size(1) == length) return x;
+  return torch::cat({x, torch::full({x.size(0), length - x.size(1)}, value, x.options())}, 1);
+}
+
+// A batch's sequences right-padded to a multiple of the ring's 2N chunks (encoders' and
+// seq2seq batches are as long as their longest example): padding is masked out of every key and
+// carries no target, so the loss is the unpadded batch's.
+Batch padded_for_ring(const Batch& batch, int64_t ranks) {
+  const auto round_up = [&](int64_t t) { return (t + 2 * ranks - 1) / (2 * ranks) * (2 * ranks); };
+  Batch b = batch;
+  const int64_t t = round_up(batch.input_ids.size(1));
+  if (t != batch.input_ids.size(1)) {
+    const auto mask = batch.attention_mask.defined() ? batch.attention_mask : torch::ones_like(batch.input_ids);
+    b.attention_mask = padded_to(mask, t, 0);
+    b.input_ids = padded_to(batch.input_ids, t, 0);
+    b.token_type_ids = padded_to(batch.token_type_ids, t, 0);
+    if (!batch.decoder_input_ids.defined()) b.labels = padded_to(batch.labels, t, kIgnoreIndex);
+  }
+  if (batch.decoder_input_ids.defined()) {
+    const int64_t td = round_up(batch.decoder_input_ids.size(1));
+    b.decoder_input_ids = padded_to(batch.decoder_input_ids, td, 0);
+    b.labels = padded_to(batch.labels, td, kIgnoreIndex);
+  }
+  return b;
+}
+
+// Context parallelism: this rank's zigzag share of every sequence (and of the decoder's, for
+// encoder-decoders) at its global positions, around the ring. The loss is the mean over this
+// rank's targets; the trainer weighs the ranks by their targets.
+LossOutput ring_loss(Model& model, const Batch& unpadded, Objective objective, double label_smoothing,
+                     const torch::Device& device, bool with_accuracy, const std::shared_ptr<RingExchange>& ring) {
+  const int64_t ranks = ring->ranks(), rank = ring->rank();
+  const Batch batch = padded_for_ring(unpadded, ranks);
+  const auto layout = ZigzagLayout::of(batch.input_ids.size(1), ranks);
+  const auto local = [&](const torch::Tensor& x, const ZigzagLayout& cut) {
+    return x.defined() ? zigzag_split(on(x, device), 1, cut, rank) : x;
+  };
+  const auto positions = [&](const ZigzagLayout& cut) {
+    return zigzag_positions(cut, rank).to(device).unsqueeze(0).expand({batch.input_ids.size(0), cut.local_tokens()});
+  };
+  const auto ids = local(batch.input_ids, layout);
+  const auto mask = on(batch.attention_mask, device);  // the whole sequence's: every key's padding
+  LossOutput out;
+  out.tokens = mask.defined() ? local(mask, layout).sum().item<int64_t>() : ids.numel();
+  torch::Tensor logits, labels;
+  switch (objective) {
+    case Objective::kCausalLM: {
+      labels = local(batch.labels, layout);
+      const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions(layout), ring);
+      if (with_accuracy) {
+        chunked_causal_lm_evaluation(model, hidden, labels, label_smoothing, out);
+      } else {
+        fused_causal_lm_loss(model, hidden, labels, label_smoothing, out);
+      }
+      return out;
+    }
+    case Objective::kMaskedLM:
+      labels = local(batch.labels, layout);
+      logits = model.bert->forward(ids, mask, local(batch.token_type_ids, layout), positions(layout), ring).logits;
+      TORCH_CHECK(logits.defined() && logits.dim() == 3, "masked LM needs a bert model with head mlm or pretraining");
+      break;
+    case Objective::kSpanCorruption:
+    case Objective::kSeq2Seq: {
+      const auto decoder = ZigzagLayout::of(batch.decoder_input_ids.size(1), ranks);
+      labels = local(batch.labels, decoder);
+      const auto memory = model.seq2seq->encode(ids, mask, positions(layout), ring);
+      logits = model.seq2seq->decode(local(batch.decoder_input_ids, decoder), memory, mask, nullptr, {},
+                                     positions(decoder), ring);
+      break;
+    }
+    case Objective::kClassification:
+    case Objective::kAuto:
+      TORCH_CHECK(false, "context parallelism trains causal LM, masked LM and seq2seq objectives, not ",
+                  to_string(objective));
+  }
+  count_targets(logits, labels, with_accuracy, out);
+  // A rank whose share holds no target still runs its backward: the others' gradients pass it.
+  out.loss = out.targets > 0 ? cross_entropy(logits, labels, label_smoothing) : logits.sum() * 0.0;
+  return out;
+}
+
 }  // namespace
 
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
                         const torch::Device& device, bool with_accuracy, const std::shared_ptr<RingExchange>& ring) {
   LossOutput out;
-  if (ring) {
-    TORCH_CHECK(objective == Objective::kCausalLM,
-                "context parallelism trains causal language models only, not ", to_string(objective));
-    // This rank's chunks of every sequence, and of its targets, at their global positions.
-    const auto layout = ZigzagLayout::of(batch.input_ids.size(1), ring->ranks());
-    const auto ids = zigzag_split(on(batch.input_ids, device), 1, layout, ring->rank());
-    const auto labels = zigzag_split(on(batch.labels, device), 1, layout, ring->rank());
-    const auto positions =
-        zigzag_positions(layout, ring->rank()).to(device).unsqueeze(0).expand({ids.size(0), layout.local_tokens()});
-    out.tokens = ids.numel();
-    const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions, ring);
-    if (with_accuracy) {
-      chunked_causal_lm_evaluation(model, hidden, labels, label_smoothing, out);
-    } else {
-      fused_causal_lm_loss(model, hidden, labels, label_smoothing, out);
-    }
-    return out;
-  }
+  if (ring) return ring_loss(model, batch, objective, label_smoothing, device, with_accuracy, ring);
   const auto ids = on(batch.input_ids, device);
   const auto mask = on(batch.attention_mask, device);
   const auto labels = on(batch.labels, device);

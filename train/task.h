@@ -32,10 +32,11 @@ struct LossOutput {
 // next-token for causal LM, masked tokens (+ the pair label with a pretraining head) for MLM,
 // decoder tokens for span corruption and seq2seq, the class for classification.
 // `with_accuracy` also counts argmax hits (evaluation; training skips the vocabulary-wide argmax).
-// With `ring` (context parallelism, causal LM only), each sequence's tokens and targets are cut
-// into the zigzag layout and this rank computes its own share of them around the ring
-// (kernels/ring_attention.h): the loss is then the mean over this rank's targets, and with
-// `with_accuracy` the head runs on blocks of its rows (no (B T, V) logits).
+// With `ring` (context parallelism: causal LM, masked LM, span corruption and seq2seq), each
+// sequence's tokens and targets (the encoder's and the decoder's) are padded to a multiple of 2N
+// and cut into the zigzag layout, and this rank computes its own share of them around the ring
+// (kernels/ring_attention.h): the loss is then the mean over this rank's targets, and causal LM's
+// head runs on blocks of its rows in evaluation (no (B T, V) logits).
 LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
                         const torch::Device& device, bool with_accuracy = false,
                         const std::shared_ptr<RingExchange>& ring = nullptr);

@@ -210,10 +210,16 @@ void Trainer::log_setup(int64_t held_in_compute_dtype) {
          << " (what autocast computes them in)\n";
   }
   if (ring_) {
-    const int64_t tokens = config_.resolved_block_size();
-    log_ << "context parallel: each sequence of " << tokens << " tokens split over " << config_.context_parallel
-         << " ranks (ring attention; zigzag chunks of " << tokens / (2 * config_.context_parallel)
-         << " tokens, two per rank)\n";
+    const int64_t tokens = config_.resolved_block_size(), n = config_.context_parallel;
+    if (objective_ == Objective::kCausalLM) {
+      log_ << "context parallel: each sequence of " << tokens << " tokens split over " << n
+           << " ranks (ring attention; zigzag chunks of " << tokens / (2 * n) << " tokens, two per rank)\n";
+    } else {
+      // Encoders' and seq2seq batches are as long as their longest example.
+      log_ << "context parallel: each sequence (up to " << tokens << " tokens) split over " << n
+           << " ranks (ring attention; padded to a multiple of " << 2 * n << ", zigzag chunks, two per rank"
+           << (objective_ == Objective::kMaskedLM ? "" : "; the decoder's sequence too") << ")\n";
+    }
   }
   if (parallel) {
     const int64_t groups = data_parallel_size();

@@ -47,15 +47,19 @@ PY
 
 # One process against N ranks sharing each sequence, per position kind and mask, in training and
 # in the evaluation at the end (the ranks score their shares around the ring and add them up).
-# check NAME RANKS ARGS...
-check() {
-  local name="$1" n="$2"; shift 2
-  "$zoo" --threads 1 train gpt-tiny "${tiny[@]}" batch_size=4 steps=5 eval_every=5 eval_batches=2 "$@" \
+# check_model NAME RANKS MODEL ARGS...; check NAME RANKS ARGS... (gpt-tiny)
+check_model() {
+  local name="$1" n="$2" model="$3"; shift 3
+  "$zoo" --threads 1 train "$model" "${tiny[@]}" batch_size=4 steps=5 eval_every=5 eval_batches=2 "$@" \
     --run-dir "$work/$name-1" > /dev/null 2>&1
-  ranks "$n" "$work/$name-cp" train gpt-tiny "${tiny[@]}" batch_size=4 steps=5 eval_every=5 eval_batches=2 \
+  ranks "$n" "$work/$name-cp" train "$model" "${tiny[@]}" batch_size=4 steps=5 eval_every=5 eval_batches=2 \
     context_parallel="$n" "$@"
   same_losses "$work/$name-1" "$work/$name-cp" 5
   same_evaluation "$work/$name-1" "$work/$name-cp"
+}
+check() {
+  local name="$1" n="$2"; shift 2
+  check_model "$name" "$n" gpt-tiny "$@"
 }
 check learned 2 model.position=learned
 check rope-window-gqa 4 model.position=rope model.window=12 model.n_kv_heads=2
@@ -65,6 +69,16 @@ check sinusoidal 2 model.position=sinusoidal
 # Attention dropout: each rank draws the seed one process draws, and the tiled kernel drops each
 # weight by its global positions, so the ring drops what one process drops.
 check attention-dropout 2 model.position=rope model.attention_dropout=0.1
+# Encoders: BERT's masked LM (the ranks mask different numbers of targets; learned positions and
+# ALiBi at global indices), and T5's span corruption, its encoder bidirectional, its decoder
+# causal with its own buckets, and cross-attention going round the ring over the encoder's chunks
+# (the examples' lengths vary: padded to a multiple of 2N, the padding masked out of every key).
+check_model bert-mlm 2 bert-tiny model.vocab_size=512
+check_model bert-alibi 4 bert-tiny model.vocab_size=512 model.position=alibi
+check_model t5-span 2 t5-tiny model.n_heads=4 model.head_dim=8
+check_model t5-span-4 4 t5-tiny model.n_heads=4 model.head_dim=8 model.relative_buckets=8 model.relative_max_distance=20
+grep -q "context parallel: each sequence (up to 64 tokens) split over 2 ranks (ring attention; padded to a multiple of 4, zigzag chunks, two per rank; the decoder's sequence too)" \
+  "$work/t5-span-cp.0.err"
 grep -q "context parallel: each sequence of 64 tokens split over 4 ranks (ring attention; zigzag chunks of 8 tokens, two per rank)" \
   "$work/alibi-cp.0.err"
 test ! -s "$work/alibi-cp.1.err" && test ! -s "$work/alibi-cp.3.out"  # only rank 0 speaks
@@ -108,8 +122,11 @@ fails "context_parallel \(2\) must divide the number of processes \(1\)" \
   "$zoo" train gpt-tiny "${tiny[@]}" steps=1 context_parallel=2 --run-dir "$work/x1"
 fails "context_parallel: block_size \(30\) must be a multiple of 2 x 2 = 4" \
   "$zoo" train gpt-tiny "${tiny[@]}" block_size=30 context_parallel=2 --run-dir "$work/x2"
-fails "context_parallel: ring attention trains decoder-only models \(family gpt\); this model is bert" \
-  "$zoo" train bert-tiny "${tiny[@]}" context_parallel=2 --run-dir "$work/x3"
+fails "context_parallel: ring attention trains bert's masked LM \(model.head mlm, or pretraining without sentence_pairs\), not head sequence_classification" \
+  "$zoo" train bert-tiny "${tiny[@]}" model.head=sequence_classification model.pooler=true context_parallel=2 --run-dir "$work/x3"
+fails "context_parallel: sentence_pairs' label reads the \[CLS\] token, which one rank of the ring holds" \
+  "$zoo" train bert-tiny "${tiny[@]}" model.head=pretraining model.pooler=true sentence_pairs=nsp \
+  context_parallel=2 --run-dir "$work/x4"
 fails "context_parallel: model.attention_backend \(math\) must be auto or tiled" \
   "$zoo" train gpt-tiny "${tiny[@]}" model.attention_backend=math context_parallel=2 --run-dir "$work/x5"
 fails "context_parallel: must be positive, got 0" "$zoo" train gpt-tiny "${tiny[@]}" context_parallel=0 --run-dir "$work/x6"

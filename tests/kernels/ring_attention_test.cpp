@@ -28,35 +28,47 @@ struct Case {
   bool bidirectional = true;
   torch::ScalarType dtype = torch::kFloat;
   double dropout = 0.0;  // with seed 1234
+  // Key padding: the last `padded` keys of batch row 1 are padding (a whole chunk, or more).
+  int64_t padded = 0;
+  // Cross-attention: keys from another sequence, cut into chunks of key_chunk (0: self-attention).
+  int64_t key_chunk = 0;
 
   int64_t tokens() const { return 2 * ranks * chunk; }
+  int64_t keys() const { return 2 * ranks * (key_chunk > 0 ? key_chunk : chunk); }
   std::string name() const {
     const char* kinds[] = {"none", "alibi", "t5"};
     return c10::str(ranks, " ranks, T ", tokens(), " (chunk ", chunk, "), H ", heads, "/", kv_heads,
                     causal ? " causal" : "", window ? c10::str(" window ", window) : "", " position ",
                     kinds[static_cast<int>(position)], bidirectional ? "" : " (causal buckets)",
+                    padded ? c10::str(" padding ", padded) : "", key_chunk ? c10::str(" cross to ", keys(), " keys") : "",
                     dtype == torch::kBFloat16 ? " bf16" : " fp32", dropout > 0 ? c10::str(" dropout ", dropout) : "");
   }
 };
 
 struct Inputs {
-  torch::Tensor q, k, v, d_out, slopes, table;
+  torch::Tensor q, k, v, d_out, slopes, table, key_padding_mask;
 };
 
 Inputs make_inputs(const Case& c) {
   torch::manual_seed(c.tokens() * 10 + c.heads + c.ranks);
   Inputs in;
   in.q = torch::randn({c.batch, c.heads, c.tokens(), c.head_dim}).to(c.dtype);
-  in.k = torch::randn({c.batch, c.kv_heads, c.tokens(), c.head_dim}).to(c.dtype);
-  in.v = torch::randn({c.batch, c.kv_heads, c.tokens(), c.head_dim}).to(c.dtype);
+  in.k = torch::randn({c.batch, c.kv_heads, c.keys(), c.head_dim}).to(c.dtype);
+  in.v = torch::randn({c.batch, c.kv_heads, c.keys(), c.head_dim}).to(c.dtype);
   in.d_out = torch::randn({c.batch, c.heads, c.tokens(), c.head_dim}).to(c.dtype);
   in.slopes = AlibiBias(AlibiBiasOptions(c.heads))->slopes();
   in.table = torch::randn({32, c.heads});
+  if (c.padded > 0) {
+    in.key_padding_mask = torch::ones({c.batch, c.keys()}, torch::kBool);
+    in.key_padding_mask[1].narrow(0, c.keys() - c.padded, c.padded).fill_(false);
+  }
   return in;
 }
 
-TiledAttentionOptions make_terms(const Case& c, const torch::Tensor& slopes, const torch::Tensor& table) {
+TiledAttentionOptions make_terms(const Case& c, const Inputs& in, const torch::Tensor& table) {
+  const auto& slopes = in.slopes;
   auto o = TiledAttentionOptions()
+               .key_padding_mask(in.key_padding_mask)
                .causal(c.causal)
                .window(c.window)
                .position_bias(c.position)
@@ -86,7 +98,7 @@ Outputs single_process(const Case& c, const Inputs& in) {
   auto q = in.q.to(torch::kFloat).clone().requires_grad_();
   auto k = in.k.to(torch::kFloat).clone().requires_grad_();
   auto v = in.v.to(torch::kFloat).clone().requires_grad_();
-  const int64_t group = c.heads / c.kv_heads, t = c.tokens();
+  const int64_t group = c.heads / c.kv_heads, t = c.tokens(), tk = c.keys();
   auto scores = torch::matmul(q, k.repeat_interleave(group, 1).transpose(-2, -1)) /
                 std::sqrt(static_cast<double>(c.head_dim));
   RelativePositionBias relative{
@@ -95,19 +107,20 @@ Outputs single_process(const Case& c, const Inputs& in) {
     case TiledPositionBias::kNone:
       break;
     case TiledPositionBias::kAlibi:
-      scores = scores + AlibiBias(AlibiBiasOptions(c.heads))->forward(t, t, 0, 0);
+      scores = scores + AlibiBias(AlibiBiasOptions(c.heads))->forward(t, tk, 0, 0);
       break;
     case TiledPositionBias::kRelative:
       relative->relative_attention_bias->weight.detach().copy_(in.table);
-      scores = scores + relative->forward(t, t, 0, 0);
+      scores = scores + relative->forward(t, tk, 0, 0);
       break;
   }
-  if (c.causal) scores = scores.masked_fill(causal_mask(t, t, 0, 0, c.window).logical_not(), -INFINITY);
+  if (c.causal) scores = scores.masked_fill(causal_mask(t, tk, 0, 0, c.window).logical_not(), -INFINITY);
+  if (c.padded > 0) scores = scores.masked_fill(in.key_padding_mask.logical_not().view({c.batch, 1, 1, tk}), -INFINITY);
   Outputs r;
   auto weights = torch::softmax(scores, -1);
   if (c.dropout > 0) {
     // The whole sequence's mask of the seed, as tiled_dropout_keep_mask lays it out.
-    const auto keep = tiled_dropout_keep_mask(1234, c.dropout, c.batch, c.heads, t, t);
+    const auto keep = tiled_dropout_keep_mask(1234, c.dropout, c.batch, c.heads, t, tk);
     weights = weights * keep.to(torch::kFloat) / (1.0 - c.dropout);
   }
   r.out = torch::matmul(weights, v.repeat_interleave(group, 1));
@@ -124,50 +137,41 @@ Outputs single_process(const Case& c, const Inputs& in) {
 // Every rank as a thread: its zigzag slice through ring_attention and backward, then the slices
 // put back in global order (the table gradient summed over ranks, as the trainer's reduce does).
 Outputs ring(const Case& c, const Inputs& in, int64_t* messages = nullptr) {
-  const auto layout = ZigzagLayout::of(c.tokens(), c.ranks);
+  const auto layout = ZigzagLayout::of(c.tokens(), c.ranks), key_layout = ZigzagLayout::of(c.keys(), c.ranks);
   Mailboxes boxes(c.ranks);
   std::vector<Outputs> per_rank(c.ranks);
-  std::vector<std::string> errors(c.ranks);
-  std::vector<std::thread> threads;
-  for (int64_t rank = 0; rank < c.ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto exchange = std::make_shared<ThreadRing>(boxes, rank);
-        auto local = [&](const torch::Tensor& x) { return zigzag_split(x, 2, layout, rank).contiguous(); };
-        auto q = local(in.q).requires_grad_(), k = local(in.k).requires_grad_(), v = local(in.v).requires_grad_();
-        auto table = in.table.clone().requires_grad_();
-        const auto terms = make_terms(c, in.slopes, table);
-        auto& r = per_rank[rank];
-        r.out = ring_attention(q, k, v, terms, exchange);
-        (r.out * local(in.d_out)).sum().backward();
-        r.out = r.out.detach();
-        r.lse = ring_attention_forward(q.detach(), k.detach(), v.detach(), terms, *exchange).lse;
-        r.dq = q.grad(), r.dk = k.grad(), r.dv = v.grad();
-        if (c.position == TiledPositionBias::kRelative) r.d_table = table.grad();
-      } catch (const std::exception& e) {
-        errors[rank] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int64_t rank = 0; rank < c.ranks; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
+  testing::on_every_rank(boxes, [&](int64_t rank, const std::shared_ptr<ThreadRing>& exchange) {
+    auto local = [&](const torch::Tensor& x) { return zigzag_split(x, 2, layout, rank).contiguous(); };
+    auto local_keys = [&](const torch::Tensor& x) { return zigzag_split(x, 2, key_layout, rank).contiguous(); };
+    auto q = local(in.q).requires_grad_();
+    auto k = local_keys(in.k).requires_grad_(), v = local_keys(in.v).requires_grad_();
+    auto table = in.table.clone().requires_grad_();
+    const auto terms = make_terms(c, in, table);
+    auto& r = per_rank[rank];
+    r.out = ring_attention(q, k, v, terms, exchange);
+    (r.out * local(in.d_out)).sum().backward();
+    r.out = r.out.detach();
+    r.lse = ring_attention_forward(q.detach(), k.detach(), v.detach(), terms, *exchange).lse;
+    r.dq = q.grad(), r.dk = k.grad(), r.dv = v.grad();
+    if (c.position == TiledPositionBias::kRelative) r.d_table = table.grad();
+  });
   if (messages != nullptr) *messages = boxes.messages();
   Outputs all;
-  auto gather = [&](auto field) {
+  auto gather = [&](auto field, const ZigzagLayout& cut) {
     std::vector<torch::Tensor> parts;
     std::vector<torch::Tensor> positions;
     for (int64_t rank = 0; rank < c.ranks; ++rank) {
       parts.push_back(per_rank[rank].*field);
-      positions.push_back(zigzag_positions(layout, rank));
+      positions.push_back(zigzag_positions(cut, rank));
     }
     auto local = torch::cat(parts, 2);
     return torch::empty_like(local).index_copy_(2, torch::cat(positions), local);
   };
-  all.out = gather(&Outputs::out);
-  all.lse = gather(&Outputs::lse);
-  all.dq = gather(&Outputs::dq);
-  all.dk = gather(&Outputs::dk);
-  all.dv = gather(&Outputs::dv);
+  all.out = gather(&Outputs::out, layout);
+  all.lse = gather(&Outputs::lse, layout);
+  all.dq = gather(&Outputs::dq, layout);
+  all.dk = gather(&Outputs::dk, key_layout);
+  all.dv = gather(&Outputs::dv, key_layout);
   if (c.position == TiledPositionBias::kRelative) {
     all.d_table = torch::zeros_like(in.table);
     for (const auto& r : per_rank) all.d_table += r.d_table;
@@ -240,6 +244,33 @@ TEST(RingAttention, BidirectionalAsInEncoders) {
   }
 }
 
+TEST(RingAttention, EncoderKeyPaddingOfTheWholeSequence) {
+  // Row 1's padding covers its last chunk and part of the one before: a pair whose keys are all
+  // padding adds nothing; with causal attention too (a decoder of padded examples).
+  for (int64_t ranks : {2, 4}) {
+    for (bool causal : {false, true}) {
+      Case c;
+      c.ranks = ranks, c.causal = causal, c.padded = 53;
+      c.position = ranks == 2 ? TiledPositionBias::kRelative : TiledPositionBias::kAlibi;
+      expect_matches_single_process(c);
+    }
+  }
+}
+
+TEST(RingAttention, CrossAttentionToAnotherSequenceCutOverTheRing) {
+  // A decoder's queries (chunks of 37) against an encoder's padded keys (chunks of 23, and of 70:
+  // fewer and more keys than queries), with dropout in the (queries, keys) index space.
+  for (int64_t ranks : {2, 4}) {
+    for (int64_t key_chunk : {23, 70}) {
+      Case c;
+      c.ranks = ranks, c.causal = false, c.key_chunk = key_chunk, c.padded = key_chunk + 5;
+      c.dropout = ranks == 2 ? 0.2 : 0.0;
+      c.kv_heads = 2;
+      expect_matches_single_process(c);
+    }
+  }
+}
+
 TEST(RingAttention, PositionTermsUseGlobalPositions) {
   for (int64_t ranks : {2, 4}) {
     for (auto position : {TiledPositionBias::kAlibi, TiledPositionBias::kRelative}) {
@@ -292,7 +323,7 @@ TEST(RingAttention, DropoutDropsTheWeightsOneProcessDrops) {
 TEST(RingAttention, RanksThatDrawDifferentDropoutSeedsAreNamed) {
   Case c;
   const auto in = make_inputs(c);
-  const auto layout = ZigzagLayout::of(c.tokens(), c.ranks);
+  const auto layout = ZigzagLayout::of(c.tokens(), c.ranks), key_layout = ZigzagLayout::of(c.keys(), c.ranks);
   Mailboxes boxes(c.ranks);
   std::vector<std::string> errors(c.ranks);
   std::vector<std::thread> threads;
@@ -346,10 +377,12 @@ TEST(RingAttention, RefusesWhatItCannotComputeExactly) {
   };
   expect_error(TiledAttentionOptions().dropout(0.1).dropout_seed(1).dropout_keys(64), x,
                "the dropout mask's positions come from the zigzag layout");
-  expect_error(TiledAttentionOptions().key_padding_mask(torch::ones({1, 8}, torch::kBool)), x,
-               "key padding is not supported");
+  expect_error(TiledAttentionOptions().key_padding_mask(torch::ones({1, 4}, torch::kBool)), x,
+               "the key padding mask covers the whole sequence's keys in global order, (1, 8)");
+  expect_error(TiledAttentionOptions().causal(true), torch::randn({1, 2, 6, 4}),
+               "causal attention needs q and k to hold the same local tokens");
   expect_error(TiledAttentionOptions().query_start(3), x, "query_start and key_start must be 0");
-  expect_error(TiledAttentionOptions(), torch::randn({1, 2, 6, 4}), "the same local tokens");
+  expect_error(TiledAttentionOptions(), torch::randn({1, 2, 5, 4}), "two chunks of equal length");
 }
 
 }  // namespace

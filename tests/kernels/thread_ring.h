@@ -8,8 +8,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -69,5 +73,24 @@ class ThreadRing : public RingExchange {
   Mailboxes& boxes_;
   int64_t rank_;
 };
+
+// Runs `body(rank, ring)` for every rank of `boxes`, each on its own thread with its own end of
+// the ring, and expects none of them to throw (a failure names the rank and its error).
+inline void on_every_rank(Mailboxes& boxes,
+                          const std::function<void(int64_t, const std::shared_ptr<ThreadRing>&)>& body) {
+  std::vector<std::string> errors(boxes.ranks());
+  std::vector<std::thread> threads;
+  for (int64_t rank = 0; rank < boxes.ranks(); ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        body(rank, std::make_shared<ThreadRing>(boxes, rank));
+      } catch (const std::exception& e) {
+        errors[rank] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int64_t rank = 0; rank < boxes.ranks(); ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
+}
 
 }  // namespace zoo::testing

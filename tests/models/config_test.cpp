@@ -129,6 +129,23 @@ TEST(ModelConfig, AttentionKindsAreCheckedAndNamed) {
   EXPECT_FALSE(parse_config(kGood, "x.yaml").has_recurrent_layers());
 }
 
+// Which models ring attention trains: every family's softmax attention, but not a BERT head that
+// reads the pooled [CLS] token (one rank holds it).
+TEST(ModelConfig, ContextParallelRefusalByFamilyAndHead) {
+  const std::string bert = "family: bert\nvocab_size: 512\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\n";
+  EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: mlm\n", "x.yaml")), "");
+  EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: pretraining\npooler: true\n", "x.yaml")), "");
+  EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: sequence_classification\npooler: true\n", "x.yaml")),
+            "ring attention trains bert's masked LM (model.head mlm, or pretraining without sentence_pairs), not head "
+            "sequence_classification");
+  EXPECT_EQ(context_parallel_refusal(parse_config(
+                "family: t5\nvocab_size: 512\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\n", "x.yaml")),
+            "");
+  EXPECT_NE(context_parallel_refusal(parse_config(std::string(kGood) + "attention_backend: math\n", "x.yaml"))
+                .find("must be auto or tiled"),
+            std::string::npos);
+}
+
 // RoPE scaling (LLaMA 3.1) and q/k/v biases alone (Qwen2): read, and refused where they do not fit.
 TEST(ModelConfig, RopeScalingAndQkvBias) {
   const std::string rope = std::string(kGood) + "position: rope\n";
