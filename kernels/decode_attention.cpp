@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <memory>
 
-#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include "kernels/bf16_dot.h"
 #include "kernels/f32_rows_dot.h"
+#include "kernels/parallel.h"
 
 namespace zoo {
 namespace {
@@ -73,7 +73,7 @@ torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tens
   float* score_data = scores.data_ptr<float>();
   float* out_data = out.data_ptr<float>();
   // The m query rows of a head against its keys together: each key is read once for all of them.
-  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
+  parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t head = begin; head < end; ++head) {
       f32_rows_dot(q_data + head * m * d, m, k_data + heads.offset(k, head), d, nullptr, 0, tk,
                    score_data + head * m * tk, tk);
@@ -83,7 +83,7 @@ torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tens
   if (bias.defined()) biased = biased + bias;
   const auto probs = torch::softmax(biased, -1).contiguous();
   const float* prob_data = probs.data_ptr<float>();
-  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
+  parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t head = begin; head < end; ++head) {
       for (int64_t row = head * m; row < (head + 1) * m; ++row) {
         f32_weighted_row_sum(prob_data + row * tk, v_data + heads.offset(v, head), tk, d, out_data + row * d);
@@ -109,7 +109,7 @@ torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor&
   auto* score_bits = reinterpret_cast<uint16_t*>(scores.data_ptr<at::BFloat16>());
   auto* out_bits = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
   const Bf16DotKernel kernel = fastest_bf16_dot_kernel();
-  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
+  parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t head = begin; head < end; ++head) {
       for (int64_t row = head * m; row < (head + 1) * m; ++row) {
         bf16_rows_dot(kernel, k_bits + heads.offset(k, head), q_bits + row * d, d, 0, tk, sums.get() + row * tk);
@@ -123,7 +123,7 @@ torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor&
   if (bias.defined()) biased = biased + bias;
   const auto probs = torch::softmax(biased, -1, torch::kFloat).to(torch::kBFloat16).to(torch::kFloat);
   const float* prob_data = probs.data_ptr<float>();
-  at::parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
+  parallel_for(0, heads.count(), heads.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t head = begin; head < end; ++head) {
       for (int64_t row = head * m; row < (head + 1) * m; ++row) {
         bf16_weighted_row_sum(prob_data + row * tk, v_bits + heads.offset(v, head), tk, d, sums.get() + row * d);

@@ -7,13 +7,13 @@
 #include <string>
 
 #include <ATen/Context.h>
-#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
 #include "kernels/bf16_dot.h"
 #include "kernels/f32_rows_dot.h"
+#include "kernels/parallel.h"
 
 namespace zoo {
 namespace {
@@ -38,7 +38,7 @@ torch::Tensor bf16_matrix_vector(const torch::Tensor& weight, const torch::Tenso
   const Bf16DotKernel kernel = fastest_bf16_dot_kernel();
   // Rows in blocks of at least 64 KiB of weights: a projection smaller than that stays on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t{32} << 10) / std::max<int64_t>(1, in));
-  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
     bf16_rows_dot(kernel, w_bits, x_bits, in, begin, end, sums.get());
     round_to_bf16(sums.get() + begin, bias_bits ? bias_bits + begin : nullptr, end - begin, y_bits + begin);
   });
@@ -97,7 +97,7 @@ torch::Tensor few_rows_project(const torch::Tensor& x, const torch::Tensor& weig
   float* y_data = y.data_ptr<float>();
   // Columns in blocks of at least 32 KiB of weights, whole blocks of 8.
   const int64_t grain = ((std::max<int64_t>(8, (int64_t{8} << 10) / std::max<int64_t>(1, in)) + 7) / 8) * 8;
-  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
     f32_rows_dot(x_data, n, w_data, in, b_data, begin, end, y_data, out);
   });
   auto sizes = x.sizes().vec();

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <torch/autograd.h>
 #include <torch/torch.h>
 
 #include "kernels/masks.h"
+#include "kernels/parallel.h"
 
 namespace zoo {
 namespace {
@@ -255,8 +255,7 @@ TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch
   const float* position = p.position.defined() ? p.position.data_ptr<float>() : nullptr;
   const int64_t span = p.queries + p.keys - 1;
 
-  at::parallel_for(0, p.batch * p.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
-    torch::NoGradGuard worker_no_grad;  // grad mode is per thread: OpenMP's workers start with it on
+  parallel_for(0, p.batch * p.heads * q_blocks, 1, [&](int64_t begin, int64_t end) {
     const auto q_buffer = torch::empty({kTiledQueryBlock * d}, f32);
     const auto k_buffer = torch::empty({kTiledKeyBlock * d}, f32);
     const auto v_buffer = torch::empty({kTiledKeyBlock * d}, f32);
@@ -350,8 +349,7 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
   double* d_position_data = d_position.defined() ? d_position.data_ptr<double>() : nullptr;
 
   if (p.queries > 0 && p.keys > 0) {
-    at::parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
-      torch::NoGradGuard worker_no_grad;  // grad mode is per thread
+    parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
       const auto q_buffer = torch::empty({kTiledQueryBlock * d}, f32);
       const auto do_buffer = torch::empty({kTiledQueryBlock * d}, f32);
       const auto k_buffer = torch::empty({kTiledKeyBlock * d}, f32);

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <set>
 
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/torch.h>
 
+#include "kernels/parallel.h"
 #include "layers/norm.h"
 
 namespace zoo {
@@ -75,7 +75,7 @@ class FusedAdamW : public torch::optim::AdamW {
     const float* gp = g.data_ptr<float>();
     float* mp = m.data_ptr<float>();
     float* vp = v.data_ptr<float>();
-    at::parallel_for(0, p.numel(), 32768, [&](int64_t begin, int64_t end) {
+    parallel_for(0, p.numel(), 32768, [&](int64_t begin, int64_t end) {
       int64_t i = begin;
       for (; i + Vec::size() <= end; i += Vec::size()) {
         const Vec gi = Vec::loadu(gp + i);

@@ -260,6 +260,29 @@ TEST(TiledAttention, QueriesAfterACacheOfKeys) {
   }
 }
 
+// zoo serve's scheduler runs the model under c10::InferenceMode, and a long prompt's chunk
+// reaches this kernel with enough query blocks for a second thread, whose writes into the output
+// (an inference tensor) once failed: "Inplace update to inference tensor outside InferenceMode".
+TEST(TiledAttention, RunsUnderInferenceModeOnEveryThread) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  Case c;
+  c.queries = 388, c.keys = 900, c.query_start = 512, c.causal = true;
+  const auto in = make_inputs(c);
+  const auto options = make_options(c, in);
+  const auto expected = tiled_attention_forward(in.q, in.k, in.v, options).out;
+  torch::Tensor got;
+  try {
+    c10::InferenceMode inference;
+    got = tiled_attention_forward(in.q, in.k, in.v, options).out;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  at::set_num_threads(threads);
+  ASSERT_TRUE(got.defined());
+  EXPECT_TRUE(torch::equal(got, expected));
+}
+
 TEST(TiledAttention, RowsWithNoVisibleKeyGiveZerosNotNaN) {
   // The last sequence is all padding; and, causal, queries before the first key see nothing.
   Case padded;
