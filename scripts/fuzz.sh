@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 build_dir="${ZOO_BUILD_DIR:-build}"
 fuzzers=(safetensors_fuzz config_fuzz trainer_state_fuzz token_file_fuzz example_files_fuzz hf_model_config_fuzz
-         tokenizer_json_fuzz chat_template_fuzz)
+         tokenizer_json_fuzz chat_template_fuzz openai_api_fuzz)
 for f in "${fuzzers[@]}"; do
   [[ -x "$build_dir/tests/$f" ]] || { echo "fuzz: $build_dir/tests/$f is missing: run scripts/setup.sh (it needs clang)" >&2; exit 1; }
 done

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <vector>
 
 namespace zoo {
 namespace {
@@ -18,6 +20,71 @@ std::string shortest(double x) {
 
 ApiError bad(const std::string& field, const std::string& what) { return ApiError(400, field + ": " + what, field); }
 
+// Reads a body again to place a number no 64-bit type holds (nlohmann's out_of_range.406 names
+// neither the field nor the byte): the member it is the value of, and where it ends.
+class NumberLocator : public nlohmann::json_sax<json> {
+ public:
+  std::string field;  // "max_tokens", "prompt[2]", ... ; empty at the top level
+  size_t byte = 0;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(true); }
+  bool key(string_t& k) override {
+    path_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
+    byte = position;
+    field = where();
+    return false;
+  }
+
+ private:
+  struct Level {
+    bool object;
+    std::string key;
+    int64_t index = -1;
+  };
+  std::vector<Level> path_;
+
+  // The place the next value takes: an object's member or an array's next element.
+  std::string where() const {
+    std::string out;
+    for (size_t i = 0; i < path_.size(); ++i) {
+      const auto& l = path_[i];
+      if (l.object) {
+        out += (out.empty() ? "" : ".") + l.key;
+      } else {
+        // The innermost array has not yet counted the element that failed.
+        out += "[" + std::to_string(l.index + (i + 1 == path_.size() ? 1 : 0)) + "]";
+      }
+    }
+    return out;
+  }
+  bool value() {
+    if (!path_.empty() && !path_.back().object) ++path_.back().index;
+    return true;
+  }
+  bool open(bool object) {
+    value();
+    path_.push_back({object, "", -1});
+    return true;
+  }
+  bool close() {
+    path_.pop_back();
+    return true;
+  }
+};
+
 json parse_object(const std::string& body) {
   json j;
   try {
@@ -25,6 +92,13 @@ json parse_object(const std::string& body) {
   } catch (const json::parse_error& e) {
     // nlohmann's message names the byte and what it expected.
     throw ApiError(400, std::string("request body is not valid JSON: ") + e.what());
+  } catch (const json::out_of_range&) {
+    // A number past every 64-bit type (a thousand digits, 1e400).
+    NumberLocator where;
+    json::sax_parse(body, &where);
+    const std::string field = where.field.empty() ? "(top level)" : where.field;
+    throw ApiError(400, field + ": a number at byte " + std::to_string(where.byte) +
+                            " is too large for any 64-bit type", where.field);
   }
   if (!j.is_object()) throw ApiError(400, std::string("request body must be a JSON object, got ") + j.type_name());
   return j;

@@ -1,7 +1,9 @@
 // libFuzzer target for zoo serve's request parser and server-sent-event writer: any body is
 // parsed as a completion, a chat completion and an embedding request, each either accepted or
 // refused with an ApiError whose body is valid JSON; what is accepted is echoed through the
-// response writers as zoo serve would stream it, and every event is valid JSON again.
+// response writers as zoo serve would stream it, and every event is valid JSON again. Numbers of
+// any length: each body is tried again with its first digit repeated 400 times (past any 64-bit
+// type), which a mutator rarely reaches by itself.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -20,10 +22,7 @@ void check_event(const std::string& event) {
   if (parsed.is_discarded()) std::abort();
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string body(reinterpret_cast<const char*>(data), size);
+void check_body(const std::string& body) {
   for (const bool chat : {false, true}) {
     try {
       const auto r = zoo::parse_completion_request(body, chat);
@@ -50,6 +49,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_event(zoo::sse_event(zoo::embedding_response(r.model, {{0.5f}}, static_cast<int64_t>(r.inputs.size()))));
   } catch (const zoo::ApiError& e) {
     if (e.status != 400) std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  check_body(body);
+  if (const size_t digit = body.find_first_of("0123456789"); digit != std::string::npos) {
+    check_body(body.substr(0, digit) + std::string(400, body[digit]) + body.substr(digit + 1));
   }
   return 0;
 }

@@ -120,6 +120,22 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
     EXPECT_EQ(body["error"]["message"], e.what());
     EXPECT_EQ(body["error"]["type"], "invalid_request_error");
   }
+  // Numbers no 64-bit type holds, of any length: 400 naming the member and the byte.
+  const std::string digits(5000, '9');
+  struct Huge {
+    std::string body;
+    std::string param;
+  };
+  for (const auto& h : std::vector<Huge>{{R"({"prompt": "a", "max_tokens": 1)" + digits + "}", "max_tokens"},
+                                         {R"({"prompt": "a", "temperature": -1e400})", "temperature"},
+                                         {R"({"prompt": [[1, 2], [3, )" + digits + "]]}", "prompt[1][1]"},
+                                         {R"({"messages": [{"role": "user", "content": "x"}], "seed": 1e999})", "seed"}}) {
+    const auto e = error_of(h.body, h.param == "seed");
+    EXPECT_EQ(e.status, 400) << h.param;
+    EXPECT_EQ(e.param, h.param);
+    EXPECT_NE(std::string(e.what()).find(h.param + ": a number at byte "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("too large for any 64-bit type"), std::string::npos) << e.what();
+  }
   // Not UTF-8: the JSON reader refuses it.
   EXPECT_EQ(error_of(std::string("{\"prompt\": \"a\xff\"}")).status, 400);
 }
