@@ -72,6 +72,10 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
                   "a longer prompt is prefilled this many tokens a step, between the running sequences' steps "
                   "(0: whole)")
       ->check(non_negative_integer());
+  cmd->add_option("--kv-cache-positions", a->options.cache_positions,
+                  "positions each row of the KV cache holds before it first grows by doubling (0: the longest "
+                  "context and a quarter more, at most 4096)")
+      ->check(non_negative_integer());
   cmd->add_option("--max-body", a->options.max_body_bytes, "largest request body in bytes; larger get 413")
       ->check(positive_integer());
   cmd->add_option("--grace", a->options.grace_seconds, "seconds running requests may finish after SIGTERM")

@@ -190,6 +190,12 @@ void AttentionCache::place_row(int64_t row, int64_t rows, const AttentionCache& 
   keep_at_least(kept);
   const int64_t at = begin_ + length_ - kept;
   const int64_t from = source.begin_ + source.length_ - kept;
+  // The row's positions before its sequence are padding: masked, yet multiplied by a weight of 0,
+  // so what a previous sequence left there (NaN, had its activations overflowed) must not stay.
+  if (at > begin_) {
+    keys_[row].narrow(1, begin_, at - begin_).zero_();
+    values_[row].narrow(1, begin_, at - begin_).zero_();
+  }
   keys_[row].narrow(1, at, kept).copy_(source.keys_[source_row].narrow(1, from, kept));
   values_[row].narrow(1, at, kept).copy_(source.values_[source_row].narrow(1, from, kept));
 }

@@ -1,6 +1,7 @@
 #include "serve/batch_scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -16,8 +17,19 @@ namespace {
 // Positions the batch's cache holds before it first grows: every row's longest context, with
 // slack so that trimming the front moves the keys rarely; but no more than 4096 up front (a model
 // of 128k positions grows its buffers by doubling as its sequences do).
-int64_t reserved_positions(int64_t max_context) {
-  return std::min<int64_t>(max_context + std::max<int64_t>(64, max_context / 4), 4096);
+int64_t reserved_positions(const SchedulerOptions& o) {
+  if (o.cache_positions > 0) return o.cache_positions;
+  return std::min<int64_t>(o.max_context + std::max<int64_t>(64, o.max_context / 4), 4096);
+}
+
+// Whether a row of logits (1, V) can be sampled: no NaN, no +infinity (NaN compares false).
+bool finite_logits(const torch::Tensor& logits) {
+  return (logits < std::numeric_limits<float>::infinity()).all().item<bool>();
+}
+
+std::string non_finite_logits(int64_t token) {
+  return "the model's logits for token " + std::to_string(token) +
+         " of this sequence hold NaN or infinity (corrupt weights, or activations overflowing their type)";
 }
 
 // LibTorch's errors carry a C++ backtrace that a client has no use for.
@@ -99,7 +111,10 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
   if (options_.prefill_chunk < 0) {
     refuse("--prefill-chunk must be >= 0 (0: prompts whole), got " + std::to_string(options_.prefill_chunk));
   }
-  cache_.reserve(reserved_positions(options_.max_context));
+  if (options_.cache_positions < 0) {
+    refuse("--kv-cache-positions must be >= 0 (0: the default), got " + std::to_string(options_.cache_positions));
+  }
+  cache_.reserve(reserved_positions(options_));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -200,9 +215,9 @@ void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
     const bool fits = model_.gpt ? p <= options_.max_context && p + r.options.max_new_tokens <= options_.max_context + 1
                                  : p <= model_.config.max_length() && r.options.max_new_tokens <= options_.max_context;
     if (p < 1 || !fits) {
-      r.channel->push({r.index, "", "error: a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
-                                       std::to_string(r.options.max_new_tokens) + " does not fit the context of " +
-                                       std::to_string(options_.max_context), 0, 0});
+      fail(r, "a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
+                  std::to_string(r.options.max_new_tokens) + " does not fit the context of " +
+                  std::to_string(options_.max_context));
       continue;
     }
     slots.push_back(std::make_unique<Slot>(std::move(r), tokenizer_, decoder_start()));
@@ -219,54 +234,88 @@ void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
     }
     slots = std::move(whole);
   }
-  if (slots.empty()) return;
+  if (!slots.empty()) prefill(std::move(slots));
+}
+
+void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
+  KVCache prompts(0);
+  torch::Tensor logits;
   try {
-    if (model_.gpt) {
-      prefill(slots);
-    } else {
-      prefill_encoder_decoder(slots);
-    }
+    logits = prefill_forward(slots, prompts);
   } catch (const std::exception& e) {
-    for (auto& s : slots) {
-      if (s) s->request.channel->push({s->request.index, "", "error: " + message_of(e), 0, 0});  // not yet running
+    if (slots.size() == 1) {
+      fail(slots[0]->request, message_of(e));
+      return;
     }
+    for (auto& s : slots) {
+      std::vector<std::unique_ptr<Slot>> alone;
+      alone.push_back(std::move(s));
+      prefill(std::move(alone));
+    }
+    return;
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const auto row = static_cast<int64_t>(i);
+    place(std::move(slots[i]), prompts, row, logits.narrow(0, row, 1));
   }
 }
 
-void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots) {
-  // The prompts left-padded into one batch, one forward (the weights read once for all of them),
-  // into a cache of their own; then each row moves into a free row of the batch's cache.
+torch::Tensor BatchScheduler::prefill_forward(std::vector<std::unique_ptr<Slot>>& slots, KVCache& cache) {
   const int64_t n = static_cast<int64_t>(slots.size());
   int64_t longest = 0;
   bool equal = true;
   for (const auto& s : slots) {
-    equal = equal && static_cast<int64_t>(s->request.prompt.size()) == static_cast<int64_t>(slots[0]->request.prompt.size());
-    longest = std::max(longest, static_cast<int64_t>(s->request.prompt.size()));
+    const auto p = static_cast<int64_t>(s->request.prompt.size());
+    equal = equal && p == static_cast<int64_t>(slots[0]->request.prompt.size());
+    longest = std::max(longest, p);
   }
-  const auto device = model_.gpt->token_embedding->weight.device();
-  auto ids = torch::full({n, longest}, model_.config.pad_id, torch::kLong);
+  const auto& c = model_.config;
+  const auto device = model_.module()->parameters().front().device();
+  auto ids = torch::full({n, longest}, c.pad_id, torch::kLong);
   auto mask = torch::zeros({n, longest}, torch::kLong);
   for (int64_t i = 0; i < n; ++i) {
-    const auto& prompt = slots[i]->request.prompt;
+    auto& slot = *slots[i];
+    const auto& prompt = slot.request.prompt;
     const int64_t p = static_cast<int64_t>(prompt.size());
-    ids[i].narrow(0, longest - p, p).copy_(torch::tensor(prompt, torch::kLong));
-    mask[i].narrow(0, longest - p, p).fill_(1);
+    // A decoder's prompts are left-padded (each ends where its next token goes), an encoder's
+    // sources right-padded.
+    const int64_t at = model_.gpt ? longest - p : 0;
+    ids[i].narrow(0, at, p).copy_(torch::tensor(prompt, torch::kLong));
+    mask[i].narrow(0, at, p).fill_(1);
+    slot.length = model_.gpt ? p : 1;  // an encoder-decoder's row holds its decoder's start token
+    slot.memory_length = model_.gpt ? 0 : p;
   }
-  KVCache prompts = model_.gpt->make_cache();
-  // Prompts of one length need no mask (the causal kernel alone).
-  auto logits = model_.gpt->next_token_logits(ids.to(device), equal ? torch::Tensor() : mask.to(device), &prompts)
-                    .to(torch::kFloat);  // (n, V)
-  check_logits(logits, 0);
-  for (int64_t i = 0; i < n; ++i) place(std::move(slots[i]), prompts, i, logits.narrow(0, i, 1));
+  ids = ids.to(device), mask = mask.to(device);
+  if (model_.gpt) {
+    // The weights read once for every prompt; prompts of one length need no mask (the causal
+    // kernel alone); the head at each prompt's last position only.
+    cache = model_.gpt->make_cache();
+    return model_.gpt->next_token_logits(ids, equal ? torch::Tensor() : mask, &cache).to(torch::kFloat);
+  }
+  // The sources encoded together, then the decoder's first step from its start token: each
+  // row's decoder keys (one position) and its memory's projections go to the batch's cache.
+  const auto memory = model_.seq2seq->encode(ids, mask);
+  cache = model_.seq2seq->make_cache();
+  const auto start = torch::full({n, 1}, c.decoder_start_id, torch::kLong).to(device);
+  return model_.seq2seq->decode(start, memory, mask, &cache).select(1, -1).to(torch::kFloat);  // (n, V)
 }
 
 void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits) {
-  slot->length = static_cast<int64_t>(slot->request.prompt.size());
-  if (first_token(*slot, logits)) return;
-  // The row holds the prompt's positions, the last of the shared axis.
-  if (cache_.seen() < slot->length) cache_.grow_front(slot->length - cache_.seen());
-  cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, index, slot->length);
-  rows_.push_back(std::move(slot));
+  try {
+    if (!finite_logits(logits)) {
+      fail(slot->request, non_finite_logits(1));
+      return;
+    }
+    if (first_token(*slot, logits)) return;
+    // The row holds the prompt's positions (an encoder-decoder's: its start token), the last of
+    // the shared axis, and an encoder-decoder's memory.
+    if (cache_.seen() < slot->length) cache_.grow_front(slot->length - cache_.seen());
+    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, index, slot->length,
+                     model_.gpt ? -1 : slot->memory_length);
+    rows_.push_back(std::move(slot));
+  } catch (const std::exception& e) {
+    fail(slot->request, message_of(e), slot->generated);
+  }
 }
 
 void BatchScheduler::prefill_next_chunk() {
@@ -280,9 +329,6 @@ void BatchScheduler::prefill_next_chunk() {
   const int64_t total = static_cast<int64_t>(prompt.size());
   const int64_t n = std::min(options_.prefill_chunk, total - p.done);
   const auto device = model_.gpt->token_embedding->weight.device();
-  const auto channel = p.slot->request.channel;
-  const int64_t index = p.slot->request.index;
-  const auto fail = [&](const std::exception& e) { channel->push({index, "", "error: " + message_of(e), 0, 0}); };
   torch::Tensor logits;
   try {
     const auto ids = torch::tensor(std::vector<int64_t>(prompt.begin() + p.done, prompt.begin() + p.done + n), torch::kLong)
@@ -290,9 +336,8 @@ void BatchScheduler::prefill_next_chunk() {
                          .to(device);
     // The chunk's positions continue from its cache; its head only at the last position.
     logits = model_.gpt->next_token_logits(ids, {}, &p.cache).to(torch::kFloat);  // (1, V)
-    if (p.done + n == total) check_logits(logits, 0);
   } catch (const std::exception& e) {
-    fail(e);
+    fail(p.slot->request, message_of(e));
     prefilling_.pop_front();
     return;
   }
@@ -300,45 +345,8 @@ void BatchScheduler::prefill_next_chunk() {
   if (p.done < total) return;
   Prefilling ready = std::move(p);
   prefilling_.pop_front();
-  try {
-    place(std::move(ready.slot), ready.cache, 0, logits);
-  } catch (const std::exception& e) {
-    fail(e);
-  }
-}
-
-void BatchScheduler::prefill_encoder_decoder(std::vector<std::unique_ptr<Slot>>& slots) {
-  // The sources right-padded into one batch and encoded together, then the decoder's first step
-  // from its start token; each row's decoder keys (one position) and its memory's projections
-  // (its source's tokens) move into the batch's cache.
-  const int64_t n = static_cast<int64_t>(slots.size());
-  int64_t longest = 0;
-  for (const auto& s : slots) longest = std::max(longest, static_cast<int64_t>(s->request.prompt.size()));
-  const auto& c = model_.config;
-  const auto device = model_.seq2seq->token_embedding->weight.device();
-  auto ids = torch::full({n, longest}, c.pad_id, torch::kLong);
-  auto mask = torch::zeros({n, longest}, torch::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto& source = slots[i]->request.prompt;
-    const int64_t p = static_cast<int64_t>(source.size());
-    ids[i].narrow(0, 0, p).copy_(torch::tensor(source, torch::kLong));
-    mask[i].narrow(0, 0, p).fill_(1);
-  }
-  ids = ids.to(device), mask = mask.to(device);
-  const auto memory = model_.seq2seq->encode(ids, mask);
-  KVCache first = model_.seq2seq->make_cache();
-  const auto start = torch::full({n, 1}, c.decoder_start_id, torch::kLong).to(device);
-  auto logits = model_.seq2seq->decode(start, memory, mask, &first).select(1, -1).to(torch::kFloat);  // (n, V)
-  check_logits(logits, 0);
-  if (cache_.seen() < 1) cache_.grow_front(1 - cache_.seen());
-  for (int64_t i = 0; i < n; ++i) {
-    auto slot = std::move(slots[i]);
-    slot->length = 1;
-    slot->memory_length = static_cast<int64_t>(slot->request.prompt.size());
-    if (first_token(*slot, logits.narrow(0, i, 1))) continue;
-    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, first, i, 1, slot->memory_length);
-    rows_.push_back(std::move(slot));
-  }
+  ready.slot->length = total;
+  place(std::move(ready.slot), ready.cache, 0, logits);
 }
 
 bool BatchScheduler::first_token(Slot& slot, const torch::Tensor& logits) {
@@ -388,30 +396,53 @@ void BatchScheduler::decode_step() {
   }
   logits = logits.to(torch::kFloat);  // (n, V)
   ++steps_;
-  check_logits(logits, steps_);
   for (auto& s : rows_) ++s->length;
 
+  // A row that cannot go on (its logits not finite: corrupt weights, an overflow in bf16; or its
+  // sampling or stop texts throwing) ends with an error, and the others go on.
+  std::vector<std::string> failure(n);
+  const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).cpu();  // (n); NaN is false
+  for (int64_t i = 0; i < n; ++i) {
+    if (!finite[i].item<bool>()) failure[i] = non_finite_logits(rows_[i]->generated + 1);
+  }
   bool plain_greedy = true;
   for (const auto& s : rows_) {
     plain_greedy = plain_greedy && !s->request.options.sample && s->request.options.repetition_penalty == 1.0;
   }
   std::vector<int64_t> tokens(n);
-  if (plain_greedy) {
-    auto chosen = logits.argmax(-1).cpu();
-    for (int64_t i = 0; i < n; ++i) tokens[i] = chosen[i].item<int64_t>();
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
+  const auto chosen = plain_greedy ? logits.argmax(-1).cpu() : torch::Tensor();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!failure[i].empty()) continue;
+    try {
+      if (plain_greedy) {
+        tokens[i] = chosen[i].item<int64_t>();
+        continue;
+      }
       auto& s = *rows_[i];
       const auto& o = s.request.options;
       torch::Tensor context;
       if (o.repetition_penalty != 1.0) context = torch::tensor(s.context, torch::kLong).unsqueeze(0).to(device);
       auto processed = process_logits(logits.narrow(0, i, 1), context, {}, o);
       tokens[i] = choose_tokens(processed, o, s.generator).item<int64_t>();
+    } catch (const std::exception& e) {
+      failure[i] = message_of(e);
     }
   }
   // Finished rows leave from the bottom up, so that each move fills a row already handled.
   std::vector<bool> ended(n);
-  for (int64_t i = 0; i < n; ++i) ended[i] = deliver(*rows_[i], tokens[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (failure[i].empty()) {
+      try {
+        ended[i] = deliver(*rows_[i], tokens[i]);
+      } catch (const std::exception& e) {
+        failure[i] = message_of(e);
+      }
+    }
+    if (!failure[i].empty()) {
+      fail(rows_[i]->request, failure[i], rows_[i]->generated);
+      ended[i] = true;
+    }
+  }
   for (int64_t i = n; i-- > 0;) {
     if (ended[i]) remove_row(static_cast<size_t>(i));
   }
@@ -473,11 +504,17 @@ void BatchScheduler::remove_row(size_t row) {
   if (rows_.empty()) cache_.drop_front(cache_.seen());  // nothing left to attend to
 }
 
+void BatchScheduler::fail(const SequenceRequest& request, const std::string& message, int64_t generated) {
+  if (metrics_ != nullptr) metrics_->sequence_failed();
+  request.channel->push({request.index, "", "error: " + message, static_cast<int64_t>(request.prompt.size()), generated});
+}
+
 void BatchScheduler::fail_running(const std::string& message) {
-  for (auto& s : rows_) s->request.channel->push({s->request.index, "", "error: " + message, 0, s->generated});
+  // The batch's forward failed (an allocation): no row can be trusted, the cache starts afresh.
+  for (auto& s : rows_) fail(s->request, message, s->generated);
   rows_.clear();
   cache_.clear();
-  cache_.reserve(reserved_positions(options_.max_context));
+  cache_.reserve(reserved_positions(options_));
 }
 
 }  // namespace zoo

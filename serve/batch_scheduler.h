@@ -74,6 +74,9 @@ struct SchedulerOptions {
   // A decoder's prompt longer than this is prefilled this many tokens a turn, each chunk between
   // the running sequences' decoding steps, which then wait one chunk at most; 0: prompts whole.
   int64_t prefill_chunk = 512;
+  // Positions each row of the batch's KV cache holds before it first grows (by doubling); 0: the
+  // longest context and a quarter more, at most 4096.
+  int64_t cache_positions = 0;
 };
 
 class BatchScheduler {
@@ -101,12 +104,16 @@ class BatchScheduler {
   void loop();
   // Admits waiting sequences into free rows (there are as many as `requests`).
   void admit(std::vector<SequenceRequest> requests);
-  void prefill(std::vector<std::unique_ptr<Slot>>& slots);
-  void prefill_encoder_decoder(std::vector<std::unique_ptr<Slot>>& slots);
+  // Prefills `slots` together; when that fails (an allocation), each alone, so that only the
+  // prompt that cannot be prefilled fails.
+  void prefill(std::vector<std::unique_ptr<Slot>> slots);
+  // One forward over the prompts (a decoder's) or sources (an encoder-decoder's, then its
+  // decoder's first step) into `cache`: the logits of each slot's first token, (n, V) float32.
+  torch::Tensor prefill_forward(std::vector<std::unique_ptr<Slot>>& slots, KVCache& cache);
   // The next chunk of the oldest prompt prefilled in chunks; its last chunk places it in a row.
   void prefill_next_chunk();
   // A prefilled slot's first token from `logits` (1, V), then its row `index` of `prompts` moved
-  // into a row of the batch's cache, unless that token ended it.
+  // into a row of the batch's cache, unless that token ended it. A failure ends this slot alone.
   void place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits);
   // Samples a slot's first token from its prefill's logits (1, V); true when that ends it.
   bool first_token(Slot& slot, const torch::Tensor& logits);
@@ -115,6 +122,8 @@ class BatchScheduler {
   // Takes the token a slot produced; true when the slot's sequence has ended.
   bool deliver(Slot& slot, int64_t token);
   void finish(Slot& slot, std::string text, const std::string& reason);
+  // Ends a sequence with an error ("error: MESSAGE"), counted in the metrics; the batch goes on.
+  void fail(const SequenceRequest& request, const std::string& message, int64_t generated = 0);
   void remove_row(size_t row);
   void fail_running(const std::string& message);
 

@@ -71,6 +71,11 @@ void ServerMetrics::request_latency(double seconds) {
   latency_.observe(seconds);
 }
 
+void ServerMetrics::sequence_failed() {
+  std::lock_guard lock(mutex_);
+  ++sequences_failed_;
+}
+
 void ServerMetrics::batch(int64_t queued, int64_t running, int64_t slots) {
   std::lock_guard lock(mutex_);
   queued_ = queued, running_ = running, slots_ = slots;
@@ -87,6 +92,11 @@ int64_t ServerMetrics::completion_tokens() const {
   return completion_tokens_;
 }
 
+int64_t ServerMetrics::sequences_failed() const {
+  std::lock_guard lock(mutex_);
+  return sequences_failed_;
+}
+
 std::string ServerMetrics::render() const {
   std::lock_guard lock(mutex_);
   std::ostringstream out;
@@ -99,6 +109,8 @@ std::string ServerMetrics::render() const {
       << "# TYPE zoo_prompt_tokens_total counter\nzoo_prompt_tokens_total " << prompt_tokens_ << "\n"
       << "# HELP zoo_completion_tokens_total Tokens generated (the sum of the responses' usage.completion_tokens).\n"
       << "# TYPE zoo_completion_tokens_total counter\nzoo_completion_tokens_total " << completion_tokens_ << "\n"
+      << "# HELP zoo_sequences_failed_total Sequences ended by an error (their request's others go on).\n"
+      << "# TYPE zoo_sequences_failed_total counter\nzoo_sequences_failed_total " << sequences_failed_ << "\n"
       << "# HELP zoo_queue_length Sequences waiting for a slot.\n"
       << "# TYPE zoo_queue_length gauge\nzoo_queue_length " << queued_ << "\n"
       << "# HELP zoo_batch_running Sequences in the running batch.\n"

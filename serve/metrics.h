@@ -40,17 +40,20 @@ class ServerMetrics {
   void time_to_first_token(double seconds);
   void time_per_output_token(double seconds);
   void request_latency(double seconds);
+  // A sequence ended with an error (non-finite logits, a failed prefill, sampling that threw).
+  void sequence_failed();
   // The scheduler's state after each step.
   void batch(int64_t queued, int64_t running, int64_t slots);
 
   int64_t prompt_tokens() const;
   int64_t completion_tokens() const;
+  int64_t sequences_failed() const;
   std::string render() const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
-  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  int64_t prompt_tokens_ = 0, completion_tokens_ = 0, sequences_failed_ = 0;
   int64_t queued_ = 0, running_ = 0, slots_ = 0;
   Histogram ttft_, tpot_, latency_, occupancy_;
 };

@@ -48,8 +48,8 @@ std::string endpoint_label(const std::string& path) {
 
 class Server {
  public:
-  Server(Model& model, const Tokenizer& tokenizer, const ServeOptions& options)
-      : model_(model), tokenizer_(tokenizer), options_(options), created_(unix_time()) {
+  Server(Model& model, const Tokenizer& tokenizer, const ServeOptions& options, std::ostream& log)
+      : model_(model), tokenizer_(tokenizer), options_(options), log_(log), created_(unix_time()) {
     const auto family = model.config.family;
     switch (family) {
       case Family::kGpt:
@@ -57,7 +57,7 @@ class Server {
       case Family::kTransformer: {
         SchedulerOptions s;
         s.max_batch = options.max_batch, s.max_context = options.max_context, s.max_queue = options.max_queue;
-        s.prefill_chunk = options.prefill_chunk;
+        s.prefill_chunk = options.prefill_chunk, s.cache_positions = options.cache_positions;
         scheduler_ = std::make_unique<BatchScheduler>(model, tokenizer, s, &metrics_);
         max_context_ = scheduler_->options().max_context;
         break;
@@ -134,6 +134,13 @@ class Server {
     }
   }
 
+  // A sequence that ended with an error: its request ends with one (a 500, or an error event in
+  // its stream), the others go on; the log says which and why.
+  void log_failure(const std::string& id, int64_t choice, const std::string& reason) {
+    std::lock_guard lock(log_mutex_);
+    log_ << "zoo serve: " << id << " choice " << choice << " failed: " << reason << "\n" << std::flush;
+  }
+
   bool encoder_decoder() const { return model_.config.family == Family::kT5 || model_.config.family == Family::kTransformer; }
 
   void check_ids(const std::vector<int64_t>& ids, const std::string& field) const {
@@ -208,8 +215,11 @@ class Server {
         q.index = static_cast<int64_t>(p) * s.n + i;
         q.prompt = ids;
         q.options.max_new_tokens = max_tokens;
-        q.options.sample = s.temperature > 0;
-        q.options.temperature = s.temperature > 0 ? s.temperature : 1.0;
+        // A temperature this small is greedy decoding's limit, and logits / temperature would
+        // overflow float32 (vLLM draws the same line, at 1e-5).
+        constexpr double kGreedyBelow = 1e-5;
+        q.options.sample = s.temperature >= kGreedyBelow;
+        q.options.temperature = q.options.sample ? s.temperature : 1.0;
         q.options.top_k = s.top_k;
         q.options.top_p = s.top_p;
         q.options.repetition_penalty = s.repetition_penalty;
@@ -289,7 +299,10 @@ class Server {
         c.finish_reason = e.finish_reason;
         prompt_tokens[e.index] = e.prompt_tokens;
         usage.completion_tokens += e.completion_tokens;
-        if (e.finish_reason != "stop" && e.finish_reason != "length") failure = e.finish_reason;
+        if (e.finish_reason != "stop" && e.finish_reason != "length") {
+          failure = e.finish_reason;
+          if (failure != "cancelled") log_failure(id, e.index, failure);
+        }
       }
     }
     if (!failure.empty()) {
@@ -317,7 +330,7 @@ class Server {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [=](size_t, httplib::DataSink& sink) {
+        [=, this](size_t, httplib::DataSink& sink) {
           auto write = [&](const std::string& text) { return sink.write(text.data(), text.size()); };
           if (state->done) return false;
           // Chat streams open with the assistant's role, as OpenAI's do.
@@ -341,6 +354,7 @@ class Server {
             }
             if (ok && failed) {
               const bool cancelled = e.finish_reason == "cancelled";
+              if (!cancelled) log_failure(id, e.index, e.finish_reason);
               ok = write(sse_event(json::parse(ApiError(cancelled ? 503 : 500,
                                                         cancelled ? "the server stopped before the completion ended"
                                                                   : e.finish_reason,
@@ -401,6 +415,8 @@ class Server {
   Model& model_;
   const Tokenizer& tokenizer_;
   ServeOptions options_;
+  std::ostream& log_;
+  std::mutex log_mutex_;
   int64_t created_;
   int64_t max_context_ = 0;
   ServerMetrics metrics_;
@@ -415,7 +431,7 @@ class Server {
 
 int serve(Model& model, const Tokenizer& tokenizer, const ServeOptions& options, std::ostream& log,
           const ServeHooks& hooks) {
-  Server server(model, tokenizer, options);
+  Server server(model, tokenizer, options, log);
   httplib::Server http;
   // Every streaming client holds a thread: the batch, the queue, and a few for the rest.
   const size_t threads = static_cast<size_t>(options.max_batch + options.max_queue + 8);

@@ -24,6 +24,7 @@ struct ServeOptions {
   int64_t max_context = 0;         // positions per sequence; 0: the model's max_positions
   int64_t max_queue = 64;          // sequences waiting for a slot; beyond it: 503 with Retry-After
   int64_t prefill_chunk = 512;     // longer prompts are prefilled this many tokens a step; 0: whole
+  int64_t cache_positions = 0;     // the batch's KV cache before it first grows; 0: max_context + 1/4, <= 4096
   int64_t max_body_bytes = 1 << 20;  // larger request bodies: 413
   double grace_seconds = 30;       // after SIGTERM: running requests may finish for this long
 };

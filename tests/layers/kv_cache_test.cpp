@@ -1,5 +1,7 @@
 #include "layers/kv_cache.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -123,6 +125,22 @@ TEST(AttentionCache, RowsPlacedGrownTrimmedAndMoved) {
   states.use_rows(3);
   EXPECT_TRUE(torch::equal(states.state()[0], torch::full({2, 3, 3}, 5.f)));
   EXPECT_TRUE(torch::equal(states.state()[2], torch::ones({2, 3, 3})));
+}
+
+// A row placed where a failed sequence left NaN keys: its left padding is zeros again, since a
+// masked position still meets a weight of 0, and 0 * NaN is NaN.
+TEST(AttentionCache, PlacedRowsPaddingIsZeroWhateverWasThere) {
+  AttentionCache batch, nan_prompt, prompt;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  nan_prompt.append(torch::full({1, 1, 6, 1}, nan), torch::full({1, 1, 6, 1}, nan));
+  prompt.append(torch::ones({1, 1, 2, 1}), torch::ones({1, 1, 2, 1}));
+  batch.reserve(8);
+  batch.grow_front(6);
+  batch.place_row(0, 2, nan_prompt);
+  batch.place_row(0, 2, prompt);  // the NaN sequence ended; a 2-token prompt takes its row
+  batch.use_rows(1);
+  EXPECT_TRUE(torch::equal(batch.keys()[0].flatten(), torch::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 1.f})));
+  EXPECT_TRUE(torch::equal(batch.values()[0].flatten(), torch::tensor({0.f, 0.f, 0.f, 0.f, 1.f, 1.f})));
 }
 
 // Trimming the front moves the kept keys back to the buffer's start when the end is reached,

@@ -1,5 +1,8 @@
 #include "serve/batch_scheduler.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -172,6 +175,47 @@ TEST_P(BatchSchedulerTest, SeededSamplingEqualsGenerate) {
   }
 }
 
+// Every prompt length that fits the context is served, at each boundary the scheduler has: each
+// multiple of the prefill chunk (8) and its neighbours, the batch cache's first capacity (16
+// positions) and each doubling, and the context's last position (64: every sequence here runs
+// to it). Each sequence alone, then all of them together through 3 rows, gives what generate()
+// gives it alone.
+TEST_P(BatchSchedulerTest, EveryPromptLengthAtTheBoundaries) {
+  auto model = tiny_model(GetParam().family, GetParam().overrides);
+  SchedulerOptions options;
+  options.max_batch = 3;
+  options.max_context = 64;
+  options.prefill_chunk = 8;
+  options.cache_positions = 16;
+  auto scheduler = std::make_unique<BatchScheduler>(model, tokenizer(), options);
+  std::vector<SequenceRequest> requests;
+  const std::vector<int64_t> lengths = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63};
+  auto channel = std::make_shared<ResponseChannel>();
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    auto r = request(static_cast<int64_t>(i), random_prompt(lengths[i], 800 + i), 64 - lengths[i], channel);
+    r.options.eos_ids.clear();  // to the context's last position
+    requests.push_back(r);
+  }
+  std::map<int64_t, Outcome> alone;
+  for (const auto& r : requests) {
+    ASSERT_TRUE(scheduler->submit({r}));
+    alone[r.index] = collect(*channel, 1).at(r.index);
+  }
+  ASSERT_TRUE(scheduler->submit(requests));
+  const auto together = collect(*channel, static_cast<int64_t>(requests.size()));
+  scheduler.reset();  // the model is the test's again
+  for (const auto& r : requests) {
+    const auto want = reference(model, r);
+    const std::pair<const char*, const Outcome*> runs[] = {{"alone", &alone.at(r.index)},
+                                                          {"together", &together.at(r.index)}};
+    for (const auto& [how, got] : runs) {
+      EXPECT_EQ(got->text, want.text) << "prompt of " << r.prompt.size() << ", " << how;
+      EXPECT_EQ(got->finish_reason, "length") << "prompt of " << r.prompt.size() << ", " << how;
+      EXPECT_EQ(got->completion_tokens, r.options.max_new_tokens) << "prompt of " << r.prompt.size() << ", " << how;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, BatchSchedulerTest,
     ::testing::Values(Variant{"Gpt2", {}}, Variant{"Alibi", {"position=alibi"}},
@@ -307,6 +351,96 @@ TEST(BatchScheduler, PromptBeyondTheContextIsAnError) {
   auto good = request(1, random_prompt(5, 601), 6, channel);
   ASSERT_TRUE(scheduler.submit({good}));
   EXPECT_EQ(collect(*channel, 1).at(1).text, reference(model, good).text);
+}
+
+// A sequence whose logits turn non-finite (here: the embedding of a token it generates is NaN)
+// ends with an error naming why, counted in the metrics; the sequences beside it go on and give
+// what they give alone, and one placed later in the failed sequence's row (its stale NaN keys to
+// the left of the new prompt) too.
+TEST(BatchScheduler, NonFiniteLogitsEndOnlyTheirSequence) {
+  auto model = tiny_gpt({"tie_embeddings=false"});
+  auto channel = std::make_shared<ResponseChannel>();
+  auto doomed = request(2, random_prompt(5, 900), 30, channel);
+  doomed.options.eos_ids.clear();
+  const auto clean = generate(model.gpt, {doomed.prompt}, doomed.options).tokens[0];
+  // A token it generates (the k-th, k >= 3) that neither its prompt nor its earlier tokens hold:
+  // its logits are fine until that token is fed back.
+  int64_t k = 2;
+  const auto seen_before = [&](int64_t t, int64_t end) {
+    return std::count(clean.begin(), clean.begin() + end, t) + std::count(doomed.prompt.begin(), doomed.prompt.end(), t);
+  };
+  while (k < 20 && seen_before(clean[k], k) > 0) ++k;
+  ASSERT_LT(k, 20);
+  const int64_t poisoned = clean[k];
+  {
+    torch::NoGradGuard no_grad;
+    model.gpt->token_embedding->weight[poisoned].fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  // Others that never feed the poisoned token (generate() would throw for them otherwise).
+  std::vector<SequenceRequest> others;
+  for (int64_t seed = 901; others.size() < 3 && seed < 960; ++seed) {
+    auto r = request(static_cast<int64_t>(others.size() == 2 ? 3 : others.size()), random_prompt(4 + seed % 5, seed),
+                     others.size() == 2 ? 10 : 40, channel);
+    r.options.eos_ids.clear();
+    if (std::count(r.prompt.begin(), r.prompt.end(), poisoned) > 0) continue;
+    try {
+      reference(model, r);
+    } catch (const std::exception&) {
+      continue;
+    }
+    others.push_back(r);
+  }
+  ASSERT_EQ(others.size(), 3u);
+  ServerMetrics metrics;
+  SchedulerOptions options;
+  options.max_batch = 3;
+  auto scheduler = std::make_unique<BatchScheduler>(model, tokenizer(), options, &metrics);
+  // The doomed sequence in the last row, so that its row is not overwritten when it leaves.
+  ASSERT_TRUE(scheduler->submit({others[0], others[1], doomed}));
+  while (scheduler->steps() < k + 14) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Its prompt (at most 8) is placed in the failed row, right of where the NaN keys were.
+  ASSERT_TRUE(scheduler->submit({others[2]}));  // takes the failed sequence's row
+  const auto got = collect(*channel, 4);
+  scheduler.reset();
+  const std::string reason = "error: the model's logits for token " + std::to_string(k + 2) + " of this sequence hold NaN";
+  EXPECT_EQ(got.at(2).finish_reason.rfind(reason, 0), 0u) << got.at(2).finish_reason;
+  EXPECT_EQ(got.at(2).completion_tokens, k + 1);
+  EXPECT_EQ(metrics.sequences_failed(), 1);
+  for (const auto& r : others) {
+    const auto want = reference(model, r);
+    EXPECT_EQ(got.at(r.index).text, want.text) << "sequence " << r.index;
+    EXPECT_EQ(got.at(r.index).finish_reason, "length") << "sequence " << r.index;
+  }
+}
+
+// Sampling that throws for one sequence (a temperature so small that logits / temperature
+// overflows: LibTorch's multinomial refuses the NaN probabilities) ends that sequence alone; a
+// prompt whose prefill fails (an id past the embedding, prefilled together with others) fails
+// alone too, the others prefilled again without it.
+TEST(BatchScheduler, SamplingOrPrefillThatThrowsEndsOnlyItsSequence) {
+  auto model = tiny_gpt({});
+  ServerMetrics metrics;
+  SchedulerOptions options;
+  options.max_batch = 4;
+  options.prefill_chunk = 0;
+  BatchScheduler scheduler(model, tokenizer(), options, &metrics);
+  auto channel = std::make_shared<ResponseChannel>();
+  auto first = request(0, random_prompt(6, 950), 20, channel);
+  auto cold = request(1, random_prompt(3, 951), 20, channel);
+  cold.options.sample = true;
+  cold.options.temperature = 1e-300;
+  auto bad_id = request(2, {5, 6, 500, 7}, 20, channel);
+  auto last = request(3, random_prompt(9, 952), 20, channel);
+  for (auto* r : {&first, &last}) r->options.eos_ids.clear();
+  ASSERT_TRUE(scheduler.submit({first, cold, bad_id, last}));
+  const auto got = collect(*channel, 4);
+  EXPECT_EQ(got.at(1).finish_reason.rfind("error: ", 0), 0u) << got.at(1).finish_reason;
+  EXPECT_EQ(got.at(2).finish_reason.rfind("error: ", 0), 0u) << got.at(2).finish_reason;
+  EXPECT_EQ(metrics.sequences_failed(), 2);
+  for (const auto& r : {first, last}) {
+    EXPECT_EQ(got.at(r.index).text, reference(model, r).text) << "sequence " << r.index;
+    EXPECT_EQ(got.at(r.index).finish_reason, "length") << "sequence " << r.index;
+  }
 }
 
 }  // namespace

@@ -26,13 +26,16 @@ TEST(ServerMetrics, RendersEveryFamily) {
   m.tokens(3, 2);
   m.batch(2, 5, 8);
   m.time_to_first_token(0.02);
+  m.sequence_failed();
+  EXPECT_EQ(m.sequences_failed(), 1);
   EXPECT_EQ(m.prompt_tokens(), 13);
   EXPECT_EQ(m.completion_tokens(), 6);
   const auto text = m.render();
   for (const auto* line : {"zoo_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n",
                            "zoo_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1\n",
                            "zoo_prompt_tokens_total 13\n", "zoo_completion_tokens_total 6\n", "zoo_queue_length 2\n",
-                           "zoo_batch_running 5\n", "zoo_batch_slots 8\n", "zoo_time_to_first_token_seconds_count 1\n",
+                           "zoo_batch_running 5\n", "zoo_sequences_failed_total 1\n", "zoo_batch_slots 8\n",
+                           "zoo_time_to_first_token_seconds_count 1\n",
                            "zoo_time_to_first_token_seconds_bucket{le=\"0.025\"} 1\n",
                            "zoo_batch_occupancy_bucket{le=\"4\"} 0\n", "zoo_batch_occupancy_bucket{le=\"8\"} 1\n",
                            "# TYPE zoo_time_per_output_token_seconds histogram\n"}) {
