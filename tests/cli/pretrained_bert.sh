@@ -29,7 +29,7 @@ TEXT
 
 # zoo serve, straight from the Hub's directory: POST /v1/embeddings through the openai client gives
 # sentence-transformers' own embeddings (mean-pooled, normalised); completions are refused by name.
-"$zoo" --threads 1 serve "$model" --port 0 --served-model-name minilm 2> "$work/serve.log" &
+"$zoo" --threads 2 serve "$model" --port 0 --served-model-name minilm 2> "$work/serve.log" &
 server=$!
 trap 'kill "$server" 2> /dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1 200); do grep -q "listening on" "$work/serve.log" && break; sleep 0.1; done
@@ -49,6 +49,33 @@ theirs = SentenceTransformer(model_dir, device="cpu").encode(sentences)
 diff = np.abs(ours - theirs).max()
 assert ours.shape == theirs.shape and diff < 1e-5, f"zoo serve's embeddings differ from sentence-transformers' by {diff}"
 assert r.usage.prompt_tokens > len(sentences), r.usage
+# An input as long as the model's positions allow (512, past sentence-transformers' default
+# truncation at 256, so its limit is raised to match), on two threads; one token more is a 400.
+model = SentenceTransformer(model_dir, device="cpu")
+model.max_seq_length = 512
+words = " ".join(sentences).split() * 40
+count = lambda text: len(model.tokenizer(text)["input_ids"])
+def text_of(tokens):
+    # The most words that fit (a binary search), then "a"s, one token each, to the exact count.
+    lo, hi = 0, len(words)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if count(" ".join(words[:mid])) <= tokens else (lo, mid - 1)
+    text = " ".join(words[:lo])
+    text += " a" * (tokens - count(text))
+    assert count(text) == tokens, (tokens, count(text))
+    return text
+longest = text_of(512)
+r = client.embeddings.create(model="minilm", input=[longest, sentences[0]])
+assert r.usage.prompt_tokens == 512 + len(model.tokenizer(sentences[0])["input_ids"]), r.usage
+ours = np.array([d.embedding for d in sorted(r.data, key=lambda d: d.index)])
+diff = np.abs(ours - model.encode([longest, sentences[0]])).max()
+assert diff < 1e-5, f"a 512-token input's embedding differs from sentence-transformers' by {diff}"
+try:
+    client.embeddings.create(model="minilm", input=[text_of(513)])
+    sys.exit("an input past the model's positions was embedded")
+except openai.BadRequestError as e:
+    assert "input" in str(e) and "512" in str(e), e
 try:
     client.completions.create(model="minilm", prompt="x", max_tokens=2)
     sys.exit("a BERT server answered a completion")

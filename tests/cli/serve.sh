@@ -15,13 +15,14 @@ pretrained_inputs "$corpus" "$spm_reference"
 # 300 steps (~8 s): enough that greedy text varies (a model that repeats one token would make the
 # comparisons below weak).
 "$zoo" train gpt-tiny tokenizer="$work/spm/llama-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
-  model.n_heads=4 model.d_ff=256 steps=300 block_size=64 batch_size=16 lr=0.005 warmup_steps=20 eval_every=0 seed=3 \
+  model.n_heads=4 model.d_ff=256 model.max_positions=1024 steps=300 block_size=64 batch_size=16 lr=0.005 warmup_steps=20 eval_every=0 seed=3 \
   precision=fp32 --data "$work/slice.txt" --run-dir "$work/gpt" > /dev/null 2>&1
 
-# start_server LOG ARGS...: zoo serve on a free port in the background; sets $pid and $port.
+# start_server LOG ARGS...: zoo serve on a free port in the background (--threads $threads, 1
+# unless set); sets $pid and $port.
 start_server() {
   local log="$1"; shift
-  "$zoo" --threads 1 serve "$work/gpt" --port 0 "$@" 2> "$log" &
+  "$zoo" --threads "${threads:-1}" serve "$work/gpt" --port 0 "$@" 2> "$log" &
   pid=$!
   for _ in $(seq 1 200); do
     port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")
@@ -73,22 +74,51 @@ grep -q "zoo serve: stopped" "$work/serve.log"
 tail -c 300 "$work/last.txt" | grep -qE '"finish_reason":"(length|stop)"' || { echo "the running request did not finish: $(tail -c 300 "$work/last.txt")"; exit 1; }
 grep -q "data: \[DONE\]" "$work/last.txt"
 
+# Every prompt length that fits the context (1024), at each boundary, whole and streamed, alone and
+# together, against zoo generate; with the defaults (two threads, prefill chunks of 512), as a
+# user serves it, and a KV cache of 300 positions to start with (it grows twice).
+threads=2 start_server "$work/long.log" --kv-cache-positions 300
+"$python" "$(dirname "$0")/serve_long_prompts.py" "$port" "$zoo" "$work/gpt" "$work/spm/llama-dir/tokenizer.model" \
+  "$work/slice.txt" 1024 512 300
+kill -TERM "$pid"
+wait "$pid"
+
 # An encoder-decoder (T5): the prompt is the source; the completion equals zoo generate's answer,
-# alone and among concurrent requests.
+# alone and among concurrent requests, a source at the encoder's last position (512) included,
+# on two threads; a source one token longer is refused by name.
 "$zoo" train t5-tiny model.vocab_size=512 model.d_model=64 model.n_layers=2 model.n_heads=4 model.head_dim=16 \
   model.d_ff=128 steps=30 block_size=64 batch_size=8 lr=0.003 warmup_steps=0 eval_every=0 seed=3 precision=fp32 \
   --data "$work/slice.txt" --run-dir "$work/t5" > /dev/null 2>&1
-"$zoo" --threads 1 serve "$work/t5" --port 0 --max-batch 3 2> "$work/t5.log" &
+"$zoo" --threads 2 serve "$work/t5" --port 0 --max-batch 3 2> "$work/t5.log" &
 pid=$!
 for _ in $(seq 1 200); do grep -q "listening on" "$work/t5.log" && break; sleep 0.1; done
 port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/t5.log")
 [[ -n "$port" ]] || { echo "zoo serve (t5) did not start: $(cat "$work/t5.log")"; exit 1; }
-"$python" - "$port" "$zoo" "$work/t5" <<'PY'
+"$python" - "$port" "$zoo" "$work/t5" "$work/slice.txt" <<'PY'
 import concurrent.futures, subprocess, sys
 import openai
-port, zoo, run = sys.argv[1:4]
+port, zoo, run, corpus = sys.argv[1:5]
 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
-prompts = ["The list of", "A function that returns", "import sys", "Errors should never pass silently", "x"]
+# Sources of the corpus whose tokens (the end-of-sequence token included, as usage counts them)
+# are the encoder's 512 positions, and one more.
+words = open(corpus, encoding="utf-8").read().split()[:2000]
+candidates = [" ".join(words[:k]) + " a" * j for k in range(10, 400) for j in range(12)]
+lines = subprocess.run([zoo, "tokenizer", "encode", "--model", run + "/tokenizer"], input="\n".join(candidates) + "\n",
+                       capture_output=True, text=True, check=True).stdout.splitlines()
+def source_of(tokens):
+    for text, ids in zip(candidates, lines):
+        if len(ids.split()) in (tokens - 1, tokens):
+            try:
+                r = client.completions.create(model=run, prompt=text, max_tokens=1, temperature=0)
+            except openai.BadRequestError:
+                if tokens > 512:
+                    return text
+                continue
+            if r.usage.prompt_tokens == tokens:
+                return text
+    sys.exit(f"no source of {tokens} tokens")
+longest = source_of(512)
+prompts = ["The list of", "A function that returns", "import sys", "Errors should never pass silently", "x", longest]
 def want(p):
     out = subprocess.run([zoo, "--threads", "1", "generate", run, "--prompt", p, "--greedy", "--max-new-tokens", "12"],
                          capture_output=True, text=True, check=True).stdout
@@ -106,7 +136,13 @@ try:
     sys.exit("chat without a chat template was answered")
 except openai.BadRequestError as e:
     assert "chat_template" in str(e), e
-assert got("x") == expected[-1]
+assert got("x") == expected[-2]
+# One token past the encoder: 400 naming the prompt and the limit.
+try:
+    client.completions.create(model=run, prompt=source_of(513), max_tokens=4)
+    sys.exit("a source past the encoder's positions was answered")
+except openai.BadRequestError as e:
+    assert "prompt" in str(e) and "512" in str(e), e
 PY
 kill -TERM "$pid"
 wait "$pid"
@@ -115,7 +151,7 @@ wait "$pid"
 grep -q "listening on http://127.0.0.1:" "$work/serve.log"
 fails "no-such-dir" "$zoo" serve "$work/no-such-dir" --port 0
 fails "--port: Value 70000 not in range" "$zoo" serve "$work/gpt" --port 70000
-fails "--max-context 9999 is more than the model's max_positions \(256\)" "$zoo" serve "$work/gpt" --port 0 --max-context 9999
+fails "--max-context 9999 is more than the model's max_positions \(1024\)" "$zoo" serve "$work/gpt" --port 0 --max-context 9999
 fails "--max-batch: must be a positive integer" "$zoo" serve "$work/gpt" --max-batch 0
 fails "--prefill-chunk: must be 0 or a positive integer, got '-1'" "$zoo" serve "$work/gpt" --prefill-chunk -1
 echo "cli.serve: ok"
