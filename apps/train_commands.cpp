@@ -80,6 +80,7 @@ void print_summary(const TrainSummary& s) {
     if (!std::isnan(r.exact_match)) std::cout << ", exact match " << r.exact_match;
     std::cout << std::defaultfloat << "\n";
   };
+  for (const auto& spike : s.spikes) std::cout << "loss spike: " << describe(spike) << "\n";
   if (s.final_eval) line("final", *s.final_eval);
   if (s.best_eval) line("best", *s.best_eval);
   if (!s.last_checkpoint.empty()) std::cout << "last checkpoint: " << s.last_checkpoint << "\n";

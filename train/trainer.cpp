@@ -588,6 +588,7 @@ TrainSummary Trainer::run() {
   const int64_t first = step_;
   double smoothed_seconds = 0;
   std::string last_saved;
+  LossSpikes spikes;
   auto evaluate_and_save = [&](bool evaluate_now) {
     bool is_best = false;
     if (evaluate_now && data_->val_size() > 0) {
@@ -625,6 +626,11 @@ TrainSummary Trainer::run() {
                              {"trainable_parameters", trainable_parameters_}, {"parameters", total_parameters_},
                              {"tokens", tokens_seen_}, {"elapsed", elapsed}};
     if (!updated) record["skipped"] = true;
+    if (const auto spike = spikes.add(step_, last_loss_, last_grad_norm_)) {
+      record["spike"] = true;
+      summary.spikes.push_back(*spike);
+      progress.message("loss spike at " + describe(*spike));
+    }
     if (std::isnan(last_loss_)) record["loss"] = nullptr;
     metrics.write(record);
     progress.update(report);

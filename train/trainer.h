@@ -22,6 +22,7 @@
 
 #include "models/model.h"
 #include "tokenizers/tokenizer.h"
+#include "train/loss_spikes.h"
 #include "train/loss_scaler.h"
 #include "train/precision.h"
 #include "train/run_config.h"
@@ -57,6 +58,7 @@ struct TrainSummary {
   std::string last_checkpoint, best_checkpoint;
   int64_t skipped = 0;
   bool interrupted = false;
+  std::vector<LossSpike> spikes;  // losses far above the curve just before (train/loss_spikes.h)
 };
 
 // Thrown when a non-finite loss stops the run (on_nonfinite: stop); names the step.
