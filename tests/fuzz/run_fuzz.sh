@@ -99,6 +99,9 @@ case "$(basename "$fuzzer")" in
     printf '%s' '{"input": ["a", "b"], "encoding_format": "float"}' > "$corpus/embeddings.json"
     { printf '{"prompt": '; repeat '[' 3000; repeat ']' 3000; printf '}'; } > "$corpus/nested.json"
     printf '{"prompt": "caf\u00e9 \ud83d\ude42", "stop": "\u00e9"}' > "$corpus/unicode.json"
+    # Numbers past every 64-bit type (issue #52: 5,000 digits answered 500).
+    { printf '{"prompt": "a", "max_tokens": 1'; repeat 0 5000; printf '}'; } > "$corpus/long-number.json"
+    printf '%s' '{"prompt": [1, 2, -1e400], "temperature": 1e-400, "seed": 18446744073709551616}' > "$corpus/huge-numbers.json"
     ;;
   *)
     echo "run_fuzz.sh: no seeds for $(basename "$fuzzer")" >&2
