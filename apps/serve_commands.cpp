@@ -80,6 +80,16 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
       ->check(positive_integer());
   cmd->add_option("--grace", a->options.grace_seconds, "seconds running requests may finish after SIGTERM")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-connections", a->options.max_connections,
+                  "connections open at once; a newcomer beyond closes the longest-idle one, or gets 503 when none is "
+                  "idle")
+      ->check(positive_integer());
+  cmd->add_option("--request-timeout", a->options.request_timeout_seconds,
+                  "seconds a client has to send a whole request (head and body), and to take each write; 408 past it")
+      ->check(positive_number());
+  cmd->add_option("--keep-alive", a->options.keep_alive_seconds,
+                  "seconds a connection may stay idle between requests before it is closed")
+      ->check(positive_number());
   add_dtype_option(cmd, a->dtype, "weights' type: auto (the checkpoint's), fp32 or bf16");
   add_device_option(cmd, a->device);
   return {{cmd, [a] { return serve_command(*a); }}};

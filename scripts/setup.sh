@@ -27,7 +27,8 @@ packages=(
   libyaml-cpp-dev libgtest-dev libgloo-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libpcre2-dev libutf8proc-dev   # the tokenizers' regular expressions and Unicode data
   libxxhash-dev             # content hashes of weights files (LoRA checkpoints name their base)
-  libcpp-httplib-dev        # zoo serve's HTTP
+  libboost-dev              # zoo serve's HTTP front (Boost.Beast and Asio, header-only)
+  libcpp-httplib-dev        # zoo bench's load client
   python3.11-doc            # the default corpus: the Python documentation's sources
   gnuplot-nox               # zoo plot: training curves as PNG
   clang libclang-rt-14-dev  # the fuzz tests (libFuzzer, ASan, UBSan)

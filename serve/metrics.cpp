@@ -82,6 +82,11 @@ void ServerMetrics::batch(int64_t queued, int64_t running, int64_t slots) {
   if (running > 0) occupancy_.observe(static_cast<double>(running));
 }
 
+void ServerMetrics::connections(const ConnectionCounts& counts) {
+  std::lock_guard lock(mutex_);
+  connections_ = counts;
+}
+
 int64_t ServerMetrics::prompt_tokens() const {
   std::lock_guard lock(mutex_);
   return prompt_tokens_;
@@ -117,6 +122,15 @@ std::string ServerMetrics::render() const {
       << "# TYPE zoo_batch_running gauge\nzoo_batch_running " << running_ << "\n"
       << "# HELP zoo_batch_slots Slots of the running batch (--max-batch).\n"
       << "# TYPE zoo_batch_slots gauge\nzoo_batch_slots " << slots_ << "\n"
+      << "# HELP zoo_connections_open HTTP connections open.\n"
+      << "# TYPE zoo_connections_open gauge\nzoo_connections_open " << connections_.open << "\n"
+      << "# HELP zoo_connections_refused_total Connections refused with 503 at --max-connections, none being idle.\n"
+      << "# TYPE zoo_connections_refused_total counter\nzoo_connections_refused_total " << connections_.refused << "\n"
+      << "# HELP zoo_idle_connections_closed_total Idle keep-alive connections closed to make room for a new one.\n"
+      << "# TYPE zoo_idle_connections_closed_total counter\nzoo_idle_connections_closed_total "
+      << connections_.idle_closed << "\n"
+      << "# HELP zoo_requests_timed_out_total Requests answered 408: not whole within --request-timeout.\n"
+      << "# TYPE zoo_requests_timed_out_total counter\nzoo_requests_timed_out_total " << connections_.timed_out << "\n"
       << "# HELP zoo_batch_occupancy Sequences per decoding step.\n# TYPE zoo_batch_occupancy histogram\n"
       << occupancy_.render("zoo_batch_occupancy")
       << "# HELP zoo_time_to_first_token_seconds From a request's arrival to its first token.\n"

@@ -1,8 +1,8 @@
 #pragma once
 // What zoo serve counts, in Prometheus' text exposition format (GET /metrics): requests by
-// endpoint and status, prompt and completion tokens, the queue and the running batch, and
-// histograms of time to first token, time per output token and whole-request latency.
-// Thread-safe: HTTP threads and the scheduler record into it.
+// endpoint and status, prompt and completion tokens, the queue and the running batch, the HTTP
+// front's connections, and histograms of time to first token, time per output token and
+// whole-request latency. Thread-safe: HTTP threads and the scheduler record into it.
 
 #include <array>
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "serve/http_server.h"
 
 namespace zoo {
 
@@ -44,6 +46,8 @@ class ServerMetrics {
   void sequence_failed();
   // The scheduler's state after each step.
   void batch(int64_t queued, int64_t running, int64_t slots);
+  // The HTTP front's connections, as it counts them (taken when /metrics is rendered).
+  void connections(const ConnectionCounts& counts);
 
   int64_t prompt_tokens() const;
   int64_t completion_tokens() const;
@@ -55,6 +59,7 @@ class ServerMetrics {
   std::map<std::pair<std::string, int>, int64_t> requests_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0, sequences_failed_ = 0;
   int64_t queued_ = 0, running_ = 0, slots_ = 0;
+  ConnectionCounts connections_;
   Histogram ttft_, tpot_, latency_, occupancy_;
 };
 

@@ -7,14 +7,13 @@
 #include <random>
 #include <thread>
 
-#include <httplib.h>
 #include <torch/torch.h>
 
 #include "core/stop_signals.h"
 #include "data/chat_format.h"
 #include "inference/text_generation.h"
 #include "serve/batch_scheduler.h"
-#include "serve/connection.h"
+#include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/openai_api.h"
 
@@ -28,14 +27,24 @@ int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+void send_json(HttpExchange& exchange, int status, const json& body) {
+  exchange.respond(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(e.body(), "application/json");
+void send_error(HttpExchange& exchange, const ApiError& e, const HttpHeaders& extra_headers = {}) {
+  exchange.respond(e.status, "application/json", e.body(), extra_headers);
+}
+
+// OpenAI's error type for the answers the HTTP front gives itself (400, 404, 405, 408, 413, 431,
+// 503 when every worker or connection is taken).
+std::string error_type(int status) {
+  if (status == 503) return "server_busy";
+  return status >= 500 ? "server_error" : "invalid_request_error";
+}
+
+// At most a year: a longer timeout is none, and the clock's arithmetic must not overflow.
+std::chrono::milliseconds milliseconds_of(double seconds) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(std::min(seconds, 365 * 86400.0) * 1000)));
 }
 
 // The endpoints /metrics counts requests of; any other path counts as "other".
@@ -68,47 +77,49 @@ class Server {
     }
   }
 
-  void install(httplib::Server& http) {
-    http.set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options_.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      send_error(res, ApiError(401, "a valid API key is required: Authorization: Bearer KEY", "", "authentication_error"));
-      return httplib::Server::HandlerResponse::Handled;
+  // The HTTP front's bounds, and its answers in OpenAI's shape: the API key checked before
+  // anything else, every answer counted for /metrics.
+  HttpServerOptions http_options() {
+    HttpServerOptions o;
+    o.max_connections = options_.max_connections;
+    // Every streaming client holds a worker to its end: the batch, the queue, and a few for the rest.
+    o.workers = options_.max_batch + options_.max_queue + 8;
+    o.request_timeout = milliseconds_of(options_.request_timeout_seconds);
+    o.write_timeout = o.request_timeout;
+    o.keep_alive_timeout = milliseconds_of(options_.keep_alive_seconds);
+    o.max_body_bytes = options_.max_body_bytes;
+    o.error_content_type = "application/json";
+    o.error_body = [](int status, const std::string& message) {
+      return ApiError(status, message, "", error_type(status)).body();
+    };
+    o.guard = [this](const HttpRequest& req, HttpExchange& exchange) {
+      if (options_.api_key.empty() || req.header("Authorization") == "Bearer " + options_.api_key) return;
+      send_error(exchange,
+                 ApiError(401, "a valid API key is required: Authorization: Bearer KEY", "", "authentication_error"));
+    };
+    o.answered = [this](const HttpRequest& req, int status) { metrics_.request(endpoint_label(req.path), status); };
+    return o;
+  }
+
+  // /health, /v1/models and /metrics are answered by the I/O thread (at once, however busy the
+  // workers are); completions and embeddings run on workers.
+  void install(HttpServer& http) {
+    http.route("GET", "/health", RouteKind::kLight, [this](const HttpRequest&, HttpExchange& exchange) {
+      send_json(exchange, draining_ ? 503 : 200, {{"status", draining_ ? "stopping" : "ok"}});
     });
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;  // ours, already in OpenAI's shape
-      const std::string what = res.status == 404   ? "no such endpoint: " + req.method + " " + req.path
-                               : res.status == 413 ? "request body too large"
-                                                   : "bad request";
-      send_error(res, ApiError(res.status, what));
+    http.route("GET", "/v1/models", RouteKind::kLight, [this](const HttpRequest&, HttpExchange& exchange) {
+      send_json(exchange, 200, models_response(options_.model_name, created_));
     });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "internal error";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      send_error(res, ApiError(500, what, "", "server_error"));
+    http.route("GET", "/metrics", RouteKind::kLight, [this, &http](const HttpRequest&, HttpExchange& exchange) {
+      metrics_.connections(http.counts());
+      exchange.respond(200, "text/plain; version=0.0.4", metrics_.render());
     });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      metrics_.request(endpoint_label(req.path), res.status);
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, draining_ ? 503 : 200, {{"status", draining_ ? "stopping" : "ok"}});
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, models_response(options_.model_name, created_));
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_.render(), "text/plain; version=0.0.4");
-    });
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
-    http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { embed(req, res); });
+    http.route("POST", "/v1/completions", RouteKind::kHeavy,
+               [this](const HttpRequest& req, HttpExchange& exchange) { complete(req, exchange, false); });
+    http.route("POST", "/v1/chat/completions", RouteKind::kHeavy,
+               [this](const HttpRequest& req, HttpExchange& exchange) { complete(req, exchange, true); });
+    http.route("POST", "/v1/embeddings", RouteKind::kHeavy,
+               [this](const HttpRequest& req, HttpExchange& exchange) { embed(req, exchange); });
   }
 
   // SIGTERM: stop admitting; let running requests finish within the grace period; cancel the rest.
@@ -246,7 +257,7 @@ class Server {
     std::atomic<int64_t>& n;
   };
 
-  void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+  void complete(const HttpRequest& req, HttpExchange& exchange, bool chat) {
     try {
       if (!scheduler_) {
         throw ApiError(400, "this server's model (" + to_string(model_.config.family) +
@@ -258,36 +269,38 @@ class Server {
       auto channel = std::make_shared<ResponseChannel>();
       auto sequences = sequences_of(request, channel);
       const int64_t count = static_cast<int64_t>(sequences.size());
-      auto in_flight = std::make_shared<InFlight>(in_flight_);
+      InFlight in_flight(in_flight_);  // the handler runs to the answer's last byte
       if (!scheduler_->submit(std::move(sequences))) {
-        res.set_header("Retry-After", "1");
-        throw ApiError(503, "the server is busy: every slot and the queue are taken; retry later", "", "server_busy");
+        return send_error(exchange,
+                          ApiError(503, "the server is busy: every slot and the queue are taken; retry later", "",
+                                   "server_busy"),
+                          {{"Retry-After", "1"}});
       }
       const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
       if (request.sampling.stream) {
-        stream(res, id, chat, count, request.sampling.n, request.sampling.include_usage, channel, in_flight);
+        stream(exchange, id, chat, count, request.sampling.n, request.sampling.include_usage, channel);
       } else {
-        respond(req, res, id, chat, count, request.sampling.n, channel);
+        respond(exchange, id, chat, count, request.sampling.n, channel);
       }
     } catch (const ApiError& e) {
-      send_error(res, e);
+      send_error(exchange, e);
     } catch (const std::invalid_argument& e) {
-      send_error(res, ApiError(400, e.what()));
+      send_error(exchange, ApiError(400, e.what()));
     }
   }
 
-  void respond(const httplib::Request& req, httplib::Response& res, const std::string& id, bool chat, int64_t count,
-               int64_t n, const std::shared_ptr<ResponseChannel>& channel) {
+  void respond(HttpExchange& exchange, const std::string& id, bool chat, int64_t count, int64_t n,
+               const std::shared_ptr<ResponseChannel>& channel) {
     std::vector<ApiChoice> choices(count);
     for (int64_t i = 0; i < count; ++i) choices[i].index = i;
     ApiUsage usage;
     std::vector<int64_t> prompt_tokens(count, 0);
     int64_t finished = 0;
     std::string failure;
-    // Nothing is written before the whole answer: a client that goes away is seen on its socket.
-    const int socket = connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    // Nothing is written before the whole answer: a client that goes away is seen on its
+    // connection (a read the HTTP front keeps pending while the answer is computed).
     while (finished < count) {
-      if (socket >= 0 && peer_closed(socket)) {
+      if (exchange.closed()) {
         channel->cancel();  // its sequences leave the batch at the next step; nobody reads an answer
         throw ApiError(499, "the client closed the connection before the completion ended", "", "client_closed");
       }
@@ -312,79 +325,59 @@ class Server {
     }
     // The choices of one prompt share it: usage counts each prompt once, as OpenAI's does.
     for (int64_t i = 0; i < count; i += n) usage.prompt_tokens += prompt_tokens[i];
-    send_json(res, 200, completion_response(id, unix_time(), options_.model_name, chat, choices, usage));
+    send_json(exchange, 200, completion_response(id, unix_time(), options_.model_name, chat, choices, usage));
   }
 
-  void stream(httplib::Response& res, const std::string& id, bool chat, int64_t count, int64_t n, bool include_usage,
-              const std::shared_ptr<ResponseChannel>& channel, const std::shared_ptr<InFlight>& in_flight) {
-    struct State {
-      std::vector<bool> started;
-      int64_t finished = 0;
-      ApiUsage usage;
-      bool done = false;
-    };
-    auto state = std::make_shared<State>();
-    state->started.assign(count, false);
+  // Server-sent events, each written as it comes; the worker holds the stream to its end.
+  void stream(HttpExchange& exchange, const std::string& id, bool chat, int64_t count, int64_t n, bool include_usage,
+              const std::shared_ptr<ResponseChannel>& channel) {
     const std::string model = options_.model_name;
     const int64_t created = unix_time();
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [=, this](size_t, httplib::DataSink& sink) {
-          auto write = [&](const std::string& text) { return sink.write(text.data(), text.size()); };
-          if (state->done) return false;
-          // Chat streams open with the assistant's role, as OpenAI's do.
-          if (chat) {
-            for (int64_t i = 0; i < count; ++i) {
-              if (state->started[i]) continue;
-              state->started[i] = true;
-              if (!write(sse_event(completion_chunk(id, created, model, chat, {i, "", ""}, true)))) {
-                channel->cancel();
-                return false;
-              }
-            }
-          }
-          for (auto& e : channel->wait(std::chrono::milliseconds(100))) {
-            const bool last = !e.finish_reason.empty();
-            const bool failed = last && e.finish_reason != "stop" && e.finish_reason != "length";
-            bool ok = true;
-            if (!e.text.empty()) ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, e.text, ""}, false)));
-            if (ok && last && !failed) {
-              ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, "", e.finish_reason}, false)));
-            }
-            if (ok && failed) {
-              const bool cancelled = e.finish_reason == "cancelled";
-              if (!cancelled) log_failure(id, e.index, e.finish_reason);
-              ok = write(sse_event(json::parse(ApiError(cancelled ? 503 : 500,
-                                                        cancelled ? "the server stopped before the completion ended"
-                                                                  : e.finish_reason,
-                                                        "", "server_error")
-                                                   .body())));
-            }
-            if (!ok) {
-              channel->cancel();  // the client went away: its rows leave the batch at the next step
-              return false;
-            }
-            if (last) {
-              ++state->finished;
-              if (e.index % n == 0) state->usage.prompt_tokens += e.prompt_tokens;
-              state->usage.completion_tokens += e.completion_tokens;
-            }
-          }
-          if (state->finished == count) {
-            if (include_usage && !write(sse_event(usage_chunk(id, created, model, chat, state->usage)))) return false;
-            write(sse_done());
-            state->done = true;
-            sink.done();
-          }
-          return true;
-        },
-        [channel, in_flight](bool success) {
-          if (!success) channel->cancel();
-        });
+    auto write = [&](const std::string& text) { return exchange.write(text); };
+    // A failed write, or a client gone while its sequences wait: they leave the batch (or the
+    // queue) at the next step.
+    auto client_gone = [&] { channel->cancel(); };
+    if (!exchange.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return client_gone();
+    // Chat streams open with the assistant's role, as OpenAI's do.
+    if (chat) {
+      for (int64_t i = 0; i < count; ++i) {
+        if (!write(sse_event(completion_chunk(id, created, model, chat, {i, "", ""}, true)))) return client_gone();
+      }
+    }
+    int64_t finished = 0;
+    ApiUsage usage;
+    while (finished < count) {
+      if (exchange.closed()) return client_gone();
+      for (auto& e : channel->wait(std::chrono::milliseconds(100))) {
+        const bool last = !e.finish_reason.empty();
+        const bool failed = last && e.finish_reason != "stop" && e.finish_reason != "length";
+        bool ok = true;
+        if (!e.text.empty()) ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, e.text, ""}, false)));
+        if (ok && last && !failed) {
+          ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, "", e.finish_reason}, false)));
+        }
+        if (ok && failed) {
+          const bool cancelled = e.finish_reason == "cancelled";
+          if (!cancelled) log_failure(id, e.index, e.finish_reason);
+          ok = write(sse_event(json::parse(ApiError(cancelled ? 503 : 500,
+                                                    cancelled ? "the server stopped before the completion ended"
+                                                              : e.finish_reason,
+                                                    "", "server_error")
+                                               .body())));
+        }
+        if (!ok) return client_gone();
+        if (last) {
+          ++finished;
+          if (e.index % n == 0) usage.prompt_tokens += e.prompt_tokens;
+          usage.completion_tokens += e.completion_tokens;
+        }
+      }
+    }
+    if (include_usage && !write(sse_event(usage_chunk(id, created, model, chat, usage)))) return;
+    if (write(sse_done())) exchange.end();
   }
 
-  void embed(const httplib::Request& req, httplib::Response& res) {
+  void embed(const HttpRequest& req, HttpExchange& exchange) {
     try {
       if (model_.config.family != Family::kBert) {
         throw ApiError(400, "this server's model (" + to_string(model_.config.family) +
@@ -406,9 +399,9 @@ class Server {
         }
       }
       metrics_.tokens(tokens, 0);
-      send_json(res, 200, embedding_response(options_.model_name, embeddings, tokens, request.base64));
+      send_json(exchange, 200, embedding_response(options_.model_name, embeddings, tokens, request.base64));
     } catch (const ApiError& e) {
-      send_error(res, e);
+      send_error(exchange, e);
     }
   }
 
@@ -432,25 +425,20 @@ class Server {
 int serve(Model& model, const Tokenizer& tokenizer, const ServeOptions& options, std::ostream& log,
           const ServeHooks& hooks) {
   Server server(model, tokenizer, options, log);
-  httplib::Server http;
-  // Every streaming client holds a thread: the batch, the queue, and a few for the rest.
-  const size_t threads = static_cast<size_t>(options.max_batch + options.max_queue + 8);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_keep_alive_timeout(2);
+  HttpServer http(server.http_options());
   server.install(http);
-  const int port = options.port == 0 ? http.bind_to_any_port(options.host) : options.port;
-  if (port < 0 || (options.port != 0 && !http.bind_to_port(options.host, options.port))) {
-    throw std::runtime_error("zoo serve: cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                             " (in use, or not an address of this machine)");
-  }
-  // As nginx's default backlog: clients that connect together are all answered at once.
-  constexpr int kListenBacklog = 511;
-  if (!widen_listen_backlog(port, kListenBacklog)) {
-    log << "zoo serve: warning: the listening socket's backlog stays at httplib's 5 (its socket was not found)\n";
-  }
   // In-process (zoo bench), the caller decides when to stop; the command line stops on signals.
   StopSignals signals(/*enabled=*/!hooks.stop);
-  std::thread listener([&] { http.listen_after_bind(); });
+  int port = 0;
+  try {
+    port = http.start(options.host, options.port);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("zoo serve: ") + e.what());  // the address and the system's reason
+  }
+  if (http.max_connections() < options.max_connections) {
+    log << "zoo serve: warning: --max-connections " << options.max_connections << " lowered to "
+        << http.max_connections() << ": this process may open too few files (ulimit -n)\n";
+  }
   log << "zoo serve: " << options.model_name << " (" << to_string(model.config.family) << ") listening on http://"
       << options.host << ":" << port << "\n"
       << std::flush;
@@ -459,8 +447,8 @@ int serve(Model& model, const Tokenizer& tokenizer, const ServeOptions& options,
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   server.drain(log);
-  http.stop();
-  listener.join();
+  // drain() gave running requests their grace; what is left now is cut.
+  http.stop(std::chrono::seconds(1));
   log << "zoo serve: stopped\n" << std::flush;
   return 0;
 }

@@ -1,9 +1,9 @@
 #pragma once
-// zoo serve: a trained model behind an OpenAI-compatible HTTP API (Debian's cpp-httplib does the
-// HTTP). Decoder models answer POST /v1/completions and /v1/chat/completions, streamed as
-// server-sent events or whole, through the continuous-batching scheduler
-// (serve/batch_scheduler.h); BERT models answer POST /v1/embeddings. GET /v1/models, /health and
-// /metrics (Prometheus) for every model. The HTTP layer only parses, checks and streams.
+// zoo serve: a trained model behind an OpenAI-compatible HTTP API (the event-driven front of
+// serve/http_server.h does the HTTP). Decoder models answer POST /v1/completions and
+// /v1/chat/completions, streamed as server-sent events or whole, through the continuous-batching
+// scheduler (serve/batch_scheduler.h); BERT models answer POST /v1/embeddings. GET /v1/models,
+// /health and /metrics (Prometheus) for every model. The HTTP layer only parses, checks and streams.
 
 #include <cstdint>
 #include <functional>
@@ -27,6 +27,9 @@ struct ServeOptions {
   int64_t cache_positions = 0;     // the batch's KV cache before it first grows; 0: max_context + 1/4, <= 4096
   int64_t max_body_bytes = 1 << 20;  // larger request bodies: 413
   double grace_seconds = 30;       // after SIGTERM: running requests may finish for this long
+  int64_t max_connections = 1000;  // open at once; beyond, an idle one is closed, else 503 at once
+  double request_timeout_seconds = 30;  // a whole request (head and body), and each write: 408 past it
+  double keep_alive_seconds = 5;        // a connection idle between requests is closed after this
 };
 
 // For a caller that runs the server in-process (zoo bench): told the port once it is bound,

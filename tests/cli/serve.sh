@@ -3,9 +3,10 @@
 # SentencePiece tokenizer whose directory has a chat template) is served, then driven by the
 # official openai client (serve_client.py: completions, chat, streaming, stop sequences, seeds,
 # concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
-# disconnects), by curl for the raw server-sent events, and stopped with SIGTERM while a request
-# runs: the request finishes and the server exits 0. A small T5 answers as zoo generate does,
-# alone or among others. Bad command lines are refused by name.
+# disconnects), by thirty slow clients beside /health and a completion, by curl for the raw
+# server-sent events, and stopped with SIGTERM while a request runs: the request finishes and the
+# server exits 0. A small T5 answers as zoo generate does, alone or among others. Bad command lines
+# are refused by name.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 zoo="$1" corpus="$2" spm_reference="$3"
@@ -40,6 +41,35 @@ start_server "$work/serve.log" --max-batch 4 --max-queue 4 --api-key secret --se
   --prefill-chunk 6
 trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
 "$python" "$(dirname "$0")/serve_client.py" "$port" secret "$zoo" "$work/gpt" tiny
+
+# Thirty slow clients (slowloris: a header line every half second, never a whole request) hold
+# none of the 16 workers this server has: /health and a completion answer within 2 s meanwhile,
+# and the slow connections stay open, waiting for their request's deadline.
+"$python" - "$port" "$(dirname "$0")" <<'PY'
+import http.client, json, sys, time
+port = int(sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+from slow_clients import SlowClients
+
+
+def timed(method, path, body=None):
+    start = time.time()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    conn.request(method, path, body=body, headers={"Authorization": "Bearer secret"})
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status, time.time() - start
+
+
+with SlowClients(port, 30) as slow:
+    time.sleep(1.0)  # two header lines each: every connection is inside its request
+    status, seconds = timed("GET", "/health")
+    assert status == 200 and seconds < 2, f"/health beside 30 slow clients: {status} after {seconds:.2f} s"
+    status, seconds = timed("POST", "/v1/completions", json.dumps({"prompt": "The", "max_tokens": 4}))
+    assert status == 200 and seconds < 2, f"a completion beside 30 slow clients: {status} after {seconds:.2f} s"
+    assert slow.answered() == 0, f"{slow.answered()} slow clients were answered or closed before their deadline"
+PY
 
 # The raw stream: "data: JSON" events, each followed by a blank line, and "data: [DONE]" last.
 curl -sN "http://127.0.0.1:$port/v1/completions" -H "Authorization: Bearer secret" \
@@ -154,4 +184,7 @@ fails "--port: Value 70000 not in range" "$zoo" serve "$work/gpt" --port 70000
 fails "--max-context 9999 is more than the model's max_positions \(1024\)" "$zoo" serve "$work/gpt" --port 0 --max-context 9999
 fails "--max-batch: must be a positive integer" "$zoo" serve "$work/gpt" --max-batch 0
 fails "--prefill-chunk: must be 0 or a positive integer, got '-1'" "$zoo" serve "$work/gpt" --prefill-chunk -1
+fails "--max-connections: must be a positive integer" "$zoo" serve "$work/gpt" --max-connections 0
+fails "--request-timeout: must be a positive number" "$zoo" serve "$work/gpt" --request-timeout 0
+fails "--keep-alive: must be a positive number" "$zoo" serve "$work/gpt" --keep-alive -1
 echo "cli.serve: ok"

@@ -27,6 +27,7 @@ TEST(ServerMetrics, RendersEveryFamily) {
   m.batch(2, 5, 8);
   m.time_to_first_token(0.02);
   m.sequence_failed();
+  m.connections({.open = 31, .refused = 2, .timed_out = 3, .idle_closed = 4});
   EXPECT_EQ(m.sequences_failed(), 1);
   EXPECT_EQ(m.prompt_tokens(), 13);
   EXPECT_EQ(m.completion_tokens(), 6);
@@ -38,7 +39,10 @@ TEST(ServerMetrics, RendersEveryFamily) {
                            "zoo_time_to_first_token_seconds_count 1\n",
                            "zoo_time_to_first_token_seconds_bucket{le=\"0.025\"} 1\n",
                            "zoo_batch_occupancy_bucket{le=\"4\"} 0\n", "zoo_batch_occupancy_bucket{le=\"8\"} 1\n",
-                           "# TYPE zoo_time_per_output_token_seconds histogram\n"}) {
+                           "# TYPE zoo_time_per_output_token_seconds histogram\n",
+                           "# TYPE zoo_connections_open gauge\nzoo_connections_open 31\n",
+                           "# TYPE zoo_connections_refused_total counter\nzoo_connections_refused_total 2\n",
+                           "zoo_requests_timed_out_total 3\n", "zoo_idle_connections_closed_total 4\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
 }
