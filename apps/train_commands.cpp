@@ -324,7 +324,8 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   commands.push_back({plot_cmd, [plot_dir, plot_out, plot_overwrite] {
                         // The run's own curves.png is redrawn; any other path follows the output rule.
                         if (!plot_out->empty()) check_output(*plot_out, OutputKind::kImageFile, *plot_overwrite);
-                        std::cout << "wrote " << plot_run(*plot_dir, *plot_out) << "\n";
+                        const std::string written = plot_run(*plot_dir, *plot_out);  // a failure prints nothing
+                        std::cout << "wrote " << written << "\n";
                         return 0;
                       }});
   return commands;
