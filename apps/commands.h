@@ -34,6 +34,7 @@ std::vector<Command> add_serve_commands(CLI::App& app);
 // Option checks whose failures read as sentences ("--steps: must be a positive integer, got 0").
 CLI::Validator positive_integer();
 CLI::Validator non_negative_integer();
+CLI::Validator integer_in(int64_t low, int64_t high);  // a documented limit, checked as the line is parsed
 CLI::Validator finite_number();
 CLI::Validator positive_number();
 CLI::Validator fraction();  // in [0, 1)

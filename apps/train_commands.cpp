@@ -101,7 +101,9 @@ int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool 
   options.overwrite = overwrite;
   options.handle_signals = true;
   std::unique_ptr<DataParallel> parallel;
-  if (const DistributedEnv env = distributed_env(); env.enabled()) {
+  const DistributedEnv env = distributed_env();
+  config.validate_world(env.world_size);  // before the processes wait for each other
+  if (env.enabled()) {
     torch::Device device = resolve_device(config.device);
     if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
     DataParallelOptions o;
@@ -233,9 +235,18 @@ int generate_command(const GenerateArgs& a) {
   for (const auto& prompt : a.prompts) {
     // --chat: the prompt is one user message through the chat template, and the reply is printed.
     const std::string text = a.chat ? chat_prompt(tokenizer, prompt, dir) : prompt;
-    if (c.model.config.family == Family::kGpt && !a.chat) std::cout << prompt << std::flush;
-    const auto result = generate_text(
-        c.model, tokenizer, text, o, a.stops, [](const std::string& t) { std::cout << t << std::flush; }, !a.chat);
+    // A decoder's text continues its prompt, echoed with the first text: a generation refused
+    // before it starts prints nothing.
+    bool echo = c.model.config.family == Family::kGpt && !a.chat;
+    auto print = [&](const std::string& t) {
+      if (echo) {
+        std::cout << prompt;
+        echo = false;
+      }
+      std::cout << t << std::flush;
+    };
+    const auto result = generate_text(c.model, tokenizer, text, o, a.stops, print, !a.chat);
+    print("");
     std::cout << std::endl;
     if (!result.note.empty()) std::cerr << result.note << "\n";
     std::cerr << "[" << result.tokens.size() << " tokens, " << result.finish_reason << "]\n";
@@ -300,7 +311,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
       ->check(positive_number());
   gen_cmd->add_option("--num-beams", g->num_beams,
                       "beam search width, at most " + std::to_string(GenerationOptions::kMaxBeams))
-      ->check(positive_integer());
+      ->check(integer_in(1, GenerationOptions::kMaxBeams));
   gen_cmd->add_option("--length-penalty", g->length_penalty, "beam score / length^penalty")->check(finite_number());
   gen_cmd->add_option("--eos", g->eos, "token ids that end generation (default: the tokenizer's end-of-sequence token)")
       ->allow_extra_args(false)
@@ -325,7 +336,8 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   commands.push_back({plot_cmd, [plot_dir, plot_out, plot_overwrite] {
                         // The run's own curves.png is redrawn; any other path follows the output rule.
                         if (!plot_out->empty()) check_output(*plot_out, OutputKind::kImageFile, *plot_overwrite);
-                        std::cout << "wrote " << plot_run(*plot_dir, *plot_out) << "\n";
+                        const std::string written = plot_run(*plot_dir, *plot_out);  // a failure prints nothing
+                        std::cout << "wrote " << written << "\n";
                         return 0;
                       }});
   return commands;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -32,7 +33,7 @@ namespace {
 
 // A check of an option's number whose failure reads as a sentence: "must be ..., got 'x'".
 template <typename Number>
-CLI::Validator number_check(bool (*ok)(Number), const std::string& must, const std::string& description) {
+CLI::Validator number_check(std::function<bool(Number)> ok, const std::string& must, const std::string& description) {
   return CLI::Validator(
       [ok, must](std::string& value) -> std::string {
         std::istringstream in(value);
@@ -52,6 +53,12 @@ CLI::Validator positive_integer() {
 CLI::Validator non_negative_integer() {
   return number_check<long long>([](long long n) { return n >= 0; }, "must be 0 or a positive integer",
                                  "integer >= 0");
+}
+
+CLI::Validator integer_in(int64_t low, int64_t high) {
+  return number_check<long long>([low, high](long long n) { return n >= low && n <= high; },
+                                 "must be an integer from " + std::to_string(low) + " to " + std::to_string(high),
+                                 "integer in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
 }
 
 CLI::Validator finite_number() {

@@ -11,9 +11,10 @@ ChatTemplate template_of(const Tokenizer& tokenizer, const std::string& tokenize
   if (!tokenizer.chat_template()) {
     throw std::runtime_error(tokenizer_name + " has no chat_template; use prompt/completion data or a tokenizer with one");
   }
-  // chat_template.jinja wins over tokenizer_config.json's entry (tokenizers/hf_config.h).
+  // chat_template.jinja wins over tokenizer_config.json's entry (tokenizers/hf_config.h); a
+  // checkpoint keeps them in its tokenizer/ folder.
   const char* file = tokenizer.files().count(kChatTemplateJinja) ? kChatTemplateJinja : kTokenizerConfigJson;
-  return ChatTemplate(*tokenizer.chat_template(), tokenizer_name + "/" + file);
+  return ChatTemplate(*tokenizer.chat_template(), tokenizer_directory(tokenizer_name) + "/" + file);
 }
 
 }  // namespace
@@ -59,13 +60,22 @@ ChatFormat::Training ChatFormat::render_for_training(const std::vector<ChatMessa
                              "example may need at most " + std::to_string(kMaxTrainingRenderedBytes >> 20) +
                              " MiB (split it into several)");
   }
+  // What the template does with this conversation is this example's doing too: its errors (a
+  // raise_exception on the roles, a bound that a long message reaches) name the data line first.
+  auto render_part = [&](const std::vector<ChatMessage>& part, bool add_generation_prompt) {
+    try {
+      return render(part, add_generation_prompt);
+    } catch (const ChatTemplateError& e) {
+      throw ChatTemplateError(where + ": " + e.what());
+    }
+  };
   Training out;
-  out.text = render(messages, false);
+  out.text = render_part(messages, false);
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].role != "assistant") continue;
     const std::vector<ChatMessage> before(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(i));
     const std::vector<ChatMessage> through(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    const std::string prompt = render(before, true), turn = render(through, false);
+    const std::string prompt = render_part(before, true), turn = render_part(through, false);
     auto prefix = [](const std::string& a, const std::string& b) { return b.compare(0, a.size(), a) == 0; };
     if (!prefix(prompt, turn) || !prefix(turn, out.text)) {
       throw std::runtime_error(where + ": " + template_.name() + " does not render this conversation turn by turn: " +

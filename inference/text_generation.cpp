@@ -102,7 +102,16 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
       }
       StreamDecoder stream(tokenizer, ids);
       if (on_text) options.on_token = [&](int64_t, int64_t token) { on_text(stream.add(token)); };
-      result = generate(model.gpt, {ids}, options);
+      try {
+        result = generate(model.gpt, {ids}, options);
+      } catch (const std::invalid_argument& e) {
+        if (out.note.empty()) throw;
+        throw std::invalid_argument(std::string(e.what()) + " (" + out.note + ")");  // the options as lowered
+      }
+      // Beam search chooses its text at the end (on_token is not called): streamed whole then.
+      if (on_text && options.num_beams > 1) {
+        for (int64_t token : result.tokens[0]) on_text(stream.add(token));
+      }
       break;
     }
     case Family::kT5:

@@ -254,6 +254,9 @@ struct AdapterWeights {
     const auto file = load_safetensors(w.path);
     for (const auto& [key, value] : file.tensors) {
       if (key.rfind(kPrefix, 0) != 0) throw std::runtime_error(w.path + ": tensor '" + key + "' is not under " + kPrefix);
+      // As a checkpoint's weights are (an infinite lora_B was imported into a checkpoint that
+      // every command then refused to load).
+      check_finite(value, w.path + ": tensor '" + key + "'");
       std::string name = key.substr(kPrefix.size());
       for (const char* which : {".lora_A", ".lora_B"}) {
         for (const char* suffix : {".weight", ".default.weight"}) {

@@ -241,8 +241,10 @@ void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
   }
   if (any_gated) {
     auto width = [&](const char* key, double expand) {
+      // In doubles: a width past 64 bits (gla_expand_k 1e300) is left to the size check below,
+      // which names it.
       const double w = expand * static_cast<double>(c.d_model);
-      if (!(expand > 0.0) || w != std::floor(w) || static_cast<int64_t>(w) % c.n_heads != 0) {
+      if (!(expand > 0.0) || w != std::floor(w) || std::fmod(w, static_cast<double>(c.n_heads)) != 0.0) {
         fail(std::string(key) + " (" + format_double(expand) + ") times d_model (" + std::to_string(c.d_model) +
              ") must be a whole multiple of n_heads (" + std::to_string(c.n_heads) + ")");
       }

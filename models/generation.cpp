@@ -9,6 +9,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "core/runtime.h"
+#include "core/strings.h"
+#include "models/parameter_count.h"
+
 namespace zoo {
 
 torch::Tensor choose_tokens(const torch::Tensor& logits, const GenerationOptions& o, at::Generator& gen) {
@@ -90,6 +94,25 @@ void check_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t voc
       }
     }
   }
+}
+
+// The KV cache a generation reserves, refused before it starts when this machine's memory
+// cannot hold it, naming the options that size it: --max-new-tokens 999999999999 on a RoPE model
+// of max_positions 10^9 reserved 2 TB, and the first layer's keys ended in the allocator's "out
+// of memory mapping 256000000000 bytes". `weight` (a model's embedding) gives the device and the
+// cache's type; a GPU's own memory is not asked.
+void check_cache_fits(const ModelConfig& c, int64_t rows, int64_t positions, int64_t memory_positions,
+                      const GenerationOptions& o, const torch::Tensor& weight) {
+  const int64_t memory = physical_memory_bytes();
+  if (!o.use_cache || !weight.device().is_cpu() || memory <= 0) return;
+  const double bytes =
+      kv_cache_bytes_lower_bound(c, rows * o.num_beams, positions, memory_positions, weight.element_size());
+  if (bytes <= static_cast<double>(memory)) return;
+  throw std::invalid_argument(c10::str(
+      "generate: max_new_tokens (", o.max_new_tokens, ") x num_beams (", o.num_beams, "): the key-value cache of ",
+      rows * o.num_beams, " x ", positions, " tokens (sequences x positions) would hold at least ",
+      describe_bytes(bytes), ", more than this machine's ", describe_bytes(static_cast<double>(memory)),
+      " of memory; lower max_new_tokens or num_beams"));
 }
 
 // Left-pads (GPT) or right-pads (encoder) token lists into (B, L) ids and a mask.
@@ -176,6 +199,7 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
     throw std::invalid_argument(c10::str("generate: prompt (", ids.size(1), " tokens) plus max_new_tokens (",
                                          o.max_new_tokens, ") exceeds max_positions (", c.max_length(), ")"));
   }
+  check_cache_fits(c, n, ids.size(1) + o.max_new_tokens, 0, o, model->token_embedding->weight);
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -350,6 +374,7 @@ GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<i
   }
   const auto device = model->token_embedding->weight.device();
   auto [ids, mask] = pad(sources, c.pad_id, /*left=*/false, device);
+  check_cache_fits(c, ids.size(0), o.max_new_tokens + 1, ids.size(1), o, model->token_embedding->weight);
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();

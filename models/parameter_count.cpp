@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/yaml_values.h"
+
 namespace zoo {
 namespace {
 
@@ -179,7 +181,8 @@ double weights_bytes_lower_bound(const ModelConfig& config) {
 }
 
 std::string largest_size(const ModelConfig& config) {
-  // The key that, were it 1, would shrink the model most: the one that makes it large.
+  // The key that, were it 1 (a width factor: 0), would shrink the model most: the one that makes
+  // it large.
   static constexpr std::pair<const char*, int64_t ModelConfig::*> kSizes[] = {
       {"vocab_size", &ModelConfig::vocab_size},   {"d_model", &ModelConfig::d_model},
       {"n_layers", &ModelConfig::n_layers},       {"encoder_layers", &ModelConfig::encoder_layers},
@@ -187,18 +190,50 @@ std::string largest_size(const ModelConfig& config) {
       {"n_kv_heads", &ModelConfig::n_kv_heads},   {"head_dim", &ModelConfig::head_dim},
       {"d_ff", &ModelConfig::d_ff},               {"max_positions", &ModelConfig::max_positions},
       {"type_vocab_size", &ModelConfig::type_vocab_size}, {"relative_buckets", &ModelConfig::relative_buckets},
-      {"num_labels", &ModelConfig::num_labels}};
-  std::string key = "d_model";
-  int64_t value = config.d_model;
+      {"num_labels", &ModelConfig::num_labels},   {"gla_gate_rank", &ModelConfig::gla_gate_rank}};
+  static constexpr std::pair<const char*, double ModelConfig::*> kFactors[] = {
+      {"gla_expand_k", &ModelConfig::gla_expand_k}, {"gla_expand_v", &ModelConfig::gla_expand_v}};
+  std::string key = "d_model (" + std::to_string(config.d_model) + ")";
   double smallest = weights_bytes_lower_bound(config);
+  auto consider = [&](const ModelConfig& shrunk, const std::string& named) {
+    const double estimate = weights_bytes_lower_bound(shrunk);
+    if (estimate < smallest) smallest = estimate, key = named;
+  };
   for (const auto& [name, member] : kSizes) {
     if (config.*member <= 1) continue;
     ModelConfig shrunk = config;
     shrunk.*member = 1;
-    const double estimate = weights_bytes_lower_bound(shrunk);
-    if (estimate < smallest) smallest = estimate, key = name, value = config.*member;
+    consider(shrunk, std::string(name) + " (" + std::to_string(config.*member) + ")");
   }
-  return key + " (" + std::to_string(value) + ")";
+  for (const auto& [name, member] : kFactors) {
+    ModelConfig shrunk = config;
+    shrunk.*member = 0.0;
+    consider(shrunk, std::string(name) + " (" + yaml::format_double(config.*member) + ")");
+  }
+  return key;
+}
+
+double kv_cache_bytes_lower_bound(const ModelConfig& config, int64_t rows, int64_t positions, int64_t memory_positions,
+                                  int64_t element_bytes) {
+  const double kv_heads = static_cast<double>(config.n_kv_heads > 0 ? config.n_kv_heads : config.n_heads);
+  // Keys and values of one position in one layer, in every row.
+  const double per_position =
+      2.0 * kv_heads * static_cast<double>(config.resolved_head_dim()) * static_cast<double>(element_bytes) *
+      static_cast<double>(rows);
+  const auto self = static_cast<double>(config.window ? std::min(positions, *config.window) : positions);
+  double held = 0.0;
+  if (config.is_encoder_decoder()) {
+    held = static_cast<double>(config.resolved_decoder_layers()) * (self + static_cast<double>(memory_positions));
+  } else {
+    for (int64_t layer = 0; layer < config.n_layers; ++layer) {
+      switch (config.attention_of(layer)) {
+        case AttentionKind::kSoftmax: held += self; break;
+        case AttentionKind::kLinear:
+        case AttentionKind::kGatedLinear: break;
+      }
+    }
+  }
+  return held * per_position;
 }
 
 double training_bytes_lower_bound(const ModelConfig& config, bool trains_every_parameter) {

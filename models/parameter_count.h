@@ -34,6 +34,12 @@ double training_bytes_lower_bound(const ModelConfig& config, bool trains_every_p
 // Activations a training step over (batch_size, length) tokens holds for its backward, at least:
 // each block's input at 2 bytes an element. The real figure is several times this.
 double activation_bytes_lower_bound(const ModelConfig& config, int64_t batch_size, int64_t length);
+// The keys and values a KV cache holds for `rows` sequences at `element_bytes` a value, at
+// least: every softmax layer's, `positions` of them (a sliding window's layers at most the
+// window's), and an encoder-decoder's cross-attention over `memory_positions` encoded tokens.
+// Linear layers' fixed states are not counted.
+double kv_cache_bytes_lower_bound(const ModelConfig& config, int64_t rows, int64_t positions, int64_t memory_positions,
+                                  int64_t element_bytes);
 // The size key that makes the model large, with its value: "vocab_size (9223372036854775807)".
 // It is the one that, were it 1, would shrink weights_bytes_lower_bound most. Messages about
 // size name it.

@@ -189,7 +189,15 @@ Tokenizer Tokenizer::from_serialized(const std::string& model_bytes, const std::
 
 Tokenizer Tokenizer::load(const std::string& path) {
   namespace fs = std::filesystem;
-  if (fs::is_directory(path)) return from_files(read_tokenizer_files(path, hf_tokenizer_file_names()), path);
+  if (fs::is_directory(path)) {
+    const std::string dir = tokenizer_directory(path);
+    if (!has_hf_tokenizer(dir)) {
+      throw std::runtime_error(path + ": no tokenizer (looked for tokenizer.json, vocab.json + merges.txt, vocab.txt, "
+                                      "spiece.model, tokenizer.model, and the tokenizer/ folder of a zoo checkpoint "
+                                      "or run directory)");
+    }
+    return from_files(read_tokenizer_files(dir, hf_tokenizer_file_names()), dir);
+  }
   std::string file = path;
   if (!fs::exists(file) && fs::exists(path + ".model")) file = path + ".model";
   const std::string bytes = read_file(file);
@@ -305,6 +313,14 @@ bool has_hf_tokenizer(const std::string& dir) {
     if (fs::is_regular_file(fs::path(dir) / name, ec)) return true;
   }
   return false;
+}
+
+std::string tokenizer_directory(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::path(path) / "tokenizer";
+  std::error_code ec;
+  if (!has_hf_tokenizer(path) && fs::is_directory(folder, ec)) return folder.string();
+  return path;
 }
 
 void store_tokenizer(const Tokenizer& tokenizer, const std::string& dir) {

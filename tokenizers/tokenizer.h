@@ -76,10 +76,11 @@ struct TokenizerTrainOptions {
 class Tokenizer {
  public:
   // Loads a zoo tokenizer (PREFIX.model, or a path to the .model file), a tokenizer.json, a
-  // file written from model_bytes(), or a Hugging Face directory, from which it takes, in
+  // file written from model_bytes(), or a directory: a Hugging Face one, from which it takes, in
   // order: tokenizer.json; vocab.json + merges.txt; vocab.txt; spiece.model or tokenizer.model
-  // (a tokenizer.model with zoo's layout and no transformers config is zoo's own). Throws
-  // std::runtime_error naming the file, and the JSON path or key at fault.
+  // (a tokenizer.model with zoo's layout and no transformers config is zoo's own), or a zoo
+  // checkpoint or run directory (tokenizer_directory). Throws std::runtime_error naming the
+  // file, and the JSON path or key at fault.
   static Tokenizer load(const std::string& path);
   // Reads model_bytes() back: zoo's SentencePiece model bytes, or the file container of a
   // Hugging Face tokenizer. `source` names it in errors.
@@ -157,6 +158,14 @@ uint64_t fnv1a64(const std::string& bytes);
 // Whether `dir` holds a Hugging Face tokenizer's files (tokenizer.json, vocab.json + merges.txt,
 // vocab.txt, spiece.model or tokenizer.model).
 bool has_hf_tokenizer(const std::string& dir);
+
+// The directory a tokenizer is read from for a directory `path`: `path` itself when it holds a
+// tokenizer's files (has_hf_tokenizer: a Hugging Face directory, or a zoo checkpoint or run
+// directory with zoo's own tokenizer.model), else PATH/tokenizer/ when it is a folder (where a
+// zoo checkpoint or run directory keeps a Hugging Face tokenizer, store_tokenizer), else `path`.
+// Every command that takes a tokenizer finds it here (Tokenizer::load), so each takes a
+// checkpoint or run directory as well.
+std::string tokenizer_directory(const std::string& path);
 
 // Where a checkpoint or run directory keeps its tokenizer: zoo's own as DIR/tokenizer.model (as
 // always), a Hugging Face tokenizer as its original files in DIR/tokenizer/. Written atomically

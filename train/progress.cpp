@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/files.h"
+#include "core/line_reader.h"
 
 namespace zoo {
 
@@ -68,18 +69,21 @@ void MetricsLog::write(const nlohmann::json& record) {
 }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open (no metrics: has the run logged a step?)");
   std::vector<nlohmann::json> records;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  // A record is a few hundred bytes: a line past LineReader's bound is named, not read whole.
+  LineReader lines(in, path);
+  std::string line, after;
+  while (lines.next(line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       records.push_back(nlohmann::json::parse(line));
     } catch (const nlohmann::json::exception& e) {
       // A run killed mid-write leaves at most a partial last line.
-      if (in.peek() == std::char_traits<char>::eof()) break;
-      throw std::runtime_error(path + ":" + std::to_string(number) + ": malformed metrics line");
+      const std::string where = lines.where();
+      if (!lines.next(after)) break;
+      throw std::runtime_error(where + ": malformed metrics line");
     }
   }
   return records;

@@ -194,6 +194,24 @@ YAML::Node load_yaml(const std::string& text, const std::string& source) {
   }
 }
 
+// The run counts its tokens (and a data position) in 64 bits, over every data-parallel group:
+// a run that would pass that count can never end, and is refused rather than left to wrap.
+template <typename Fail>
+void check_token_count(const RunConfig& c, int64_t groups, const Fail& fail) {
+  const int64_t limit = std::numeric_limits<int64_t>::max();
+  int64_t per_step = c.batch_size;
+  if (c.batch_size <= 0 || c.grad_accum <= 0 || groups <= 0 ||
+      __builtin_mul_overflow(per_step, c.grad_accum, &per_step) ||
+      __builtin_mul_overflow(per_step, std::max<int64_t>(1, c.resolved_block_size()), &per_step) ||
+      __builtin_mul_overflow(per_step, groups, &per_step) || c.steps <= limit / per_step) {
+    return;
+  }
+  const std::string processes = groups > 1 ? " over " + std::to_string(groups) + " data-parallel groups" : "";
+  fail("steps", "must be at most " + std::to_string(limit / per_step) + " (" + std::to_string(per_step) +
+                    " tokens a step" + processes + "; a 64-bit count of tokens holds no more), got " +
+                    std::to_string(c.steps));
+}
+
 }  // namespace
 
 Objective resolve_objective(Objective requested, const ModelConfig& model, Purpose purpose) {
@@ -225,6 +243,18 @@ void RunConfig::make_paths_absolute() {
   absolute(init_from);
 }
 
+void RunConfig::validate_world(int64_t world_size, const std::string& source) const {
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw ConfigError(source + ": " + key + ": " + what);
+  };
+  if (context_parallel > 1 && world_size % context_parallel != 0) {
+    throw ConfigError("context_parallel (" + std::to_string(context_parallel) +
+                      ") must divide the number of processes (" + std::to_string(world_size) +
+                      "): launch a multiple of it, e.g. torchrun --nproc_per_node=" + std::to_string(context_parallel));
+  }
+  check_token_count(*this, world_size / std::max<int64_t>(1, context_parallel), fail);
+}
+
 void RunConfig::validate(const std::string& source) const {
   auto fail = [&](const std::string& key, const std::string& what) {
     throw ConfigError(source + ": " + key + ": " + what);
@@ -248,16 +278,7 @@ void RunConfig::validate(const std::string& source) const {
   at_most("grad_accum", grad_accum, kMaxPerStep);
   positive("context_parallel", context_parallel);
   at_most("context_parallel", context_parallel, kMaxPerStep);
-  // The run counts its tokens (and a data position) in 64 bits: a run that would pass that
-  // count can never end, and is refused rather than left to wrap.
-  int64_t per_step = 0;
-  if (block_size >= 0 && !__builtin_mul_overflow(batch_size * grad_accum, std::max<int64_t>(1, resolved_block_size()), &per_step)) {
-    if (steps > std::numeric_limits<int64_t>::max() / per_step) {
-      fail("steps", "must be at most " + std::to_string(std::numeric_limits<int64_t>::max() / per_step) + " (" +
-                        std::to_string(per_step) + " tokens a step; a 64-bit count of tokens holds no more), got " +
-                        std::to_string(steps));
-    }
-  }
+  if (block_size >= 0) check_token_count(*this, 1, fail);
   non_negative("block_size", block_size);
   positive("target_length", target_length);
   if (!(lr > 0)) fail("lr", "must be positive, got " + format_double(lr));

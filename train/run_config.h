@@ -113,6 +113,10 @@ struct RunConfig {
 
   // Throws ConfigError naming `source` and the field.
   void validate(const std::string& source = "run config") const;
+  // What needs the number of processes (WORLD_SIZE; 1 for one process), checked before they
+  // connect: context_parallel divides it, and the tokens every data-parallel group trains, which
+  // the run counts together, fit steps in a 64-bit count (validate checks one group's).
+  void validate_world(int64_t world_size, const std::string& source = "run config") const;
 };
 
 // Throws ConfigError, before any work, when training `config` cannot fit `memory` bytes (this

@@ -73,6 +73,7 @@ std::ostream& log_of(const TrainerOptions& o) {
 Trainer::Trainer(RunConfig config, TrainerOptions options)
     : config_(std::move(config)), options_(std::move(options)), log_(log_of(options_)) {
   DataParallel* parallel = options_.parallel;
+  config_.validate_world(world_size());
   run_ = std::make_unique<RunDirectory>(options_.run_dir,
                                         options_.resume ? RunDirectory::Mode::kResume : RunDirectory::Mode::kFresh,
                                         options_.overwrite, main_rank(), log_);
@@ -180,13 +181,7 @@ void Trainer::build_model_and_optimizer() {
     parallel->broadcast(state);
     parallel->attach(trainable(*model_.module()));
   }
-  if (config_.context_parallel > 1) {
-    if (!parallel || parallel->world_size() % config_.context_parallel != 0) {
-      throw ConfigError("context_parallel (" + std::to_string(config_.context_parallel) +
-                        ") must divide the number of processes (" + std::to_string(world_size()) +
-                        "): launch a multiple of it, e.g. torchrun --nproc_per_node=" +
-                        std::to_string(config_.context_parallel));
-    }
+  if (config_.context_parallel > 1) {  // a divisor of the processes (validate_world)
     if (!device_.is_cpu()) {
       throw ConfigError("context_parallel: ring attention runs zoo's CPU kernel; this run is on " + device_.str() +
                         " (set device: cpu)");

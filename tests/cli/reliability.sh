@@ -107,6 +107,14 @@ fails "<stdin>:1: the line is longer than 8 MiB" "$zoo" tokenizer encode --model
 fails "oneline.txt:1: the line is longer than 8 MiB" "$zoo" tokenizer train --input "$work/oneline.txt" --vocab-size 512 --out "$work/t4"
 test ! -e "$work/t4.model"
 rm "$work/oneline.txt"
+# Issue 52: metrics.jsonl (zoo plot, resume) was read with std::getline, whole lines of any length;
+# and a failed plot printed "wrote ".
+mkdir -p "$work/plot-run"
+{ printf '{"step": 1, "note": "'; head -c 9000000 /dev/zero | tr '\0' 'a'; echo '"}'; } > "$work/plot-run/metrics.jsonl"
+status=0
+out=$("$zoo" plot "$work/plot-run" 2> "$work/plot.err") || status=$?
+[[ $status -ne 0 && -z "$out" ]] && grep -q "plot-run/metrics.jsonl:1: the line is longer than 8 MiB" "$work/plot.err" ||
+  { echo "zoo plot of a 9 MB metrics line: status $status, printed '$out', $(cat "$work/plot.err")"; exit 1; }
 
 # --- Impossible values are named ------------------------------------------------------------
 state="$(readlink -f "$work/run/checkpoints/last")/state.json"
@@ -134,7 +142,9 @@ fails "--out $work/tokdir: a folder" "$zoo" tokenizer train --input "$work/slice
 test ! -e "$work/tokdir/.model"
 fails "--prompt: invalid UTF-8 at byte offset 2" "$zoo" generate "$work/run" --prompt "$(printf 'ab\xffc')"
 fails "--batch-size: must be a positive integer, got '0'" "$zoo" eval "$work/run" --data "$work/slice.txt" --batch-size 0
-fails "num_beams \(1000000\) must be at most 256" "$zoo" generate "$work/ckpt" --prompt hi --num-beams 1000000
+# Issue 52: --num-beams past its documented limit was refused only once the model was loaded and
+# the prompt printed; now as the command line is read (here naming no checkpoint at all).
+fails "--num-beams: must be an integer from 1 to 256, got '1000000'" "$zoo" generate "$work/absent" --prompt hi --num-beams 1000000
 
 # --- Sizes, world sizes, ids and weights no run can use are named (issue 31) -----------------
 # An absurd size overflowed LibTorch's size arithmetic; a batch no memory holds ran out of it.
@@ -155,6 +165,21 @@ ZOO_MALLOC_DEFAULTS=1 fails "batch_size \(65536\) x block_size \(64\): a trainin
   in_4gb "$zoo" train gpt-tiny $tiny batch_size=65536 block_size=64 steps=1 eval_every=0 \
   tokenizer="$work/tok.model" --data "$work/slice.txt" --run-dir "$work/step-oom-libtorch"
 fi
+# Issue 52: --max-new-tokens 999999999999 on a RoPE model of max_positions 10^12 reserved its
+# whole cache and ended in the allocator's "out of memory mapping N bytes" after printing the
+# prompt; the cache is sized first, and the options that size it named, before any output.
+# shellcheck disable=SC2086
+"$zoo" train gpt-tiny $tiny $common model.position=rope model.max_positions=1000000000000 steps=1 eval_every=0 \
+  --data "$work/slice.txt" --run-dir "$work/rope" > /dev/null 2>&1
+status=0
+out=$("$zoo" generate "$work/rope" --prompt hi --max-new-tokens 999999999999 2> "$work/cache.err") || status=$?
+[[ $status -ne 0 && -z "$out" ]] || { echo "generate past memory: status $status, printed '$out'"; exit 1; }
+grep -qE "max_new_tokens \([0-9]+\) x num_beams \(1\): the key-value cache of 1 x [0-9]+ tokens \(sequences x positions\) would hold at least [0-9.]+ TB, more than this machine's .* of memory; lower max_new_tokens or num_beams \(max_new_tokens lowered to" "$work/cache.err" ||
+  { echo "generate past memory: $(cat "$work/cache.err")"; exit 1; }
+# Issue 52: context_parallel that does not divide WORLD_SIZE waited for the other ranks first.
+# shellcheck disable=SC2086
+fails "context_parallel \(4\) must divide the number of processes \(2\)" env WORLD_SIZE=2 RANK=0 MASTER_PORT="$(free_port)" \
+  "$zoo" train gpt-tiny $tiny context_parallel=4 --dist-timeout 5 --run-dir "$work/absurd"
 # shellcheck disable=SC2086
 fails "WORLD_SIZE must be an integer from 1 to 65536, got '100000'" env WORLD_SIZE=100000 RANK=0 "$zoo" train gpt-tiny $tiny --run-dir "$work/absurd"
 # shellcheck disable=SC2086
@@ -177,6 +202,28 @@ w = load_file(sys.argv[1]); k = next(n for n in sorted(w) if n.endswith("wte.wei
 save_file(w, sys.argv[1], metadata={"format": "pt"}); print(k)' "$work/hf-nan/model.safetensors")
 fails "hf-nan: tensor '$nan_tensor' holds 1 non-finite value \(NaN or infinity\)" "$zoo" import-hf "$work/hf-nan" --out "$work/ckpt-nan"
 test ! -e "$work/ckpt-nan"
+# Issue 52: a PEFT adapter's infinite lora_B was imported into a checkpoint that no command could
+# then load; the adapter's tensors are checked as the checkpoint's are.
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/ckpt" --train "$work/slice.txt" --task lm lora.rank=2 lora.targets=q,v steps=1 eval_every=0 \
+  batch_size=2 block_size=16 --run-dir "$work/lora" > /dev/null 2>&1
+"$zoo" export-hf "$work/lora" --adapters-only --out "$work/peft-inf" > /dev/null
+inf_tensor=$("$python" -c 'import sys; from safetensors.torch import load_file, save_file
+w = load_file(sys.argv[1]); k = sorted(n for n in w if "lora_B" in n)[0]; w[k].view(-1)[0] = float("inf")
+save_file(w, sys.argv[1], metadata={"format": "pt"}); print(k)' "$work/peft-inf/adapter_model.safetensors")
+fails "peft-inf/adapter_model.safetensors: tensor '$inf_tensor' holds 1 non-finite value \(NaN or infinity\)" \
+  "$zoo" import-hf "$work/peft-inf" --base "$work/ckpt" --out "$work/ckpt-inf"
+test ! -e "$work/ckpt-inf"
+
+# --- Every command that takes a tokenizer takes a checkpoint or run directory (issue 52) ------
+# A checkpoint of import-hf keeps a Hugging Face tokenizer in CHECKPOINT/tokenizer/, where
+# `tokenizer encode --model CHECKPOINT` did not look ("no tokenizer (looked for tokenizer.json, ...)").
+mkdir -p "$work/hf-tokenizer"
+echo '{"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["h", -2.0], ["i", -2.0], ["hi", -1.0]]}}' \
+  > "$work/hf-tokenizer/tokenizer.json"
+"$zoo" import-hf "$work/hf" --out "$work/ckpt-hf-tokenizer" --tokenizer "$work/hf-tokenizer" > /dev/null 2>&1
+[[ "$(echo hi | "$zoo" tokenizer encode --model "$work/ckpt-hf-tokenizer")" == 3 ]] ||
+  { echo "tokenizer encode --model CHECKPOINT: $(echo hi | "$zoo" tokenizer encode --model "$work/ckpt-hf-tokenizer" 2>&1)"; exit 1; }
 
 # --- Huge configs are described, not allocated; threads are capped ----------------------------
 out=$(timeout 20 "$zoo" info gpt2-small n_heads=16 d_model=5120 n_layers=40 d_ff=20480)

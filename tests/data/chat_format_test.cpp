@@ -87,5 +87,28 @@ TEST(ChatFormat, TemplatesThatRewriteEarlierTurnsAndMissingTemplatesAreErrors) {
             raising + "/tokenizer_config.json:1: the template raised: no system messages");
 }
 
+// Issue 52: what a conversation makes the template do is the conversation's doing: a
+// raise_exception on its roles, or a long message that the template repeats past the 64 MiB
+// bound of a string, named only the template (and, for a checkpoint, a tokenizer_config.json
+// beside its tokenizer/ folder rather than in it).
+TEST(ChatFormat, ErrorsAConversationCausesNameItsDataLine) {
+  const auto dir = gpt2_with_template(
+      "chat_gpt2_system", "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system messages') }}"
+                          "{% endif %}{{ m.content * 20 }}{% endfor %}");
+  const ChatFormat chat(Tokenizer::load(dir), dir);
+  EXPECT_EQ(error_of([&] { chat.render_for_training({{"system", "x"}, {"assistant", "y"}}, "d.jsonl:3"); }),
+            "d.jsonl:3: " + dir + "/tokenizer_config.json:1: the template raised: no system messages");
+  const std::string long_message(4000000, 'x');  // within an example's 4 MiB; 20 times past a string's 64 MiB
+  EXPECT_EQ(error_of([&] { chat.render_for_training({{"user", long_message}, {"assistant", "y"}}, "d.jsonl:4"); }),
+            "d.jsonl:4: " + dir + "/tokenizer_config.json:1: repeating a str 20 times makes it too large");
+  const auto checkpoint = testing::scratch_path("chat_checkpoint");
+  fs::create_directories(checkpoint);
+  store_tokenizer(Tokenizer::load(dir), checkpoint.string());
+  const ChatFormat stored(Tokenizer::load(checkpoint.string()), checkpoint.string());
+  EXPECT_EQ(error_of([&] { stored.render_for_training({{"system", "x"}, {"assistant", "y"}}, "d.jsonl:5"); }),
+            "d.jsonl:5: " + checkpoint.string() +
+                "/tokenizer/tokenizer_config.json:1: the template raised: no system messages");
+}
+
 }  // namespace
 }  // namespace zoo

@@ -97,6 +97,15 @@ TEST(TextGeneration, GptContinuesWithinMaxPositionsAndStreamsTheText) {
   const auto whole = t.decode(all), context = t.decode(prompt_ids);
   EXPECT_EQ(whole.compare(0, context.size(), context), 0);
   EXPECT_EQ(whole.substr(0, context.size() + streamed.size()), context + streamed);
+  // Beam search chooses its text at the end, and streams it then (`zoo generate --num-beams 3`
+  // printed a decoder's prompt alone).
+  o.num_beams = 3;
+  streamed.clear();
+  const auto beams = generate_text(model, t, "The list", o, {}, [&](const std::string& s) { streamed += s; });
+  all = prompt_ids;
+  all.insert(all.end(), beams.tokens.begin(), beams.tokens.end());
+  EXPECT_FALSE(streamed.empty());
+  EXPECT_EQ(t.decode(all).substr(0, context.size() + streamed.size()), context + streamed);
 }
 
 TEST(TextGeneration, BertFillsMasksAndClassifies) {

@@ -211,6 +211,15 @@ TEST(ModelConfig, SizesBeyondA64BitCountAreRefusedNamingTheKey) {
                      "position: sinusoidal\nmax_positions: 4611686018427387904\n")
                 .rfind("x.yaml: max_positions (4611686018427387904): ", 0),
             0u);
+  // Issue 52: gated linear attention's own sizes were blamed on d_model (256), and a width
+  // factor of 1e300 was cast to a 64-bit integer on the way.
+  const std::string gla = "family: gpt\nvocab_size: 100\nd_model: 256\nn_layers: 1\nn_heads: 4\nd_ff: 64\n"
+                          "attention: gated_linear\n";
+  EXPECT_EQ(error_of(gla + "gla_gate_rank: 9223372036854775807\n")
+                .rfind("x.yaml: gla_gate_rank (9223372036854775807): the model would hold ", 0),
+            0u);
+  EXPECT_EQ(error_of(gla + "gla_expand_k: 1e300\n").rfind("x.yaml: gla_expand_k (1e+300): the model would hold ", 0), 0u);
+  EXPECT_EQ(error_of(gla + "gla_expand_v: 1e18\n").rfind("x.yaml: gla_expand_v (1e+18): the model would hold ", 0), 0u);
   // Far beyond this machine, yet countable: described (zoo info), not refused.
   EXPECT_EQ(error_of(gpt2 + "vocab_size: 1099511627776\nn_layers: 12\nd_ff: 3072\n"), "no error");
 }

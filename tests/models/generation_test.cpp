@@ -139,6 +139,30 @@ TEST(Generate, BadOptionsAndPromptsAreNamed) {
   EXPECT_EQ(error([](auto& b) { b.num_beams = 1000000; }), "generate: num_beams (1000000) must be at most 256");
 }
 
+// Issue 52: --max-new-tokens 999999999999 on a RoPE model of max_positions 10^9 was lowered to
+// the context, and the cache reserved for it (2 TB) ended in the allocator's "out of memory
+// mapping 256000000000 bytes". A cache no memory holds is refused before generation starts,
+// naming the options that size it: here 128 bytes a position (keys and values, 2 x 16 floats)
+// over 10^12.
+TEST(Generate, ACacheNoMemoryHoldsIsRefusedByTheOptionsThatSizeIt) {
+  auto config = parse_config(
+      "family: gpt\nvocab_size: 30\nd_model: 16\nn_layers: 1\nn_heads: 2\nd_ff: 32\nposition: rope\n"
+      "max_positions: 1000000000000\ndropout: 0.0\nattention_dropout: 0.0\n");
+  GPT model(config);
+  GenerationOptions o;
+  o.max_new_tokens = 999999999990;
+  const std::string error = testing::error_of([&] { generate(model, {{1, 2}}, o); });
+  EXPECT_EQ(error.rfind("generate: max_new_tokens (999999999990) x num_beams (1): the key-value cache of 1 x "
+                        "999999999992 tokens (sequences x positions) would hold at least 128.0 TB, more than this "
+                        "machine's ",
+                        0),
+            0u)
+      << error;
+  EXPECT_NE(error.find(" of memory; lower max_new_tokens or num_beams"), std::string::npos) << error;
+  o.max_new_tokens = 3;  // what fits is generated
+  EXPECT_EQ(generate(model, {{1, 2}}, o).tokens[0].size(), 3u);
+}
+
 // Logits gone NaN (here a weight of one token's row: every step's logit for it) are
 // named with the step, in sampling, greedy and beam search, instead of multinomial's "probability
 // tensor contains either inf, nan or element < 0".

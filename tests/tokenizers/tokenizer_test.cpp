@@ -224,6 +224,30 @@ TEST(Tokenizer, CheckpointStorageKeepsEitherKind) {
   EXPECT_NE(error_of([&] { stored_tokenizer(hf_dir.string()); }).find("vocab.json"), std::string::npos);
 }
 
+// Issue 52: `zoo tokenizer encode --model CHECKPOINT` on a checkpoint of import-hf answered "no
+// tokenizer (looked for tokenizer.json, ...)": the checkpoint keeps a Hugging Face tokenizer in
+// CHECKPOINT/tokenizer/. Every command that takes a tokenizer loads it through Tokenizer::load.
+TEST(Tokenizer, ACheckpointOrRunDirectoryGivesTheTokenizerItKeeps) {
+  const auto gpt2 = Tokenizer::load(testing::reference_file("gpt2-files"));
+  const auto checkpoint = scratch("checkpoint_with_gpt2");
+  fs::create_directories(checkpoint);
+  write_file_atomically((checkpoint / "config.yaml").string(), "family: gpt\n");
+  store_tokenizer(gpt2, checkpoint.string());
+  EXPECT_EQ(tokenizer_directory(checkpoint.string()), (checkpoint / "tokenizer").string());
+  const auto loaded = Tokenizer::load(checkpoint.string());
+  EXPECT_EQ(loaded.kind(), TokenizerBackend::kGpt2Files);
+  EXPECT_EQ(loaded.hash(), gpt2.hash());
+  EXPECT_EQ(loaded.encode("Hello world"), (std::vector<int64_t>{15496, 995}));  // GPT-2's published ids
+  // zoo's own tokenizer sits in the directory itself, as does a Hugging Face directory's.
+  const auto run = scratch("run_with_zoo_tokenizer");
+  fs::create_directories(run);
+  const auto own = trained();
+  store_tokenizer(own, run.string());
+  EXPECT_EQ(tokenizer_directory(run.string()), run.string());
+  EXPECT_EQ(Tokenizer::load(run.string()).hash(), own.hash());
+  EXPECT_EQ(tokenizer_directory(testing::reference_file("gpt2-files")), testing::reference_file("gpt2-files"));
+}
+
 // Every Hugging Face backend through the facade: loaded from a directory or a tokenizer.json,
 // encoding as the tokenizers library does (GPT-2, BERT), serialized and saved and read back.
 TEST(Tokenizer, HuggingFaceTokenizersBehindTheFacade) {
@@ -299,7 +323,8 @@ TEST(Tokenizer, BadHuggingFaceInputsAreClearErrors) {
   fs::create_directories(empty);
   EXPECT_EQ(error_of([&] { Tokenizer::load(empty.string()); }),
             empty.string() + ": no tokenizer (looked for tokenizer.json, vocab.json + merges.txt, vocab.txt, "
-                             "spiece.model, tokenizer.model)");
+                             "spiece.model, tokenizer.model, and the tokenizer/ folder of a zoo checkpoint or run "
+                             "directory)");
   const auto bad = scratch("bad_tok.json");
   const std::string json = read_file(testing::reference_file("bert-json/tokenizer.json"));
   write_file_atomically(bad.string(), json.substr(0, json.size() / 3));

@@ -102,6 +102,31 @@ TEST(RunConfig, StepsPastA64BitCountOfTokensAreRefused) {
   EXPECT_EQ(c.steps, 4503599627370495);
 }
 
+// Issue 52: what needs the number of processes was checked after they connected: WORLD_SIZE=2
+// with context_parallel=4 waited for a rendezvous that never came, and one process with
+// context_parallel=2 was refused only once its tokenizer and data were prepared. Every
+// data-parallel group's tokens add to the run's count, so the steps bound shrinks with them.
+TEST(RunConfig, WhatNeedsTheWorldSizeIsCheckedAgainstIt) {
+  auto c = load_run_config(find_config("gpt2-small"));
+  apply_run_override(c, "block_size=128");
+  apply_run_override(c, "batch_size=16");
+  apply_run_override(c, "context_parallel=4");
+  EXPECT_EQ(error_of([&] { c.validate_world(2); }),
+            "context_parallel (4) must divide the number of processes (2): launch a multiple of it, e.g. torchrun "
+            "--nproc_per_node=4");
+  EXPECT_NE(error_of([&] { c.validate_world(1); }).find("must divide the number of processes (1)"), std::string::npos);
+  c.validate_world(8);
+  apply_run_override(c, "context_parallel=1");
+  apply_run_override(c, "steps=4503599627370495");  // one process: 2048 tokens a step
+  c.validate_world(1);
+  EXPECT_EQ(error_of([&] { c.validate_world(4); }),
+            "run config: steps: must be at most 1125899906842623 (8192 tokens a step over 4 data-parallel groups; a "
+            "64-bit count of tokens holds no more), got 4503599627370495");
+  apply_run_override(c, "context_parallel=2");  // 4 processes in 2 groups
+  EXPECT_NE(error_of([&] { c.validate_world(4); }).find("at most 2251799813685247 (4096 tokens a step over 2 "),
+            std::string::npos);
+}
+
 TEST(RunConfig, FileErrorsNameTheFileLineAndKey) {
   const auto path = testing::scratch_path("run-bad.yaml").string();
   std::ofstream(path) << "model: gpt-tiny\nsteps: 10\nlearning_rate: 0.1\n";
