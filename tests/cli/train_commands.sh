@@ -12,17 +12,18 @@ slice "$corpus"
 tiny="model.vocab_size=512 model.d_model=32 model.n_layers=1 model.n_heads=2 model.d_ff=64"
 common="batch_size=4 block_size=32 eval_batches=2 log_every=2 tokenizer=$work/tok.model"
 
-# --- The demo's run config: no loss spike after warm-up -------------------------------------
-# With AdamW's beta2 at 0.95 the demo's loss jumped to 9.8 at step 30, right after warm-up (above
-# a uniform guess's 9.0 over 8192 tokens), and was back at 6.8 a step later; its beta2 of 0.99
-# keeps the curve smooth. These 40 steps share the demo's warm-up, so its first 30 updates.
-"$zoo" train "$(dirname "$0")/../../configs/runs/demo.yaml" steps=40 log_every=1 eval_every=0 --data "$corpus" \
+# --- The demo's run config: no loss spike at the peak rate ----------------------------------
+# With AdamW's beta2 at 0.95 the demo's loss jumped to 9.8 at step 30, right after a 30-step
+# warm-up (above a uniform guess's 9.0 over 8192 tokens); with 0.99 it still jumped to 10.1 at
+# step 35 on an Intel AVX-512F CPU in fp32 (issue #52). The recipe now warms up over 100 steps:
+# these 110 steps reach the peak rate and stay there for 10.
+"$zoo" train "$(dirname "$0")/../../configs/runs/demo.yaml" steps=110 log_every=1 eval_every=0 --data "$corpus" \
   --run-dir "$work/demo" > /dev/null 2>&1
 "${ZOO_PYTHON:?}" - "$work/demo/metrics.jsonl" <<'PY'
 import json, sys
 loss = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if r.get("split") == "train"}
 # A spike: a step a whole nat above the lowest loss so far (beta2 0.95: 9.77 against 6.90).
-for s in range(21, 41):
+for s in range(21, 111):
     best = min(loss[t] for t in range(1, s))
     assert loss[s] < best + 1.0, f"loss spike at step {s}: {loss[s]:.3f} after {best:.3f}"
 PY
