@@ -240,10 +240,22 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
     return out;
   }
 
+  // The native outputs of the same model in float64 (its weights are float32 values, held
+  // exactly), leaving margins_ as they were.
+  std::map<std::string, torch::Tensor> native_in_float64() {
+    const auto margins = margins_;
+    model_.module()->to(torch::kDouble);
+    auto out = native();
+    model_.module()->to(torch::kFloat);
+    margins_ = margins;
+    return out;
+  }
+
   void expect_equal_outputs(const std::map<std::string, torch::Tensor>& expected,
                             const std::map<std::string, torch::Tensor>& got, const std::string& where) {
     const double tol = tolerance(GetParam().dtype);
     double largest = 0;  // difference of the forward outputs
+    std::map<std::string, torch::Tensor> exact;  // float64, computed only when needed
     for (const auto& [name, value] : expected) {
       ASSERT_TRUE(got.count(name)) << where << ": no " << name;
       if (name.rfind("generated", 0) == 0) continue;
@@ -253,8 +265,22 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
       }
       EXPECT_EQ(got.at(name).scalar_type(), value.scalar_type()) << where << ": " << name;
       const double difference = max_abs_diff(got.at(name), value);
-      EXPECT_LE(difference, tol) << where << ": " << name;
       largest = std::max(largest, difference);
+      if (difference <= tol || GetParam().dtype != torch::kFloat || GetParam().convert_loaded) {
+        EXPECT_LE(difference, tol) << where << ": " << name;
+        continue;
+      }
+      // Past 1e-5 in float32 (issue #52 saw 1.79e-4 once, on gated linear attention, and never
+      // again): the two sides sum in different orders, so each is off the exact result by the
+      // computation's own rounding. The yardstick is the native side's distance from the same
+      // model in float64; the export may be off by up to four times it (twice the native error
+      // on each of two sides).
+      if (exact.empty()) exact = native_in_float64();
+      const double native_error = max_abs_diff(value.to(torch::kDouble), exact.at(name));
+      const double export_error = max_abs_diff(got.at(name).to(torch::kDouble), exact.at(name));
+      EXPECT_LE(export_error, std::max(tol, 4 * native_error))
+          << where << ": " << name << " differs by " << difference << " from the native output; against float64 "
+          << "the native output is off by " << native_error << ", the export by " << export_error;
     }
     // Generated tokens match as far as each native step is a clear call: its two most likely
     // tokens further apart than twice the largest forward difference. Past a close call the
@@ -370,6 +396,8 @@ std::vector<Variant> variants() {
   v.push_back({"gpt_linear_relu_unnormalised", "gpt-tiny", {"attention=linear", "feature_map=relu", "linear_normalize=false"}});
   v.push_back({"llama_gated_linear", "llama-tiny", {"position=none", "n_kv_heads=0", "attention=gated_linear"}});
   v.push_back({"gpt_gated_linear_bfloat16", "gpt-tiny", {"attention=gated_linear"}, torch::kBFloat16, 7});
+  // In float64 the chunked sums of gated linear attention leave nothing to rounding: 1e-12.
+  v.push_back({"gpt_gated_linear_float64", "gpt-tiny", {"attention=gated_linear"}, torch::kDouble});
   // Models in other dtypes than float32, converted before export. In bfloat16 a greedy step of
   // these tiny random models is often too close to call; seed 5 gives models whose generations
   // are clear calls for at least half of their 6 tokens (1 of seeds 1-22 does, since decoding
