@@ -13,11 +13,11 @@ abandoned before their answer (the server cancels them: 499). A burst past the q
 The server process is sampled every 2 s (/proc/PID: resident memory, open descriptors,
 threads). Reported, and with --check required:
   - resident memory after warm-up (--warmup-seconds, a fifth of the run by default) grows by at
-    most 5%;
+    most 5% (--max-rss-growth);
   - open descriptors at rest afterwards equal those at rest before;
   - threads never exceed those at rest plus the HTTP workers' bound (--max-threads-over-rest);
   - the p99 of the time between a stream's consecutive events in the last quarter of the run is
-    within 1.5x that of the quarter after warm-up;
+    within 1.5x that of the quarter after warm-up (--max-latency-ratio);
   - no request answered 5xx but 503 (with Retry-After: every row and the queue taken, which a
     burst must reach; a client then waits as told), and no other client error.
 Prints one JSON object (and writes it to --report).
@@ -258,7 +258,7 @@ class Soak:
         failures = []
         if r["client_error_count"]:
             failures.append(f"{r['client_error_count']} client errors, first: {self.errors[:3]}")
-        if r["rss_mb"]["growth"] is None or r["rss_mb"]["growth"] > 0.05:
+        if r["rss_mb"]["growth"] is None or r["rss_mb"]["growth"] > self.a.max_rss_growth:
             failures.append(f"resident memory grew {r['rss_mb']} after warm-up")
         if rest_after["fds"] != rest_before["fds"]:
             failures.append(f"open descriptors at rest {rest_before['fds']} before, {rest_after['fds']} after")
@@ -266,7 +266,7 @@ class Soak:
             failures.append(f"threads reached {r['threads']['max']} (at rest {rest_before['threads']})")
         if rest_after["threads"] != rest_before["threads"]:
             failures.append(f"threads at rest {rest_before['threads']} before, {rest_after['threads']} after")
-        if r["stream_event_gap_s"]["ratio"] is None or r["stream_event_gap_s"]["ratio"] > 1.5:
+        if r["stream_event_gap_s"]["ratio"] is None or r["stream_event_gap_s"]["ratio"] > self.a.max_latency_ratio:
             failures.append(f"stream latency p99 drifted: {r['stream_event_gap_s']}")
         if not any(k == "503" for k in r["statuses"]):
             failures.append("no burst reached past the queue (no 503)")
@@ -284,6 +284,8 @@ def main():
     p.add_argument("--long-prompt-words", type=int, default=120)
     p.add_argument("--burst", type=int, default=80)
     p.add_argument("--max-threads-over-rest", type=int, default=0)
+    p.add_argument("--max-rss-growth", type=float, default=0.05, help="after warm-up, as a fraction")
+    p.add_argument("--max-latency-ratio", type=float, default=1.5, help="p99 stream gap, last quarter to first")
     p.add_argument("--warmup-seconds", type=float, help="memory and latency are judged after it (default: a fifth)")
     p.add_argument("--report")
     p.add_argument("--check", action="store_true")

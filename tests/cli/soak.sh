@@ -24,8 +24,14 @@ for _ in $(seq 1 200); do grep -q "listening on" "$work/serve.log" && break; sle
 port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve.log")
 [[ -n "$port" ]] || { echo "zoo serve did not start: $(cat "$work/serve.log")"; exit 1; }
 
+# The 20-minute soak holds the issue's bounds (5% and 1.5x). The short one judges 50 s, while the
+# allocator still settles (+3.8% on 2 cores beside a build and a fuzzer; +2.9% over 16 minutes)
+# and other work on the machine may come and go: twice the bounds, which a leak of 8 KB a request
+# (of its ~7,000, 53 MB) or a latency growing with the requests served still crosses.
+bounds=()
+(( seconds < 1200 )) && bounds=(--max-rss-growth 0.10 --max-latency-ratio 3)
 "$python" "$(dirname "$0")/../../scripts/soak.py" --port "$port" --pid "$pid" --seconds "$seconds" --clients 16 \
-  --long-prompt-words 150 --burst 60 --warmup-seconds "$warmup" --report "$report" --check
+  --long-prompt-words 150 --burst 60 --warmup-seconds "$warmup" --report "$report" --check "${bounds[@]}"
 kill -TERM "$pid"
 wait "$pid"
 echo "cli.soak: ok"
