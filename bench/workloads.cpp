@@ -583,7 +583,7 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
     const double before = activation_mb < 0 ? memory_mb() : 0;
     {
       AutocastScope autocast(w.precision, device);
-      out = compute_loss(model, batch, Objective::kCausalLM, 0.0, device, false, w.ring);
+      out = compute_loss(model, batch, Objective::kCausalLM, device, {.ring = w.ring});
     }
     if (activation_mb < 0) activation_mb = memory_mb() - before;
     synchronize(device);

@@ -3,9 +3,12 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <set>
 
 #include <torch/torch.h>
 
+#include "core/files.h"
 #include "core/strings.h"
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
@@ -92,6 +95,32 @@ void merge_lora(Model& model) {
     if (auto* adapters = adapters_of(*item.value())) adapters->merge_into_weights(*item.value());
   }
   model.lora.reset();
+}
+
+LoraState new_lora_state(const std::string& base_dir, const LoraConfig& config, std::vector<std::string> trained) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(base_dir) / kLoraStateFile)) {
+    throw std::runtime_error(base_dir + ": holds LoRA adapters itself; adapters are trained on a plain checkpoint "
+                             "(zoo export-hf or a full fine-tune merges them into one)");
+  }
+  LoraState state;
+  state.config = config;
+  state.base = fs::canonical(base_dir).string();
+  state.base_hash = file_hash((fs::path(base_dir) / "model.pt").string());
+  state.trained = std::move(trained);
+  return state;
+}
+
+void train_lora(Model& model, LoraState state, std::ostream& log) {
+  const auto adapted = attach_lora(model, state.config);
+  const std::set<std::string> trained(state.trained.begin(), state.trained.end());
+  for (auto& p : model.module()->named_parameters()) {
+    p.value().set_requires_grad(is_adapter_tensor(p.key()) || trained.count(p.key()) > 0);
+  }
+  log << "lora: rank " << state.config.rank << ", alpha " << state.config.alpha << ", dropout "
+      << state.config.dropout << " on " << adapted.size() << " projections (" << join(state.config.targets)
+      << "); the base stays frozen" << (trained.empty() ? "" : "; trained in full: " + join(state.trained)) << "\n";
+  model.lora = std::move(state);
 }
 
 }  // namespace zoo

@@ -5,6 +5,7 @@
 // base it adapts. The adapter itself is layers/lora.h.
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ bool is_adapter_tensor(const std::string& name);
 // Adds every adapter's update into its weights and removes the adapters: the model computes
 // the same, as a plain model (export).
 void merge_lora(Model& model);
+
+// A new LoRA run's state: adapters on the checkpoint `base_dir` (refused when it holds adapters
+// itself), recorded by its canonical path (the step directory, not a moving `last` link) and
+// its model.pt's hash; `trained` lists the model's tensors trained in full besides.
+LoraState new_lora_state(const std::string& base_dir, const LoraConfig& config, std::vector<std::string> trained);
+
+// Attaches `state`'s adapters, freezes every tensor but the adapters and state.trained, sets
+// model.lora and says what it did to `log`.
+void train_lora(Model& model, LoraState state, std::ostream& log);
 
 
 }  // namespace zoo

@@ -12,6 +12,7 @@
 #include "core/files.h"
 #include "core/outputs.h"
 #include "core/strings.h"
+#include "train/run_directory.h"
 
 namespace zoo {
 namespace {
@@ -277,6 +278,45 @@ void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optim
     throw std::runtime_error(path + ": cannot restore the optimizer (truncated, corrupt or another model's): " +
                              std::string(e.what_without_backtrace()).substr(0, 200));
   }
+}
+
+std::vector<std::string> initialize_from_checkpoint(Model& model, const std::string& path, std::ostream& log) {
+  const std::string dir = resolve_checkpoint(path);
+  Checkpoint source = load_checkpoint(dir);
+  // A LoRA checkpoint's model is its base with the adapters' updates in the weights.
+  if (source.model.lora) merge_lora(source.model);
+  if (source.model.config.family != model.config.family) {
+    throw std::runtime_error(dir + ": a checkpoint of another family than the run's model");
+  }
+  std::map<std::string, torch::Tensor> available;
+  for (const auto& p : source.model.module()->named_parameters()) available[p.key()] = p.value();
+  for (const auto& b : source.model.module()->named_buffers()) available[b.key()] = b.value();
+  std::vector<std::string> fresh;
+  std::set<std::string> used;
+  auto is_head = [](const std::string& name) {
+    return name.rfind("classifier.", 0) == 0 || name.rfind("nsp_head.", 0) == 0 || name.rfind("mlm_head.", 0) == 0;
+  };
+  torch::NoGradGuard no_grad;
+  auto copy = [&](const std::string& name, torch::Tensor& target) {
+    auto it = available.find(name);
+    if (it == available.end()) return fresh.push_back(name);
+    used.insert(name);
+    if (it->second.sizes() != target.sizes()) {
+      if (is_head(name)) return fresh.push_back(name);
+      throw std::runtime_error(dir + ": tensor '" + name + "' has shape " + c10::str(it->second.sizes()) +
+                               " but the run's model needs " + c10::str(target.sizes()));
+    }
+    target.copy_(it->second);
+  };
+  for (auto& p : model.module()->named_parameters()) copy(p.key(), p.value());
+  for (auto& b : model.module()->named_buffers()) copy(b.key(), b.value());
+  std::vector<std::string> dropped;
+  for (const auto& [name, value] : available)
+    if (!used.count(name)) dropped.push_back(name);
+  log << "initialized from " << dir << "\n";
+  if (!fresh.empty()) log << "  newly initialized: " << join(fresh) << "\n";
+  if (!dropped.empty()) log << "  not used: " << join(dropped) << "\n";
+  return fresh;
 }
 
 }  // namespace zoo

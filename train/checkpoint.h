@@ -13,6 +13,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
+#include <vector>
 #include <string>
 
 #include <c10/util/Optional.h>
@@ -85,5 +87,12 @@ torch::ScalarType load_weights(const std::string& path, torch::nn::Module& modul
 // from the recorded one, or it is gone), then the adapters and trained tensors from DIR/model.pt.
 // Returns the type the base stores its weights in.
 torch::ScalarType load_lora_weights(const std::string& dir, Model& model);
+
+// Starts `model` from the checkpoint at `path` (a LoRA checkpoint merged into its base first):
+// copies every tensor the two share. Head tensors whose shape changed (another number of labels)
+// and tensors the checkpoint lacks keep their fresh init, and are returned; another family, or
+// another shape of any other tensor, is an error naming the checkpoint and the tensor. Says to
+// `log` what it initialized and what it did not use.
+std::vector<std::string> initialize_from_checkpoint(Model& model, const std::string& path, std::ostream& log);
 
 }  // namespace zoo

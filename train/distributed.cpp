@@ -495,4 +495,19 @@ GlobalLoss reduce_loss(DataParallel* parallel, double value, int64_t targets, in
   return global;
 }
 
+EvalResult reduce_ring_evaluation(DataParallel& parallel, EvalResult r, int64_t groups) {
+  const bool scored = r.targets > 0;
+  const double targets = static_cast<double>(r.targets);
+  auto sums = torch::tensor({scored ? r.loss * targets : 0.0, targets, scored ? r.accuracy * targets : 0.0},
+                            torch::kDouble);
+  parallel.all_reduce_sum(sums);
+  r.targets = std::llround(sums[1].item<double>() / static_cast<double>(groups));
+  if (r.targets > 0) {
+    r.loss = sums[0].item<double>() / sums[1].item<double>();
+    r.perplexity = std::exp(r.loss);
+    r.accuracy = sums[2].item<double>() / sums[1].item<double>();
+  }
+  return r;
+}
+
 }  // namespace zoo

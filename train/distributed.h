@@ -18,6 +18,8 @@
 
 #include <torch/types.h>
 
+#include "train/trainer_state.h"
+
 namespace zoo {
 
 class RingExchange;  // kernels/ring_attention.h
@@ -112,5 +114,10 @@ struct GlobalLoss {
   int64_t tokens = 0; // input tokens of the global micro-batch
 };
 GlobalLoss reduce_loss(DataParallel* parallel, double value, int64_t targets, int64_t tokens);
+
+// A context-parallel evaluation as one process would score it: each rank scored its chunks of
+// every sequence, so the sums run over the whole world, in which each data-parallel group (of
+// `groups`), having scored the same sequences, counts once.
+EvalResult reduce_ring_evaluation(DataParallel& parallel, EvalResult local, int64_t groups);
 
 }  // namespace zoo

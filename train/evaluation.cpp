@@ -53,7 +53,7 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
     std::vector<int64_t> indices;
     for (int64_t i = start; i < std::min(limit, start + batch_size); ++i) indices.push_back(i);
     const Batch batch = data.val_batch(indices);
-    const auto out = compute_loss(model, batch, data.objective(), 0.0, device, /*with_accuracy=*/true, ring);
+    const auto out = compute_loss(model, batch, data.objective(), device, {.with_accuracy = true, .ring = ring});
     if (out.targets == 0) continue;
     loss_sum += out.loss.item<double>() * static_cast<double>(out.targets);
     result.targets += out.targets;

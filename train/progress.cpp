@@ -26,7 +26,7 @@ std::string format_duration(double seconds) {
 
 ProgressLine::ProgressLine(std::ostream& out, bool live, int64_t every) : out_(out), live_(live), every_(every) {}
 
-void ProgressLine::update(const StepReport& r) {
+void ProgressLine::update(const ProgressReport& r) {
   if (!live_ && r.step % every_ != 0 && r.step != r.total) return;
   char line[200];
   std::snprintf(line, sizeof line, "step %ld/%ld | loss %.4f | lr %.2e | %.0f tok/s | ETA %s",

@@ -11,7 +11,7 @@
 
 namespace zoo {
 
-struct StepReport {
+struct ProgressReport {
   int64_t step = 0;  // updates done
   int64_t total = 0;
   double loss = 0, lr = 0, tokens_per_second = 0, eta_seconds = 0;
@@ -21,7 +21,7 @@ class ProgressLine {
  public:
   // live: rewrite one line in place (a terminal); otherwise a line every `every` steps.
   ProgressLine(std::ostream& out, bool live, int64_t every);
-  void update(const StepReport& report);
+  void update(const ProgressReport& report);
   // A line of its own (evaluations, checkpoints), not overwritten by the live line.
   void message(const std::string& line);
   void finish();

@@ -228,6 +228,25 @@ Objective resolve_objective(Objective requested, const ModelConfig& model, Purpo
   throw std::logic_error("unhandled family");
 }
 
+void set_objective_head(Objective objective, int64_t num_labels, ModelConfig& model) {
+  switch (objective) {
+    case Objective::kClassification:
+      model.head = BertHead::kSequenceClassification;
+      model.num_labels = num_labels;
+      // It classifies the pooled [CLS]: a masked-LM checkpoint has no pooler, which starts fresh
+      // (as Hugging Face's BertForSequenceClassification from BertForMaskedLM weights).
+      model.pooler = true;
+      break;
+    case Objective::kMaskedLM:
+      if (model.head != BertHead::kPretraining) model.head = BertHead::kMaskedLM;
+      break;
+    case Objective::kAuto:
+    case Objective::kCausalLM:
+    case Objective::kSpanCorruption:
+    case Objective::kSeq2Seq: break;
+  }
+}
+
 int64_t RunConfig::resolved_block_size() const {
   return block_size > 0 ? block_size : std::min<int64_t>(128, model_config.max_length());
 }

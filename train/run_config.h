@@ -43,6 +43,10 @@ enum class Purpose { kPretraining, kFineTuning };
 // fine-tuning). The one place this is decided.
 Objective resolve_objective(Objective requested, const ModelConfig& model, Purpose purpose);
 
+// The head `objective` trains, set on `model`: classification's over `num_labels` classes (the
+// data's) on the pooled [CLS], masked LM's unless the model has BERT's pretraining heads.
+void set_objective_head(Objective objective, int64_t num_labels, ModelConfig& model);
+
 struct RunConfig {
   // Model.
   std::string model;       // config name or path (resolved: the file's path)

@@ -152,10 +152,12 @@ LossOutput ring_loss(Model& model, const Batch& unpadded, Objective objective, d
 
 }  // namespace
 
-LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
-                        const torch::Device& device, bool with_accuracy, const std::shared_ptr<RingExchange>& ring) {
+LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, const torch::Device& device,
+                        const LossOptions& options) {
+  const double label_smoothing = options.label_smoothing;
+  const bool with_accuracy = options.with_accuracy;
+  if (options.ring) return ring_loss(model, batch, objective, label_smoothing, device, with_accuracy, options.ring);
   LossOutput out;
-  if (ring) return ring_loss(model, batch, objective, label_smoothing, device, with_accuracy, ring);
   const auto ids = on(batch.input_ids, device);
   const auto mask = on(batch.attention_mask, device);
   const auto labels = on(batch.labels, device);

@@ -31,15 +31,18 @@ struct LossOutput {
 // Runs `model` on `batch` (moved to `device`) and returns the cross-entropy of `objective`:
 // next-token for causal LM, masked tokens (+ the pair label with a pretraining head) for MLM,
 // decoder tokens for span corruption and seq2seq, the class for classification.
-// `with_accuracy` also counts argmax hits (evaluation; training skips the vocabulary-wide argmax).
-// With `ring` (context parallelism: causal LM, masked LM, span corruption and seq2seq), each
+// With options.ring (context parallelism: causal LM, masked LM, span corruption and seq2seq), each
 // sequence's tokens and targets (the encoder's and the decoder's) are padded to a multiple of 2N
 // and cut into the zigzag layout, and this rank computes its own share of them around the ring
 // (kernels/ring_attention.h): the loss is then the mean over this rank's targets, and causal LM's
 // head runs on blocks of its rows in evaluation (no (B T, V) logits).
-LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, double label_smoothing,
-                        const torch::Device& device, bool with_accuracy = false,
-                        const std::shared_ptr<RingExchange>& ring = nullptr);
+struct LossOptions {
+  double label_smoothing = 0;
+  bool with_accuracy = false;  // count argmax hits too (evaluation; training skips the vocabulary-wide argmax)
+  std::shared_ptr<RingExchange> ring;  // context parallelism: this rank's ring (nullptr: none)
+};
+LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, const torch::Device& device,
+                        const LossOptions& options = {});
 
 // A run's data, whatever the objective: training and validation examples by index, batched.
 // Token objectives read token files (tokenized once into RUN_DIR/data, or a token directory as

@@ -95,17 +95,17 @@ std::vector<double> losses(Model& model, const std::string& flavor, const std::m
       const auto& ids = batch.input_ids;
       batch.labels = torch::cat({ids.narrow(1, 1, ids.size(1) - 1), torch::full({ids.size(0), 1}, kIgnoreIndex, ids.options())}, 1);
       batch.attention_mask = torch::ones_like(ids);
-      return {compute_loss(model, batch, Objective::kCausalLM, 0.0, cpu).loss.item<double>(),
-              compute_loss(model, batch, Objective::kCausalLM, 0.0, cpu, true).loss.item<double>()};
+      return {compute_loss(model, batch, Objective::kCausalLM, cpu).loss.item<double>(),
+              compute_loss(model, batch, Objective::kCausalLM, cpu, {.with_accuracy = true}).loss.item<double>()};
     }
     case Family::kBert:
       batch.token_type_ids = ref.at("token_type_ids");
-      return {compute_loss(model, batch, flavor == "bert_mlm" ? Objective::kMaskedLM : Objective::kClassification, 0.0, cpu)
+      return {compute_loss(model, batch, flavor == "bert_mlm" ? Objective::kMaskedLM : Objective::kClassification, cpu)
                   .loss.item<double>()};
     case Family::kT5:
     case Family::kTransformer:
       batch.decoder_input_ids = ref.at("decoder_input_ids");
-      return {compute_loss(model, batch, Objective::kSeq2Seq, 0.0, cpu).loss.item<double>()};
+      return {compute_loss(model, batch, Objective::kSeq2Seq, cpu).loss.item<double>()};
   }
   return {};
 }

@@ -143,7 +143,7 @@ TEST_P(Overfit, OneBatchToNearZeroLoss) {
   double first = 0, last = 0;
   for (int step = 0; step < 300; ++step) {
     adam.zero_grad();
-    auto out = compute_loss(model, batch, c.objective, 0.0, torch::kCPU);
+    auto out = compute_loss(model, batch, c.objective, torch::kCPU);
     if (step == 0) first = out.loss.item<double>();
     last = out.loss.item<double>();
     if (last < 0.01) break;
@@ -182,7 +182,7 @@ TEST(CausalLMEvaluation, TheHeadInBlocksScoresAsTheWholeLogits) {
   batch.input_ids = ids;
   batch.labels = torch::cat({ids.slice(1, 1), torch::full({B, 1}, kIgnoreIndex, torch::kLong)}, 1);
   batch.labels[3].narrow(0, 10, 20).fill_(kIgnoreIndex);  // some targets left out
-  const auto out = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU, /*with_accuracy=*/true);
+  const auto out = compute_loss(model, batch, Objective::kCausalLM, torch::kCPU, {.with_accuracy = true});
   const auto logits = model.gpt->forward(ids).reshape({B * T, -1});
   const auto labels = batch.labels.reshape({-1});
   const auto valid = labels.ne(kIgnoreIndex);
@@ -212,7 +212,7 @@ TEST(ContextParallelEvaluation, RanksSharesAddUpToOneProcesssScores) {
   LossOutput whole;
   {
     torch::NoGradGuard no_grad;
-    whole = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU, /*with_accuracy=*/true);
+    whole = compute_loss(model, batch, Objective::kCausalLM, torch::kCPU, {.with_accuracy = true});
   }
   ASSERT_EQ(whole.targets, B * (T - 1));
   for (const int64_t ranks : {int64_t{2}, int64_t{4}}) {
@@ -220,7 +220,7 @@ TEST(ContextParallelEvaluation, RanksSharesAddUpToOneProcesssScores) {
     std::vector<LossOutput> shares(ranks);
     testing::on_every_rank(boxes, [&](int64_t rank, const std::shared_ptr<testing::ThreadRing>& ring) {
       torch::NoGradGuard no_grad;
-      shares[rank] = compute_loss(model, batch, Objective::kCausalLM, 0.0, torch::kCPU, true, ring);
+      shares[rank] = compute_loss(model, batch, Objective::kCausalLM, torch::kCPU, {.with_accuracy = true, .ring = ring});
     });
     if (HasFailure()) return;
     double loss_sum = 0;
@@ -284,7 +284,7 @@ TEST_P(ContextParallelEncoders, SharesAndGradientsAddUpToOneProcess) {
   config.dropout = config.attention_dropout = 0.0;
   Model model = build_model(config);
   const Batch batch = padded_encoder_batch(config, c.objective);
-  const auto whole = compute_loss(model, batch, c.objective, 0.0, torch::kCPU);
+  const auto whole = compute_loss(model, batch, c.objective, torch::kCPU);
   whole.loss.backward();
   ASSERT_GT(whole.targets, 0);
   const auto reference = model.module()->named_parameters();
@@ -301,7 +301,7 @@ TEST_P(ContextParallelEncoders, SharesAndGradientsAddUpToOneProcess) {
     std::vector<LossOutput> shares(ranks);
     testing::on_every_rank(boxes, [&](int64_t rank, const std::shared_ptr<testing::ThreadRing>& ring) {
       auto& share = shares[rank];
-      share = compute_loss(copies[rank], batch, c.objective, 0.0, torch::kCPU, false, ring);
+      share = compute_loss(copies[rank], batch, c.objective, torch::kCPU, {.ring = ring});
       (share.loss * (static_cast<double>(share.targets) / static_cast<double>(whole.targets))).backward();
     });
     if (HasFailure()) return;
@@ -477,10 +477,11 @@ TEST(Trainer, GradientAccumulationEqualsTheLargerBatch) {
   for (auto* c : {&big, &accumulated}) c->model_config.dropout = c->model_config.attention_dropout = 0.0;
   Trainer a(big, quiet(testing::scratch_path("accum/big").string(), log));
   Trainer b(accumulated, quiet(testing::scratch_path("accum/acc").string(), log));
-  a.step(), b.step();
-  EXPECT_NEAR(a.last_loss(), b.last_loss(), 1e-5);
-  EXPECT_NEAR(a.last_grad_norm(), b.last_grad_norm(), 1e-4 * a.last_grad_norm());
-  EXPECT_GT(a.last_grad_norm(), 0.5);  // so clipping was at work
+  const StepReport ra = a.step(), rb = b.step();
+  EXPECT_NEAR(ra.loss, rb.loss, 1e-5);
+  EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-4 * ra.grad_norm);
+  EXPECT_GT(ra.grad_norm, 0.5);  // so clipping was at work
+  EXPECT_EQ(ra.tokens, rb.tokens);
   auto gb = b.model().module()->named_parameters();
   for (const auto& p : a.model().module()->named_parameters()) {
     EXPECT_ALLCLOSE(p.value().grad(), gb[p.key()].grad(), 1e-6) << p.key();
@@ -531,20 +532,23 @@ TEST(Trainer, NonFiniteLossSkipsWhenAskedAndGivesUpAfterMaxSkipped) {
     torch::NoGradGuard no_grad;
     weight.fill_(NAN);
   }
-  EXPECT_FALSE(trainer.step());  // skipped: nothing updated
+  const StepReport skipped = trainer.step();
+  EXPECT_FALSE(skipped.updated);  // skipped: nothing updated
+  EXPECT_TRUE(std::isnan(skipped.loss));
+  EXPECT_TRUE(std::isnan(skipped.grad_norm));
   {
     torch::NoGradGuard no_grad;
     weight.copy_(good);
   }
   auto after = weights(trainer.model());
   for (const auto& [name, value] : before) EXPECT_TRUE(torch::equal(value, after.at(name))) << name;
-  EXPECT_TRUE(trainer.step());
+  EXPECT_TRUE(trainer.step().updated);
   {
     torch::NoGradGuard no_grad;
     weight.fill_(NAN);
   }
-  EXPECT_FALSE(trainer.step());
-  EXPECT_FALSE(trainer.step());
+  EXPECT_FALSE(trainer.step().updated);
+  EXPECT_FALSE(trainer.step().updated);
   const auto message = error_of([&] { trainer.step(); });
   EXPECT_NE(message.find("3 steps in a row skipped (max_skipped=2)"), std::string::npos) << message;
 }
