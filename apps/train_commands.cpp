@@ -249,7 +249,7 @@ int generate_command(const GenerateArgs& a) {
     print("");
     std::cout << std::endl;
     if (!result.note.empty()) std::cerr << result.note << "\n";
-    std::cerr << "[" << result.tokens.size() << " tokens, " << result.finish_reason << "]\n";
+    std::cerr << "[" << result.tokens.size() << " tokens, " << to_string(result.finish_reason) << "]\n";
   }
   return 0;
 }

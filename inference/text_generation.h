@@ -35,7 +35,7 @@ void check_utf8(const std::string& text, const std::string& what);
 
 struct TextGeneration {
   std::vector<int64_t> tokens;  // the new tokens
-  std::string finish_reason;    // "eos", "stop" or "length"
+  FinishReason finish_reason = FinishReason::kLength;  // kEos, kStop or kLength
   std::string note;             // e.g. that max_new_tokens was lowered to fit max_positions
 };
 

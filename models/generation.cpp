@@ -40,12 +40,12 @@ bool ends_with(const std::vector<int64_t>& tokens, const std::vector<int64_t>& s
 
 // Bookkeeping shared by the greedy/sampling loops of both families.
 struct Rows {
-  explicit Rows(int64_t n) : tokens(n), reasons(n, "length"), done(n, false) {}
+  explicit Rows(int64_t n) : tokens(n), reasons(n, FinishReason::kLength), done(n, false) {}
   // Records `token` for row r; returns true when the row has just finished.
   bool add(int64_t r, int64_t token, const GenerationOptions& o) {
     if (done[r]) return false;
     if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end()) {
-      done[r] = true, reasons[r] = "eos";
+      done[r] = true, reasons[r] = FinishReason::kEos;
       return true;
     }
     tokens[r].push_back(token);
@@ -53,7 +53,7 @@ struct Rows {
     for (const auto& stop : o.stop_sequences) {
       if (ends_with(tokens[r], stop)) {
         tokens[r].resize(tokens[r].size() - stop.size());
-        done[r] = true, reasons[r] = "stop";
+        done[r] = true, reasons[r] = FinishReason::kStop;
         return true;
       }
     }
@@ -62,7 +62,7 @@ struct Rows {
   bool all_done() const { return std::all_of(done.begin(), done.end(), [](bool d) { return d; }); }
 
   std::vector<std::vector<int64_t>> tokens;
-  std::vector<std::string> reasons;
+  std::vector<FinishReason> reasons;
   std::vector<bool> done;
 };
 
@@ -354,7 +354,7 @@ GenerationResult beam_search(const ModelConfig& c, int64_t n, const std::functio
     const bool by_eos = done[row] || (!finished[row].empty() && finished[row].front().tokens.size() <
                                                                     static_cast<size_t>(o.max_new_tokens));
     result.tokens.push_back(finished[row].empty() ? std::vector<int64_t>{} : finished[row].front().tokens);
-    result.finish_reasons.push_back(by_eos ? "eos" : "length");
+    result.finish_reasons.push_back(by_eos ? FinishReason::kEos : FinishReason::kLength);
   }
   return result;
 }

@@ -12,6 +12,7 @@
 #include <ATen/core/Generator.h>
 #include <torch/types.h>
 
+#include "models/finish_reason.h"
 #include "models/gpt.h"
 #include "models/t5.h"
 
@@ -42,8 +43,8 @@ struct GenerationOptions {
 struct GenerationResult {
   // New tokens per prompt, without the EOS or stop sequence that ended them.
   std::vector<std::vector<int64_t>> tokens;
-  // "eos", "stop" or "length", per prompt.
-  std::vector<std::string> finish_reasons;
+  // kEos, kStop or kLength, per prompt.
+  std::vector<FinishReason> finish_reasons;
   // With output_scores: per step, the processed logits (B, V) the token was chosen from.
   std::vector<torch::Tensor> scores;
 };

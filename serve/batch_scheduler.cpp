@@ -170,7 +170,9 @@ void BatchScheduler::loop() {
       cancel = cancel_all_;
       cancel_all_ = false;
       if (cancel) {
-        for (auto& r : queue_) r.channel->push({r.index, "", "cancelled", static_cast<int64_t>(r.prompt.size()), 0});
+        for (auto& r : queue_) {
+          r.channel->push({r.index, "", FinishReason::kCancelled, "", static_cast<int64_t>(r.prompt.size()), 0});
+        }
         queue_.clear();
       }
       // Admission at a token boundary: as many as there are free rows (a prompt still being
@@ -184,15 +186,15 @@ void BatchScheduler::loop() {
       if (stop_ && queue_.empty() && rows_.empty() && prefilling_.empty() && admitted.empty()) break;
     }
     if (cancel) {
-      while (!rows_.empty()) finish(*rows_.back(), "", "cancelled");
-      for (auto& p : prefilling_) finish(*p.slot, "", "cancelled");
+      while (!rows_.empty()) cancel_row(rows_.size() - 1);
+      for (auto& p : prefilling_) finish(*p.slot, "", FinishReason::kCancelled);
       prefilling_.clear();
     }
     admit(std::move(admitted));
     if (!prefilling_.empty()) prefill_next_chunk();
     // A client that went away frees its row now.
     for (size_t i = rows_.size(); i-- > 0;) {
-      if (rows_[i]->request.channel->cancelled()) finish(*rows_[i], "", "cancelled");
+      if (rows_[i]->request.channel->cancelled()) cancel_row(i);
     }
     if (!rows_.empty()) {
       try {
@@ -321,7 +323,7 @@ void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t
 void BatchScheduler::prefill_next_chunk() {
   auto& p = prefilling_.front();
   if (p.slot->request.channel->cancelled()) {
-    finish(*p.slot, "", "cancelled");
+    finish(*p.slot, "", FinishReason::kCancelled);
     prefilling_.pop_front();
     return;
   }
@@ -459,39 +461,35 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
   s.next = token;
   const auto& o = s.request.options;
   if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end()) {
-    finish(s, s.stops.flush(), "stop");
+    finish(s, s.stops.flush(), FinishReason::kEos);
     return true;
   }
   std::string text = s.stops.add(s.decoder.add(token));
   if (s.stops.stopped()) {
-    finish(s, std::move(text), "stop");
+    finish(s, std::move(text), FinishReason::kStop);
     return true;
   }
   // The next token would need a position past the context, or max_tokens is reached.
   if (s.generated >= o.max_new_tokens || s.length + 1 > options_.max_context) {
-    finish(s, text + s.stops.flush(), "length");
+    finish(s, text + s.stops.flush(), FinishReason::kLength);
     return true;
   }
-  if (!text.empty()) s.request.channel->push({s.request.index, std::move(text), "", 0, 0});
+  if (!text.empty()) s.request.channel->push({s.request.index, std::move(text), std::nullopt, "", 0, 0});
   return false;
 }
 
-void BatchScheduler::finish(Slot& s, std::string text, const std::string& reason) {
+void BatchScheduler::finish(Slot& s, std::string text, FinishReason reason) {
   const int64_t prompt = static_cast<int64_t>(s.request.prompt.size());
   if (metrics_ != nullptr) {
     metrics_->tokens(prompt, s.generated);
     metrics_->request_latency(std::chrono::duration<double>(Clock::now() - s.request.arrival).count());
   }
-  s.request.channel->push({s.request.index, std::move(text), reason, prompt, s.generated});
-  if (reason == "cancelled") {
-    // Called on a running row: it leaves the batch here.
-    for (size_t i = 0; i < rows_.size(); ++i) {
-      if (rows_[i].get() == &s) {
-        remove_row(i);
-        break;
-      }
-    }
-  }
+  s.request.channel->push({s.request.index, std::move(text), reason, "", prompt, s.generated});
+}
+
+void BatchScheduler::cancel_row(size_t row) {
+  finish(*rows_[row], "", FinishReason::kCancelled);
+  remove_row(row);
 }
 
 void BatchScheduler::remove_row(size_t row) {
@@ -506,7 +504,8 @@ void BatchScheduler::remove_row(size_t row) {
 
 void BatchScheduler::fail(const SequenceRequest& request, const std::string& message, int64_t generated) {
   if (metrics_ != nullptr) metrics_->sequence_failed();
-  request.channel->push({request.index, "", "error: " + message, static_cast<int64_t>(request.prompt.size()), generated});
+  request.channel->push(
+      {request.index, "", FinishReason::kError, message, static_cast<int64_t>(request.prompt.size()), generated});
 }
 
 void BatchScheduler::fail_running(const std::string& message) {

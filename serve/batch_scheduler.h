@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "models/finish_reason.h"
 #include "models/generation.h"
 #include "models/model.h"
 #include "serve/metrics.h"
@@ -36,7 +37,8 @@ namespace zoo {
 struct SequenceEvent {
   int64_t index = 0;          // the choice
   std::string text;           // new text (may be empty on the last event)
-  std::string finish_reason;  // empty while more follows; "stop", "length", or "error"
+  std::optional<FinishReason> finish;  // on the last event alone
+  std::string error;          // kError's message
   int64_t prompt_tokens = 0;  // on the last event
   int64_t completion_tokens = 0;  // on the last event
 };
@@ -91,7 +93,7 @@ class BatchScheduler {
 
   // Queues a request's sequences, all or none: false when the queue has no room for them.
   bool submit(std::vector<SequenceRequest> sequences);
-  // Ends every queued and running sequence now (finish_reason "cancelled").
+  // Ends every queued and running sequence now (FinishReason::kCancelled).
   void cancel_all();
   // Sequences queued, running, and decoding steps taken so far.
   int64_t queued() const;
@@ -121,8 +123,11 @@ class BatchScheduler {
   void decode_step();
   // Takes the token a slot produced; true when the slot's sequence has ended.
   bool deliver(Slot& slot, int64_t token);
-  void finish(Slot& slot, std::string text, const std::string& reason);
-  // Ends a sequence with an error ("error: MESSAGE"), counted in the metrics; the batch goes on.
+  // Hands the slot's last event (its row, if it has one, is the caller's to remove).
+  void finish(Slot& slot, std::string text, FinishReason reason);
+  // A running row whose client went away (or every row, on cancel_all) leaves the batch.
+  void cancel_row(size_t row);
+  // Ends a sequence with kError and `message`, counted in the metrics; the batch goes on.
   void fail(const SequenceRequest& request, const std::string& message, int64_t generated = 0);
   void remove_row(size_t row);
   void fail_running(const std::string& message);

@@ -363,6 +363,17 @@ json ApiUsage::to_json() const {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+std::optional<std::string> openai_finish_reason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos:
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled:
+    case FinishReason::kError: return std::nullopt;
+  }
+  throw std::logic_error("unhandled finish reason");
+}
+
 json completion_response(const std::string& id, int64_t created, const std::string& model, bool chat,
                          const std::vector<ApiChoice>& choices, const ApiUsage& usage) {
   json list = json::array();

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/finish_reason.h"
+
 namespace zoo {
 
 // An HTTP error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
@@ -87,6 +89,10 @@ struct ApiChoice {
   std::string text;
   std::string finish_reason;  // "stop" or "length"; empty while streaming
 };
+
+// OpenAI's finish_reason for a sequence that ended normally: "stop" (an EOS token or a stop
+// text) or "length"; nullopt for kCancelled and kError, which are answered as errors.
+std::optional<std::string> openai_finish_reason(FinishReason reason);
 
 // Whole responses.
 nlohmann::json completion_response(const std::string& id, int64_t created, const std::string& model, bool chat,

@@ -20,6 +20,14 @@
 namespace zoo {
 namespace {
 
+// A sequence that did not end normally answers its request with an error: the server stopping
+// (kCancelled) with a 503, a failure (kError) with a 500 and its message.
+ApiError sequence_error(FinishReason reason, const std::string& message) {
+  const bool cancelled = reason == FinishReason::kCancelled;
+  return ApiError(cancelled ? 503 : 500, cancelled ? "the server stopped before the completion ended" : message, "",
+                  "server_error");
+}
+
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -296,7 +304,7 @@ class Server {
     ApiUsage usage;
     std::vector<int64_t> prompt_tokens(count, 0);
     int64_t finished = 0;
-    std::string failure;
+    std::optional<ApiError> failure;
     // Nothing is written before the whole answer: a client that goes away is seen on its
     // connection (a read the HTTP front keeps pending while the answer is computed).
     while (finished < count) {
@@ -307,22 +315,19 @@ class Server {
       for (auto& e : channel->wait(std::chrono::milliseconds(100))) {
         auto& c = choices[e.index];
         c.text += e.text;
-        if (e.finish_reason.empty()) continue;
+        if (!e.finish) continue;
         ++finished;
-        c.finish_reason = e.finish_reason;
         prompt_tokens[e.index] = e.prompt_tokens;
         usage.completion_tokens += e.completion_tokens;
-        if (e.finish_reason != "stop" && e.finish_reason != "length") {
-          failure = e.finish_reason;
-          if (failure != "cancelled") log_failure(id, e.index, failure);
+        if (const auto reason = openai_finish_reason(*e.finish)) {
+          c.finish_reason = *reason;
+        } else {
+          if (*e.finish == FinishReason::kError) log_failure(id, e.index, e.error);
+          failure = sequence_error(*e.finish, e.error);
         }
       }
     }
-    if (!failure.empty()) {
-      throw ApiError(failure == "cancelled" ? 503 : 500,
-                     failure == "cancelled" ? "the server stopped before the completion ended" : failure, "",
-                     "server_error");
-    }
+    if (failure) throw *failure;
     // The choices of one prompt share it: usage counts each prompt once, as OpenAI's does.
     for (int64_t i = 0; i < count; i += n) usage.prompt_tokens += prompt_tokens[i];
     send_json(exchange, 200, completion_response(id, unix_time(), options_.model_name, chat, choices, usage));
@@ -349,21 +354,14 @@ class Server {
     while (finished < count) {
       if (exchange.closed()) return client_gone();
       for (auto& e : channel->wait(std::chrono::milliseconds(100))) {
-        const bool last = !e.finish_reason.empty();
-        const bool failed = last && e.finish_reason != "stop" && e.finish_reason != "length";
+        const bool last = e.finish.has_value();
+        const auto reason = last ? openai_finish_reason(*e.finish) : std::nullopt;
         bool ok = true;
         if (!e.text.empty()) ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, e.text, ""}, false)));
-        if (ok && last && !failed) {
-          ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, "", e.finish_reason}, false)));
-        }
-        if (ok && failed) {
-          const bool cancelled = e.finish_reason == "cancelled";
-          if (!cancelled) log_failure(id, e.index, e.finish_reason);
-          ok = write(sse_event(json::parse(ApiError(cancelled ? 503 : 500,
-                                                    cancelled ? "the server stopped before the completion ended"
-                                                              : e.finish_reason,
-                                                    "", "server_error")
-                                               .body())));
+        if (ok && reason) ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, "", *reason}, false)));
+        if (ok && last && !reason) {
+          if (*e.finish == FinishReason::kError) log_failure(id, e.index, e.error);
+          ok = write(sse_event(json::parse(sequence_error(*e.finish, e.error).body())));
         }
         if (!ok) return client_gone();
         if (last) {

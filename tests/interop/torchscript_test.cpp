@@ -452,15 +452,15 @@ TEST_F(TorchScriptGeneration, StopsAtEosAndPadsFinishedRows) {
     const auto& expected = native.tokens[r];
     ASSERT_GE(produced.size(), expected.size());
     EXPECT_EQ(std::vector<int64_t>(produced.begin(), produced.begin() + expected.size()), expected) << r;
-    if (native.finish_reasons[r] == "eos") {
+    if (native.finish_reasons[r] == FinishReason::kEos) {
       ASSERT_GT(produced.size(), expected.size());
       EXPECT_EQ(produced[expected.size()], eos);
       for (size_t i = expected.size() + 1; i < produced.size(); ++i) EXPECT_EQ(produced[i], model_.config.pad_id);
     }
   }
   // It stops once every row is done: no column past the last row's EOS.
-  const size_t longest = std::max(native.tokens[0].size() + (native.finish_reasons[0] == "eos"),
-                                  native.tokens[1].size() + (native.finish_reasons[1] == "eos"));
+  const size_t longest = std::max(native.tokens[0].size() + (native.finish_reasons[0] == FinishReason::kEos),
+                                  native.tokens[1].size() + (native.finish_reasons[1] == FinishReason::kEos));
   EXPECT_EQ(out.size(1), 5 + static_cast<int64_t>(longest));
 }
 

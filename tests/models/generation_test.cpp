@@ -65,7 +65,7 @@ TEST(Generate, GreedyPicksTheArgmaxAtEveryStep) {
     EXPECT_EQ(logits[0][-1].argmax().item<int64_t>(), token);
     seq.push_back(token);
   }
-  EXPECT_EQ(out.finish_reasons[0], "length");
+  EXPECT_EQ(out.finish_reasons[0], FinishReason::kLength);
 }
 
 TEST(Generate, SeededSamplingIsReproducible) {
@@ -96,11 +96,11 @@ TEST(Generate, EosAndStopSequencesEndARow) {
   auto stopped = generate(model, {{4, 5}}, o);
   auto first = std::find(free_run.begin(), free_run.end(), free_run[2]) - free_run.begin();
   EXPECT_EQ(stopped.tokens[0], std::vector<int64_t>(free_run.begin(), free_run.begin() + first));
-  EXPECT_EQ(stopped.finish_reasons[0], "eos");
+  EXPECT_EQ(stopped.finish_reasons[0], FinishReason::kEos);
   o.eos_ids.clear();
   o.stop_sequences = {{free_run[1], free_run[2]}};
   auto by_stop = generate(model, {{4, 5}}, o);
-  EXPECT_EQ(by_stop.finish_reasons[0], "stop");
+  EXPECT_EQ(by_stop.finish_reasons[0], FinishReason::kStop);
   EXPECT_LE(by_stop.tokens[0].size(), 1u);
   std::vector<int64_t> streamed;
   o.stop_sequences.clear();

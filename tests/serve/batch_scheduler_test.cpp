@@ -41,7 +41,8 @@ Model tiny_gpt(const std::vector<std::string>& overrides) { return tiny_model("g
 
 struct Outcome {
   std::string text;
-  std::string finish_reason;
+  std::optional<FinishReason> finish;
+  std::string error;  // kError's message
   int64_t completion_tokens = 0;
 };
 
@@ -53,8 +54,9 @@ Outcome reference(Model& model, const SequenceRequest& r) {
   StreamDecoder decoder(tokenizer(), model.gpt ? r.prompt : std::vector<int64_t>{});
   Outcome o;
   for (int64_t t : result.tokens[0]) o.text += decoder.add(t);
-  o.finish_reason = result.finish_reasons[0] == "eos" ? "stop" : result.finish_reasons[0];
-  o.completion_tokens = static_cast<int64_t>(result.tokens[0].size()) + (result.finish_reasons[0] == "eos" ? 1 : 0);
+  o.finish = result.finish_reasons[0];
+  o.completion_tokens =
+      static_cast<int64_t>(result.tokens[0].size()) + (result.finish_reasons[0] == FinishReason::kEos ? 1 : 0);
   return o;
 }
 
@@ -67,8 +69,9 @@ std::map<int64_t, Outcome> collect(ResponseChannel& channel, int64_t count) {
     for (auto& e : channel.wait(std::chrono::milliseconds(50))) {
       auto& o = out[e.index];
       o.text += e.text;
-      if (e.finish_reason.empty()) continue;
-      o.finish_reason = e.finish_reason;
+      if (!e.finish) continue;
+      o.finish = e.finish;
+      o.error = e.error;
       o.completion_tokens = e.completion_tokens;
       ++ended;
     }
@@ -142,7 +145,7 @@ void expect_each_alone_under_concurrency(const Variant& variant, int64_t prefill
     const auto want = reference(model, r);
     const auto& have = got.at(r.index);
     EXPECT_EQ(have.text, want.text) << "sequence " << r.index;
-    EXPECT_EQ(have.finish_reason, want.finish_reason) << "sequence " << r.index;
+    EXPECT_EQ(have.finish, want.finish) << "sequence " << r.index;
     EXPECT_EQ(have.completion_tokens, want.completion_tokens) << "sequence " << r.index;
   }
 }
@@ -210,7 +213,7 @@ TEST_P(BatchSchedulerTest, EveryPromptLengthAtTheBoundaries) {
                                                           {"together", &together.at(r.index)}};
     for (const auto& [how, got] : runs) {
       EXPECT_EQ(got->text, want.text) << "prompt of " << r.prompt.size() << ", " << how;
-      EXPECT_EQ(got->finish_reason, "length") << "prompt of " << r.prompt.size() << ", " << how;
+      EXPECT_EQ(got->finish, FinishReason::kLength) << "prompt of " << r.prompt.size() << ", " << how;
       EXPECT_EQ(got->completion_tokens, r.options.max_new_tokens) << "prompt of " << r.prompt.size() << ", " << how;
     }
   }
@@ -251,8 +254,8 @@ TEST(BatchScheduler, RunningSequencesDecodeWhileALongPromptIsPrefilled) {
   while (finished.size() < 2 && std::chrono::steady_clock::now() < deadline) {
     for (const auto& e : channel->wait(std::chrono::milliseconds(50))) {
       got[e.index].text += e.text;
-      if (e.finish_reason.empty()) continue;
-      got[e.index].finish_reason = e.finish_reason;
+      if (!e.finish) continue;
+      got[e.index].finish = e.finish;
       got[e.index].completion_tokens = e.completion_tokens;
       finished.push_back(e.index);
     }
@@ -262,7 +265,7 @@ TEST(BatchScheduler, RunningSequencesDecodeWhileALongPromptIsPrefilled) {
   for (const auto& r : {running, long_prompt}) {
     const auto want = reference(model, r);
     EXPECT_EQ(got[r.index].text, want.text) << "sequence " << r.index;
-    EXPECT_EQ(got[r.index].finish_reason, "length") << "sequence " << r.index;
+    EXPECT_EQ(got[r.index].finish, FinishReason::kLength) << "sequence " << r.index;
     EXPECT_EQ(got[r.index].completion_tokens, want.completion_tokens) << "sequence " << r.index;
   }
 }
@@ -283,7 +286,7 @@ TEST(BatchScheduler, StopTextCutsTheCompletion) {
   ASSERT_TRUE(scheduler.submit({r}));
   const auto got = collect(*channel, 1).at(0);
   EXPECT_EQ(got.text, whole.substr(0, whole.find(stop)));
-  EXPECT_EQ(got.finish_reason, "stop");
+  EXPECT_EQ(got.finish, FinishReason::kStop);
 }
 
 // A client that goes away frees its row at the next step, and the sequence waiting for that row
@@ -305,7 +308,7 @@ TEST(BatchScheduler, CancelledSequenceFreesItsRow) {
   const auto got = collect(*second, 1).at(0);
   EXPECT_EQ(got.text, reference(model, waiting).text);
   const auto cancelled = collect(*first, 1).at(0);
-  EXPECT_EQ(cancelled.finish_reason, "cancelled");
+  EXPECT_EQ(cancelled.finish, FinishReason::kCancelled);
   EXPECT_LT(cancelled.completion_tokens, 60);
 }
 
@@ -326,16 +329,16 @@ TEST(BatchScheduler, FullQueueRefuses) {
   auto gone = std::make_shared<ResponseChannel>();
   scheduler.cancel_all();
   const auto first = collect(*channel, 2);
-  EXPECT_EQ(first.at(0).finish_reason, "cancelled");
-  EXPECT_EQ(first.at(1).finish_reason, "cancelled");
+  EXPECT_EQ(first.at(0).finish, FinishReason::kCancelled);
+  EXPECT_EQ(first.at(1).finish, FinishReason::kCancelled);
   EXPECT_TRUE(scheduler.submit({long_one}));
   EXPECT_TRUE(scheduler.submit({request(1, random_prompt(4, 501), 5, gone)}));
   gone->cancel();
   EXPECT_TRUE(scheduler.submit({request(2, random_prompt(4, 502), 5, channel)}));
   scheduler.cancel_all();
   const auto got = collect(*channel, 2);
-  EXPECT_EQ(got.at(0).finish_reason, "cancelled");
-  EXPECT_EQ(got.at(2).finish_reason, "cancelled");
+  EXPECT_EQ(got.at(0).finish, FinishReason::kCancelled);
+  EXPECT_EQ(got.at(2).finish, FinishReason::kCancelled);
 }
 
 // A prompt too long for the context is refused with a message, and the scheduler goes on.
@@ -347,7 +350,8 @@ TEST(BatchScheduler, PromptBeyondTheContextIsAnError) {
   auto channel = std::make_shared<ResponseChannel>();
   ASSERT_TRUE(scheduler.submit({request(0, random_prompt(20, 600), 4, channel)}));
   const auto bad = collect(*channel, 1).at(0);
-  EXPECT_NE(bad.finish_reason.find("does not fit the context of 16"), std::string::npos) << bad.finish_reason;
+  EXPECT_EQ(bad.finish, FinishReason::kError);
+  EXPECT_NE(bad.error.find("does not fit the context of 16"), std::string::npos) << bad.error;
   auto good = request(1, random_prompt(5, 601), 6, channel);
   ASSERT_TRUE(scheduler.submit({good}));
   EXPECT_EQ(collect(*channel, 1).at(1).text, reference(model, good).text);
@@ -402,14 +406,15 @@ TEST(BatchScheduler, NonFiniteLogitsEndOnlyTheirSequence) {
   ASSERT_TRUE(scheduler->submit({others[2]}));  // takes the failed sequence's row
   const auto got = collect(*channel, 4);
   scheduler.reset();
-  const std::string reason = "error: the model's logits for token " + std::to_string(k + 2) + " of this sequence hold NaN";
-  EXPECT_EQ(got.at(2).finish_reason.rfind(reason, 0), 0u) << got.at(2).finish_reason;
+  const std::string reason = "the model's logits for token " + std::to_string(k + 2) + " of this sequence hold NaN";
+  EXPECT_EQ(got.at(2).finish, FinishReason::kError);
+  EXPECT_EQ(got.at(2).error.rfind(reason, 0), 0u) << got.at(2).error;
   EXPECT_EQ(got.at(2).completion_tokens, k + 1);
   EXPECT_EQ(metrics.sequences_failed(), 1);
   for (const auto& r : others) {
     const auto want = reference(model, r);
     EXPECT_EQ(got.at(r.index).text, want.text) << "sequence " << r.index;
-    EXPECT_EQ(got.at(r.index).finish_reason, "length") << "sequence " << r.index;
+    EXPECT_EQ(got.at(r.index).finish, FinishReason::kLength) << "sequence " << r.index;
   }
 }
 
@@ -434,12 +439,14 @@ TEST(BatchScheduler, SamplingOrPrefillThatThrowsEndsOnlyItsSequence) {
   for (auto* r : {&first, &last}) r->options.eos_ids.clear();
   ASSERT_TRUE(scheduler.submit({first, cold, bad_id, last}));
   const auto got = collect(*channel, 4);
-  EXPECT_EQ(got.at(1).finish_reason.rfind("error: ", 0), 0u) << got.at(1).finish_reason;
-  EXPECT_EQ(got.at(2).finish_reason.rfind("error: ", 0), 0u) << got.at(2).finish_reason;
+  for (int64_t failed : {1, 2}) {
+    EXPECT_EQ(got.at(failed).finish, FinishReason::kError) << "sequence " << failed;
+    EXPECT_FALSE(got.at(failed).error.empty()) << "sequence " << failed;
+  }
   EXPECT_EQ(metrics.sequences_failed(), 2);
   for (const auto& r : {first, last}) {
     EXPECT_EQ(got.at(r.index).text, reference(model, r).text) << "sequence " << r.index;
-    EXPECT_EQ(got.at(r.index).finish_reason, "length") << "sequence " << r.index;
+    EXPECT_EQ(got.at(r.index).finish, FinishReason::kLength) << "sequence " << r.index;
   }
 }
 

@@ -150,6 +150,16 @@ TEST(OpenAiApi, EmbeddingRequests) {
   }
 }
 
+// OpenAI's API knows "stop" (an EOS token or a stop text) and "length"; a cancelled or failed
+// sequence is answered with an error instead.
+TEST(OpenAiApi, FinishReasons) {
+  EXPECT_EQ(openai_finish_reason(FinishReason::kEos), "stop");
+  EXPECT_EQ(openai_finish_reason(FinishReason::kStop), "stop");
+  EXPECT_EQ(openai_finish_reason(FinishReason::kLength), "length");
+  EXPECT_EQ(openai_finish_reason(FinishReason::kCancelled), std::nullopt);
+  EXPECT_EQ(openai_finish_reason(FinishReason::kError), std::nullopt);
+}
+
 // The responses have the fields the openai client reads.
 TEST(OpenAiApi, ResponsesAndChunks) {
   ApiUsage usage{5, 3};
