@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "core/unicode.h"
+#include "templates/jinja_filters.h"
 
 namespace zoo::jinja {
 namespace {
@@ -423,78 +424,14 @@ class Parser {
     const std::string& k = keyword.text;
     Node n;
     n.line = keyword.line;
-    std::string end;
     if (k == "for") {
-      n.kind = NodeKind::kFor;
-      n.targets.push_back(expect_name("a loop variable"));
-      while (skip_op(",")) n.targets.push_back(expect_name("a loop variable"));
-      if (!skip_name("in")) fail(peek().line, "expected 'in' in the 'for' tag, got " + describe(peek()));
-      n.expr = parse_tuple(false);
-      if (skip_name("if")) n.condition = parse_expression(true);
-      if (is_name("recursive")) fail(peek().line, "recursive for loops are not supported");
-      expect_block_end("for");
-      ++loops_;
-      n.body = parse_body({"else", "endfor"}, &end, "{% for %}", n.line);
-      if (end == "else") {
-        ++i_;
-        expect_block_end("else");
-        n.else_body = parse_body({"endfor"}, &end, "{% for %}", n.line);
-      }
-      --loops_;
-      ++i_;
-      expect_block_end("endfor");
+      parse_for(n);
     } else if (k == "if") {
-      n.kind = NodeKind::kIf;
-      ExprPtr condition = parse_tuple(true);
-      expect_block_end("if");
-      while (true) {
-        Body body = parse_body({"elif", "else", "endif"}, &end, "{% if %}", n.line);
-        n.branches.emplace_back(std::move(condition), std::move(body));
-        ++i_;
-        if (end == "elif") {
-          condition = parse_tuple(true);
-          expect_block_end("elif");
-          continue;
-        }
-        if (end == "else") {
-          expect_block_end("else");
-          n.else_body = parse_body({"endif"}, &end, "{% if %}", n.line);
-          ++i_;
-        }
-        expect_block_end("endif");
-        break;
-      }
+      parse_if(n);
     } else if (k == "set") {
-      n.targets.push_back(expect_name("a variable name"));
-      if (skip_op(".")) {
-        n.attribute = expect_name("an attribute name");
-      } else {
-        while (skip_op(",")) n.targets.push_back(expect_name("a variable name"));
-      }
-      if (skip_op("=")) {
-        n.kind = NodeKind::kSet;
-        n.expr = parse_tuple(true);
-        expect_block_end("set");
-      } else {
-        if (n.targets.size() != 1 || !n.attribute.empty()) fail(n.line, "a {% set %} block assigns one variable");
-        if (is_op("|")) fail(peek().line, "filters on {% set %} blocks are not supported");
-        n.kind = NodeKind::kSetBlock;
-        n.body = parse_block("set", n.line);
-      }
+      parse_set(n);
     } else if (k == "macro") {
-      n.kind = NodeKind::kMacro;
-      n.targets.push_back(expect_name("a macro name"));
-      expect_op("(");
-      parse_comma_separated(")", [&] {
-        std::string parameter = expect_name("a parameter name");
-        ExprPtr fallback;
-        if (skip_op("=")) fallback = parse_expression(true);
-        n.parameters.emplace_back(std::move(parameter), std::move(fallback));
-      });
-      const int loops = loops_;
-      loops_ = 0;
-      n.body = parse_block("macro", n.line);
-      loops_ = loops;
+      parse_macro(n);
     } else if (k == "filter") {
       n.kind = NodeKind::kFilterBlock;
       n.expr = parse_filters(nullptr, /*first_without_pipe=*/true);
@@ -507,21 +444,108 @@ class Parser {
       n.kind = k == "break" ? NodeKind::kBreak : NodeKind::kContinue;
       expect_block_end(k);
     } else {
-      static const std::vector<std::string> kJinja = {"raw",  "include", "import",     "from", "extends", "block",
-                                                      "call", "with",    "autoescape", "do",   "trans"};
-      const bool closing = std::find(outer_ends.begin(), outer_ends.end(), k) == outer_ends.end() &&
-                           (k.rfind("end", 0) == 0 || k == "else" || k == "elif");
-      if (closing) {
-        fail(n.line, "unexpected {% " + k + " %}" +
-                         (opened.empty() ? std::string(" (nothing to close)")
-                                         : " (the innermost open tag is the " + opened + " at line " +
-                                               std::to_string(opened_line) + ")"));
-      }
-      fail(n.line, std::string(std::find(kJinja.begin(), kJinja.end(), k) != kJinja.end() ? "unsupported" : "unknown") +
-                       " statement '" + k + "' (chat templates here support for, if, set, macro, filter, " +
-                       "generation, break and continue)");
+      unknown_statement(n.line, k, outer_ends, opened, opened_line);
     }
     return n;
+  }
+
+  void parse_for(Node& n) {
+    std::string end;
+    n.kind = NodeKind::kFor;
+    n.targets.push_back(expect_name("a loop variable"));
+    while (skip_op(",")) n.targets.push_back(expect_name("a loop variable"));
+    if (!skip_name("in")) fail(peek().line, "expected 'in' in the 'for' tag, got " + describe(peek()));
+    n.expr = parse_tuple(false);
+    if (skip_name("if")) n.condition = parse_expression(true);
+    if (is_name("recursive")) fail(peek().line, "recursive for loops are not supported");
+    expect_block_end("for");
+    ++loops_;
+    n.body = parse_body({"else", "endfor"}, &end, "{% for %}", n.line);
+    if (end == "else") {
+      ++i_;
+      expect_block_end("else");
+      n.else_body = parse_body({"endfor"}, &end, "{% for %}", n.line);
+    }
+    --loops_;
+    ++i_;
+    expect_block_end("endfor");
+  }
+
+  void parse_if(Node& n) {
+    std::string end;
+    n.kind = NodeKind::kIf;
+    ExprPtr condition = parse_tuple(true);
+    expect_block_end("if");
+    while (true) {
+      Body body = parse_body({"elif", "else", "endif"}, &end, "{% if %}", n.line);
+      n.branches.emplace_back(std::move(condition), std::move(body));
+      ++i_;
+      if (end == "elif") {
+        condition = parse_tuple(true);
+        expect_block_end("elif");
+        continue;
+      }
+      if (end == "else") {
+        expect_block_end("else");
+        n.else_body = parse_body({"endif"}, &end, "{% if %}", n.line);
+        ++i_;
+      }
+      expect_block_end("endif");
+      break;
+    }
+  }
+
+  void parse_set(Node& n) {
+    n.targets.push_back(expect_name("a variable name"));
+    if (skip_op(".")) {
+      n.attribute = expect_name("an attribute name");
+    } else {
+      while (skip_op(",")) n.targets.push_back(expect_name("a variable name"));
+    }
+    if (skip_op("=")) {
+      n.kind = NodeKind::kSet;
+      n.expr = parse_tuple(true);
+      expect_block_end("set");
+    } else {
+      if (n.targets.size() != 1 || !n.attribute.empty()) fail(n.line, "a {% set %} block assigns one variable");
+      if (is_op("|")) fail(peek().line, "filters on {% set %} blocks are not supported");
+      n.kind = NodeKind::kSetBlock;
+      n.body = parse_block("set", n.line);
+    }
+  }
+
+  void parse_macro(Node& n) {
+    n.kind = NodeKind::kMacro;
+    n.targets.push_back(expect_name("a macro name"));
+    expect_op("(");
+    parse_comma_separated(")", [&] {
+      std::string parameter = expect_name("a parameter name");
+      ExprPtr fallback;
+      if (skip_op("=")) fallback = parse_expression(true);
+      n.parameters.emplace_back(std::move(parameter), std::move(fallback));
+    });
+    const int loops = loops_;
+    loops_ = 0;  // a loop around the definition is not around the body: break there is an error
+    n.body = parse_block("macro", n.line);
+    loops_ = loops;
+  }
+
+  // A closing tag nothing opened, or a statement jinja2 has (unsupported) or has not (unknown).
+  [[noreturn]] void unknown_statement(int line, const std::string& k, const std::vector<std::string>& outer_ends,
+                                      const std::string& opened, int opened_line) {
+    static const std::vector<std::string> kJinja = {"raw",  "include", "import",     "from", "extends", "block",
+                                                    "call", "with",    "autoescape", "do",   "trans"};
+    const bool closing = std::find(outer_ends.begin(), outer_ends.end(), k) == outer_ends.end() &&
+                         (k.rfind("end", 0) == 0 || k == "else" || k == "elif");
+    if (closing) {
+      fail(line, "unexpected {% " + k + " %}" +
+                     (opened.empty() ? std::string(" (nothing to close)")
+                                     : " (the innermost open tag is the " + opened + " at line " +
+                                           std::to_string(opened_line) + ")"));
+    }
+    fail(line, std::string(std::find(kJinja.begin(), kJinja.end(), k) != kJinja.end() ? "unsupported" : "unknown") +
+                   " statement '" + k + "' (chat templates here support for, if, set, macro, filter, " +
+                   "generation, break and continue)");
   }
 
   ExprPtr make(ExprKind kind, int line) {
@@ -813,8 +837,7 @@ class Parser {
       const int line = peek().line;
       deepen(line);
       const std::string name = dotted_name("a filter name");
-      const auto& known = known_filters();
-      if (std::find(known.begin(), known.end(), name) == known.end()) fail(line, "unknown filter '" + name + "'");
+      if (!filters().count(name)) fail(line, unknown_filter_message(name));
       if (is_op("(")) {
         input = parse_call(std::move(input), ExprKind::kFilter, name);
       } else {
@@ -838,8 +861,7 @@ class Parser {
         const int line = next().line;
         const bool negated = skip_name("not");
         const std::string name = dotted_name("a test name after 'is'");
-        const auto& known = known_tests();
-        if (std::find(known.begin(), known.end(), name) == known.end()) fail(line, "unknown test '" + name + "'");
+        if (!tests().count(name)) fail(line, unknown_test_message(name));
         ExprPtr test;
         if (is_op("(")) {
           test = parse_call(std::move(e), ExprKind::kTest, name);
@@ -897,24 +919,6 @@ class Parser {
 };
 
 }  // namespace
-
-const std::vector<std::string>& known_filters() {
-  static const std::vector<std::string> kFilters = {
-      "abs",  "capitalize", "count",   "d",     "default", "dictsort", "e",       "escape",  "first",   "float",
-      "indent", "int",      "items",   "join",  "last",    "length",     "list",    "lower",   "map",
-      "reject", "rejectattr", "replace", "reverse", "safe", "select",    "selectattr", "sort", "string",
-      "title",  "tojson",   "trim",    "upper"};
-  return kFilters;
-}
-
-const std::vector<std::string>& known_tests() {
-  static const std::vector<std::string> kTests = {
-      "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "==",  "even",     "false",  "float",
-      "ge",      ">=",       "gt",      ">",           "greaterthan", "in", "integer", "iterable", "le", "<=",
-      "lower",   "lt",       "<",       "lessthan",    "mapping",     "ne",  "!=",      "none",     "number",
-      "odd",     "sameas",   "sequence", "string",     "true",        "undefined", "upper"};
-  return kTests;
-}
 
 Body parse_template(const std::string& source, const std::string& name) {
   return Parser(Lexer(source, name).run(), name).parse();

@@ -91,8 +91,4 @@ struct Node {
 // Parses `source`; `name` names the template in errors.
 Body parse_template(const std::string& source, const std::string& name);
 
-// The filters, tests and global functions the renderer knows, for parse-time checks.
-const std::vector<std::string>& known_filters();
-const std::vector<std::string>& known_tests();
-
 }  // namespace zoo::jinja

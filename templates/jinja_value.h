@@ -44,6 +44,8 @@ constexpr int kMaxValueDepth = 256;
 // What printing one value (str, repr, tojson) may produce: values share their containers, so a
 // list doubled 40 times holds 2^40 leaves in a few bytes of memory.
 constexpr size_t kMaxPrintedBytes = size_t{1} << 26;  // 64 MiB
+// What one string a rendering builds (by +, ~, *, replace, join, ...) may hold, and its output.
+constexpr size_t kMaxText = size_t{1} << 26;  // 64 MiB
 
 class Value {
  public:
@@ -113,6 +115,9 @@ class Value {
                std::shared_ptr<const Callable>>
       data_;
 };
+
+// An int or a bool (Python's bools are ints): what indices, counts and widths accept.
+inline bool is_integral(const Value& v) { return v.kind() == Kind::kInt || v.kind() == Kind::kBool; }
 
 bool operator==(const Value& a, const Value& b);  // Python's ==; undefined equals only undefined
 inline bool operator!=(const Value& a, const Value& b) { return !(a == b); }
