@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "data/chat_format.h"
+#include "inference/prompt_rules.h"
 
 namespace zoo {
 namespace {
@@ -86,15 +87,11 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
   GenerationResult result;
   switch (config.family) {
     case Family::kGpt: {
-      // An empty prompt starts a new document: after the beginning-of-sequence token, or the
-      // end-of-sequence token that separates documents in training.
-      if (ids.empty()) ids.push_back(specials.bos ? *specials.bos : special(specials.eos, "end-of-sequence", "an empty prompt"));
+      ids = frame_prompt(std::move(ids), /*encoder_decoder=*/false, specials, "prompt");
       check_in_vocabulary(ids, tokenizer, config.vocab_size);
-      const int64_t room = config.max_length() - static_cast<int64_t>(ids.size());
-      if (room < 0) {
-        throw std::invalid_argument("prompt: " + std::to_string(ids.size()) + " tokens, more than max_positions (" +
-                                    std::to_string(config.max_length()) + ")");
-      }
+      const ContextLimits limits{false, 0, config.max_length()};
+      const int64_t room = new_token_room(static_cast<int64_t>(ids.size()), limits);
+      if (room < 1) throw std::invalid_argument("prompt: " + no_room_message(static_cast<int64_t>(ids.size()), limits));
       if (options.max_new_tokens > room) {
         out.note = "max_new_tokens lowered to " + std::to_string(room) + " (max_positions " +
                    std::to_string(config.max_length()) + ")";
@@ -116,10 +113,9 @@ TextGeneration generate_text(Model& model, const Tokenizer& tokenizer, const std
     }
     case Family::kT5:
     case Family::kTransformer: {
-      // The source ends with the end-of-sequence token, as in training.
-      const int64_t eos = special(specials.eos, "end-of-sequence", "an encoder-decoder");
-      if (ids.empty() || ids.back() != eos) ids.push_back(eos);
+      ids = frame_prompt(std::move(ids), /*encoder_decoder=*/true, specials, "prompt");
       check_in_vocabulary(ids, tokenizer, config.vocab_size);
+
       StreamDecoder stream(tokenizer, {});
       if (on_text && options.num_beams == 1) {
         options.on_token = [&](int64_t, int64_t token) { on_text(stream.add(token)); };

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "inference/prompt_rules.h"
 #include "inference/text_generation.h"
 #include "serve/stop_texts.h"
 
@@ -214,9 +215,8 @@ void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
   for (auto& r : requests) {
     if (r.channel->cancelled()) continue;
     const int64_t p = static_cast<int64_t>(r.prompt.size());
-    const bool fits = model_.gpt ? p <= options_.max_context && p + r.options.max_new_tokens <= options_.max_context + 1
-                                 : p <= model_.config.max_length() && r.options.max_new_tokens <= options_.max_context;
-    if (p < 1 || !fits) {
+    const int64_t room = new_token_room(p, {!model_.gpt, model_.config.max_length(), options_.max_context});
+    if (p < 1 || r.options.max_new_tokens > room) {
       fail(r, "a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
                   std::to_string(r.options.max_new_tokens) + " does not fit the context of " +
                   std::to_string(options_.max_context));

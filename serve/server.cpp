@@ -11,6 +11,7 @@
 
 #include "core/stop_signals.h"
 #include "data/chat_format.h"
+#include "inference/prompt_rules.h"
 #include "inference/text_generation.h"
 #include "serve/batch_scheduler.h"
 #include "serve/http_server.h"
@@ -192,18 +193,16 @@ class Server {
           prompts.push_back(p.ids);
           continue;
         }
-        auto ids = tokenizer_.encode(p.text, /*add_special_tokens=*/true);  // as zoo generate: LLaMA's <s>
-        // An empty prompt starts a new document, as zoo generate does.
-        if (ids.empty() && !encoder_decoder() && (specials.bos || specials.eos)) {
-          ids.push_back(specials.bos ? *specials.bos : *specials.eos);
-        }
-        prompts.push_back(std::move(ids));
+        prompts.push_back(tokenizer_.encode(p.text, /*add_special_tokens=*/true));  // as zoo generate: LLaMA's <s>
       }
     }
-    // An encoder-decoder's source ends with the end-of-sequence token, as in training (zoo generate).
+    // Framed as zoo generate frames them (inference/prompt_rules.h).
     for (auto& ids : prompts) {
-      if (encoder_decoder() && specials.eos && (ids.empty() || ids.back() != *specials.eos)) ids.push_back(*specials.eos);
-      if (ids.empty()) throw ApiError(400, prompt_field + ": empty, and the tokenizer has no token to start from", prompt_field);
+      try {
+        ids = frame_prompt(std::move(ids), encoder_decoder(), specials, prompt_field);
+      } catch (const std::invalid_argument& e) {
+        throw ApiError(400, e.what(), prompt_field);
+      }
     }
     const auto& s = r.sampling;
     std::vector<SequenceRequest> out;
@@ -212,17 +211,9 @@ class Server {
       const auto& ids = prompts[p];
       check_ids(ids, prompt_field);
       const int64_t length = static_cast<int64_t>(ids.size());
-      // A decoder's prompt and completion share the context; an encoder-decoder's source has the
-      // encoder's positions, its completion the decoder's.
-      if (encoder_decoder() && length > model_.config.max_length()) {
-        throw ApiError(400, prompt_field + ": " + std::to_string(length) + " tokens, more than the encoder's " +
-                                std::to_string(model_.config.max_length()) + " positions", prompt_field);
-      }
-      const int64_t room = encoder_decoder() ? max_context_ : max_context_ - length;
-      if (room < 1) {
-        throw ApiError(400, prompt_field + ": " + std::to_string(length) + " tokens leave no room in the context of " +
-                                std::to_string(max_context_) + " positions", prompt_field);
-      }
+      const ContextLimits limits{encoder_decoder(), model_.config.max_length(), max_context_};
+      const int64_t room = new_token_room(length, limits);
+      if (room < 1) throw ApiError(400, prompt_field + ": " + no_room_message(length, limits), prompt_field);
       int64_t max_tokens = s.max_tokens.value_or(r.chat ? room : std::min<int64_t>(16, room));
       if (max_tokens > room) {
         throw ApiError(400, "max_tokens: the prompt (" + std::to_string(length) + " tokens) plus max_tokens (" +
