@@ -1,9 +1,9 @@
 #include "inference/prompt_rules.h"
 
-#include <functional>
-#include <stdexcept>
 
 #include <gtest/gtest.h>
+
+#include "base_test_util.h"
 
 namespace zoo {
 namespace {
@@ -14,22 +14,13 @@ SpecialTokenIds specials(std::optional<int64_t> bos, std::optional<int64_t> eos)
   return s;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A decoder's prompt is left as it is, but an empty one, which starts a new document: after BOS
 // (LLaMA's <s>), else after the EOS that separates documents in training (GPT-2's <|endoftext|>).
 TEST(PromptRules, DecoderPromptsStartANewDocumentWhenEmpty) {
   EXPECT_EQ(frame_prompt({5, 6}, false, specials(1, 2), "prompt"), (std::vector<int64_t>{5, 6}));
   EXPECT_EQ(frame_prompt({}, false, specials(1, 2), "prompt"), (std::vector<int64_t>{1}));
   EXPECT_EQ(frame_prompt({}, false, specials(std::nullopt, 2), "prompt"), (std::vector<int64_t>{2}));
-  EXPECT_EQ(error_of([] { frame_prompt({}, false, specials(std::nullopt, std::nullopt), "messages"); }),
+  EXPECT_EQ(testing::error_of([] { frame_prompt({}, false, specials(std::nullopt, std::nullopt), "messages"); }),
             "messages: empty, and the tokenizer has no beginning- or end-of-sequence token to start from");
 }
 
@@ -39,7 +30,7 @@ TEST(PromptRules, EncoderSourcesEndWithEos) {
   EXPECT_EQ(frame_prompt({5, 6}, true, specials(std::nullopt, 2), "prompt"), (std::vector<int64_t>{5, 6, 2}));
   EXPECT_EQ(frame_prompt({5, 2}, true, specials(std::nullopt, 2), "prompt"), (std::vector<int64_t>{5, 2}));
   EXPECT_EQ(frame_prompt({}, true, specials(std::nullopt, 2), "prompt"), (std::vector<int64_t>{2}));
-  EXPECT_NE(error_of([] { frame_prompt({5}, true, specials(1, std::nullopt), "prompt"); }).find("prompt: "),
+  EXPECT_NE(testing::error_of([] { frame_prompt({5}, true, specials(1, std::nullopt), "prompt"); }).find("prompt: "),
             std::string::npos);
 }
 
