@@ -188,6 +188,38 @@ void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
   yaml::set_field<ConfigError>(config, field, value, location);
 }
 
+// The position kind's and the sliding window's keys.
+template <typename Fail>
+void validate_positions(const ModelConfig& c, const Fail& fail) {
+  if (c.window.has_value()) {
+    if (c.family != Family::kGpt) {
+      fail("window applies to causal decoders (family gpt), not family " + to_string(c.family));
+    }
+    if (*c.window < 1) fail("window (" + std::to_string(*c.window) + ") must be >= 1");
+  }
+  if (c.position == PositionKind::kRope) {
+    if (c.resolved_head_dim() % 2 != 0) {
+      fail("position rope needs an even head dimension, got " + std::to_string(c.resolved_head_dim()));
+    }
+    if (!(c.rope_base > 1.0)) fail("rope_base (" + format_double(c.rope_base) + ") must be > 1");
+  } else if (c.rope_scaling.kind != RopeScalingKind::kNone) {
+    fail("rope_scaling " + to_string(c.rope_scaling.kind) + " applies to position rope, not " + to_string(c.position));
+  }
+  if (const auto problem = rope_scaling_problem(c.rope_scaling); !problem.empty()) fail(problem);
+  if (c.position == PositionKind::kSinusoidal && c.d_model % 2 != 0) {
+    fail("position sinusoidal needs an even d_model, got " + std::to_string(c.d_model));
+  }
+  if (c.position == PositionKind::kRelative) {
+    if (c.relative_buckets < 4 || c.relative_buckets % 2 != 0) {
+      fail("relative_buckets (" + std::to_string(c.relative_buckets) + ") must be even and >= 4");
+    }
+    if (c.relative_max_distance <= c.relative_buckets / 4) {
+      fail("relative_max_distance (" + std::to_string(c.relative_max_distance) +
+           ") must exceed relative_buckets / 4 (" + std::to_string(c.relative_buckets / 4) + ")");
+    }
+  }
+}
+
 // The attention kinds and the keys of the linear kinds (layers/linear_attention.h).
 template <typename Fail>
 void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
@@ -339,35 +371,9 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(norm_eps > 0.0)) fail("norm_eps (" + format_double(norm_eps) + ") must be positive");
   fraction("dropout", dropout);
   fraction("attention_dropout", attention_dropout);
-  if (window.has_value()) {
-    if (family != Family::kGpt) {
-      fail("window applies to causal decoders (family gpt), not family " + fam);
-    }
-    if (*window < 1) fail("window (" + std::to_string(*window) + ") must be >= 1");
-  }
-  if (position == PositionKind::kRope) {
-    if (resolved_head_dim() % 2 != 0) {
-      fail("position rope needs an even head dimension, got " + std::to_string(resolved_head_dim()));
-    }
-    if (!(rope_base > 1.0)) fail("rope_base (" + format_double(rope_base) + ") must be > 1");
-  } else if (rope_scaling.kind != RopeScalingKind::kNone) {
-    fail("rope_scaling " + to_string(rope_scaling.kind) + " applies to position rope, not " + to_string(position));
-  }
-  if (const auto problem = rope_scaling_problem(rope_scaling); !problem.empty()) fail(problem);
+  validate_positions(*this, fail);
   if (qkv_bias && bias) {
     fail("qkv_bias adds query/key/value biases to a model without biases; bias: true has them already");
-  }
-  if (position == PositionKind::kSinusoidal && d_model % 2 != 0) {
-    fail("position sinusoidal needs an even d_model, got " + std::to_string(d_model));
-  }
-  if (position == PositionKind::kRelative) {
-    if (relative_buckets < 4 || relative_buckets % 2 != 0) {
-      fail("relative_buckets (" + std::to_string(relative_buckets) + ") must be even and >= 4");
-    }
-    if (relative_max_distance <= relative_buckets / 4) {
-      fail("relative_max_distance (" + std::to_string(relative_max_distance) +
-           ") must exceed relative_buckets / 4 (" + std::to_string(relative_buckets / 4) + ")");
-    }
   }
   if (family == Family::kBert) {
     positive("type_vocab_size", type_vocab_size);
