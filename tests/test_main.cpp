@@ -39,6 +39,21 @@ std::map<std::string, torch::Tensor> python_reference(const std::string& script,
   return tensors;
 }
 
+ModelConfig tiny_config(const std::string& family, const std::vector<std::string>& overrides) {
+  auto config = parse_config("family: " + family + R"(
+vocab_size: 97
+d_model: 32
+n_layers: 2
+n_heads: 4
+d_ff: 64
+max_positions: 64
+dropout: 0.0
+attention_dropout: 0.0
+)");
+  for (const auto& o : overrides) apply_override(config, o);
+  return config;
+}
+
 ModelConfig at_test_size(ModelConfig c) {
   if (c.vocab_size > 1000) c.vocab_size = 1000;
   while (c.d_model > 1024) c.d_model /= 2, c.d_ff /= 2;  // heads keep their count, narrower

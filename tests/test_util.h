@@ -42,6 +42,11 @@ std::map<std::string, torch::Tensor> python_reference(const std::string& script,
 // vocabulary, 2 layers (3 decoder layers), d_model and d_ff halved until d_model is 1024 or less.
 ModelConfig at_test_size(ModelConfig config);
 
+// The tiny config the model, serve and layer tests build from: `family` with a vocabulary of 97,
+// d_model 32, 2 layers of 4 heads, d_ff 64, 64 positions and no dropout; then `overrides`
+// ("key=value", as zoo's command line takes them) in order.
+ModelConfig tiny_config(const std::string& family, const std::vector<std::string>& overrides = {});
+
 // Copies `source` into the parameter or buffer `name` of `module` (shapes must match).
 void copy_into(torch::nn::Module& module, const std::string& name, const torch::Tensor& source);
 

@@ -11,16 +11,7 @@ namespace {
 using testing::max_abs_diff;
 
 Bert tiny_bert(const std::vector<std::string>& overrides = {}) {
-  auto config = parse_config(R"(family: bert
-vocab_size: 50
-d_model: 32
-n_layers: 2
-n_heads: 4
-d_ff: 64
-max_positions: 32
-dropout: 0.0
-attention_dropout: 0.0
-)");
+  auto config = testing::tiny_config("bert", {"vocab_size=50", "max_positions=32"});
   for (const auto& o : overrides) apply_override(config, o);
   Bert model(config);
   model->eval();

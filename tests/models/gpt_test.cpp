@@ -13,17 +13,7 @@ using testing::max_abs_diff;
 
 // A tiny GPT with spread-out logits (init_std 0.2), so greedy choices are not near-ties.
 GPT tiny_gpt(const std::vector<std::string>& overrides = {}) {
-  auto config = parse_config(R"(family: gpt
-vocab_size: 97
-d_model: 32
-n_layers: 2
-n_heads: 4
-d_ff: 64
-max_positions: 64
-dropout: 0.0
-attention_dropout: 0.0
-init_std: 0.2
-)");
+  auto config = testing::tiny_config("gpt", {"init_std=0.2"});
   for (const auto& o : overrides) apply_override(config, o);
   GPT model(config);
   model->eval();

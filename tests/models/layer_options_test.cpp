@@ -13,16 +13,7 @@ namespace {
 // A model small enough to train a step of in milliseconds, with no dropout so that the tiled
 // and the math paths compute the same function.
 Model tiny(const std::string& family, const std::vector<std::string>& overrides) {
-  auto config = parse_config("family: " + family + R"(
-vocab_size: 53
-d_model: 32
-n_layers: 2
-n_heads: 4
-d_ff: 64
-max_positions: 160
-dropout: 0.0
-attention_dropout: 0.0
-)");
+  auto config = testing::tiny_config(family, {"vocab_size=53", "max_positions=160"});
   for (const auto& o : overrides) apply_override(config, o);
   torch::manual_seed(7);
   return build_model(config);

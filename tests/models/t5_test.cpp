@@ -12,16 +12,7 @@ namespace {
 using testing::max_abs_diff;
 
 EncoderDecoder tiny(const std::string& family, const std::vector<std::string>& overrides = {}) {
-  auto config = parse_config("family: " + family + R"(
-vocab_size: 40
-d_model: 32
-n_layers: 2
-n_heads: 4
-d_ff: 64
-max_positions: 64
-dropout: 0.0
-attention_dropout: 0.0
-)");
+  auto config = testing::tiny_config(family, {"vocab_size=40"});
   for (const auto& o : overrides) apply_override(config, o);
   EncoderDecoder model(config);
   model->eval();

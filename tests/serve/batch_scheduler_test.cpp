@@ -16,17 +16,7 @@ const Tokenizer& tokenizer() { return testing::shared_tokenizer(); }
 
 // A decoder, or an encoder-decoder (family t5 or transformer), from a tiny config.
 Model tiny_model(const std::string& family, const std::vector<std::string>& overrides) {
-  auto config = parse_config("family: " + family + R"(
-vocab_size: 97
-d_model: 32
-n_layers: 2
-n_heads: 4
-d_ff: 64
-max_positions: 64
-dropout: 0.0
-attention_dropout: 0.0
-init_std: 0.2
-)");
+  auto config = testing::tiny_config(family, {"init_std=0.2"});
   for (const auto& o : overrides) apply_override(config, o);
   torch::manual_seed(5);
   Model model = build_model(config);
