@@ -176,7 +176,7 @@ List split(const std::string& s, const std::optional<std::string>& sep, int64_t 
     std::string word;
     if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
       for (; i < cps.size(); ++i) unicode::append_utf8(word, cps[i]);
-      out.emplace_back(strip(word, std::nullopt, false, true));  // the rest, less trailing whitespace
+      out.emplace_back(word);  // the rest as it is: CPython keeps its trailing whitespace
       break;
     }
     for (; i < cps.size() && !is_python_space(cps[i]); ++i) unicode::append_utf8(word, cps[i]);

@@ -28,6 +28,10 @@ TEST(PythonStr, CaseMappingAsPythonDoes) {
 TEST(PythonStr, SplitStripReplaceFindCountAsPythonDoes) {
   EXPECT_EQ(texts(split("a,b,,c", std::string(","), 2)), (std::vector<std::string>{"a", "b", ",c"}));
   EXPECT_EQ(texts(split(" \t a  b\n", std::nullopt, -1)), (std::vector<std::string>{"a", "b"}));
+  // With a maxsplit the rest keeps its trailing whitespace (CPython 3.11: '  a b  c '.split(None, 1)).
+  EXPECT_EQ(texts(split("  a b  c ", std::nullopt, 1)), (std::vector<std::string>{"a", "b  c "}));
+  EXPECT_EQ(texts(split(" a b ", std::nullopt, 0)), (std::vector<std::string>{"a b "}));
+  EXPECT_EQ(texts(split("a b", std::nullopt, 5)), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(splitlines("a\r\nb\x0b" "c\n"), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(strip("xxhixx", std::string("x"), true, true), "hi");
   EXPECT_EQ(strip(" \x1c hi\t", std::nullopt, true, true), "hi");
