@@ -1,0 +1,114 @@
+#include "train/train_test_util.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "core/files.h"
+#include "test_util.h"
+#include "train/progress.h"
+
+namespace zoo::train_testing {
+
+namespace fs = std::filesystem;
+
+const Slice& slice() {
+  static const Slice s = [] {
+    const fs::path dir(ZOO_TEST_BINARY_DIR);
+    Slice out{(dir / "train-slice.txt").string(), (dir / "train-slice-512.model").string()};
+    if (!fs::exists(out.text)) {
+      const std::string corpus = read_file(testing::shared_corpus());
+      const size_t cut = corpus.find("\n\n", 250000);
+      write_file_atomically(out.text, corpus.substr(0, cut == std::string::npos ? corpus.size() : cut + 1));
+    }
+    if (!fs::exists(out.tokenizer)) {
+      TokenizerTrainOptions t;
+      t.inputs = {out.text};
+      t.vocab_size = 512;
+      Tokenizer::train(t, (dir / "train-slice-512").string());
+    }
+    return out;
+  }();
+  return s;
+}
+
+const char* const kModels[5] = {
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
+    "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",
+    "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}",
+    // Linear attention (layers/linear_attention.h): gated, and a hybrid with performer features.
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, "
+    "attention: gated_linear}",
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, "
+    "attention_layers: [linear, softmax], feature_map: performer, performer_features: 16}"};
+
+// A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
+RunConfig tiny_run(const std::string& model, const std::string& changes) {
+  auto config = parse_run_config("model: " + model + "\ndata: " + slice().text + "\ntokenizer: " + slice().tokenizer +
+                                     "\nsteps: 12\nbatch_size: 4\nblock_size: 32\nwarmup_steps: 2\nlr: 0.003\n"
+                                     "eval_every: 4\neval_batches: 2\nlog_every: 100\nval_fraction: 0.2\n"
+                                     // fp32 unless a test asks: auto would follow the machine's bf16 speed.
+                                     "precision: fp32\n",
+                                 "test run");
+  std::istringstream lines(changes);
+  for (std::string line; std::getline(lines, line);) {
+    const auto colon = line.find(": ");
+    if (colon != std::string::npos) apply_run_override(config, line.substr(0, colon) + "=" + line.substr(colon + 2));
+  }
+  return config;
+}
+
+TrainerOptions quiet(const std::string& run_dir, std::ostream& log) {
+  TrainerOptions o;
+  o.run_dir = run_dir;
+  o.log = &log;
+  o.live = 0;
+  return o;
+}
+
+std::map<std::string, torch::Tensor> weights(Model& model) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& p : model.module()->named_parameters()) out[p.key()] = p.value().detach().clone();
+  return out;
+}
+
+ResumeRuns expect_resume_equals_straight_run(const RunConfig& config, const std::string& name) {
+  std::ostringstream log;
+  ResumeRuns runs;
+  runs.split_dir = testing::scratch_path(name + "/split").string();
+  Trainer straight(config, quiet(testing::scratch_path(name + "/straight").string(), log));
+  runs.full = straight.run();
+  EXPECT_EQ(runs.full.losses.size(), 12u);
+
+  auto first_options = quiet(runs.split_dir, log);
+  Trainer* first_trainer = nullptr;
+  first_options.on_step = [&](int64_t step, double) {
+    if (step == 6) first_trainer->request_stop();
+  };
+  Trainer first(config, first_options);
+  first_trainer = &first;
+  const auto part1 = first.run();
+  EXPECT_TRUE(part1.interrupted);
+  EXPECT_EQ(part1.losses.size(), 6u);
+  EXPECT_TRUE(fs::exists(fs::path(runs.split_dir) / "checkpoints" / "step-6"));
+
+  auto resume_options = quiet(runs.split_dir, log);
+  resume_options.resume = true;
+  Trainer second(load_run_config((fs::path(runs.split_dir) / "run.yaml").string()), resume_options);
+  EXPECT_EQ(second.current_step(), 6);
+  runs.part2 = second.run();
+  if (runs.full.losses.size() != 12u || part1.losses.size() != 6u || runs.part2.losses.size() != 6u) {
+    ADD_FAILURE() << "runs of the wrong length";
+    return runs;
+  }
+  for (size_t i = 0; i < 12; ++i) {
+    const double resumed = i < 6 ? part1.losses[i] : runs.part2.losses[i - 6];
+    EXPECT_EQ(runs.full.losses[i], resumed) << "step " << i + 1;
+  }
+  auto a = weights(straight.model()), b = weights(second.model());
+  for (const auto& [tensor, value] : a) EXPECT_TRUE(torch::equal(value, b.at(tensor))) << tensor;
+  return runs;
+}
+
+}  // namespace zoo::train_testing
