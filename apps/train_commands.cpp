@@ -69,52 +69,16 @@ struct GenerateArgs {
   bool greedy = false, no_cache = false, chat = false;
 };
 
-void print_summary(const TrainSummary& s) {
-  std::cout << (s.interrupted ? "stopped" : "finished") << " at step " << s.end_step;
-  if (s.skipped > 0) std::cout << " (" << s.skipped << " steps skipped for non-finite losses)";
-  std::cout << "\n";
-  auto line = [&](const char* what, const EvalResult& r) {
-    std::cout << what << ": step " << r.step << std::fixed << std::setprecision(4) << ", val loss " << r.loss
-              << ", perplexity " << std::setprecision(2) << r.perplexity << ", accuracy " << std::setprecision(4)
-              << r.accuracy;
-    if (!std::isnan(r.exact_match)) std::cout << ", exact match " << r.exact_match;
-    std::cout << std::defaultfloat << "\n";
-  };
-  for (const auto& spike : s.spikes) std::cout << "loss spike: " << describe(spike) << "\n";
-  if (s.final_eval) line("final", *s.final_eval);
-  if (s.best_eval) line("best", *s.best_eval);
-  if (!s.last_checkpoint.empty()) std::cout << "last checkpoint: " << s.last_checkpoint << "\n";
-  if (!s.best_checkpoint.empty()) std::cout << "best checkpoint: " << s.best_checkpoint << "\n";
-}
-
-std::string default_run_dir(const RunConfig& config) {
-  std::string name = config.model_config.name.empty() ? fs::path(config.model).stem().string()
-                                                      : config.model_config.name;
-  return (fs::path("runs") / name).string();
-}
-
 int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool overwrite,
                 const DistributedArgs& d) {
   TrainerOptions options;
-  options.run_dir = run_dir;
-  options.resume = resume;
-  options.overwrite = overwrite;
-  options.handle_signals = true;
-  std::unique_ptr<DataParallel> parallel;
-  const DistributedEnv env = distributed_env();
-  config.validate_world(env.world_size);  // before the processes wait for each other
-  if (env.enabled()) {
-    torch::Device device = resolve_device(config.device);
-    if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-    DataParallelOptions o;
-    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_seconds * 1000));
-    o.bucket_mb = d.bucket_mb;
-    parallel = std::make_unique<DataParallel>(env, device, o);
-    options.parallel = parallel.get();
-  }
+  options.run_dir = run_dir, options.resume = resume, options.overwrite = overwrite, options.handle_signals = true;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeout_seconds * 1000));
+  const std::unique_ptr<DataParallel> parallel = join_data_parallel(config, {timeout, d.bucket_mb});
+  options.parallel = parallel.get();
   Trainer trainer(std::move(config), options);
   const auto summary = trainer.run();
-  if (!parallel || parallel->rank() == 0) print_summary(summary);
+  if (!parallel || parallel->rank() == 0) std::cout << describe(summary);
   if (parallel) parallel->barrier();  // rank 0 hosts the store: leave together
   return 0;
 }
@@ -146,19 +110,7 @@ int train(const TrainArgs& a) {
 
 int finetune(const FinetuneArgs& a) {
   const std::string checkpoint = resolve_checkpoint(a.checkpoint);
-  RunConfig config;
-  if (!a.config.empty()) {
-    config = load_run_config(a.config);
-  } else {
-    // Fine-tuning defaults (Hugging Face's Trainer: linear decay, light weight decay).
-    config.lr = 1e-4, config.schedule = ScheduleKind::kLinear, config.warmup_steps = 30, config.weight_decay = 0.01;
-    config.steps = 300, config.eval_every = 100, config.batch_size = 16;
-  }
-  config.model = (fs::path(checkpoint) / "config.yaml").string();
-  config.model_config = load_config(config.model);
-  config.init_from = checkpoint;
-  const std::string task = a.task == "lm" ? "causal_lm" : a.task == "classify" ? "classification" : a.task;
-  apply_run_override(config, "objective=" + task);
+  RunConfig config = fine_tuning_run_config(checkpoint, a.config, a.task);
   if (!a.train.empty()) config.data = a.train;
   if (!a.val.empty()) config.val_data = a.val;
   if (config.data.empty()) throw ConfigError("zoo finetune: --train FILE is required");

@@ -12,7 +12,9 @@
 
 #include <torch/torch.h>
 
+#include "core/runtime.h"
 #include "kernels/ring_attention.h"
+#include "train/run_config.h"
 
 #ifdef ZOO_WITH_GLOO
 #ifndef USE_C10D_GLOO
@@ -508,6 +510,15 @@ EvalResult reduce_ring_evaluation(DataParallel& parallel, EvalResult r, int64_t 
     r.accuracy = sums[2].item<double>() / sums[1].item<double>();
   }
   return r;
+}
+
+std::unique_ptr<DataParallel> join_data_parallel(const RunConfig& config, DataParallelOptions options) {
+  const DistributedEnv env = distributed_env();
+  config.validate_world(env.world_size);
+  if (!env.enabled()) return nullptr;
+  torch::Device device = resolve_device(config.device);
+  if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  return std::make_unique<DataParallel>(env, device, options);
 }
 
 }  // namespace zoo

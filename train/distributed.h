@@ -22,6 +22,8 @@
 
 namespace zoo {
 
+struct RunConfig;
+
 class RingExchange;  // kernels/ring_attention.h
 
 struct DistributedEnv {
@@ -102,6 +104,12 @@ class DataParallel {
   std::unique_ptr<Impl> impl_;
   bool sync_ = false;
 };
+
+// This process's place in the data-parallel group the environment (torchrun) starts, joined
+// with `options` on the run's device (a CUDA run: its local rank's GPU); nullptr when the
+// environment starts none. The run config's parallel sizes are checked against the world first,
+// before the processes wait for each other.
+std::unique_ptr<DataParallel> join_data_parallel(const RunConfig& config, DataParallelOptions options);
 
 // One micro-step's loss as the whole group computes it: the global batch's mean over its
 // targets, as one process with the global batch would. Ranks with more targets (MLM masks vary)

@@ -452,6 +452,29 @@ RunConfig load_run_config(const std::string& path) {
   return parse_run_config(buffer.str(), path);
 }
 
+std::string default_run_dir(const RunConfig& config) {
+  namespace fs = std::filesystem;
+  const std::string name =
+      config.model_config.name.empty() ? fs::path(config.model).stem().string() : config.model_config.name;
+  return (fs::path("runs") / name).string();
+}
+
+RunConfig fine_tuning_run_config(const std::string& checkpoint_dir, const std::string& run_config,
+                                 const std::string& task) {
+  RunConfig config;
+  if (!run_config.empty()) {
+    config = load_run_config(run_config);
+  } else {
+    config.lr = 1e-4, config.schedule = ScheduleKind::kLinear, config.warmup_steps = 30, config.weight_decay = 0.01;
+    config.steps = 300, config.eval_every = 100, config.batch_size = 16;
+  }
+  config.model = (std::filesystem::path(checkpoint_dir) / "config.yaml").string();
+  config.model_config = load_config(config.model);
+  config.init_from = checkpoint_dir;
+  apply_run_override(config, "objective=" + (task == "lm" ? "causal_lm" : task == "classify" ? "classification" : task));
+  return config;
+}
+
 void apply_run_override(RunConfig& target, const std::string& assignment) {
   RunConfig config = target;  // a refused override leaves the target as it was
   const std::string source = "override '" + assignment + "'";

@@ -135,6 +135,15 @@ void check_fits_in_memory(const RunConfig& config, int64_t memory, bool on_cuda)
 // Reads a run config (or a model config, wrapped in run defaults) from `path`. Unknown keys,
 // wrong types and invalid values are ConfigErrors naming the file, line and key.
 RunConfig load_run_config(const std::string& path);
+
+// runs/NAME: the model config's name, else its file's stem.
+std::string default_run_dir(const RunConfig& config);
+
+// `zoo finetune`'s run: `run_config` (a path; empty: fine-tuning's defaults, Hugging Face
+// Trainer's linear decay and light weight decay) starting from `checkpoint_dir`'s model and
+// weights, learning `task` (an objective's name, or lm / classify).
+RunConfig fine_tuning_run_config(const std::string& checkpoint_dir, const std::string& run_config,
+                                 const std::string& task);
 RunConfig parse_run_config(const std::string& yaml, const std::string& source = "<string>");
 
 // `key=value` for a run field or `model.key=value` for a model field, checked like the file.

@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include <torch/torch.h>
 
@@ -42,6 +44,25 @@ std::string describe(const EvalResult& r) {
 }
 
 }  // namespace
+
+std::string describe(const TrainSummary& s) {
+  std::ostringstream out;
+  out << (s.interrupted ? "stopped" : "finished") << " at step " << s.end_step;
+  if (s.skipped > 0) out << " (" << s.skipped << " steps skipped for non-finite losses)";
+  out << "\n";
+  auto line = [&](const char* what, const EvalResult& r) {
+    out << what << ": step " << r.step << std::fixed << std::setprecision(4) << ", val loss " << r.loss
+        << ", perplexity " << std::setprecision(2) << r.perplexity << ", accuracy " << std::setprecision(4) << r.accuracy;
+    if (!std::isnan(r.exact_match)) out << ", exact match " << r.exact_match;
+    out << std::defaultfloat << "\n";
+  };
+  for (const auto& spike : s.spikes) out << "loss spike: " << describe(spike) << "\n";
+  if (s.final_eval) line("final", *s.final_eval);
+  if (s.best_eval) line("best", *s.best_eval);
+  if (!s.last_checkpoint.empty()) out << "last checkpoint: " << s.last_checkpoint << "\n";
+  if (!s.best_checkpoint.empty()) out << "best checkpoint: " << s.best_checkpoint << "\n";
+  return out.str();
+}
 
 Trainer::Trainer(RunConfig config, TrainerOptions options)
     : options_(std::move(options)), log_(log_of(options_)), run_(set_up_run(std::move(config), options_, log_)) {

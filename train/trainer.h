@@ -33,6 +33,10 @@ struct TrainSummary {
   std::vector<LossSpike> spikes;  // losses far above the curve just before (train/loss_spikes.h)
 };
 
+// What `zoo train` prints at the end: how the run ended, its spikes, the final and best
+// evaluations, the last and best checkpoints; a line each.
+std::string describe(const TrainSummary& summary);
+
 // What one update did.
 struct StepReport {
   bool updated = false;  // false: skipped (non-finite loss under on_nonfinite: skip, or an fp16 overflow)
