@@ -162,7 +162,8 @@ Model training_model(const TrainWorkload& w, const c10::Device& device) {
   return model;
 }
 
-// The training workloads by name: model, batch, precision, LoRA rank, recomputation.
+// The training workloads by name: model, batch, precision, LoRA rank, recomputation, and what
+// the row is compared with (PyTorch's same step, or zoo's own plain training).
 struct TrainShape {
   const char* name;
   const char* model;
@@ -170,17 +171,24 @@ struct TrainShape {
   Precision precision;
   int64_t lora_rank;
   bool recompute;
+  bool pytorch_twin;
+  Baseline baseline;
+  const char* baseline_row;
 };
 constexpr TrainShape kTrainShapes[] = {
-    {"train-gpt2-small", "gpt2-small", 4, 256, Precision::kFp32, 0, false},
-    {"train-gpt2-small-bf16", "gpt2-small", 4, 256, Precision::kBf16, 0, false},
-    {"train-gpt-tiny", "gpt-tiny", 16, 128, Precision::kFp32, 0, false},
-    {"train-gpt-tiny-bf16", "gpt-tiny", 16, 128, Precision::kBf16, 0, false},
-    {"finetune-gpt2-small-lora", "gpt2-small", 4, 256, Precision::kFp32, 8, false},
-    {"finetune-gpt2-small-lora-bf16", "gpt2-small", 4, 256, Precision::kBf16, 8, false},
-    {"finetune-gpt2-small-lora-recompute", "gpt2-small", 4, 256, Precision::kFp32, 8, true},
-    {"train-gpt2-small-1024", "gpt2-small", 1, 1024, Precision::kFp32, 0, false},
-    {"train-gpt2-small-1024-recompute", "gpt2-small", 1, 1024, Precision::kFp32, 0, true},
+    {"train-gpt2-small", "gpt2-small", 4, 256, Precision::kFp32, 0, false, true, Baseline::kNone, ""},
+    {"train-gpt2-small-bf16", "gpt2-small", 4, 256, Precision::kBf16, 0, false, true, Baseline::kNone, ""},
+    {"train-gpt-tiny", "gpt-tiny", 16, 128, Precision::kFp32, 0, false, true, Baseline::kNone, ""},
+    {"train-gpt-tiny-bf16", "gpt-tiny", 16, 128, Precision::kBf16, 0, false, true, Baseline::kNone, ""},
+    {"finetune-gpt2-small-lora", "gpt2-small", 4, 256, Precision::kFp32, 8, false, false, Baseline::kFullFineTuning,
+     "train-gpt2-small"},
+    {"finetune-gpt2-small-lora-bf16", "gpt2-small", 4, 256, Precision::kBf16, 8, false, false,
+     Baseline::kFullFineTuning, "train-gpt2-small-bf16"},
+    {"finetune-gpt2-small-lora-recompute", "gpt2-small", 4, 256, Precision::kFp32, 8, true, false,
+     Baseline::kFullFineTuning, "train-gpt2-small"},
+    {"train-gpt2-small-1024", "gpt2-small", 1, 1024, Precision::kFp32, 0, false, false, Baseline::kNone, ""},
+    {"train-gpt2-small-1024-recompute", "gpt2-small", 1, 1024, Precision::kFp32, 0, true, false,
+     Baseline::kPlainTraining, "train-gpt2-small-1024"},
 };
 
 json run_training(const TrainShape& shape, const WorkloadOptions& o) {
@@ -302,88 +310,7 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
           {"request_p99_s", quantile(latencies, 0.99)}};
 }
 
-json run_non_training(const std::string& name, const WorkloadOptions& o) {
-  if (is_serve_workload(name)) return serve_workload(name, o);
-  if (name == "gemm") return gemm(o.steps, torch::kFloat, o.device);
-  if (name == "gemm-bf16") return gemm(o.steps, torch::kBFloat16, o.device);
-  if (name == "bandwidth") return bandwidth(o.steps, o.device);
-  if (name == "forward-bert-base") return forward_bert(o.steps, o.device);
-  if (name == "generate-gpt2-small") return generate_gpt2(o.steps, torch::kFloat, o.device);
-  if (name == "generate-gpt2-small-bf16") return generate_gpt2(o.steps, torch::kBFloat16, o.device);
-  if (name == "tokenize-zoo") return tokenize_workload(bench_zoo_tokenizer(), o.steps);
-  if (is_decode_workload(name)) return decode_workload(name, o.steps, o.device);
-  if (name == "tokenize-gpt2") return tokenize_workload(bench_gpt2_tokenizer(o.gpt2_tokenizer), o.steps);
-  throw std::invalid_argument("unknown workload '" + name + "' (known: " + join(workload_names(), ", ") + ")");
-}
-
 }  // namespace
-
-const std::vector<std::string>& workload_names() {
-  static const std::vector<std::string> names = {
-      "gemm", "gemm-bf16", "bandwidth", "train-gpt2-small", "train-gpt2-small-bf16", "train-gpt-tiny",
-      "train-gpt-tiny-bf16", "finetune-gpt2-small-lora", "finetune-gpt2-small-lora-bf16",
-      "finetune-gpt2-small-lora-recompute", "train-gpt2-small-1024", "train-gpt2-small-1024-recompute",
-      "forward-bert-base", "generate-gpt2-small", "generate-gpt2-small-bf16", "tokenize-zoo", "tokenize-gpt2"};
-  return names;
-}
-
-const std::vector<std::string>& serve_workload_names() {
-  static const std::vector<std::string> names = {"serve-gpt2-small-1", "serve-gpt2-small-8", "serve-gpt2-small-16",
-                                                 "serve-ttft-gpt2-small"};
-  return names;
-}
-
-bool is_serve_workload(const std::string& name) {
-  const auto& names = serve_workload_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-bool compares_with_pytorch(const std::string& name) {
-  // PyTorch has no linear attention of its own (flash-linear-attention's kernels are Triton's).
-  if (name.starts_with("long-linear-") || name.starts_with("long-gla-") || is_decode_workload(name)) return false;
-  if (is_long_sequence_workload(name)) return !name.ends_with("-math");
-  if (is_ring_workload(name)) return false;  // PyTorch has no ring attention on the CPU
-  return !name.starts_with("tokenize-") && !name.starts_with("finetune-gpt2-small-lora") &&
-         !name.starts_with("train-gpt2-small-1024");
-}
-
-json run_workload(const std::string& name, const WorkloadOptions& options) {
-  if (is_ring_workload(name)) {
-    // One rank of the row: zoo bench started the others beside this one.
-    const RingWorkload ring = ring_workload(name);
-    const DistributedEnv env = distributed_env();
-    if (env.world_size != ring.ranks) {
-      throw std::invalid_argument(name + " runs as " + std::to_string(ring.ranks) +
-                                  " worker processes (WORLD_SIZE); zoo bench --only " + name + " starts them");
-    }
-    TORCH_CHECK(options.device.is_cpu(), name, ": ring attention runs on the CPU");
-    DataParallel group(env, options.device);
-    TrainWorkload w = long_sequence_workload(ring.single);
-    w.ring = group.ring(ring.ranks);
-    w.parallel = &group;
-    json row = train_workload(w, options.steps > 0 ? options.steps : 2, 0, options.device);
-    row.erase("flops_per_token");  // N processes share the CPUs the matmul rate was measured on
-    row["name"] = name;
-    row["ranks"] = ring.ranks;
-    row["peak_rss_mb"] = peak_rss_mb();
-    return row;
-  }
-  if (is_long_sequence_workload(name)) {
-    // Two steps after one warm-up: at 16k tokens a step takes minutes on two cores.
-    json row = train_workload(long_sequence_workload(name), options.steps > 0 ? options.steps : 2, options.profile_rows,
-                              options.device);
-    row["name"] = name;
-    row["peak_rss_mb"] = options.device.is_cuda() ? gpu_allocated_mb(options.device, /*peak=*/true) : peak_rss_mb();
-    return row;
-  }
-  const auto shape = std::find_if(std::begin(kTrainShapes), std::end(kTrainShapes),
-                                  [&](const TrainShape& s) { return name == s.name; });
-  json row = shape != std::end(kTrainShapes) ? run_training(*shape, options) : run_non_training(name, options);
-  row["name"] = name;
-  // On a GPU the memory that matters is the device's: the allocator's peak stands in for RSS.
-  row["peak_rss_mb"] = options.device.is_cuda() ? gpu_allocated_mb(options.device, /*peak=*/true) : peak_rss_mb();
-  return row;
-}
 
 namespace {
 
@@ -392,46 +319,192 @@ constexpr int64_t kLongLengths[] = {1024, 2048, 4096, 8192, 16384};
 // Linear and gated linear attention (layers/linear_attention.h): no (T, T) path to compare.
 constexpr const char* kLongRecurrentKinds[] = {"linear", "gla"};
 
+bool in_family(const std::string& name, WorkloadFamily family) {
+  const auto& all = workloads();
+  return std::any_of(all.begin(), all.end(), [&](const Workload& w) { return w.name == name && w.family == family; });
+}
+
+// A training step of `workload(name)` with `steps` (default `default_steps`) after its warm-up.
+json long_sequence_row(const std::string& name, const WorkloadOptions& o) {
+  // Two steps after one warm-up: at 16k tokens a step takes minutes on two cores.
+  return train_workload(long_sequence_workload(name), o.steps > 0 ? o.steps : 2, o.profile_rows, o.device);
+}
+
+// One rank of a ring row: zoo bench started the others beside this one.
+json ring_row(const std::string& name, const WorkloadOptions& o) {
+  const RingWorkload ring = ring_workload(name);
+  const DistributedEnv env = distributed_env();
+  if (env.world_size != ring.ranks) {
+    throw std::invalid_argument(name + " runs as " + std::to_string(ring.ranks) +
+                                " worker processes (WORLD_SIZE); zoo bench --only " + name + " starts them");
+  }
+  TORCH_CHECK(o.device.is_cpu(), name, ": ring attention runs on the CPU");
+  DataParallel group(env, o.device);
+  TrainWorkload w = long_sequence_workload(ring.single);
+  w.ring = group.ring(ring.ranks);
+  w.parallel = &group;
+  json row = train_workload(w, o.steps > 0 ? o.steps : 2, 0, o.device);
+  row.erase("flops_per_token");  // N processes share the CPUs the matmul rate was measured on
+  row["ranks"] = ring.ranks;
+  return row;
+}
+
+// long-KIND-T[-gpt2] after its (T, T) row long-KIND-T[-gpt2]-math, for the softmax kinds; the
+// recurrent kinds alone.
+void add_long_sequence_rows(std::vector<Workload>& w) {
+  using F = WorkloadFamily;
+  for (const char* model : {"", "-gpt2"}) {
+    for (const char* kind : kLongKinds) {
+      for (const int64_t t : kLongLengths) {
+        const std::string name = "long-" + std::string(kind) + "-" + std::to_string(t) + model;
+        const Workload row{.name = name, .family = F::kLongSequence, .run = [name](const WorkloadOptions& o) {
+                             return long_sequence_row(name, o);
+                           }, .default_run = false, .matmul_row = "gemm"};
+        Workload math = row;
+        math.name = name + "-math";
+        math.run = [name = math.name](const WorkloadOptions& o) { return long_sequence_row(name, o); };
+        w.push_back(math);
+        Workload compared = row;
+        compared.pytorch_twin = true;
+        compared.baseline = Baseline::kMathPath, compared.baseline_rows = {math.name};
+        w.push_back(compared);
+      }
+    }
+    for (const char* kind : kLongRecurrentKinds) {
+      for (const int64_t t : kLongLengths) {
+        const std::string name = "long-" + std::string(kind) + "-" + std::to_string(t) + model;
+        w.push_back({.name = name, .family = F::kLongSequence, .run = [name](const WorkloadOptions& o) {
+                       return long_sequence_row(name, o);
+                     }, .default_run = false, .matmul_row = "gemm"});
+      }
+    }
+  }
+}
+
+// ring-KIND-T-N: long-KIND-T's step over N worker processes.
+void add_ring_rows(std::vector<Workload>& w) {
+  using F = WorkloadFamily;
+  for (const char* kind : kLongKinds) {
+    for (const int64_t t : kLongLengths) {
+      for (const int64_t ranks : {2, 4}) {
+        const std::string single = "long-" + std::string(kind) + "-" + std::to_string(t);
+        const std::string name = "ring-" + std::string(kind) + "-" + std::to_string(t) + "-" + std::to_string(ranks);
+        // Compared with one process holding the sequence, and one holding a rank's share where
+        // that is a row (T / N of at least 1024 tokens).
+        std::vector<std::string> compared{single};
+        if (t / ranks >= kLongLengths[0]) compared.push_back("long-" + std::string(kind) + "-" + std::to_string(t / ranks));
+        w.push_back({.name = name, .family = F::kRing, .run = [name](const WorkloadOptions& o) {
+                       return ring_row(name, o);
+                     }, .default_run = false, .cpu_only = true, .baseline = Baseline::kOneProcess,
+                     .baseline_rows = compared});
+      }
+    }
+  }
+}
+
+std::vector<Workload> every_workload() {
+  using F = WorkloadFamily;
+  std::vector<Workload> w;
+  w.push_back({.name = "gemm", .run = [](const WorkloadOptions& o) { return gemm(o.steps, torch::kFloat, o.device); },
+               .pytorch_twin = true});
+  w.push_back({.name = "gemm-bf16",
+               .run = [](const WorkloadOptions& o) { return gemm(o.steps, torch::kBFloat16, o.device); },
+               .pytorch_twin = true,
+               .bf16_products = true});
+  w.push_back({.name = "bandwidth", .run = [](const WorkloadOptions& o) { return bandwidth(o.steps, o.device); },
+               .pytorch_twin = true});
+  for (const auto& shape : kTrainShapes) {
+    const std::string name = shape.name;
+    w.push_back({.name = name,
+                 .family = F::kTraining,
+                 .run = [&shape](const WorkloadOptions& o) { return run_training(shape, o); },
+                 .pytorch_twin = shape.pytorch_twin,
+                 .bf16_products = name.ends_with("-bf16"),
+                 .baseline = shape.baseline,
+                 .baseline_rows = shape.baseline == Baseline::kNone ? std::vector<std::string>{}
+                                                                    : std::vector<std::string>{shape.baseline_row},
+                 .matmul_row = name.ends_with("-bf16") ? "gemm-bf16" : "gemm"});
+  }
+  w.push_back({.name = "forward-bert-base",
+               .family = F::kInference,
+               .run = [](const WorkloadOptions& o) { return forward_bert(o.steps, o.device); },
+               .pytorch_twin = true});
+  for (const bool bf16 : {false, true}) {
+    w.push_back({.name = bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small",
+                 .family = F::kGeneration,
+                 .run = [bf16](const WorkloadOptions& o) {
+                   return generate_gpt2(o.steps, bf16 ? torch::kBFloat16 : torch::kFloat, o.device);
+                 },
+                 .pytorch_twin = true,
+                 .bandwidth_bound = true});
+  }
+  w.push_back({.name = "tokenize-zoo",
+               .family = F::kTokenizer,
+               .run = [](const WorkloadOptions& o) { return tokenize_workload(bench_zoo_tokenizer(), o.steps); },
+               .cpu_only = true});
+  w.push_back({.name = "tokenize-gpt2",
+               .family = F::kTokenizer,
+               .run = [](const WorkloadOptions& o) {
+                 return tokenize_workload(bench_gpt2_tokenizer(o.gpt2_tokenizer), o.steps);
+               },
+               .cpu_only = true,
+               .baseline = Baseline::kZooTokenizer,
+               .baseline_rows = {"tokenize-zoo"}});
+  // Run when named: minutes a step at 16k tokens, or processes of their own.
+  add_long_sequence_rows(w);
+  for (const char* kind : {"softmax", "gla"}) {
+    for (const int64_t context : {512, 4096, 32768}) {
+      const std::string name = "decode-" + std::string(kind) + "-" + std::to_string(context);
+      w.push_back({.name = name, .family = F::kDecode, .run = [name](const WorkloadOptions& o) {
+                     return decode_workload(name, o.steps, o.device);
+                   }, .default_run = false});
+    }
+  }
+  for (const std::string name : {"serve-gpt2-small-1", "serve-gpt2-small-8", "serve-gpt2-small-16",
+                                 "serve-ttft-gpt2-small"}) {
+    Workload serve{.name = name, .family = F::kServe, .run = [name](const WorkloadOptions& o) {
+                     return serve_workload(name, o);
+                   }, .default_run = false, .pytorch_twin = true};
+    if (name == "serve-gpt2-small-8" || name == "serve-gpt2-small-16") {
+      serve.baseline = Baseline::kOneStream, serve.baseline_rows = {"serve-gpt2-small-1"};
+    }
+    w.push_back(serve);
+  }
+  add_ring_rows(w);
+  return w;
+}
+
 }  // namespace
 
-const std::vector<std::string>& long_sequence_workload_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const char* model : {"", "-gpt2"}) {
-      for (const char* kind : kLongKinds) {
-        for (const int64_t t : kLongLengths) {
-          const std::string name = "long-" + std::string(kind) + "-" + std::to_string(t) + model;
-          n.push_back(name + "-math");
-          n.push_back(name);
-        }
-      }
-      for (const char* kind : kLongRecurrentKinds) {
-        for (const int64_t t : kLongLengths) n.push_back("long-" + std::string(kind) + "-" + std::to_string(t) + model);
-      }
-    }
-    return n;
-  }();
-  return names;
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> all = every_workload();
+  return all;
 }
 
-const std::vector<std::string>& decode_workload_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const char* kind : {"softmax", "gla"}) {
-      for (const int64_t context : {512, 4096, 32768}) n.push_back("decode-" + std::string(kind) + "-" + std::to_string(context));
-    }
-    return n;
-  }();
-  return names;
+const Workload& find_workload(const std::string& name) {
+  const auto& all = workloads();
+  const auto found = std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == name; });
+  if (found != all.end()) return *found;
+  std::vector<std::string> defaults;
+  for (const auto& w : all)
+    if (w.default_run) defaults.push_back(w.name);
+  throw std::invalid_argument("unknown workload '" + name + "' (known: " + join(defaults, ", ") +
+                              ", and when named: long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window "
+                              "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
+                              "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
+                              "32768, serve-gpt2-small-S for S 1, 8, 16, and serve-ttft-gpt2-small)");
 }
 
-bool is_decode_workload(const std::string& name) {
-  const auto& names = decode_workload_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+json run_workload(const std::string& name, const WorkloadOptions& options) {
+  json row = find_workload(name).run(options);
+  row["name"] = name;
+  // On a GPU the memory that matters is the device's: the allocator's peak stands in for RSS.
+  row["peak_rss_mb"] = options.device.is_cuda() ? gpu_allocated_mb(options.device, /*peak=*/true) : peak_rss_mb();
+  return row;
 }
 
 json decode_workload(const std::string& name, int64_t steps, const c10::Device& device) {
-  if (!is_decode_workload(name)) throw std::invalid_argument("not a decoding workload: " + name);
+  if (!in_family(name, WorkloadFamily::kDecode)) throw std::invalid_argument("not a decoding workload: " + name);
   // decode-KIND-C
   const bool gla = name.starts_with("decode-gla-");
   const int64_t context = std::stoll(name.substr(name.rfind('-') + 1));
@@ -479,40 +552,17 @@ json decode_workload(const std::string& name, int64_t steps, const c10::Device& 
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(kNewTokens) / s}, {"context", context}};
 }
 
-bool is_long_sequence_workload(const std::string& name) {
-  const auto& names = long_sequence_workload_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-const std::vector<std::string>& ring_workload_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const char* kind : kLongKinds) {
-      for (const int64_t t : kLongLengths) {
-        for (const int64_t ranks : {2, 4}) {
-          n.push_back("ring-" + std::string(kind) + "-" + std::to_string(t) + "-" + std::to_string(ranks));
-        }
-      }
-    }
-    return n;
-  }();
-  return names;
-}
-
-bool is_ring_workload(const std::string& name) {
-  const auto& names = ring_workload_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 RingWorkload ring_workload(const std::string& name) {
-  if (!is_ring_workload(name)) throw std::invalid_argument("not a ring workload: " + name);
+  if (!in_family(name, WorkloadFamily::kRing)) throw std::invalid_argument("not a ring workload: " + name);
   // ring-KIND-T-N
   const auto last = name.rfind('-');
   return {"long-" + name.substr(5, last - 5), std::stoll(name.substr(last + 1))};
 }
 
 TrainWorkload long_sequence_workload(const std::string& name) {
-  if (!is_long_sequence_workload(name)) throw std::invalid_argument("not a long-sequence workload: " + name);
+  if (!in_family(name, WorkloadFamily::kLongSequence)) {
+    throw std::invalid_argument("not a long-sequence workload: " + name);
+  }
   // long-KIND-T[-gpt2][-math]
   const auto kind_end = name.find('-', 5);
   const std::string kind = name.substr(5, kind_end - 5);

@@ -35,33 +35,15 @@ struct DecodeHeads {
   int64_t grain() const { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, m * tk * d)); }
 };
 
-// One query position on the CPU in `dtype`, nothing to differentiate, no dropout, no kernel
-// causal mask, no weights, keys and values with contiguous rows in each head.
-bool decode_step_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
-                    bool is_causal, bool need_weights, torch::ScalarType dtype) {
-  const bool differentiable =
-      torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  return q.device().is_cpu() && q.scalar_type() == dtype && k.scalar_type() == dtype && v.scalar_type() == dtype &&
-         q.dim() == 4 && q.size(2) == 1 && !differentiable && dropout == 0.0 && !is_causal && !need_weights &&
-         rows_contiguous_per_head(k) && rows_contiguous_per_head(v);
-}
+// Keys and values as the kernels read them: rows contiguous within each head (a KV cache's
+// narrowed buffers are; the heads of a projection without a cache are copied, one step's worth).
+torch::Tensor with_contiguous_rows(const torch::Tensor& t) { return rows_contiguous_per_head(t) ? t : t.contiguous(); }
 
 }  // namespace
 
-bool takes_bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                 double dropout, bool is_causal, bool need_weights) {
-  return decode_step_of(q, k, v, dropout, is_causal, need_weights, torch::kBFloat16);
-}
-
-bool takes_float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    double dropout, bool is_causal, bool need_weights) {
-  return decode_step_of(q, k, v, dropout, is_causal, need_weights, torch::kFloat) && cpu_runs_f32_rows_dot();
-}
-
-torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
                                        const torch::Tensor& bias, double scale) {
-  TORCH_CHECK(rows_contiguous_per_head(k) && rows_contiguous_per_head(v),
-              "float32_decode_attention: keys and values need contiguous rows within each head");
+  const auto k = with_contiguous_rows(keys), v = with_contiguous_rows(values);
   const DecodeHeads heads(q, k);
   const int64_t m = heads.m, d = heads.d, tk = heads.tk;
   const auto queries = q.contiguous();
@@ -93,10 +75,9 @@ torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tens
   return out;
 }
 
-torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
                                     const torch::Tensor& bias, double scale) {
-  TORCH_CHECK(rows_contiguous_per_head(k) && rows_contiguous_per_head(v),
-              "bf16_decode_attention: keys and values need contiguous rows within each head");
+  const auto k = with_contiguous_rows(keys), v = with_contiguous_rows(values);
   const DecodeHeads heads(q, k);
   const int64_t m = heads.m, d = heads.d, tk = heads.tk;
   const auto queries = q.contiguous();

@@ -11,12 +11,9 @@
 
 namespace zoo {
 
-// Whether scaled_dot_product takes bf16_decode_attention: bf16 on the CPU, one query position,
-// nothing to differentiate, no dropout, no kernel causal mask, no weights asked for, and keys and
-// values whose rows are contiguous within each head (a KV cache's narrowed buffers are).
-bool takes_bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                 double dropout, bool is_causal, bool need_weights);
-
+// Taken when layers/attention_path.h chooses the decode path: one query position per sequence on
+// the CPU, nothing to differentiate, no dropout, no weights asked for.
+//
 // q: (B, Hkv, M, D), the M query rows that share key/value head h (grouped query heads folded
 // into M); k, v: (B, Hkv, Tk, D); bias: additive, broadcastable to (B, Hkv, M, Tk), or undefined.
 // Returns softmax(scale * q k^T + bias) v as (B, Hkv, M, D) in bf16.
@@ -26,11 +23,8 @@ torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor&
 // The same step in float32, where LibTorch 2.15's fused CPU attention spends 0.4-0.6 ms a layer
 // on 16 decoding rows of gpt2-small (one query each against a few dozen keys): the scores and
 // the weighted values through zoo's float32 kernels (kernels/f32_rows_dot.h; AVX-512F), the
-// softmax in LibTorch. Taken on the same conditions as the bf16 one, in float32, outside the
+// softmax in LibTorch. Chosen on the same conditions as the bf16 one, in float32, outside the
 // math backend (which a caller asks for to get LibTorch's own products).
-bool takes_float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    double dropout, bool is_causal, bool need_weights);
-
 // As bf16_decode_attention, in float32 throughout.
 torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& bias, double scale);

@@ -28,10 +28,10 @@ torch::Tensor padding_mask(const torch::Tensor& key_padding_mask) {
   return m.unsqueeze(1).unsqueeze(2);
 }
 
-AttentionBias build_attention_bias(const AttentionBiasInputs& in, torch::ScalarType dtype, torch::Device device) {
+AdditiveBias additive_attention_bias(const AttentionBiasInputs& in, torch::ScalarType dtype, torch::Device device) {
   const auto& kpm = in.key_padding_mask;
   const auto& pb = in.position_bias;
-  AttentionBias out;
+  AdditiveBias out;
   const bool plain_causal = in.causal && in.window == 0 && in.query_start == in.key_start &&
                             in.queries == in.keys && !kpm.defined() && !pb.defined();
   if (plain_causal && in.kernel_may_mask) {

@@ -4,12 +4,8 @@
 // padding, the same meaning as Hugging Face's attention_mask.
 
 #include <cstdint>
-#include <memory>
 
 #include <torch/types.h>
-
-#include "kernels/ring_attention.h"
-#include "kernels/tiled_attention.h"
 
 namespace zoo {
 
@@ -22,25 +18,12 @@ torch::Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t q_start = 0, int
 // (B, K) key padding mask -> (B, 1, 1, K) boolean, broadcastable over heads and queries.
 torch::Tensor padding_mask(const torch::Tensor& key_padding_mask);
 
-// One stack's attention bias, built once per forward for all its layers: the causal and
-// sliding-window masks, the key padding mask and the position terms (ALiBi, T5's relative bias)
-// folded into one additive tensor broadcastable to (B, H, T, K). Each layer takes the last
-// columns of it, those of the keys it holds (a sliding-window cache may have dropped the first).
-//
-// Or, when the stack's calls go to the tiled kernel, no tensor at all: the terms' parameters
-// (causal, window, positions, key padding, ALiBi's slopes, T5's table), which the kernel turns
-// into each tile's bias; each layer sets its scale and the start of the keys it holds.
-struct AttentionBias {
+// The masks and position terms of one stack's calls folded into one additive tensor,
+// broadcastable to (B, H, T, K), which each layer narrows to the keys it holds; or nothing, the
+// causal mask left to the fused kernel (`kernel_causal`) when it is the only term.
+struct AdditiveBias {
   torch::Tensor additive;      // undefined: nothing to add
   bool kernel_causal = false;  // the causal mask is left to the fused kernel (nothing else applies)
-  bool tiled = false;          // the calls take the tiled kernel with `terms`
-  TiledAttentionOptions terms;
-  // Set (with `tiled`): context parallelism, each call ring attention with `terms` over this
-  // rank's zigzag tokens (kernels/ring_attention.h).
-  std::shared_ptr<RingExchange> ring;
-  // (B, T) nonzero at the real tokens among this call's queries, or undefined (all real): what
-  // recurrent layers (layers/linear_attention.h) read, which take no (T, K) mask.
-  torch::Tensor token_mask;
 };
 
 struct AttentionBiasInputs {
@@ -58,7 +41,7 @@ struct AttentionBiasInputs {
 };
 
 // The bias of `inputs` in `dtype` on `device`; shapes are checked and named.
-AttentionBias build_attention_bias(const AttentionBiasInputs& inputs, torch::ScalarType dtype, torch::Device device);
+AdditiveBias additive_attention_bias(const AttentionBiasInputs& inputs, torch::ScalarType dtype, torch::Device device);
 
 // T5's bucketed relative position (key - query): exact buckets for small distances, then
 // logarithmically wider ones up to max_distance, beyond which all share the last bucket.

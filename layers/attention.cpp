@@ -6,12 +6,11 @@
 #include <torch/torch.h>
 
 #include "kernels/decode_attention.h"
-#include "kernels/f32_rows_dot.h"
 #include "kernels/linear.h"
 #include "kernels/masks.h"
+#include "kernels/math_attention.h"
 #include "kernels/ring_attention.h"
 #include "kernels/tiled_attention.h"
-#include "layers/attention_path.h"
 
 namespace zoo {
 
@@ -85,28 +84,25 @@ void AttentionImpl::reset() {
   }
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& memory,
-                                     const torch::Tensor& key_padding_mask,
-                                     const torch::Tensor& position_bias, AttentionCache* cache,
-                                     const torch::Tensor& position_ids) {
-  return std::get<0>(run(x, memory, {nullptr, key_padding_mask, position_bias}, cache, position_ids,
-                         /*need_weights=*/false));
-}
-
-torch::Tensor AttentionImpl::forward_with_bias(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory,
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory,
                                      AttentionCache* cache, const torch::Tensor& position_ids) {
-  return std::get<0>(run(x, memory, {&bias, {}, {}}, cache, position_ids, /*need_weights=*/false));
+  return std::get<0>(run(x, bias, memory, cache, position_ids));
 }
 
-std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(
-    const torch::Tensor& x, const torch::Tensor& memory, const torch::Tensor& key_padding_mask,
-    const torch::Tensor& position_bias, AttentionCache* cache, const torch::Tensor& position_ids) {
-  return run(x, memory, {nullptr, key_padding_mask, position_bias}, cache, position_ids, /*need_weights=*/true);
+std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(const torch::Tensor& x,
+                                                                             const AttentionBias& bias,
+                                                                             const torch::Tensor& memory,
+                                                                             AttentionCache* cache,
+                                                                             const torch::Tensor& position_ids) {
+  TORCH_CHECK(bias.choice.path == AttentionPath::kMath,
+              "attention: the weights come from the math path; the bias was built for the ",
+              to_string(bias.choice.path), " path (build it with need_weights)");
+  return run(x, bias, memory, cache, position_ids);
 }
 
-std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor& x, const torch::Tensor& memory,
-                                                            const Masks& masks, AttentionCache* cache,
-                                                            const torch::Tensor& position_ids, bool need_weights) {
+std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor& x, const AttentionBias& bias,
+                                                            const torch::Tensor& memory, AttentionCache* cache,
+                                                            const torch::Tensor& position_ids) {
   TORCH_CHECK(x.dim() == 3 && x.size(2) == options.d_model(), "attention: expected input (B, T, ",
               options.d_model(), "), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
@@ -117,8 +113,9 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     return y.view({b, -1, n, hd}).transpose(1, 2);
   };
 
+  // Project, rotate, cache.
   torch::Tensor qh, kh, vh;
-  int64_t q_start = 0, k_start = 0;
+  AttendArguments arguments;
   if (!options.cross_attention()) {
     TORCH_CHECK(!memory.defined(), "attention: memory given to self-attention");
     if (qkv) {
@@ -127,19 +124,19 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     } else {
       qh = heads(lora.project(q, x), h), kh = heads(lora.project(k, x), hkv), vh = heads(lora.project(v, x), hkv);
     }
-    q_start = cache != nullptr ? cache->seen() : 0;
+    arguments.query_start = cache != nullptr ? cache->seen() : 0;
     if (rotary) {
       if (position_ids.defined()) {
         qh = rotary->forward(qh, position_ids);
         kh = rotary->forward(kh, position_ids);
       } else {
-        qh = rotary->forward(qh, q_start);
-        kh = rotary->forward(kh, q_start);
+        qh = rotary->forward(qh, arguments.query_start);
+        kh = rotary->forward(kh, arguments.query_start);
       }
     }
     if (cache != nullptr) {
       std::tie(kh, vh) = cache->append(kh, vh, options.resolved_window());
-      k_start = cache->start();
+      arguments.key_start = cache->start();
     }
   } else {
     qh = heads(lora.project(q, x), h);
@@ -159,143 +156,101 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
       if (cache != nullptr) cache->set_static(kh, vh);
     }
   }
-  const int64_t tk = kh.size(2);
 
-  const double scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
-  const double p = is_training() ? options.dropout() : 0.0;
-  auto finish = [&](const torch::Tensor& o, const torch::Tensor& w) -> std::tuple<torch::Tensor, torch::Tensor> {
-    auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
-    return {lora.project(out, merged), w};
-  };
-
-  // The stack chose the tiled kernel for all its layers, or this module chooses for its own masks.
-  std::optional<TiledAttentionOptions> tiled;
-  if (masks.stack_bias != nullptr && masks.stack_bias->tiled) {
-    tiled = masks.stack_bias->terms;
-  } else if (masks.stack_bias == nullptr) {
-    AttentionCall call;
-    call.backend = options.backend();
-    call.cpu = x.device().is_cpu();
-    call.float_or_bf16 = qh.scalar_type() == torch::kFloat || qh.scalar_type() == torch::kBFloat16;
-    call.bf16 = qh.scalar_type() == torch::kBFloat16, call.float32_decode_kernel = cpu_runs_f32_rows_dot();
-    call.queries = t, call.keys = tk, call.aligned = q_start == k_start && t == tk;
-    call.causal = options.causal(), call.window = options.resolved_window();
-    call.key_padding = masks.key_padding_mask.defined();
-    call.position = masks.position_bias.defined() ? AttentionPositionTerm::kTensor : AttentionPositionTerm::kNone;
-    call.grouped = h != hkv, call.dropout = p, call.need_weights = need_weights;
-    if (choose_attention_path(call).path == AttentionPath::kTiled) {
-      tiled = TiledAttentionOptions()
-                  .causal(options.causal())
-                  .window(options.resolved_window())
-                  .query_start(q_start)
-                  .key_padding_mask(masks.key_padding_mask);
-    }
-  }
-  if (tiled && !need_weights) {
-    // Autocast may leave q, k, v in different types (rotary in float32): the kernel takes one.
-    const auto dtype = qh.scalar_type();
-    if (masks.stack_bias != nullptr && masks.stack_bias->ring) {
-      // Context parallelism: this rank's zigzag tokens, their keys and values (or the encoder's,
-      // for cross-attention), the whole sequence's key padding, no cache.
-      TORCH_CHECK(q_start == 0 && k_start == 0, "attention: ring attention takes no cache (queries at ", q_start,
-                  ", keys at ", k_start, ")");
-      tiled->scale(scale).dropout(p);
-      return finish(ring_attention(qh, kh.to(dtype), vh.to(dtype), *tiled, masks.stack_bias->ring), torch::Tensor());
-    }
-    // The mask covers every key from the start: this module takes the columns of the keys it holds.
-    if (const auto m = tiled->key_padding_mask(); m.defined() && (m.dim() != 2 || m.size(1) != tk)) {
-      TORCH_CHECK(m.dim() == 2 && m.size(0) == b && m.size(1) >= tk, "attention: key padding mask must be (", b,
-                  ", >= ", tk, "), got ", m.sizes());
-      tiled->key_padding_mask(m.narrow(1, m.size(1) - tk, tk));
-    }
-    tiled->scale(scale).key_start(k_start).dropout(p);
-    return finish(tiled_attention(qh, kh.to(dtype), vh.to(dtype), *tiled), torch::Tensor());
-  }
-
-  // One additive bias for every mask and position term: the stack's, or built here.
-  const auto backend = need_weights ? AttentionBackend::kMath : options.backend();
-  const bool kernel_may_mask = backend != AttentionBackend::kMath && h == hkv;
-  AttentionBias own;
-  if (masks.stack_bias == nullptr) {
-    if (masks.key_padding_mask.defined()) {
-      TORCH_CHECK(masks.key_padding_mask.dim() == 2 && masks.key_padding_mask.size(0) == b,
-                  "attention: key padding mask must be (", b, ", K), got ", masks.key_padding_mask.sizes());
-    }
-    AttentionBiasInputs in;
-    in.queries = t, in.keys = tk, in.query_start = q_start, in.key_start = k_start;
-    in.causal = options.causal(), in.window = options.resolved_window();
-    in.key_padding_mask = masks.key_padding_mask, in.position_bias = masks.position_bias;
-    in.kernel_may_mask = kernel_may_mask;
-    own = build_attention_bias(in, qh.scalar_type(), x.device());
-  }
-  const AttentionBias& stack = masks.stack_bias != nullptr ? *masks.stack_bias : own;
-  torch::Tensor bias = stack.additive;
-  if (bias.defined()) {
-    TORCH_CHECK(bias.size(-1) >= tk, "attention: the bias covers ", bias.size(-1), " keys, the module holds ", tk);
-    if (bias.size(-1) != tk) bias = bias.narrow(-1, bias.size(-1) - tk, tk);
-    bias = bias.to(qh.scalar_type());
-  }
-  bool kernel_causal = stack.kernel_causal;
-  if (kernel_causal && (!kernel_may_mask || q_start != k_start || t != tk)) {
-    // The stack left the causal mask to a kernel this module cannot use: build it here.
-    bias = mask_to_bias(causal_mask(t, tk, q_start, k_start, options.resolved_window(), x.device()), qh.scalar_type());
-    kernel_causal = false;
-  }
-
-  auto [o, w] = scaled_dot_product(qh, kh, vh, bias, scale, p, kernel_causal, backend, need_weights);
-  return finish(o, w);
+  // Attend, merge.
+  arguments.scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
+  arguments.dropout = is_training() ? options.dropout() : 0.0;
+  auto [o, w] = attend(qh, kh, vh, bias, arguments);
+  auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
+  return {lora.project(out, merged), w};
 }
 
-std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
-    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-    const torch::Tensor& attn_bias, double scale, double dropout, bool is_causal,
-    AttentionBackend backend, bool need_weights) {
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
-  const int64_t hkv = k.size(1), tk = k.size(2);
-  TORCH_CHECK(h % hkv == 0, "attention: ", h, " query heads cannot share ", hkv, " key heads");
-  TORCH_CHECK(!(is_causal && h != hkv), "attention: kernel causal mask needs h == hkv");
-  const int64_t rep = h / hkv;
-
-  // Grouped queries: fold the `rep` query heads of each key/value head into the query length,
-  // (B, H, T, D) -> (B, Hkv, rep * T, D), so keys and values are never copied per query head.
-  auto qf = rep > 1 ? q.reshape({b, hkv, rep * t, d}) : q;
-  torch::Tensor bias = attn_bias;
-  if (bias.defined()) {
-    while (bias.dim() < 4) bias = bias.unsqueeze(0);
-    if (rep > 1) {
-      bias = bias.expand({bias.size(0), h, t, tk}).reshape({bias.size(0), hkv, rep * t, tk});
-    }
+AttentionBias attention_bias(const AttentionImpl& attention, const torch::Tensor& x, AttentionMasks masks,
+                             bool need_weights) {
+  const auto& o = attention.options;
+  if (masks.queries == 0) masks.queries = x.size(1);
+  if (masks.keys == 0) {
+    TORCH_CHECK(!o.cross_attention(), "attention_bias: give cross-attention the memory's length (masks.keys)");
+    masks.keys = masks.query_start + masks.queries;
   }
+  masks.causal = o.causal(), masks.window = o.resolved_window();
+  AttentionCall call;
+  call.backend = o.backend();
+  call.grouped = o.resolved_n_kv_heads() != o.n_heads();
+  call.dropout = attention.is_training() ? o.dropout() : 0.0;
+  call.need_weights = need_weights;
+  return build_attention_bias(call, masks, x);
+}
 
-  torch::Tensor o, w;
-  // The decode path of choose_attention_path: bfloat16 on every backend, float32 but on math.
-  if (takes_bf16_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
-    o = bf16_decode_attention(qf, k, v, bias, scale);
-  } else if (backend != AttentionBackend::kMath &&
-             takes_float32_decode_attention(q, k, v, dropout, is_causal, need_weights)) {
-    o = float32_decode_attention(qf, k, v, bias, scale);
-  } else if (backend != AttentionBackend::kMath && !need_weights) {
-    std::optional<torch::Tensor> mask;
-    if (bias.defined()) mask = bias;
-    o = at::scaled_dot_product_attention(qf, k, v, mask, dropout, is_causal, scale);
-  } else {
-    auto scores = torch::matmul(qf, k.transpose(-2, -1)) * scale;  // (B, Hkv, rep * T, Tk)
-    if (is_causal) {
-      scores = scores + mask_to_bias(torch::ones({t, tk}, q.options().dtype(torch::kBool)).tril(),
-                                     scores.scalar_type());
-    }
-    if (bias.defined()) scores = scores + bias;
-    // Half-precision scores are normalised in float32; float and double as they are.
-    const auto dtype = q.scalar_type();
-    const bool low = dtype == torch::kHalf || dtype == torch::kBFloat16;
-    w = torch::softmax(scores, -1, low ? torch::kFloat : dtype).to(dtype);
-    if (dropout > 0.0) w = torch::dropout(w, dropout, /*train=*/true);
-    o = torch::matmul(w, v);
-    if (rep > 1 && need_weights) w = w.view({b, h, t, tk});
+namespace {
+
+// An additive bias covers every key from the start: the columns of the `keys` keys a call holds,
+// in `dtype`.
+torch::Tensor columns_of_keys(const torch::Tensor& additive, int64_t keys, torch::ScalarType dtype) {
+  if (!additive.defined()) return additive;
+  TORCH_CHECK(additive.size(-1) >= keys, "attention: the bias covers ", additive.size(-1), " keys, the module holds ",
+              keys);
+  const auto columns = additive.size(-1) == keys ? additive : additive.narrow(-1, additive.size(-1) - keys, keys);
+  return columns.to(dtype);
+}
+
+// The tiled kernel's terms for the keys a call holds: its scale, dropout and first key, and the
+// key padding mask's last columns.
+TiledAttentionOptions tiled_terms_of_keys(const AttentionBias& bias, int64_t batch, int64_t keys,
+                                          const AttendArguments& arguments) {
+  auto terms = bias.terms;
+  if (const auto m = terms.key_padding_mask(); m.defined() && (m.dim() != 2 || m.size(1) != keys)) {
+    TORCH_CHECK(m.dim() == 2 && m.size(0) == batch && m.size(1) >= keys, "attention: key padding mask must be (",
+                batch, ", >= ", keys, "), got ", m.sizes());
+    terms.key_padding_mask(m.narrow(1, m.size(1) - keys, keys));
   }
-  // reshape, not view: CUDA's fused kernels return (B, Hkv, rep * T, D) laid out as (B, rep * T, Hkv, D).
-  if (rep > 1) o = o.reshape({b, h, t, d});
-  return {o, need_weights ? w : torch::Tensor()};
+  return terms.scale(arguments.scale).key_start(arguments.key_start).dropout(arguments.dropout);
+}
+
+}  // namespace
+
+std::tuple<torch::Tensor, torch::Tensor> attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                const AttentionBias& bias, const AttendArguments& arguments) {
+  const int64_t h = q.size(1), t = q.size(2), hkv = k.size(1), tk = k.size(2);
+  // Autocast may leave q, k, v in different types (rotary in float32): the kernels take one.
+  const auto dtype = q.scalar_type();
+  const auto keys = k.to(dtype), values = v.to(dtype);
+  switch (bias.choice.path) {
+    case AttentionPath::kMath:
+      return math_attention(q, keys, values, columns_of_keys(bias.additive, tk, dtype), arguments.scale,
+                            arguments.dropout);
+    case AttentionPath::kLibTorch: {
+      const auto folded = fold_query_heads(q, columns_of_keys(bias.additive, tk, dtype), hkv);
+      // The stack left a plain causal mask to the kernel: its queries and keys start together.
+      TORCH_CHECK(!bias.kernel_causal || (h == hkv && arguments.query_start == arguments.key_start && t == tk),
+                  "attention: the kernel's causal mask needs as many queries as keys from the same position and no "
+                  "grouped heads");
+      std::optional<torch::Tensor> mask;
+      if (folded.bias.defined()) mask = folded.bias;
+      const auto o = at::scaled_dot_product_attention(folded.q, keys, values, mask, arguments.dropout,
+                                                      bias.kernel_causal, arguments.scale);
+      return {unfold_query_heads(o, h), torch::Tensor()};
+    }
+    case AttentionPath::kDecode: {
+      const auto folded = fold_query_heads(q, columns_of_keys(bias.additive, tk, dtype), hkv);
+      const auto o = dtype == torch::kBFloat16
+                         ? bf16_decode_attention(folded.q, keys, values, folded.bias, arguments.scale)
+                         : float32_decode_attention(folded.q, keys, values, folded.bias, arguments.scale);
+      return {unfold_query_heads(o, h), torch::Tensor()};
+    }
+    case AttentionPath::kTiled:
+      return {tiled_attention(q, keys, values, tiled_terms_of_keys(bias, q.size(0), tk, arguments)), torch::Tensor()};
+    case AttentionPath::kRing:
+      // Context parallelism: this rank's zigzag tokens, their keys and values (or the encoder's,
+      // for cross-attention), the whole sequence's key padding, no cache.
+      TORCH_CHECK(arguments.query_start == 0 && arguments.key_start == 0, "attention: ring attention takes no cache (queries at ",
+                  arguments.query_start, ", keys at ", arguments.key_start, ")");
+      return {ring_attention(q, keys, values,
+                             TiledAttentionOptions(bias.terms).scale(arguments.scale).dropout(arguments.dropout),
+                             bias.ring),
+              torch::Tensor()};
+  }
+  throw std::logic_error("attention: unhandled path");
 }
 
 std::vector<ProjectionPart> AttentionImpl::projection_parts() const {

@@ -15,7 +15,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
-#include "kernels/masks.h"
+#include "layers/attention_bias.h"
 #include "layers/kv_cache.h"
 #include "layers/lora.h"
 #include "layers/rotary.h"
@@ -66,9 +66,12 @@ struct AttentionOptions {
 
 // Shapes: B batch, T query length, S memory length, H heads, Hkv key/value heads, D head_dim.
 //
-// Masks and biases cover every key from the start of the sequence, K columns: the cached keys
-// and the new ones for self-attention, the memory for cross-attention. With a sliding-window
-// cache that has dropped old keys, the module takes the last columns, those of the keys it kept.
+// The layer reads: project -> rotate -> cache -> attend(q, k, v, bias) -> merge. Which kernel
+// attends, and the masks and position terms it reads, come in the bias the stack built once for
+// all its layers (build_attention_bias, layers/attention_bias.h), covering every key from the
+// start of the sequence: the cached keys and the new ones for self-attention, the memory for
+// cross-attention. With a sliding-window cache that has dropped old keys, the module takes the
+// last columns, those of the keys it kept.
 class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
  public:
   explicit AttentionImpl(const AttentionOptions& options);
@@ -76,25 +79,17 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
 
   // x: (B, T, d_model) -> (B, T, d_model).
   // memory: (B, S, d_model) keys/values source, cross-attention only.
-  // key_padding_mask: (B, K) true (non-zero) at real tokens.
-  // position_bias: additive, broadcastable to (B, H, T, K) (ALiBi, T5 relative bias).
   // cache: appended to (self) or filled once and reused (cross); positions continue from it.
   // position_ids: (B, T) or (T) absolute positions for RoPE; default continues the cache.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory = {},
-                        const torch::Tensor& key_padding_mask = {},
-                        const torch::Tensor& position_bias = {}, AttentionCache* cache = nullptr,
-                        const torch::Tensor& position_ids = {});
-
-  // The same with the bias a model built once for the whole stack (build_attention_bias,
-  // kernels/masks.h), covering every key from the start; the module takes the columns of its keys.
-  torch::Tensor forward_with_bias(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory = {},
+  torch::Tensor forward(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory = {},
                         AttentionCache* cache = nullptr, const torch::Tensor& position_ids = {});
 
-  // The same through the explicit path, also returning the weights (B, H, T, Tk).
-  std::tuple<torch::Tensor, torch::Tensor> forward_with_weights(
-      const torch::Tensor& x, const torch::Tensor& memory = {},
-      const torch::Tensor& key_padding_mask = {}, const torch::Tensor& position_bias = {},
-      AttentionCache* cache = nullptr, const torch::Tensor& position_ids = {});
+  // The same with a bias built for the math path (attention_bias with need_weights), also
+  // returning the weights (B, H, T, Tk).
+  std::tuple<torch::Tensor, torch::Tensor> forward_with_weights(const torch::Tensor& x, const AttentionBias& bias,
+                                                                const torch::Tensor& memory = {},
+                                                                AttentionCache* cache = nullptr,
+                                                                const torch::Tensor& position_ids = {});
 
   AttentionOptions options;
   torch::nn::Linear qkv{nullptr};  // fused self-attention: [q; k; v] rows
@@ -110,27 +105,31 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   std::vector<ProjectionPart> projection_parts() const;
 
  private:
-  // What decides which keys a query sees: a bias built for the whole stack, or this module's own
-  // masks (built here, once the keys are known).
-  struct Masks {
-    const AttentionBias* stack_bias = nullptr;
-    torch::Tensor key_padding_mask, position_bias;
-  };
-  std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const torch::Tensor& memory,
-                                               const Masks& masks, AttentionCache* cache,
-                                               const torch::Tensor& position_ids, bool need_weights);
+  std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const AttentionBias& bias,
+                                               const torch::Tensor& memory, AttentionCache* cache,
+                                               const torch::Tensor& position_ids);
 };
 TORCH_MODULE(Attention);
 
-// Scaled dot-product attention over already projected heads, the core both paths share.
+// The bias of one call of `attention`, built as a model builds its stack's (build_attention_bias)
+// from the module's options (backend, grouping, causal and window, dropout in training) and
+// `masks`, whose queries default to x's length and keys to query_start + queries. A layer's
+// tests and callers outside a model use it.
+AttentionBias attention_bias(const AttentionImpl& attention, const torch::Tensor& x, AttentionMasks masks = {},
+                             bool need_weights = false);
+
+// Where a call's keys start and how its scores scale: what attend needs besides the heads.
+struct AttendArguments {
+  double scale = 1.0;
+  double dropout = 0.0;    // on the weights (0 outside training)
+  int64_t query_start = 0;  // absolute position of the first query (the cache before it)
+  int64_t key_start = 0;    // absolute position of the first key the caller holds
+};
+
+// Scaled dot-product attention over projected heads by the path bias.choice names: one switch.
 // q: (B, H, T, D); k, v: (B, Hkv, Tk, D) with H a multiple of Hkv (query head h reads key/value
-// head h / (H / Hkv)); attn_bias: additive, broadcastable to (B, H, T, Tk), or undefined.
-// is_causal (fused only) asks the kernel for its own causal mask. backend math takes the
-// explicit path, any other LibTorch's kernel (the tiled one is chosen before, by the module).
-// Returns (B, H, T, D) and, for the math backend with need_weights, the weights (B, H, T, Tk).
-std::tuple<torch::Tensor, torch::Tensor> scaled_dot_product(
-    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-    const torch::Tensor& attn_bias, double scale, double dropout, bool is_causal,
-    AttentionBackend backend, bool need_weights);
+// head h / (H / Hkv)). Returns (B, H, T, D) and, on the math path, the weights (B, H, T, Tk).
+std::tuple<torch::Tensor, torch::Tensor> attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                const AttentionBias& bias, const AttendArguments& arguments);
 
 }  // namespace zoo

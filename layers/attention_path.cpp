@@ -28,6 +28,16 @@ std::string libtorch_needs_full_bias(const AttentionCall& call) {
 
 }  // namespace
 
+void set_mask_facts(AttentionCall& call, int64_t queries, int64_t past, int64_t keys, bool causal, int64_t window,
+                    bool key_padding, AttentionPositionTerm position) {
+  call.queries = queries, call.keys = keys;
+  call.aligned = past == 0 && queries == keys;
+  call.causal = causal;
+  call.window = causal ? window : 0;
+  call.key_padding = key_padding;
+  call.position = position;
+}
+
 std::string tiled_refusal(const AttentionCall& call) {
   if (call.need_weights) return "the caller asks for the (T, Tk) weights";
   if (!call.cpu) return "CPU only (CUDA's fused kernels are LibTorch's)";
@@ -42,6 +52,7 @@ std::string decode_refusal(const AttentionCall& call) {
   if (!call.cpu) return "CPU only";
   if (!call.float_or_bf16) return "float32 and bfloat16 only";
   if (call.dropout > 0.0) return "no dropout";
+  if (call.differentiable) return "no backward (grad mode is on)";
   if (!call.bf16 && !call.float32_decode_kernel) return "float32 needs AVX-512F, which this CPU lacks";
   return {};
 }
@@ -54,6 +65,10 @@ AttentionChoice choose_attention_path(const AttentionCall& call) {
     return choice;
   };
   const std::string tiled_no = tiled_refusal(call);
+  if (call.ring) {
+    if (!tiled_no.empty()) throw std::invalid_argument("context parallelism cannot run this call: " + tiled_no);
+    return pick(AttentionPath::kRing, "context parallelism: the tiled kernel's terms around the ring");
+  }
   const bool decode = decode_refusal(call).empty();
   switch (call.backend) {
     case AttentionBackend::kMath:

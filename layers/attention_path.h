@@ -12,7 +12,12 @@
 //            tensor exists; CPU, float32 or bfloat16.
 //   decode   zoo's decoding kernel (kernels/decode_attention.h): one query per sequence against
 //            the cache, each key read once for the query heads that share it; CPU, bfloat16, or
-//            float32 where the CPU has AVX-512F; no dropout, no weights.
+//            float32 where the CPU has AVX-512F; no dropout, no weights, nothing to differentiate.
+//   ring     context parallelism (kernels/ring_attention.h): the tiled kernel's terms over this
+//            rank's zigzag tokens, keys and values passed around the ring.
+//
+// The layer runs the chosen path with one `switch` (attend, layers/attention.h); a new path is
+// one enumerator here, its refusal reason, and one case there.
 
 #include <cstdint>
 #include <string>
@@ -22,7 +27,7 @@
 
 namespace zoo {
 
-enum class AttentionPath { kMath, kLibTorch, kTiled, kDecode };
+enum class AttentionPath { kMath, kLibTorch, kTiled, kDecode, kRing };
 
 // Below this many scores (queries x keys) and without dropout, LibTorch's kernel with a full
 // bias is faster than the tiled kernel, and the bias is small (1 MiB a head in float32):
@@ -36,7 +41,7 @@ enum class AttentionPositionTerm { kNone, kAlibi, kRelative, kTensor };
 
 ZOO_ENUM_NAMES(AttentionPath, "attention path",
                {"math", AttentionPath::kMath}, {"libtorch", AttentionPath::kLibTorch}, {"tiled", AttentionPath::kTiled},
-               {"decode", AttentionPath::kDecode});
+               {"decode", AttentionPath::kDecode}, {"ring", AttentionPath::kRing});
 
 struct AttentionCall {
   AttentionBackend backend = AttentionBackend::kAuto;
@@ -56,7 +61,14 @@ struct AttentionCall {
   bool grouped = false;         // fewer key/value heads than query heads
   double dropout = 0.0;         // the probability applied to this call (0 outside training)
   bool need_weights = false;    // the caller wants the (T, Tk) weights
+  bool differentiable = false;  // autograd records the call (grad mode on)
+  bool ring = false;            // context parallelism: this rank's zigzag tokens around a ring
 };
+
+// The facts of a call's masks: `queries` new tokens after `past` cached ones against `keys` keys
+// from position 0; causal with a sliding `window` (0: none) or not; with key padding or not.
+void set_mask_facts(AttentionCall& call, int64_t queries, int64_t past, int64_t keys, bool causal, int64_t window,
+                    bool key_padding, AttentionPositionTerm position);
 
 struct AttentionChoice {
   AttentionPath path = AttentionPath::kMath;
@@ -64,7 +76,7 @@ struct AttentionChoice {
   std::vector<std::string> refused;  // "libtorch: ...", "tiled: ...": why each other path did not
 };
 
-// The path for `call`. With backend tiled, a call the tiled kernel cannot take throws
+// The path for `call`. A ring call takes the ring whatever the backend. With backend tiled, a call the tiled kernel cannot take throws
 // std::invalid_argument saying why; with fused or math, that path runs whatever the call, but
 // for a decoding step: zoo's decoding kernel takes it with auto and fused, and in bfloat16 with
 // math too (its roundings are the ones the bf16 TorchScript export decodes with, so zoo and the

@@ -71,33 +71,7 @@ void TransformerBlockImpl::check_memory(const torch::Tensor& memory, KVCache* ca
               "block: cross-attention needs memory (the encoder output)");
 }
 
-torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x,
-                                            const torch::Tensor& padding_mask,
-                                            const torch::Tensor& position_bias,
-                                            const torch::Tensor& memory,
-                                            const torch::Tensor& memory_padding_mask,
-                                            KVCache* cache, const torch::Tensor& position_ids,
-                                            const torch::Tensor& cross_position_bias) {
-  check_memory(memory, cache);
-  const int64_t layer = options.layer_index();
-  AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
-  AttentionCache* cross_cache = cache != nullptr ? &cache->cross_attention(layer) : nullptr;
-  return residual(
-      x,
-      [&](const torch::Tensor& h) {
-        if (linear_attn) {
-          const auto tokens = padding_mask.defined() ? padding_mask.narrow(1, padding_mask.size(1) - h.size(1), h.size(1))
-                                                     : torch::Tensor();
-          return linear_attn->forward(h, tokens, self_cache);
-        }
-        return self_attn->forward(h, {}, padding_mask, position_bias, self_cache, position_ids);
-      },
-      [&](const torch::Tensor& h) {
-        return cross_attn->forward(h, memory, memory_padding_mask, cross_position_bias, cross_cache);
-      });
-}
-
-torch::Tensor TransformerBlockImpl::forward_with_bias(const torch::Tensor& x, const AttentionBias& self_bias,
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, const AttentionBias& self_bias,
                                             const torch::Tensor& memory, const AttentionBias& cross_bias,
                                             KVCache* cache, const torch::Tensor& position_ids) {
   check_memory(memory, cache);
@@ -108,9 +82,9 @@ torch::Tensor TransformerBlockImpl::forward_with_bias(const torch::Tensor& x, co
       x,
       [&](const torch::Tensor& h) {
         return linear_attn ? linear_attn->forward(h, self_bias.token_mask, self_cache)
-                           : self_attn->forward_with_bias(h, self_bias, {}, self_cache, position_ids);
+                           : self_attn->forward(h, self_bias, {}, self_cache, position_ids);
       },
-      [&](const torch::Tensor& h) { return cross_attn->forward_with_bias(h, cross_bias, memory, cross_cache); });
+      [&](const torch::Tensor& h) { return cross_attn->forward(h, cross_bias, memory, cross_cache); });
 }
 
 torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
@@ -144,12 +118,12 @@ torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Te
   auto run = [block, self_terms, cross_terms, position_ids](const std::vector<torch::Tensor>& in) {
     AttentionBias self = self_terms, cross = cross_terms;
     self.additive = in[1], cross.additive = in[3];
-    return block.ptr()->forward_with_bias(in[0], self, in[2], cross, nullptr, position_ids);
+    return block.ptr()->forward(in[0], self, in[2], cross, nullptr, position_ids);
   };
   auto parameters = trainable_parameters(*block);
   for (const auto* bias : {&self_bias, &cross_bias}) {
     const auto& table = bias->terms.relative_table();
-    if (bias->tiled && table.defined() && table.requires_grad()) parameters.push_back(table);
+    if (table.defined() && table.requires_grad()) parameters.push_back(table);  // tiled and ring terms only
   }
   return recompute_in_backward(run, {x, self_bias.additive, memory, cross_bias.additive}, parameters);
 }

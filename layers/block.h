@@ -51,18 +51,10 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
   explicit TransformerBlockImpl(const TransformerBlockOptions& options);
   void reset() override;
 
-  // x: (B, T, d_model) -> (B, T, d_model). Masks and biases as in Attention: padding_mask
-  // (B, K) for the self-attention keys, memory_padding_mask (B, S) for the encoder output.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& padding_mask = {},
-                        const torch::Tensor& position_bias = {},
-                        const torch::Tensor& memory = {},
-                        const torch::Tensor& memory_padding_mask = {},
-                        KVCache* cache = nullptr, const torch::Tensor& position_ids = {},
-                        const torch::Tensor& cross_position_bias = {});
-
-  // The same with the biases a model builds once for all its blocks (kernels/masks.h):
-  // `self_bias` over the self-attention keys, `cross_bias` over the memory.
-  torch::Tensor forward_with_bias(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory = {},
+  // x: (B, T, d_model) -> (B, T, d_model), with the biases a model builds once for all its
+  // blocks (layers/attention_bias.h): `self_bias` over the self-attention keys (a recurrent mixer
+  // reads its token_mask), `cross_bias` over the memory.
+  torch::Tensor forward(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory = {},
                         const AttentionBias& cross_bias = {}, KVCache* cache = nullptr,
                         const torch::Tensor& position_ids = {});
 
@@ -84,7 +76,7 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
 };
 TORCH_MODULE(TransformerBlock);
 
-// block->forward_with_bias without a cache, its activations not kept but recomputed in backward
+// block->forward without a cache, its activations not kept but recomputed in backward
 // (activation checkpointing, kernels/recompute.h): gradients still reach x, the biases (T5's
 // relative bias), the memory (the encoder) and the block's trainable weights.
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,

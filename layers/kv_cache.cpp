@@ -61,8 +61,9 @@ void AttentionCache::set_static(torch::Tensor keys, torch::Tensor values) {
   TORCH_CHECK(keys.dim() == 4 && keys.sizes() == values.sizes(),
               "AttentionCache: keys and values must both be (B, Hkv, S, D), got ", keys.sizes(),
               " and ", values.sizes());
-  keys_ = std::move(keys);
-  values_ = std::move(values);
+  // Contiguous: the decoding kernel reads each head's rows in place at every step.
+  keys_ = keys.contiguous();
+  values_ = values.contiguous();
   begin_ = 0;
   length_ = seen_ = keys_.size(2);
   is_static_ = true;

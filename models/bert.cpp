@@ -92,14 +92,13 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
 
   // One bias for every layer; rotary attention numbers positions 0..T-1 by itself, or around a
   // ring takes the global ones.
-  const auto bias = ring ? ring_attention_bias(config, /*causal=*/false, positions.get(), ring, attention_mask)
-                         : stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
-                                                is_training());
+  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
+                                         is_training(), ring);
   const auto& rope_positions = ring && config.position == PositionKind::kRope ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : block_list_) {
     x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
-                  : block->forward_with_bias(x, bias, {}, {}, nullptr, rope_positions);
+                  : block->forward(x, bias, {}, {}, nullptr, rope_positions);
   }
   if (final_norm) x = final_norm->forward(x);
   if (ring) {

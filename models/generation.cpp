@@ -11,6 +11,7 @@
 
 #include "core/runtime.h"
 #include "core/strings.h"
+#include "models/decoding.h"
 #include "models/parameter_count.h"
 
 namespace zoo {
@@ -32,39 +33,6 @@ void check_logits(const torch::Tensor& logits, int64_t step) {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-bool ends_with(const std::vector<int64_t>& tokens, const std::vector<int64_t>& suffix) {
-  return !suffix.empty() && tokens.size() >= suffix.size() &&
-         std::equal(suffix.rbegin(), suffix.rend(), tokens.rbegin());
-}
-
-// Bookkeeping shared by the greedy/sampling loops of both families.
-struct Rows {
-  explicit Rows(int64_t n) : tokens(n), reasons(n, FinishReason::kLength), done(n, false) {}
-  // Records `token` for row r; returns true when the row has just finished.
-  bool add(int64_t r, int64_t token, const GenerationOptions& o) {
-    if (done[r]) return false;
-    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end()) {
-      done[r] = true, reasons[r] = FinishReason::kEos;
-      return true;
-    }
-    tokens[r].push_back(token);
-    if (o.on_token) o.on_token(r, token);
-    for (const auto& stop : o.stop_sequences) {
-      if (ends_with(tokens[r], stop)) {
-        tokens[r].resize(tokens[r].size() - stop.size());
-        done[r] = true, reasons[r] = FinishReason::kStop;
-        return true;
-      }
-    }
-    return false;
-  }
-  bool all_done() const { return std::all_of(done.begin(), done.end(), [](bool d) { return d; }); }
-
-  std::vector<std::vector<int64_t>> tokens;
-  std::vector<FinishReason> reasons;
-  std::vector<bool> done;
-};
 
 // EOS ids and stop sequences name tokens of the vocabulary.
 void check_token_options(const GenerationOptions& o, int64_t vocab) {
@@ -115,27 +83,6 @@ void check_cache_fits(const ModelConfig& c, int64_t rows, int64_t positions, int
       " of memory; lower max_new_tokens or num_beams"));
 }
 
-// Left-pads (GPT) or right-pads (encoder) token lists into (B, L) ids and a mask.
-std::pair<torch::Tensor, torch::Tensor> pad(const std::vector<std::vector<int64_t>>& rows,
-                                            int64_t pad_id, bool left, torch::Device device) {
-  int64_t longest = 0;
-  for (const auto& r : rows) longest = std::max<int64_t>(longest, r.size());
-  const auto n = static_cast<int64_t>(rows.size());
-  auto ids = torch::full({n, longest}, pad_id, torch::kLong);
-  auto mask = torch::zeros({n, longest}, torch::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto len = static_cast<int64_t>(rows[i].size());
-    const int64_t start = left ? longest - len : 0;
-    ids[i].narrow(0, start, len).copy_(torch::tensor(rows[i], torch::kLong));
-    mask[i].narrow(0, start, len).fill_(1);
-  }
-  return {ids.to(device), mask.to(device)};
-}
-
-// Below: beam search over any model's next-token logits.
-GenerationResult beam_search(const ModelConfig& c, int64_t n, const std::function<torch::Tensor(const torch::Tensor&)>& step,
-                             KVCache& cache, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
-                             const GenerationOptions& o);
 
 }  // namespace
 
@@ -192,174 +139,24 @@ GenerationResult generate(GPT& model, const std::vector<std::vector<int64_t>>& p
   const auto& c = model->config;
   check_token_options(o, c.vocab_size);
   check_prompts(prompts, c.vocab_size, "prompt");
-  const auto device = model->token_embedding->weight.device();
-  auto [ids, mask] = pad(prompts, c.pad_id, /*left=*/true, device);
-  const int64_t n = ids.size(0);
-  if (ids.size(1) + o.max_new_tokens > c.max_length()) {
-    throw std::invalid_argument(c10::str("generate: prompt (", ids.size(1), " tokens) plus max_new_tokens (",
+  int64_t longest = 0;
+  for (const auto& prompt : prompts) longest = std::max<int64_t>(longest, prompt.size());
+  if (longest + o.max_new_tokens > c.max_length()) {
+    throw std::invalid_argument(c10::str("generate: prompt (", longest, " tokens) plus max_new_tokens (",
                                          o.max_new_tokens, ") exceeds max_positions (", c.max_length(), ")"));
   }
-  check_cache_fits(c, n, ids.size(1) + o.max_new_tokens, 0, o, model->token_embedding->weight);
+  const auto n = static_cast<int64_t>(prompts.size());
+  check_cache_fits(c, n, longest + o.max_new_tokens, 0, o, model->token_embedding->weight);
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  if (o.num_beams > 1) {
-    // Every beam of a row continues the row's prompt: the same left padding, new tokens real.
-    const int64_t k = o.num_beams;
-    auto beam_mask = mask.repeat_interleave(k, 0);
-    KVCache cache = model->make_cache();
-    cache.reserve(ids.size(1) + o.max_new_tokens);
-    auto step = [&](const torch::Tensor& input) {
-      if (!input.defined()) return model->next_token_logits(ids.repeat_interleave(k, 0), beam_mask, &cache);
-      beam_mask = torch::cat({beam_mask, torch::ones({n * k, 1}, beam_mask.options())}, 1);
-      return model->next_token_logits(input, beam_mask, &cache);
-    };
-    auto result = beam_search(c, n, step, cache, ids.repeat_interleave(k, 0), mask.repeat_interleave(k, 0), o);
-    if (was_training) model->train();
-    return result;
-  }
-  auto gen = make_generator(o.seed);
-  KVCache cache = model->make_cache();
-  cache.reserve(ids.size(1) + o.max_new_tokens);
-
-  Rows rows(n);
-  GenerationResult result;
-  auto sequence = ids;  // everything so far, for the repetition penalty and uncached steps
-  auto logits = model->next_token_logits(ids, mask, o.use_cache ? &cache : nullptr);
-  for (int64_t step = 0; step < o.max_new_tokens && !rows.all_done(); ++step) {
-    check_logits(logits, step);
-    auto processed = process_logits(logits.to(torch::kFloat), sequence, mask, o);
-    if (o.output_scores) result.scores.push_back(processed.cpu());
-    auto next = choose_tokens(processed, o, gen);
-    auto next_cpu = next.cpu();
-    for (int64_t r = 0; r < n; ++r) {
-      if (rows.done[r]) next_cpu[r] = c.pad_id;  // finished rows idle on padding
-      else rows.add(r, next_cpu[r].item<int64_t>(), o);
-    }
-    next = next_cpu.to(device).view({n, 1});
-    sequence = torch::cat({sequence, next}, 1);
-    mask = torch::cat({mask, torch::ones({n, 1}, mask.options())}, 1);
-    if (rows.all_done() || step + 1 == o.max_new_tokens) break;
-    logits = o.use_cache ? model->next_token_logits(next, mask, &cache)
-                         : model->next_token_logits(sequence, mask);
-  }
+  // Every beam of a prompt continues it: the same left padding, new tokens real.
+  const bool beams = o.num_beams > 1;
+  const auto decoding = gpt_decoding(model, prompts, o.num_beams, o.use_cache || beams, longest + o.max_new_tokens);
+  auto result = beams ? beam_search(*decoding, o, c.vocab_size, c.pad_id) : decode_rows(*decoding, o, c.pad_id);
   if (was_training) model->train();
-  result.tokens = std::move(rows.tokens);
-  result.finish_reasons = std::move(rows.reasons);
   return result;
 }
-
-namespace {
-
-// Beam search, in the manner of Hugging Face's BeamSearchScorer with early_stopping=False: a
-// row is done once it has num_beams finished hypotheses and no running beam can beat the worst
-// of them. `step` gives the next-token logits of the n * num_beams beams, (n * k, V): of the
-// start (an undefined input: the decoder's start token, or the prompts) or of the beams' last
-// tokens (n * k, 1) after `cache` was reordered to follow them. `prompt` (n * k, T) with its
-// `prompt_mask` is what the repetition penalty counts besides the new tokens (decoder-only
-// models), undefined for none.
-GenerationResult beam_search(const ModelConfig& c, int64_t n, const std::function<torch::Tensor(const torch::Tensor&)>& step,
-                             KVCache& cache, const torch::Tensor& prompt, const torch::Tensor& prompt_mask,
-                             const GenerationOptions& o) {
-  const int64_t k = o.num_beams, vocab = c.vocab_size;
-  auto scores = torch::full({n, k}, kNegInf, torch::kDouble);
-  scores.select(1, 0).fill_(0.0);  // identical beams at start: keep one
-  std::vector<std::vector<int64_t>> beams(n * k);
-  struct Hypothesis { double score; std::vector<int64_t> tokens; };
-  std::vector<std::vector<Hypothesis>> finished(n);
-  std::vector<bool> done(n, false);
-  auto penalised = [&](double logprob, size_t length) {
-    return logprob / std::pow(static_cast<double>(std::max<size_t>(length, 1)), o.length_penalty);
-  };
-  auto add_finished = [&](int64_t row, double logprob, std::vector<int64_t> tokens) {
-    auto& hyps = finished[row];
-    double s = penalised(logprob, tokens.size() + 1);  // the EOS counts, as in HF
-    hyps.push_back({s, std::move(tokens)});
-    std::sort(hyps.begin(), hyps.end(), [](const auto& a, const auto& b) { return a.score > b.score; });
-    if (static_cast<int64_t>(hyps.size()) > k) hyps.pop_back();
-  };
-
-  torch::Tensor input;  // the start
-  for (int64_t t = 0; t < o.max_new_tokens; ++t) {
-    auto logits = step(input).to(torch::kFloat);
-    const auto device = logits.device();
-    check_logits(logits, t);
-    torch::Tensor context = prompt, context_mask = prompt_mask;
-    if (o.repetition_penalty != 1.0 && t > 0) {
-      std::vector<int64_t> flat;
-      for (const auto& b : beams) flat.insert(flat.end(), b.begin(), b.end());
-      const auto generated = torch::tensor(flat, torch::kLong).view({n * k, t}).to(device);
-      context = prompt.defined() ? torch::cat({prompt, generated}, 1) : generated;
-      if (prompt_mask.defined()) context_mask = torch::cat({prompt_mask, torch::ones_like(generated)}, 1);
-    }
-    auto logprobs = torch::log_softmax(process_logits(logits, context, context_mask, o), -1).to(torch::kDouble).cpu();
-    auto total = (scores.view({n * k, 1}) + logprobs).view({n, k * vocab});
-    auto [top_scores, top_ids] = total.topk(2 * k, -1);
-    std::vector<int64_t> next_tokens(n * k, c.pad_id), source_beams(n * k, 0);
-    auto new_scores = torch::full({n, k}, kNegInf, torch::kDouble);
-    std::vector<std::vector<int64_t>> new_beams(n * k);
-    for (int64_t row = 0; row < n; ++row) {
-      if (done[row]) {
-        for (int64_t j = 0; j < k; ++j) source_beams[row * k + j] = row * k + j;
-        continue;
-      }
-      int64_t filled = 0;
-      for (int64_t cand = 0; cand < 2 * k && filled < k; ++cand) {
-        const double s = top_scores[row][cand].item<double>();
-        if (s == kNegInf) break;
-        const int64_t id = top_ids[row][cand].item<int64_t>();
-        const int64_t beam = row * k + id / vocab, token = id % vocab;
-        const bool is_eos = std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end();
-        if (is_eos) {
-          if (cand < k) add_finished(row, s, beams[beam]);
-          continue;
-        }
-        const int64_t slot = row * k + filled++;
-        new_beams[slot] = beams[beam];
-        new_beams[slot].push_back(token);
-        next_tokens[slot] = token, source_beams[slot] = beam;
-        new_scores[row][slot - row * k] = s;
-      }
-      // Done when full and the best running beam cannot beat the worst finished one.
-      const auto& hyps = finished[row];
-      if (static_cast<int64_t>(hyps.size()) == k) {
-        double best_running = penalised(new_scores[row][0].item<double>(), t + 1);
-        done[row] = best_running <= hyps.back().score;
-      }
-    }
-    for (int64_t row = 0; row < n; ++row) {
-      if (done[row] && new_beams[row * k].empty()) {
-        for (int64_t j = 0; j < k; ++j) new_beams[row * k + j] = beams[row * k + j];
-        new_scores[row] = scores[row];
-      }
-    }
-    beams = std::move(new_beams);
-    scores = new_scores;
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-    cache.reorder(torch::tensor(source_beams, torch::kLong).to(device));
-    input = torch::tensor(next_tokens, torch::kLong).view({n * k, 1}).to(device);
-  }
-  GenerationResult result;
-  for (int64_t row = 0; row < n; ++row) {
-    if (!done[row]) {  // ran out of length: running beams compete too
-      for (int64_t j = 0; j < k; ++j) {
-        double s = scores[row][j].item<double>();
-        if (s == kNegInf) continue;
-        auto& hyps = finished[row];
-        hyps.push_back({penalised(s, beams[row * k + j].size()), beams[row * k + j]});
-      }
-      std::sort(finished[row].begin(), finished[row].end(),
-                [](const auto& a, const auto& b) { return a.score > b.score; });
-    }
-    const bool by_eos = done[row] || (!finished[row].empty() && finished[row].front().tokens.size() <
-                                                                    static_cast<size_t>(o.max_new_tokens));
-    result.tokens.push_back(finished[row].empty() ? std::vector<int64_t>{} : finished[row].front().tokens);
-    result.finish_reasons.push_back(by_eos ? FinishReason::kEos : FinishReason::kLength);
-  }
-  return result;
-}
-
-}  // namespace
 
 GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<int64_t>>& sources,
                           const GenerationOptions& o) {
@@ -372,51 +169,16 @@ GenerationResult generate(EncoderDecoder& model, const std::vector<std::vector<i
     throw std::invalid_argument(c10::str("generate: max_new_tokens (", o.max_new_tokens,
                                          ") exceeds max_positions (", c.max_length(), ")"));
   }
-  const auto device = model->token_embedding->weight.device();
-  auto [ids, mask] = pad(sources, c.pad_id, /*left=*/false, device);
-  check_cache_fits(c, ids.size(0), o.max_new_tokens + 1, ids.size(1), o, model->token_embedding->weight);
+  int64_t longest = 0;
+  for (const auto& source : sources) longest = std::max<int64_t>(longest, source.size());
+  check_cache_fits(c, static_cast<int64_t>(sources.size()), o.max_new_tokens + 1, longest, o,
+                   model->token_embedding->weight);
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  auto memory = model->encode(ids, mask);
-  GenerationResult result;
-  if (o.num_beams > 1) {
-    const int64_t n = ids.size(0), k = o.num_beams;
-    auto mem = memory.repeat_interleave(k, 0);
-    auto mem_mask = mask.repeat_interleave(k, 0);
-    KVCache cache = model->make_cache();
-    cache.reserve(o.max_new_tokens + 1);
-    auto step = [&](const torch::Tensor& input) {
-      const auto tokens = input.defined() ? input : torch::full({n * k, 1}, c.decoder_start_id, torch::kLong).to(device);
-      return model->decode(tokens, mem, mem_mask, &cache).select(1, -1);
-    };
-    result = beam_search(c, n, step, cache, {}, {}, o);
-  } else {
-    const int64_t n = ids.size(0);
-    auto gen = make_generator(o.seed);
-    KVCache cache = model->make_cache();
-    cache.reserve(o.max_new_tokens + 1);
-    Rows rows(n);
-    auto sequence = torch::full({n, 1}, c.decoder_start_id, torch::kLong).to(device);
-    auto logits = model->decode(sequence, memory, mask, o.use_cache ? &cache : nullptr).select(1, -1);
-    for (int64_t step = 0; step < o.max_new_tokens && !rows.all_done(); ++step) {
-      check_logits(logits, step);
-      auto processed = process_logits(logits.to(torch::kFloat), sequence, {}, o);
-      if (o.output_scores) result.scores.push_back(processed.cpu());
-      auto next_cpu = choose_tokens(processed, o, gen).cpu();
-      for (int64_t r = 0; r < n; ++r) {
-        if (rows.done[r]) next_cpu[r] = c.pad_id;
-        else rows.add(r, next_cpu[r].item<int64_t>(), o);
-      }
-      auto next = next_cpu.to(device).view({n, 1});
-      sequence = torch::cat({sequence, next}, 1);
-      if (rows.all_done() || step + 1 == o.max_new_tokens) break;
-      logits = o.use_cache ? model->decode(next, memory, mask, &cache).select(1, -1)
-                           : model->decode(sequence, memory, mask).select(1, -1);
-    }
-    result.tokens = std::move(rows.tokens);
-    result.finish_reasons = std::move(rows.reasons);
-  }
+  const bool beams = o.num_beams > 1;
+  const auto decoding = encoder_decoder_decoding(model, sources, o.num_beams, o.use_cache || beams, o.max_new_tokens + 1);
+  auto result = beams ? beam_search(*decoding, o, c.vocab_size, c.pad_id) : decode_rows(*decoding, o, c.pad_id);
   if (was_training) model->train();
   return result;
 }

@@ -2,7 +2,8 @@
 // Text generation, apart from the model classes: greedy, temperature, top-k, top-p (nucleus),
 // repetition penalty, EOS and stop sequences, batches of prompts of different lengths (left
 // padding with positions counted from each prompt's first token), and beam search with length
-// penalty for encoder-decoders. Seeded sampling is reproducible.
+// penalty. Seeded sampling is reproducible. The options and the logits pipeline are here; the
+// loops, written once for every family, are models/decoding.h.
 
 #include <cstdint>
 #include <functional>

@@ -76,11 +76,9 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   // A stack of linear attention layers only needs no bias at all (building one costs O(keys)).
   bool any_softmax = false;
   for (int64_t i = 0; i < config.n_layers; ++i) any_softmax = any_softmax || config.attention_of(i) == AttentionKind::kSoftmax;
-  auto bias =
-      ring ? ring_attention_bias(config, /*causal=*/true, positions.get(), ring)
-      : any_softmax ? stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past, past + t, x,
-                                           is_training())
-                    : AttentionBias{};
+  auto bias = ring || any_softmax ? stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past,
+                                                past + t, x, is_training(), ring)
+                          : AttentionBias{};
   if (attention_mask.defined() && config.has_recurrent_layers()) bias.token_mask = attention_mask.narrow(1, past, t);
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
@@ -90,7 +88,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : block_list_) {
     x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
-                  : block->forward_with_bias(x, bias, {}, {}, cache, rope_positions);
+                  : block->forward(x, bias, {}, {}, cache, rope_positions);
   }
   return final_norm ? final_norm->forward(x) : x;
 }

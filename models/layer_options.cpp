@@ -81,14 +81,10 @@ AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool 
   call.backend = config.attention_backend;
   call.cpu = cpu, call.float_or_bf16 = float_or_bf16;
   call.float32_decode_kernel = cpu_runs_f32_rows_dot();
-  call.queries = queries, call.keys = keys;
-  call.aligned = past == 0 && queries == keys;
-  call.causal = causal;
-  call.window = causal ? config.window.value_or(0) : 0;
-  call.key_padding = key_padding;
-  call.position = AttentionPositionTerm::kNone;
-  if (with_positions && config.position == PositionKind::kAlibi) call.position = AttentionPositionTerm::kAlibi;
-  if (with_positions && config.position == PositionKind::kRelative) call.position = AttentionPositionTerm::kRelative;
+  auto position = AttentionPositionTerm::kNone;
+  if (with_positions && config.position == PositionKind::kAlibi) position = AttentionPositionTerm::kAlibi;
+  if (with_positions && config.position == PositionKind::kRelative) position = AttentionPositionTerm::kRelative;
+  set_mask_facts(call, queries, past, keys, causal, config.window.value_or(0), key_padding, position);
   call.grouped = config.n_kv_heads != 0 && config.n_kv_heads != config.n_heads;
   call.dropout = training ? config.attention_dropout : 0.0;
   return call;
@@ -139,66 +135,25 @@ std::string describe_attention_paths(const ModelConfig& config) {
   return text;
 }
 
-namespace {
-
-// The tiled kernel's terms of a stack: its masks and its position term's parameters.
-TiledAttentionOptions tiled_terms(bool causal, int64_t window, PositionEncodingImpl* positions) {
-  auto t = TiledAttentionOptions().causal(causal).window(window);
-  if (positions != nullptr && positions->alibi) {
-    t.position_bias(TiledPositionBias::kAlibi).alibi_slopes(positions->alibi->slopes());
-  }
-  if (positions != nullptr && positions->relative) {
-    const auto& o = positions->relative->options;
-    t.position_bias(TiledPositionBias::kRelative)
-        .relative_table(positions->relative->relative_attention_bias->weight)
-        .relative_bidirectional(o.bidirectional())
-        .relative_max_distance(o.max_distance());
-  }
-  return t;
-}
-
-}  // namespace
-
-AttentionBias ring_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
-                                  const std::shared_ptr<RingExchange>& ring, const torch::Tensor& key_padding_mask) {
-  const std::string refusal = context_parallel_refusal(config);
-  TORCH_CHECK(refusal.empty(), "context parallelism: ", refusal);
-  AttentionBias bias;
-  bias.tiled = true;
-  bias.ring = ring;
-  bias.terms = tiled_terms(causal, causal ? config.window.value_or(0) : 0, positions);
-  if (key_padding_mask.defined()) bias.terms.key_padding_mask(key_padding_mask);
-  return bias;
-}
-
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
-                                   int64_t keys, const torch::Tensor& like, bool training) {
-  const auto dtype = like.scalar_type();
-  const auto call = stack_attention_call(config, causal, positions != nullptr, key_padding_mask.defined(), queries,
-                                         past, keys, training, like.device().is_cpu(),
-                                         dtype == torch::kFloat || dtype == torch::kBFloat16);
-  if (choose_attention_path(call).path == AttentionPath::kTiled) {
-    AttentionBias bias;
-    bias.tiled = true;
-    bias.terms = tiled_terms(causal, call.window, positions).query_start(past);
-    if (key_padding_mask.defined()) {
-      TORCH_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(1) >= keys,
-                  "attention: key padding mask must be (B, >= ", keys, "), got ", key_padding_mask.sizes());
-      bias.terms.key_padding_mask(key_padding_mask.narrow(1, key_padding_mask.size(1) - keys, keys));
-    }
-    return bias;
+                                   int64_t keys, const torch::Tensor& like, bool training,
+                                   const std::shared_ptr<RingExchange>& ring) {
+  if (ring) {
+    const std::string refusal = context_parallel_refusal(config);
+    TORCH_CHECK(refusal.empty(), "context parallelism: ", refusal);
   }
-  AttentionBiasInputs in;
-  in.queries = queries, in.keys = keys, in.query_start = past;
-  in.causal = causal;
-  in.window = call.window;
-  in.key_padding_mask = key_padding_mask;
-  if (positions != nullptr) {
-    in.position_bias = positions->attention_bias(queries, keys, past, 0, like.device(), dtype);
-  }
-  in.kernel_may_mask = !call.grouped && config.attention_backend != AttentionBackend::kMath;
-  return build_attention_bias(in, dtype, like.device());
+  AttentionCall call;
+  call.backend = config.attention_backend;
+  call.grouped = config.n_kv_heads != 0 && config.n_kv_heads != config.n_heads;
+  call.dropout = training ? config.attention_dropout : 0.0;
+  AttentionMasks masks;
+  masks.queries = queries, masks.query_start = past, masks.keys = keys;
+  masks.causal = causal, masks.window = causal ? config.window.value_or(0) : 0;
+  masks.key_padding_mask = key_padding_mask;
+  masks.positions = positions;
+  masks.ring = ring;
+  return build_attention_bias(call, masks, like);
 }
 
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {

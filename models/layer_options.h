@@ -4,10 +4,11 @@
 // written once and every model family builds its layers through it.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
-#include "kernels/masks.h"
+#include "layers/attention_bias.h"
 #include "layers/attention_path.h"
 #include "layers/block.h"
 #include "layers/norm.h"
@@ -42,22 +43,18 @@ AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool 
 // at inference, a decoding step), the path on the CPU and why the others were refused.
 std::string describe_attention_paths(const ModelConfig& config);
 
-// The attention bias of one stack's forward, built once for all its layers: the terms above,
-// the key padding mask (B, keys) when given, the position terms of `positions` when given. For
-// the tiled path, the terms' parameters and no tensor; else one additive tensor, where the
-// fused kernel may apply a plain causal mask itself, but not with grouped queries, which its
-// mask would misalign. In `like`'s dtype and device.
+// The attention bias of one stack's forward, built once for all its layers
+// (build_attention_bias, layers/attention_bias.h): `queries` new tokens after `past` cached ones
+// against `keys` keys from position 0, causal (with the config's sliding window) or not, the key
+// padding mask (B, keys) when given, the position terms of `positions` when given, dropout only
+// in training, in `like`'s dtype and device. With `ring` (context parallelism, which the config
+// must allow: context_parallel_refusal, models/config.h), every layer runs ring attention with
+// the terms at the global positions of the zigzag layout and the keys' padding of the whole
+// sequence in global order.
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
-                                   int64_t keys, const torch::Tensor& like, bool training);
-
-// The attention bias of a context-parallel stack's forward: every layer runs ring attention
-// around `ring` with the terms' parameters (causal and window, ALiBi's slopes, T5's table) at
-// the global positions of the zigzag layout, and the keys' padding, (B, keys) of the whole
-// sequence in global order. The config must allow it (context_parallel_refusal, models/config.h).
-AttentionBias ring_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
-                                  const std::shared_ptr<RingExchange>& ring,
-                                  const torch::Tensor& key_padding_mask = {});
+                                   int64_t keys, const torch::Tensor& like, bool training,
+                                   const std::shared_ptr<RingExchange>& ring = nullptr);
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

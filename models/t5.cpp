@@ -72,15 +72,13 @@ torch::Tensor EncoderDecoderImpl::encode(const torch::Tensor& input_ids, const t
   TORCH_CHECK(sequence <= config.max_length(), "encoder-decoder: cannot forward ", sequence,
               " tokens, max_positions is ", config.max_length());
   auto x = embed(input_ids, 0, encoder_positions, position_ids);
-  const auto bias =
-      ring ? ring_attention_bias(config, /*causal=*/false, encoder_positions.get(), ring, attention_mask)
-           : stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x,
-                                  is_training());
+  const auto bias = stack_attention_bias(config, /*causal=*/false, encoder_positions.get(), attention_mask, s, 0, s, x,
+                                         is_training(), ring);
   const auto& rope_positions = ring && config.position == PositionKind::kRope ? position_ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : encoder_list_) {
     x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
-                  : block->forward_with_bias(x, bias, {}, {}, nullptr, rope_positions);
+                  : block->forward(x, bias, {}, {}, nullptr, rope_positions);
   }
   if (encoder_final_norm) x = encoder_final_norm->forward(x);
   return dropout->forward(x);
@@ -115,8 +113,8 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   // around a ring, both ring attention (the cross-attention's keys are the encoder's chunks).
   AttentionBias self_bias, cross_bias;
   if (ring) {
-    self_bias = ring_attention_bias(config, /*causal=*/true, decoder_positions.get(), ring);
-    cross_bias = ring_attention_bias(config, /*causal=*/false, nullptr, ring, memory_mask);
+    self_bias = stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), {}, t, 0, t, x, is_training(), ring);
+    cross_bias = stack_attention_bias(config, /*causal=*/false, nullptr, memory_mask, t, 0, t, x, is_training(), ring);
   } else {
     self_bias = stack_attention_bias(config, /*causal=*/true, decoder_positions.get(), decoder_mask, t, past, past + t,
                                      x, is_training());
@@ -128,7 +126,7 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : decoder_list_) {
     x = recompute ? forward_recomputing(block, x, self_bias, memory, cross_bias, rope_positions)
-                  : block->forward_with_bias(x, self_bias, memory, cross_bias, cache, rope_positions);
+                  : block->forward(x, self_bias, memory, cross_bias, cache, rope_positions);
   }
   if (decoder_final_norm) x = decoder_final_norm->forward(x);
   x = dropout->forward(x);

@@ -54,9 +54,35 @@ std::set<std::string> pytorch_script_workloads() {
   return names;
 }
 
+// The names of the default run, in order, and whether `name` is a workload of `family`.
+std::vector<std::string> default_names() {
+  std::vector<std::string> names;
+  for (const auto& w : workloads())
+    if (w.default_run) names.push_back(w.name);
+  return names;
+}
+
+bool in_family(const std::string& name, WorkloadFamily family) {
+  for (const auto& w : workloads())
+    if (w.name == name) return w.family == family;
+  return false;
+}
+
+bool compares_with_pytorch(const std::string& name) { return find_workload(name).pytorch_twin; }
+bool in_family_long(const std::string& name) { return in_family(name, WorkloadFamily::kLongSequence); }
+bool in_family_decode(const std::string& name) { return in_family(name, WorkloadFamily::kDecode); }
+bool in_family_ring(const std::string& name) { return in_family(name, WorkloadFamily::kRing); }
+
+std::vector<std::string> family_names(WorkloadFamily family) {
+  std::vector<std::string> names;
+  for (const auto& w : workloads())
+    if (w.family == family) names.push_back(w.name);
+  return names;
+}
+
 TEST(BenchWorkloadNames, ThePyTorchScriptRunsEveryComparedWorkload) {
   std::set<std::string> compared;
-  for (const auto& name : workload_names())
+  for (const auto& name : default_names())
     if (compares_with_pytorch(name)) compared.insert(name);
   EXPECT_EQ(pytorch_script_workloads(), compared);
   // The rows without a PyTorch side are the tokenizers and those compared with zoo's own training.
@@ -68,7 +94,7 @@ TEST(BenchWorkloadNames, ThePyTorchScriptRunsEveryComparedWorkload) {
 }
 
 TEST(BenchWorkloadNames, EachOnceAndComparedRowsAfterWhatTheyCompareWith) {
-  const auto& names = workload_names();
+  const auto names = default_names();
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
   auto position = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
   EXPECT_LT(position("gemm"), position("train-gpt2-small"));
@@ -168,8 +194,8 @@ TEST(BenchLinearAttentionRows, TrainingAndDecodingRows) {
   for (const std::string kind : {"linear", "gla"}) {
     for (const int64_t t : {1024, 8192}) {
       const std::string name = "long-" + kind + "-" + std::to_string(t);
-      ASSERT_TRUE(is_long_sequence_workload(name)) << name;
-      EXPECT_FALSE(is_long_sequence_workload(name + "-math")) << name;
+      ASSERT_TRUE(in_family_long(name)) << name;
+      EXPECT_FALSE(in_family_long(name + "-math")) << name;
       EXPECT_FALSE(compares_with_pytorch(name)) << name;
       const auto w = long_sequence_workload(name);
       EXPECT_EQ(w.t, t);
@@ -178,15 +204,15 @@ TEST(BenchLinearAttentionRows, TrainingAndDecodingRows) {
       EXPECT_EQ(long_sequence_workload(name + "-gpt2").config.n_layers, 12);
     }
   }
-  EXPECT_EQ(decode_workload_names().size(), 6u);
+  EXPECT_EQ(family_names(WorkloadFamily::kDecode).size(), 6u);
   for (const std::string kind : {"softmax", "gla"}) {
     for (const int64_t context : {512, 4096, 32768}) {
       const std::string name = "decode-" + kind + "-" + std::to_string(context);
-      EXPECT_TRUE(is_decode_workload(name)) << name;
+      EXPECT_TRUE(in_family_decode(name)) << name;
       EXPECT_FALSE(compares_with_pytorch(name)) << name;
     }
   }
-  EXPECT_FALSE(is_decode_workload("decode-gla-1000"));
+  EXPECT_FALSE(in_family_decode("decode-gla-1000"));
   EXPECT_THROW(decode_workload("decode-gla-1000", 1, torch::kCPU), std::invalid_argument);
   // A row runs: 64 steps after a cache of 512 positions, its context reported.
   const auto row = decode_workload("decode-gla-512", 1, torch::kCPU);
@@ -196,10 +222,10 @@ TEST(BenchLinearAttentionRows, TrainingAndDecodingRows) {
 }
 
 TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
-  const auto& names = long_sequence_workload_names();
+  const auto names = family_names(WorkloadFamily::kLongSequence);
   // Per model size: 4 kinds x 5 lengths, each with its math row; linear and gla without.
   EXPECT_EQ(names.size(), 2u * (4u * 5u * 2u + 2u * 5u));
-  const auto& defaults = workload_names();
+  const auto defaults = default_names();
   for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
     for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {
       const std::string name = "long-" + kind + "-" + std::to_string(t);
@@ -234,32 +260,32 @@ TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
       EXPECT_FALSE(compares_with_pytorch(name + "-gpt2-math"));
     }
   }
-  EXPECT_FALSE(is_long_sequence_workload("long-alibi-1000"));
+  EXPECT_FALSE(in_family_long("long-alibi-1000"));
   EXPECT_THROW(long_sequence_workload("long-rope-1024"), std::invalid_argument);
   const std::string script = read_file((fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_pytorch.py").string());
   EXPECT_NE(script.find(R"(LONG_KINDS = ("learned", "alibi", "relative", "window"))"), std::string::npos);
 }
 
 TEST(BenchRingRows, EveryLongRowOnTwoAndFourRanks) {
-  const auto& names = ring_workload_names();
+  const auto names = family_names(WorkloadFamily::kRing);
   EXPECT_EQ(names.size(), 4u * 5u * 2u);
-  const auto& defaults = workload_names();
+  const auto defaults = default_names();
   for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
     for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {
       for (const int64_t ranks : {2, 4}) {
         const std::string name = "ring-" + kind + "-" + std::to_string(t) + "-" + std::to_string(ranks);
-        ASSERT_TRUE(is_ring_workload(name)) << name;
+        ASSERT_TRUE(in_family_ring(name)) << name;
         const auto ring = ring_workload(name);
         EXPECT_EQ(ring.single, "long-" + kind + "-" + std::to_string(t));
-        EXPECT_TRUE(is_long_sequence_workload(ring.single));
+        EXPECT_TRUE(in_family_long(ring.single));
         EXPECT_EQ(ring.ranks, ranks);
         EXPECT_FALSE(compares_with_pytorch(name));
         EXPECT_EQ(std::find(defaults.begin(), defaults.end(), name), defaults.end());
       }
     }
   }
-  EXPECT_FALSE(is_ring_workload("ring-alibi-1024-3"));
-  EXPECT_FALSE(is_ring_workload("ring-alibi-1024"));
+  EXPECT_FALSE(in_family_ring("ring-alibi-1024-3"));
+  EXPECT_FALSE(in_family_ring("ring-alibi-1024"));
   EXPECT_THROW(ring_workload("ring-rope-1024-2"), std::invalid_argument);
   // A worker started alone (no WORLD_SIZE) refuses, saying who starts its ranks.
   try {

@@ -12,11 +12,18 @@
 namespace zoo {
 namespace {
 
+// A bias for the decode path with `additive` as its terms.
+AttentionBias decode_path(const torch::Tensor& additive) {
+  AttentionBias bias;
+  bias.choice.path = AttentionPath::kDecode;
+  bias.additive = additive;
+  return bias;
+}
+
 // bf16 decoding's attention (kernels/decode_attention.h): grouped query heads, a padding bias and
 // keys narrowed from a longer cache. References: float32 products of the bf16 values rounded to
 // bf16 where LibTorch's bf16 attention rounds (the formula a bf16 TorchScript export decodes
-// with, interop/script/blocks.py), and float64; scaled_dot_product routes one bf16 query
-// without gradients to it.
+// with, interop/script/blocks.py), and float64; attend runs it on the decode path.
 TEST(Bf16DecodeAttention, FloatSumsRoundedAsLibTorchRoundsWithGroupedHeadsBiasAndCachedKeys) {
   torch::manual_seed(11);
   const int64_t b = 2, h = 4, hkv = 2, d = 40, tk = 9;  // d = 40: past one 32-wide step
@@ -27,8 +34,7 @@ TEST(Bf16DecodeAttention, FloatSumsRoundedAsLibTorchRoundsWithGroupedHeadsBiasAn
   bias[1][0][0][3] = -std::numeric_limits<float>::infinity();  // a padded key of the second sequence
   const double scale = 0.125;
   torch::NoGradGuard no_grad;
-  ASSERT_TRUE(takes_bf16_decode_attention(q, k, v, 0.0, false, false));
-  auto [o, w] = scaled_dot_product(q, k, v, bias, scale, 0.0, false, AttentionBackend::kMath, false);
+  auto [o, w] = attend(q, k, v, decode_path(bias), {.scale = scale});
   ASSERT_EQ(o.scalar_type(), torch::kBFloat16);
   ASSERT_EQ(o.sizes(), q.sizes());
 
@@ -50,7 +56,7 @@ TEST(Bf16DecodeAttention, FloatSumsRoundedAsLibTorchRoundsWithGroupedHeadsBiasAn
   // The padded key has no weight: changing its value changes nothing.
   auto v2 = v.clone();
   v2[1].narrow(1, 3, 1).fill_(100);
-  auto [o2, w2] = scaled_dot_product(q, k, v2, bias, scale, 0.0, false, AttentionBackend::kMath, false);
+  auto [o2, w2] = attend(q, k, v2, decode_path(bias), {.scale = scale});
   EXPECT_TRUE(torch::equal(o2[1], o[1]));
   // Routed here: the same bits as the kernel called on the folded query heads.
   auto direct = bf16_decode_attention(q.reshape({b, hkv, h / hkv, d}), k, v, bias, scale);
@@ -58,8 +64,8 @@ TEST(Bf16DecodeAttention, FloatSumsRoundedAsLibTorchRoundsWithGroupedHeadsBiasAn
 }
 
 // float32 decoding's attention: grouped query heads, a padding bias and keys narrowed from a
-// longer cache, against float64's attention of the same values; scaled_dot_product routes one
-// float32 query without gradients to it, except on the math backend (LibTorch's products).
+// longer cache, against float64's attention of the same values; attend runs it on the decode
+// path, and LibTorch's products on the math path.
 TEST(Float32DecodeAttention, MatchesFloat64WithGroupedHeadsBiasAndCachedKeys) {
   if (!cpu_runs_f32_rows_dot()) GTEST_SKIP() << "no AVX-512F on this CPU: float32 decoding takes LibTorch's attention";
   torch::manual_seed(12);
@@ -71,8 +77,7 @@ TEST(Float32DecodeAttention, MatchesFloat64WithGroupedHeadsBiasAndCachedKeys) {
   bias[1][0][0].narrow(0, 0, 5).fill_(-std::numeric_limits<float>::infinity());  // the second sequence's padding
   const double scale = 0.125;
   torch::NoGradGuard no_grad;
-  ASSERT_TRUE(takes_float32_decode_attention(q, k, v, 0.0, false, false));
-  auto [o, w] = scaled_dot_product(q, k, v, bias, scale, 0.0, false, AttentionBackend::kAuto, false);
+  auto [o, w] = attend(q, k, v, decode_path(bias), {.scale = scale});
   ASSERT_EQ(o.scalar_type(), torch::kFloat);
   ASSERT_EQ(o.sizes(), q.sizes());
   auto k_per_head = k.repeat_interleave(h / hkv, 1), v_per_head = v.repeat_interleave(h / hkv, 1);
@@ -87,33 +92,45 @@ TEST(Float32DecodeAttention, MatchesFloat64WithGroupedHeadsBiasAndCachedKeys) {
   auto v2 = v.clone();
   v2[1].narrow(1, 0, 5).fill_(100);
   EXPECT_TRUE(torch::equal(float32_decode_attention(q.reshape({b, hkv, h / hkv, d}), k, v2, bias, scale)[1], direct[1]));
-  // The math backend keeps LibTorch's products.
-  auto [math, unused] = scaled_dot_product(q, k, v, bias, scale, 0.0, false, AttentionBackend::kMath, false);
+  // The math path keeps LibTorch's products.
+  AttentionBias math_path = decode_path(bias);
+  math_path.choice.path = AttentionPath::kMath;
+  auto [math, weights] = attend(q, k, v, math_path, {.scale = scale});
   EXPECT_LE((math.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
-  EXPECT_FALSE(takes_float32_decode_attention(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble), 0.0,
-                                              false, false));
-  EXPECT_FALSE(takes_float32_decode_attention(torch::cat({q, q}, 2), k, v, 0.0, false, false));  // two positions
-  EXPECT_FALSE(takes_float32_decode_attention(q, k, v, 0.0, true, false));
-  auto strided = torch::randn({b, tk, hkv, d}).transpose(1, 2);
-  EXPECT_FALSE(takes_float32_decode_attention(q, strided, v, 0.0, false, false));
+  // Keys and values laid out (B, T, H, D) and transposed, rows not contiguous within a head: the
+  // kernel reads a copy.
+  const auto strided_k = k.transpose(1, 2).contiguous().transpose(1, 2);
+  const auto strided_v = v.transpose(1, 2).contiguous().transpose(1, 2);
+  EXPECT_TRUE(torch::equal(float32_decode_attention(q.reshape({b, hkv, h / hkv, d}), strided_k, strided_v, bias, scale),
+                           direct));
 }
 
-TEST(Bf16DecodeAttention, TakenOnlyForOneBf16QueryWithoutGradients) {
-  auto q = torch::randn({1, 2, 1, 8}).to(torch::kBFloat16);
-  auto k = torch::randn({1, 2, 5, 8}).to(torch::kBFloat16), v = k.clone();
-  EXPECT_TRUE(takes_bf16_decode_attention(q, k, v, 0.0, false, false));
-  EXPECT_FALSE(takes_bf16_decode_attention(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), 0.0, false, false));
-  EXPECT_FALSE(takes_bf16_decode_attention(torch::cat({q, q}, 2), k, v, 0.0, false, false));  // two query positions
-  EXPECT_FALSE(takes_bf16_decode_attention(q, k, v, 0.1, false, false));
-  EXPECT_FALSE(takes_bf16_decode_attention(q, k, v, 0.0, true, false));
-  EXPECT_FALSE(takes_bf16_decode_attention(q, k, v, 0.0, false, true));
-  // Keys laid out (B, T, H, D) and transposed: rows are not contiguous within a head.
-  auto strided = torch::randn({1, 5, 2, 8}).to(torch::kBFloat16).transpose(1, 2);
-  EXPECT_FALSE(takes_bf16_decode_attention(q, strided, v, 0.0, false, false));
-  auto trainable = k.clone().requires_grad_();
-  EXPECT_FALSE(takes_bf16_decode_attention(q, trainable, v, 0.0, false, false));
+// The decode path is chosen for a layer's call (attention_bias, as models build theirs) with one
+// bf16 query and grad mode off; a second query, dropout in training or grad mode refuse it.
+TEST(Bf16DecodeAttention, ChosenForOneBf16QueryWithoutGradients) {
+  Attention attn(AttentionOptions(16, 2).n_kv_heads(1).causal(true).dropout(0.1));
+  attn->to(torch::kBFloat16);
+  attn->eval();
+  const auto one = torch::randn({2, 1, 16}).to(torch::kBFloat16), two = torch::randn({2, 2, 16}).to(torch::kBFloat16);
+  const auto path = [&](const torch::Tensor& x) { return attention_bias(*attn, x, {.query_start = 5}).choice.path; };
+  EXPECT_EQ(path(one), AttentionPath::kLibTorch);  // grad mode on
   torch::NoGradGuard no_grad;
-  EXPECT_TRUE(takes_bf16_decode_attention(q, trainable, v, 0.0, false, false));
+  EXPECT_EQ(path(one), AttentionPath::kDecode);
+  EXPECT_NE(path(two), AttentionPath::kDecode);
+  EXPECT_NE(path(one.to(torch::kDouble)), AttentionPath::kDecode);
+  attn->train();
+  EXPECT_NE(path(one), AttentionPath::kDecode);  // dropout
+  attn->eval();
+  // Decoding through the cache on that path agrees with the full pass.
+  const auto x = torch::randn({2, 6, 16}).to(torch::kBFloat16);
+  const auto full = attn->forward(x, attention_bias(*attn, x)).to(torch::kFloat);
+  AttentionCache cache;
+  std::vector<torch::Tensor> steps;
+  for (int64_t i = 0; i < 6; ++i) {
+    const auto step = x.narrow(1, i, 1);
+    steps.push_back(attn->forward(step, attention_bias(*attn, step, {.query_start = i}), {}, &cache));
+  }
+  EXPECT_LE((torch::cat(steps, 1).to(torch::kFloat) - full).abs().max().item<double>(), 0.05);
 }
 
 }  // namespace

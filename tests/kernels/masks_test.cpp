@@ -66,7 +66,7 @@ TEST(Masks, StackBiasFoldsEveryMaskAndTermOnce) {
   in.queries = 3, in.keys = 3, in.causal = true, in.window = 2;
   in.key_padding_mask = torch::tensor({{1, 1, 1, 0}}).to(torch::kBool);  // 4 columns: the last 3 are used
   in.position_bias = torch::arange(12, torch::kFloat).view({1, 1, 3, 4});
-  const auto bias = build_attention_bias(in, torch::kFloat, torch::kCPU);
+  const auto bias = additive_attention_bias(in, torch::kFloat, torch::kCPU);
   ASSERT_FALSE(bias.kernel_causal);
   const float low = std::numeric_limits<float>::lowest();
   // allowed: query i sees keys i-1..i (window 2), and key 2 is padding.
@@ -78,25 +78,25 @@ TEST(Masks, APlainCausalStackIsLeftToTheKernelWhereItCan) {
   AttentionBiasInputs in;
   in.queries = 4, in.keys = 4, in.causal = true;
   in.kernel_may_mask = true;
-  auto bias = build_attention_bias(in, torch::kFloat, torch::kCPU);
+  auto bias = additive_attention_bias(in, torch::kFloat, torch::kCPU);
   EXPECT_TRUE(bias.kernel_causal);
   EXPECT_FALSE(bias.additive.defined());
   in.kernel_may_mask = false;  // grouped queries: the mask is built
-  bias = build_attention_bias(in, torch::kFloat, torch::kCPU);
+  bias = additive_attention_bias(in, torch::kFloat, torch::kCPU);
   EXPECT_FALSE(bias.kernel_causal);
   EXPECT_TRUE(torch::equal(bias.additive.eq(0), causal_mask(4, 4)));
   in.kernel_may_mask = true, in.query_start = 2, in.keys = 6;  // queries after cached keys
-  EXPECT_FALSE(build_attention_bias(in, torch::kFloat, torch::kCPU).kernel_causal);
+  EXPECT_FALSE(additive_attention_bias(in, torch::kFloat, torch::kCPU).kernel_causal);
 }
 
 TEST(Masks, StackBiasShapesAreChecked) {
   AttentionBiasInputs in;
   in.queries = 2, in.keys = 5;
   in.key_padding_mask = torch::ones({1, 3}, torch::kBool);
-  EXPECT_THROW(build_attention_bias(in, torch::kFloat, torch::kCPU), c10::Error);
+  EXPECT_THROW(additive_attention_bias(in, torch::kFloat, torch::kCPU), c10::Error);
   in.key_padding_mask = torch::Tensor();
   in.position_bias = torch::zeros({1, 1, 3, 5});
-  EXPECT_THROW(build_attention_bias(in, torch::kFloat, torch::kCPU), c10::Error);
+  EXPECT_THROW(additive_attention_bias(in, torch::kFloat, torch::kCPU), c10::Error);
 }
 
 }  // namespace

@@ -127,6 +127,9 @@ TEST(AttentionPath, DecodingAndWeightsAndTheBackendKey) {
   EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kMath);
   decode.need_weights = false, decode.backend = AttentionBackend::kTiled;  // forced
   EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kTiled);
+  decode.backend = AttentionBackend::kAuto, decode.differentiable = true;  // grad mode on: no backward
+  EXPECT_EQ(choose_attention_path(decode).path, AttentionPath::kLibTorch);
+  EXPECT_TRUE(refused_with(choose_attention_path(decode), "decode", "no backward"));
 
   auto weights = training_call(true);
   weights.need_weights = true;
@@ -157,6 +160,20 @@ TEST(AttentionPath, DescribeSaysThePathItsReasonAndEveryRefusal) {
   call.position = AttentionPositionTerm::kAlibi;
   EXPECT_EQ(describe(choose_attention_path(call)),
             "tiled (no (T, Tk) tensor); refused: libtorch: ALiBi is an additive (H, T, Tk) bias for it");
+}
+
+// Context parallelism takes the ring whatever the backend, with the tiled kernel's conditions.
+TEST(AttentionPath, RingCallsTakeTheRing) {
+  auto ring = training_call(true);
+  ring.ring = true;
+  for (auto backend : {AttentionBackend::kAuto, AttentionBackend::kMath, AttentionBackend::kFused}) {
+    ring.backend = backend;
+    EXPECT_EQ(choose_attention_path(ring).path, AttentionPath::kRing) << to_string(backend);
+  }
+  ring.queries = 1;  // a short rank still rings
+  EXPECT_EQ(choose_attention_path(ring).path, AttentionPath::kRing);
+  ring.float_or_bf16 = false;
+  EXPECT_THROW(choose_attention_path(ring), std::invalid_argument);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "kernels/masks.h"
+#include "kernels/math_attention.h"
 #include "layers/position_bias.h"
 #include "test_util.h"
 
@@ -14,11 +15,28 @@ namespace {
 
 using testing::max_abs_diff;
 
+// Attention through the bias a model builds for the call (attention_bias), as every model calls it.
+torch::Tensor run(Attention& attn, const torch::Tensor& x, const AttentionMasks& masks = {},
+                  const torch::Tensor& memory = {}, AttentionCache* cache = nullptr,
+                  const torch::Tensor& position_ids = {}) {
+  return attn->forward(x, attention_bias(*attn, x, masks), memory, cache, position_ids);
+}
+
+std::tuple<torch::Tensor, torch::Tensor> with_weights(Attention& attn, const torch::Tensor& x) {
+  return attn->forward_with_weights(x, attention_bias(*attn, x, {}, /*need_weights=*/true));
+}
+
+AttentionBias bias_for_path(AttentionPath path) {
+  AttentionBias bias;
+  bias.choice.path = path;
+  return bias;
+}
+
 torch::Tensor worked_q() { return torch::tensor({{1.0, 0.0}, {0.0, 1.0}, {1.0, 1.0}}); }
 torch::Tensor worked_k() { return torch::tensor({{1.0, 1.0}, {0.0, 1.0}, {1.0, 0.0}}); }
 torch::Tensor worked_v() { return torch::tensor({{1.0, 0.0}, {0.0, 1.0}, {0.5, 0.5}}); }
 
-TEST(ScaledDotProduct, WorkedExampleBothBackends) {
+TEST(Attend, WorkedExampleMathAndLibTorchPaths) {
   // d_k = 2: softmax(Q K^T / sqrt(2)) V, worked by hand.
   auto q = worked_q().view({1, 1, 3, 2}).to(torch::kFloat);
   auto k = worked_k().view({1, 1, 3, 2}).to(torch::kFloat);
@@ -26,13 +44,16 @@ TEST(ScaledDotProduct, WorkedExampleBothBackends) {
   auto expected_out = torch::tensor({{0.6017, 0.3983}, {0.5, 0.5}, {0.6276, 0.3724}});
   auto expected_row2 = torch::tensor({0.5035, 0.2483, 0.2483});
   const double scale = 1.0 / std::sqrt(2.0);
-  auto [out, weights] =
-      scaled_dot_product(q, k, v, {}, scale, 0.0, false, AttentionBackend::kMath, true);
+  auto [out, weights] = math_attention(q, k, v, {}, scale, 0.0);
   EXPECT_LE(max_abs_diff(out.view({3, 2}), expected_out), 1e-4);
   EXPECT_LE(max_abs_diff(weights.view({3, 3})[2], expected_row2), 1e-4);
-  auto [fused, none] =
-      scaled_dot_product(q, k, v, {}, scale, 0.0, false, AttentionBackend::kFused, false);
+  auto [via_math, math_weights] = attend(q, k, v, bias_for_path(AttentionPath::kMath), {.scale = scale});
+  EXPECT_TRUE(torch::equal(via_math, out) && torch::equal(math_weights, weights));
+  auto [fused, none] = attend(q, k, v, bias_for_path(AttentionPath::kLibTorch), {.scale = scale});
   EXPECT_LE(max_abs_diff(fused.view({3, 2}), expected_out), 1e-4);
+  EXPECT_FALSE(none.defined());  // weights come from the math path only
+  auto [tiled, no_weights] = attend(q, k, v, bias_for_path(AttentionPath::kTiled), {.scale = scale});
+  EXPECT_LE(max_abs_diff(tiled.view({3, 2}), expected_out), 1e-4);
 }
 
 TEST(Attention, WorkedExampleThroughModule) {
@@ -49,11 +70,12 @@ TEST(Attention, WorkedExampleThroughModule) {
     attn->out->weight.copy_(pick(0).t());
   }
   auto x = torch::cat({worked_q(), worked_k(), worked_v()}, 1).to(torch::kFloat).unsqueeze(0);
-  auto [out, weights] = attn->forward_with_weights(x);
+  auto [out, weights] = with_weights(attn, x);
   EXPECT_LE(max_abs_diff(weights[0][0][2], torch::tensor({0.5035, 0.2483, 0.2483})), 1e-4);
   auto expected = torch::tensor({{0.6017, 0.3983}, {0.5, 0.5}, {0.6276, 0.3724}});
   EXPECT_LE(max_abs_diff(out[0].narrow(1, 0, 2), expected), 1e-4);
-  EXPECT_LE(max_abs_diff(attn->forward(x), out), 1e-6);  // the fused kernel agrees
+  EXPECT_LE(max_abs_diff(run(attn, x), out), 1e-6);  // the fused kernel agrees
+  EXPECT_THROW(attn->forward_with_weights(x, attention_bias(*attn, x)), c10::Error);  // a bias for another path
 }
 
 // Builds our attention from LibTorch's MultiheadAttention weights.
@@ -79,13 +101,13 @@ TEST_P(AttentionBackendTest, MatchesLibTorchMultiheadAttention) {
 
   // Plain.
   auto ref = std::get<0>(mha->forward(xt, xt, xt)).transpose(0, 1);
-  EXPECT_LE(max_abs_diff(attn->forward(x), ref), 1e-5);
+  EXPECT_LE(max_abs_diff(run(attn, x), ref), 1e-5);
 
   // Key padding: LibTorch marks padding with true, zoo marks real tokens.
   auto pad = torch::zeros({b, t}, torch::kBool);
   pad[1].narrow(0, t - 3, 3).fill_(true);
   ref = std::get<0>(mha->forward(xt, xt, xt, pad)).transpose(0, 1);
-  EXPECT_LE(max_abs_diff(attn->forward(x, {}, pad.logical_not()), ref), 1e-5);
+  EXPECT_LE(max_abs_diff(run(attn, x, {.key_padding_mask = pad.logical_not()}), ref), 1e-5);
 
   // Causal plus padding.
   // LibTorch's C++ MultiheadAttention adds attn_mask to the scores: -inf above the diagonal.
@@ -94,16 +116,15 @@ TEST_P(AttentionBackendTest, MatchesLibTorchMultiheadAttention) {
   Attention causal(AttentionOptions(d, h).causal(true).backend(GetParam()));
   causal->eval();
   copy_from_mha(causal, mha);
-  EXPECT_LE(max_abs_diff(causal->forward(x, {}, pad.logical_not()), ref), 1e-5);
+  EXPECT_LE(max_abs_diff(run(causal, x, {.key_padding_mask = pad.logical_not()}), ref), 1e-5);
   ref = std::get<0>(mha->forward(xt, xt, xt, {}, true, future)).transpose(0, 1);
-  EXPECT_LE(max_abs_diff(causal->forward(x), ref), 1e-5);
+  EXPECT_LE(max_abs_diff(run(causal, x), ref), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AttentionBackendTest,
-                         ::testing::Values(AttentionBackend::kFused, AttentionBackend::kMath),
-                         [](const auto& info) {
-                           return info.param == AttentionBackend::kFused ? "Fused" : "Math";
-                         });
+                         ::testing::Values(AttentionBackend::kFused, AttentionBackend::kMath,
+                                           AttentionBackend::kTiled),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Attention, WeightsFromExplicitPathMatchLibTorch) {
   const int64_t d = 8, h = 2, t = 5;
@@ -113,7 +134,7 @@ TEST(Attention, WeightsFromExplicitPathMatchLibTorch) {
   auto x = torch::randn({1, t, d});
   auto xt = x.transpose(0, 1);
   auto ref = mha->forward(xt, xt, xt, {}, true, {});  // weights averaged over heads
-  auto [out, weights] = attn->forward_with_weights(x);
+  auto [out, weights] = with_weights(attn, x);
   EXPECT_EQ(weights.sizes(), (std::vector<int64_t>{1, h, t, t}));
   EXPECT_LE(max_abs_diff(weights.mean(1), std::get<1>(ref)), 1e-6);
   EXPECT_LE(max_abs_diff(out, std::get<0>(ref).transpose(0, 1)), 1e-5);
@@ -158,7 +179,7 @@ TEST(Attention, GroupedAndMultiQueryMatchRepeatedHeads) {
         EXPECT_EQ(attn->qkv->weight.size(0), (h + 2 * hkv) * (d / h));
         auto x = torch::randn({b, t, d});
         auto expected = reference_attention(attn, x, causal ? band(t, 0) : torch::Tensor());
-        EXPECT_LE(max_abs_diff(attn->forward(x), expected), 1e-5)
+        EXPECT_LE(max_abs_diff(run(attn, x), expected), 1e-5)
             << "n_kv_heads " << hkv << " causal " << causal;
       }
     }
@@ -172,7 +193,7 @@ TEST(Attention, GqaWithAllHeadsEqualsMha) {
   copy_from_mha(attn, mha);
   auto x = torch::randn({3, 6, d});
   auto xt = x.transpose(0, 1);
-  EXPECT_LE(max_abs_diff(attn->forward(x), std::get<0>(mha->forward(xt, xt, xt)).transpose(0, 1)),
+  EXPECT_LE(max_abs_diff(run(attn, x), std::get<0>(mha->forward(xt, xt, xt)).transpose(0, 1)),
             1e-5);
 }
 
@@ -181,7 +202,7 @@ TEST(Attention, SlidingWindowEqualsBandMask) {
   auto x = torch::randn({2, t, d});
   for (int64_t window : {1, 3, 6}) {
     Attention windowed(AttentionOptions(d, h).n_kv_heads(2).causal(true).window(window));
-    EXPECT_LE(max_abs_diff(windowed->forward(x), reference_attention(windowed, x, band(t, window))),
+    EXPECT_LE(max_abs_diff(run(windowed, x), reference_attention(windowed, x, band(t, window))),
               1e-5)
         << "window " << window;
   }
@@ -189,7 +210,7 @@ TEST(Attention, SlidingWindowEqualsBandMask) {
   Attention plain(AttentionOptions(d, h).causal(true));
   Attention wide(AttentionOptions(d, h).causal(true).window(t));
   testing::copy_parameters(*wide, *plain);
-  EXPECT_LE(max_abs_diff(wide->forward(x), plain->forward(x)), 1e-6);
+  EXPECT_LE(max_abs_diff(run(wide, x), run(plain, x)), 1e-6);
 }
 
 TEST(Attention, FusedAndMathBackendsAgreeWithEveryInput) {
@@ -203,8 +224,8 @@ TEST(Attention, FusedAndMathBackendsAgreeWithEveryInput) {
   Attention fused(AttentionOptions(opts).backend(AttentionBackend::kFused));
   Attention math(AttentionOptions(opts).backend(AttentionBackend::kMath));
   testing::copy_parameters(*math, *fused);
-  EXPECT_LE(max_abs_diff(fused->forward(x, {}, keep, bias), math->forward(x, {}, keep, bias)),
-            1e-5);
+  const AttentionMasks masks{.key_padding_mask = keep, .position_bias = bias};
+  EXPECT_LE(max_abs_diff(run(fused, x, masks), run(math, x, masks)), 1e-5);
 }
 
 // Qwen2: q, k and v projections biased, the output projection not; the biases reach the output.
@@ -218,23 +239,23 @@ TEST(Attention, QkvBiasBiasesTheInputProjectionsOnly) {
   EXPECT_FALSE(cross->out->bias.defined());
   auto x = torch::randn({1, 5, 8});
   auto expected = reference_attention(self, x, band(5, 0));
-  EXPECT_LE(max_abs_diff(self->forward(x), expected), 1e-5);
+  EXPECT_LE(max_abs_diff(run(self, x), expected), 1e-5);
   torch::NoGradGuard no_grad;
-  auto before = self->forward(x);
+  auto before = run(self, x);
   self->qkv->bias.fill_(0.5);
-  EXPECT_GT(max_abs_diff(self->forward(x), before), 1e-3);
+  EXPECT_GT(max_abs_diff(run(self, x), before), 1e-3);
 }
 
 TEST(Attention, UnscaledMatchesExplicitScores) {
   // T5 does not divide scores by sqrt(head_dim).
   Attention attn(AttentionOptions(8, 2).scaled(false).bias(false));
   auto x = torch::randn({1, 4, 8});
-  auto [out, weights] = attn->forward_with_weights(x);
+  auto [out, weights] = with_weights(attn, x);
   auto qkv = attn->qkv->forward(x).split(8, -1);
   auto q = qkv[0].view({1, 4, 2, 4}).transpose(1, 2);
   auto k = qkv[1].view({1, 4, 2, 4}).transpose(1, 2);
   EXPECT_LE(max_abs_diff(weights, torch::softmax(torch::matmul(q, k.transpose(-1, -2)), -1)), 1e-6);
-  EXPECT_LE(max_abs_diff(attn->forward(x), out), 1e-5);  // fused path scales the same way
+  EXPECT_LE(max_abs_diff(run(attn, x), out), 1e-5);  // fused path scales the same way
 }
 
 TEST(Attention, CrossAttentionReadsMemoryAndCachesIt) {
@@ -266,12 +287,13 @@ TEST(Attention, CrossAttentionReadsMemoryAndCachesIt) {
     auto ref = std::get<0>(mha->forward(x.transpose(0, 1), memory.transpose(0, 1),
                                         memory.transpose(0, 1), keep.logical_not()))
                    .transpose(0, 1);
-    EXPECT_LE(max_abs_diff(cross->forward(x, memory, keep), ref), 1e-5);
+    const AttentionMasks masks{.keys = 5, .key_padding_mask = keep};
+    EXPECT_LE(max_abs_diff(run(cross, x, masks, memory), ref), 1e-5);
     // With a cache the memory is projected once; later calls need no memory.
     AttentionCache cache;
-    auto first = cross->forward(x.narrow(1, 0, 1), memory, keep, {}, &cache);
+    auto first = run(cross, x.narrow(1, 0, 1), masks, memory, &cache);
     EXPECT_TRUE(cache.is_static());
-    auto later = cross->forward(x.narrow(1, 1, 2), {}, keep, {}, &cache);
+    auto later = run(cross, x.narrow(1, 1, 2), masks, {}, &cache);
     EXPECT_LE(max_abs_diff(torch::cat({first, later}, 1), ref), 1e-5);
   }
 }
@@ -304,12 +326,12 @@ TEST_P(AttentionCacheTest, IncrementalDecodingEqualsFullPass) {
   };
   torch::NoGradGuard no_grad;
   auto x = torch::randn({b, t, d});
-  auto full = attn->forward(x, {}, {}, bias_for(t, 0));
+  auto full = run(attn, x, {.position_bias = bias_for(t, 0)});
 
   AttentionCache cache;
   std::vector<torch::Tensor> steps;
   for (int64_t i = 0; i < t; ++i) {
-    steps.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, bias_for(1, i), &cache));
+    steps.push_back(run(attn, x.narrow(1, i, 1), {.query_start = i, .position_bias = bias_for(1, i)}, {}, &cache));
     if (c.window > 0) EXPECT_LE(cache.length(), c.window) << "step " << i;
   }
   EXPECT_EQ(cache.seen(), t);
@@ -317,27 +339,12 @@ TEST_P(AttentionCacheTest, IncrementalDecodingEqualsFullPass) {
 
   // A prompt in one chunk, then single tokens.
   AttentionCache chunked;
-  auto prefix = attn->forward(x.narrow(1, 0, 4), {}, {}, bias_for(4, 0), &chunked);
+  auto prefix = run(attn, x.narrow(1, 0, 4), {.position_bias = bias_for(4, 0)}, {}, &chunked);
   std::vector<torch::Tensor> parts{prefix};
   for (int64_t i = 4; i < t; ++i) {
-    parts.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, bias_for(1, i), &chunked));
+    parts.push_back(run(attn, x.narrow(1, i, 1), {.query_start = i, .position_bias = bias_for(1, i)}, {}, &chunked));
   }
   EXPECT_LE(max_abs_diff(torch::cat(parts, 1), full), 1e-5);
-
-  // As models call it: one bias built for the stack over every key from position 0; a
-  // sliding-window cache holds only the last keys, and the module takes their columns.
-  AttentionCache stacked;
-  std::vector<torch::Tensor> with_bias;
-  for (int64_t i = 0; i < t; ++i) {
-    AttentionBiasInputs in;
-    in.queries = 1, in.keys = i + 1, in.query_start = i;
-    in.causal = true, in.window = c.window;
-    in.position_bias = bias_for(1, i);
-    in.kernel_may_mask = c.n_kv_heads == 0;
-    const auto bias = build_attention_bias(in, torch::kFloat, torch::kCPU);
-    with_bias.push_back(attn->forward_with_bias(x.narrow(1, i, 1), bias, {}, &stacked));
-  }
-  EXPECT_LE(max_abs_diff(torch::cat(with_bias, 1), full), 1e-5);
 }
 
 void PrintTo(const CachedCase& c, std::ostream* os) { *os << c.name; }
@@ -361,12 +368,12 @@ TEST(Attention, LeftPaddedRowMatchesUnpaddedWithPositionIds) {
   const int64_t d = 16, h = 4, t = 5, pad = 2;
   Attention attn(AttentionOptions(d, h).causal(true).rope(true).n_kv_heads(2));
   auto x = torch::randn({1, t, d});
-  auto alone = attn->forward(x);
+  auto alone = run(attn, x);
   auto padded = torch::cat({torch::randn({1, pad, d}), x}, 1);
   auto keep = torch::ones({1, t + pad}, torch::kBool);
   keep[0].narrow(0, 0, pad).fill_(false);
   auto positions = (torch::arange(t + pad) - pad).clamp_min(0).unsqueeze(0);
-  auto out = attn->forward(padded, {}, keep, {}, nullptr, positions);
+  auto out = run(attn, padded, {.key_padding_mask = keep}, {}, nullptr, positions);
   EXPECT_LE(max_abs_diff(out.narrow(1, pad, t), alone), 1e-5);
   EXPECT_TRUE(torch::isfinite(out).all().item<bool>());  // padding rows too
 }
@@ -378,7 +385,7 @@ TEST(Attention, BackwardGivesFiniteNonzeroGradients) {
     Attention attn(opts);
     auto x = torch::randn({2, 5, 16}, torch::requires_grad());
     auto memory = torch::randn({2, 7, 16});
-    attn->forward(x, cross ? memory : torch::Tensor()).pow(2).sum().backward();
+    run(attn, x, {.keys = cross ? 7 : 0}, cross ? memory : torch::Tensor()).pow(2).sum().backward();
     for (const auto& p : attn->named_parameters()) {
       ASSERT_TRUE(p.value().grad().defined()) << p.key();
       EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
@@ -394,7 +401,7 @@ TEST(Attention, GradientsMatchFiniteDifferencesInDouble) {
     AlibiBias alibi{AlibiBiasOptions(2)};
     auto bias = alibi->forward(4, 4).to(torch::kDouble);
     auto x = torch::randn({2, 4, 8}, torch::kDouble).requires_grad_();
-    auto loss_fn = [&] { return (attn->forward(x, {}, {}, bias) * torch::arange(8).to(torch::kDouble)).sum(); };
+    auto loss_fn = [&] { return (run(attn, x, {.position_bias = bias}) * torch::arange(8).to(torch::kDouble)).sum(); };
     loss_fn().backward();
     const double eps = 1e-6;
     torch::NoGradGuard no_grad;
@@ -445,7 +452,7 @@ TEST(Attention, BadOptionsNameTheOptionAndValues) {
 TEST(Attention, ShapeErrorsSayWhatWasExpected) {
   Attention attn{AttentionOptions(16, 4)};
   try {
-    attn->forward(torch::randn({2, 3, 15}));
+    run(attn, torch::randn({2, 3, 15}));
     FAIL() << "no error";
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected input (B, T, 16), got [2, 3, 15]"),
@@ -465,10 +472,10 @@ TEST_P(AttentionDeviceTest, CachedDecodingMatchesOnDevice) {
   attn->eval();
   torch::NoGradGuard no_grad;
   auto x = torch::randn({2, 6, 32}, device);
-  auto full = attn->forward(x);
+  auto full = run(attn, x);
   AttentionCache cache;
   std::vector<torch::Tensor> steps;
-  for (int64_t i = 0; i < 6; ++i) steps.push_back(attn->forward(x.narrow(1, i, 1), {}, {}, {}, &cache));
+  for (int64_t i = 0; i < 6; ++i) steps.push_back(run(attn, x.narrow(1, i, 1), {.query_start = i}, {}, &cache));
   EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full), 1e-4);
 }
 

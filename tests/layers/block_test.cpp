@@ -12,6 +12,21 @@ using testing::max_abs_diff;
 
 constexpr int64_t kD = 16, kHeads = 4, kFF = 32;
 
+// A block through the biases a model builds (attention_bias): self-attention over x's keys after
+// `past` cached ones with `padding`, cross-attention over `memory` with `memory_padding`.
+torch::Tensor run(TransformerBlock& block, const torch::Tensor& x, const torch::Tensor& padding = {},
+                  const torch::Tensor& memory = {}, const torch::Tensor& memory_padding = {},
+                  KVCache* cache = nullptr, int64_t past = 0) {
+  const auto self_bias =
+      attention_bias(*block->self_attn, x, {.query_start = past, .key_padding_mask = padding});
+  AttentionBias cross_bias;
+  if (block->cross_attn) {
+    const int64_t memory_length = memory.defined() ? memory.size(1) : memory_padding.size(1);
+    cross_bias = attention_bias(*block->cross_attn, x, {.keys = memory_length, .key_padding_mask = memory_padding});
+  }
+  return block->forward(x, self_bias, memory, cross_bias, cache);
+}
+
 TransformerBlockOptions torch_like(bool decoder, bool pre_norm, Activation act) {
   return TransformerBlockOptions(AttentionOptions(kD, kHeads).causal(decoder),
                                  FeedForwardOptions(kD, kFF).activation(act), NormOptions(kD))
@@ -61,13 +76,13 @@ TEST(TransformerBlock, MatchesPyTorchEncoderAndDecoderLayers) {
     TransformerBlock enc(torch_like(false, pre, Activation::kGELU));
     enc->eval();
     load_torch_layer(enc, ref, "enc_" + tag + ".", false);
-    EXPECT_LE(max_abs_diff(enc->forward(src, src_keep), ref["enc_" + tag + ".output"]), 1e-5)
+    EXPECT_LE(max_abs_diff(run(enc, src, src_keep), ref["enc_" + tag + ".output"]), 1e-5)
         << "encoder, " << tag << "-norm";
 
     TransformerBlock dec(torch_like(true, pre, Activation::kReLU));
     dec->eval();
     load_torch_layer(dec, ref, "dec_" + tag + ".", true);
-    EXPECT_LE(max_abs_diff(dec->forward(tgt, {}, {}, src, src_keep), ref["dec_" + tag + ".output"]),
+    EXPECT_LE(max_abs_diff(run(dec, tgt, {}, src, src_keep), ref["dec_" + tag + ".output"]),
               1e-5)
         << "decoder, " << tag << "-norm";
   }
@@ -91,7 +106,7 @@ TEST(TransformerBlock, PreAndPostNormFollowTheirFormulas) {
       auto h = block->self_attn_norm->forward(x);
       expected = block->ff_norm->forward(h + block->ff->forward(h));
     }
-    EXPECT_LE(max_abs_diff(block->forward(x), expected), 1e-5) << (pre ? "pre" : "post");
+    EXPECT_LE(max_abs_diff(run(block, x), expected), 1e-5) << (pre ? "pre" : "post");
   }
 }
 
@@ -107,13 +122,12 @@ TEST(TransformerBlock, CachedDecoderEqualsFullPass) {
     auto memory = torch::randn({2, 4, kD});
     auto keep = torch::ones({2, 4}, torch::kBool);
     keep[0][3] = false;
-    auto full = block->forward(x, {}, {}, memory, keep);
+    auto full = run(block, x, {}, memory, keep);
     KVCache cache(2);
     std::vector<torch::Tensor> steps;
     for (int64_t i = 0; i < 7; ++i) {
       // The encoder output is only needed on the first step: the cache keeps its projection.
-      steps.push_back(block->forward(x.narrow(1, i, 1), {}, {}, i == 0 ? memory : torch::Tensor(),
-                                     keep, &cache));
+      steps.push_back(run(block, x.narrow(1, i, 1), {}, i == 0 ? memory : torch::Tensor(), keep, &cache, i));
     }
     EXPECT_LE(max_abs_diff(torch::cat(steps, 1), full), 1e-5);
     EXPECT_EQ(cache.self_attention(1).seen(), 7);
@@ -127,9 +141,9 @@ TEST(TransformerBlock, ResidualDropoutOnlyInTraining) {
   TransformerBlock block(opts);
   auto x = torch::randn({2, 5, kD});
   block->eval();
-  EXPECT_LE(max_abs_diff(block->forward(x), block->forward(x)), 0.0);
+  EXPECT_LE(max_abs_diff(run(block, x), run(block, x)), 0.0);
   block->train();
-  EXPECT_GT(max_abs_diff(block->forward(x), block->forward(x)), 1e-3);
+  EXPECT_GT(max_abs_diff(run(block, x), run(block, x)), 1e-3);
 }
 
 TEST(TransformerBlock, BackwardReachesEveryParameter) {
@@ -140,7 +154,7 @@ TEST(TransformerBlock, BackwardReachesEveryParameter) {
       TransformerBlock block(opts);
       auto x = torch::randn({2, 4, kD});
       auto memory = torch::randn({2, 3, kD});
-      block->forward(x, {}, {}, memory).pow(2).sum().backward();
+      run(block, x, {}, memory).pow(2).sum().backward();
       for (const auto& p : block->named_parameters()) {
         ASSERT_TRUE(p.value().grad().defined()) << p.key();
         EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
@@ -165,10 +179,10 @@ TEST(TransformerBlock, MismatchedWidthsAreRejected) {
 
 TEST(TransformerBlock, MemoryWithoutCrossAttentionIsAnError) {
   TransformerBlock block(torch_like(false, true, Activation::kGELU));
-  EXPECT_THROW(block->forward(torch::randn({1, 2, kD}), {}, {}, torch::randn({1, 2, kD})),
-               c10::Error);
+  EXPECT_THROW(run(block, torch::randn({1, 2, kD}), {}, torch::randn({1, 2, kD})), c10::Error);
   TransformerBlock decoder(torch_like(true, true, Activation::kGELU));
-  EXPECT_THROW(decoder->forward(torch::randn({1, 2, kD})), c10::Error);
+  const auto x = torch::randn({1, 2, kD});
+  EXPECT_THROW(decoder->forward(x, attention_bias(*decoder->self_attn, x)), c10::Error);
 }
 
 }  // namespace

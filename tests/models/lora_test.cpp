@@ -135,21 +135,22 @@ TEST(Lora, SeparateProjectionsMergeToTheSameOutput) {
   Attention attention(AttentionOptions(16, 4).fused_projections(false).causal(true));
   attention->eval();
   const auto x = torch::randn({2, 5, 16});
-  const auto base = attention->forward(x);
+  const auto bias = attention_bias(*attention, x);
+  const auto base = attention->forward(x, bias);
   for (const auto& part : attention->projection_parts()) {
     EXPECT_EQ(part.row_offset, 0) << part.part;
     attention->lora.add(*attention, part.part, part.projection, LoraOptions(16, part.rows, 2));
   }
-  EXPECT_TRUE(torch::equal(attention->forward(x), base));
+  EXPECT_TRUE(torch::equal(attention->forward(x, bias), base));
   {
     torch::NoGradGuard no_grad;
     for (auto& p : attention->named_parameters())
       if (is_adapter_tensor(p.key())) p.value().normal_(0, 0.2);
   }
-  const auto unmerged = attention->forward(x);
+  const auto unmerged = attention->forward(x, bias);
   EXPECT_GT(testing::max_abs_diff(unmerged, base), 1e-2);
   attention->lora.merge_into_weights(*attention);
-  EXPECT_ALLCLOSE(attention->forward(x), unmerged, 1e-5);
+  EXPECT_ALLCLOSE(attention->forward(x, bias), unmerged, 1e-5);
   EXPECT_TRUE(attention->lora.empty());
 }
 

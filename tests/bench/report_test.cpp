@@ -1,0 +1,57 @@
+#include "bench/report.h"
+
+#include <gtest/gtest.h>
+
+namespace zoo::bench {
+namespace {
+
+using json = nlohmann::json;
+
+// Every row a workload is compared with exists and runs before it in the registry's order, and
+// so does the matmul row of its MFU.
+TEST(BenchReport, BaselinesAndMatmulRowsComeFirst) {
+  const auto& all = workloads();
+  auto position = [&](const std::string& name) {
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i].name == name) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& w = all[i];
+    EXPECT_EQ(w.baseline == Baseline::kNone, w.baseline_rows.empty()) << w.name;
+    for (const auto& row : w.baseline_rows) {
+      const int64_t at = position(row);
+      EXPECT_GE(at, 0) << w.name << " compares with unknown " << row;
+      EXPECT_LT(at, static_cast<int64_t>(i)) << w.name << " runs before " << row;
+    }
+    if (!w.matmul_row.empty()) EXPECT_LT(position(w.matmul_row), static_cast<int64_t>(i)) << w.name;
+  }
+}
+
+// LoRA against full fine-tuning and MFU against the gemm row, worked by hand from made-up results.
+TEST(BenchReport, RatiosFromTheRowsMeasuredBefore) {
+  MeasuredRows earlier;
+  earlier["gemm"] = {{"value", 100.0}};  // GFLOP/s
+  earlier["train-gpt2-small"] = {{"value", 50.0}, {"peak_rss_mb", 2000.0}};
+  const json lora = {{"unit", "tokens/s"},    {"value", 40.0},          {"peak_rss_mb", 1000.0},
+                     {"trainable_parameters", 1234}, {"flops_per_token", 1e9}};
+  const auto row = make_row(find_workload("finetune-gpt2-small-lora"), lora, json(), earlier, false);
+  EXPECT_DOUBLE_EQ(row.fields["speed_vs_full"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(row.fields["peak_rss_vs_full"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(row.fields["mfu"].get<double>(), 40.0 * 1e9 / 100e9);
+  EXPECT_FALSE(row.fields.contains("pytorch"));
+  EXPECT_NE(row.notes.find("1234 trainable; 0.80x full fine-tuning's tokens/s, peak RSS 1000 MB = 50% of its"),
+            std::string::npos)
+      << row.notes;
+  // Without its baseline in this run (--only), the row has no ratio.
+  const auto alone = make_row(find_workload("finetune-gpt2-small-lora"), lora, json(), {}, false);
+  EXPECT_FALSE(alone.fields.contains("speed_vs_full"));
+  // PyTorch's side: the ratio of the two values.
+  const json torch_side = {{"value", 80.0}, {"peak_rss_mb", 900.0}};
+  const auto compared = make_row(find_workload("train-gpt2-small"), lora, torch_side, earlier, false);
+  EXPECT_DOUBLE_EQ(compared.fields["ratio"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(compared.fields["pytorch_mfu"].get<double>(), 80.0 * 1e9 / 100e9);
+}
+
+}  // namespace
+}  // namespace zoo::bench
