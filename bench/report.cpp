@@ -43,7 +43,7 @@ std::string baseline_notes(const Workload& workload, const json& zoo, const Meas
       row["peak_rss_vs_math"] = number(zoo, "peak_rss_mb") / number(*base, "peak_rss_mb");
       return fixed(row["speed_vs_math"].get<double>(), 2) + "x the (T, T) path's tokens/s at " +
              fixed(100.0 * row["peak_rss_vs_math"].get<double>(), 0) + "% of its " + memory + " (" +
-             fixed(number(*base, "peak_rss_mb"), 0) + " MB)";
+             fixed(number(*base, "peak_rss_mb"), 0) + " MB); ";
     case Baseline::kOneStream:
       if (base == nullptr) return {};
       row["vs_one_stream"] = number(zoo, "value") / number(*base, "value");

@@ -135,6 +135,21 @@ LinearAttentionResult recurrent_linear_attention(const torch::Tensor& q, const t
   return {torch::stack(outputs, 2).to(v.scalar_type()), s};
 }
 
+LinearAttentionResult linear_attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                 const torch::Tensor& log_decay, const torch::Tensor& initial_state,
+                                                 double scale) {
+  check_shapes(q, k, v, log_decay, initial_state);
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), dk = q.size(3), dv = v.size(3);
+  torch::Tensor state = initial_state.defined() ? initial_state : torch::zeros({b, h, dk, dv}, q.options());
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < t; ++i) {
+    if (log_decay.defined()) state = state * log_decay.select(2, i).exp().unsqueeze(-1);
+    state = state + k.select(2, i).unsqueeze(-1) * v.select(2, i).unsqueeze(-2);
+    out.push_back(((q.select(2, i) * scale).unsqueeze(-1) * state).sum(-2));
+  }
+  return {torch::stack(out, 2), state};
+}
+
 torch::Tensor orthogonal_random_features(int64_t features, int64_t dim, int64_t seed) {
   TORCH_CHECK(features > 0 && dim > 0, "performer features: ", features, " features of dimension ", dim);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));

@@ -10,7 +10,7 @@
 // the log-decay, the others through a reference point inside the chunk, so no exponent is ever
 // positive); across chunks through the state at each chunk boundary. Decays are accumulated in
 // log space and everything is computed in float32 (float64 inputs stay float64), the output
-// returned in the inputs' dtype. Its plain reference, token by token, is in the tests.
+// returned in the inputs' dtype. Its plain reference, token by token, is beside it.
 
 #include <cstdint>
 
@@ -40,6 +40,13 @@ LinearAttentionResult chunked_linear_attention(const torch::Tensor& q, const tor
 LinearAttentionResult recurrent_linear_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& v, const torch::Tensor& log_decay,
                                                  const torch::Tensor& state, double scale);
+
+// The plain reference, as flash-linear-attention's naive.py writes it: token by token in the
+// inputs' dtype, S = S * exp(g_t) + k_t^T v_t, o_t = (q_t scale) S; the output and the final
+// state, both in the inputs' dtype. What the chunked and recurrent forms are tested against.
+LinearAttentionResult linear_attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                 const torch::Tensor& log_decay, const torch::Tensor& initial_state,
+                                                 double scale);
 
 // FAVOR+'s positive random features (Choromanski et al., 2021): `features` rows of dimension
 // `dim`, drawn from `seed` in blocks of `dim` orthogonal directions, each row scaled to the norm

@@ -61,13 +61,15 @@ std::vector<SequenceEvent> ResponseChannel::wait(std::chrono::milliseconds timeo
 struct BatchScheduler::Slot {
   // A decoder-only model continues the prompt; an encoder-decoder's decoder starts afresh from
   // its start token, the prompt being the encoder's source.
-  Slot(SequenceRequest r, const Tokenizer& tokenizer, std::optional<int64_t> decoder_start)
-      : request(std::move(r)),
+  Slot(SequenceId i, SequenceRequest r, const Tokenizer& tokenizer, std::optional<int64_t> decoder_start)
+      : id(i),
+        request(std::move(r)),
         decoder(tokenizer, decoder_start ? std::vector<int64_t>{} : request.prompt),
         stops(request.stop_texts),
         generator(make_generator(request.options.seed)),
         context(decoder_start ? std::vector<int64_t>{*decoder_start} : request.prompt) {}
 
+  SequenceId id;
   SequenceRequest request;
   StreamDecoder decoder;
   StopTexts stops;
@@ -80,11 +82,10 @@ struct BatchScheduler::Slot {
   Clock::time_point last_token;
 };
 
-// A prompt prefilled in chunks: its slot, its own cache, and the prompt tokens in it so far.
-struct BatchScheduler::Prefilling {
+// A prompt read in chunks: its slot and its own cache (the planner counts the tokens read).
+struct BatchScheduler::Chunked {
   std::unique_ptr<Slot> slot;
   KVCache cache;
-  int64_t done = 0;
 };
 
 BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics)
@@ -92,7 +93,8 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      cache_(0) {
+      cache_(0),
+      planner_(PlannerOptions{}) {
   switch (model_.config.family) {
     case Family::kGpt: cache_ = model_.gpt->make_cache(); break;
     case Family::kT5:
@@ -116,6 +118,8 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
     refuse("--kv-cache-positions must be >= 0 (0: the default), got " + std::to_string(options_.cache_positions));
   }
   cache_.reserve(reserved_positions(options_));
+  planner_ = StepPlanner(PlannerOptions{options_.max_batch, options_.max_queue, options_.prefill_chunk,
+                                        {!model_.gpt, limit, options_.max_context}});
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -132,13 +136,17 @@ BatchScheduler::~BatchScheduler() {
 bool BatchScheduler::submit(std::vector<SequenceRequest> sequences) {
   {
     std::lock_guard lock(mutex_);
-    // Sequences running and waiting: at most the rows and the queue's bound. One whose client has
-    // gone (cancelled before the loop took it from the queue) holds no place.
-    int64_t waiting = 0;
-    for (const auto& q : queue_) waiting += q.channel->cancelled() ? 0 : 1;
-    const auto outstanding = running_ + waiting + static_cast<int64_t>(sequences.size());
-    if (stop_ || outstanding > options_.max_batch + options_.max_queue) return false;
-    for (auto& s : sequences) queue_.push_back(std::move(s));
+    // A sequence whose client has gone (cancelled before the loop took it from the queue) holds
+    // no place.
+    for (const SequenceId id : std::vector<SequenceId>(planner_.waiting().begin(), planner_.waiting().end())) {
+      if (waiting_.at(id).channel->cancelled()) planner_.finished(id), waiting_.erase(id);
+    }
+    if (stop_ || !planner_.accepts(static_cast<int64_t>(sequences.size()))) return false;
+    for (auto& s : sequences) {
+      const SequenceId id = next_id_++;
+      planner_.enqueue(id, static_cast<int64_t>(s.prompt.size()), s.options.max_new_tokens);
+      waiting_.emplace(id, std::move(s));
+    }
   }
   wake_.notify_all();
   return true;
@@ -154,7 +162,7 @@ void BatchScheduler::cancel_all() {
 
 int64_t BatchScheduler::queued() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int64_t>(queue_.size());
+  return static_cast<int64_t>(planner_.waiting().size());
 }
 
 int64_t BatchScheduler::running() const { return running_; }
@@ -163,80 +171,72 @@ void BatchScheduler::loop() {
   // The model's thread: no autograd state, ever.
   c10::InferenceMode inference;
   while (true) {
-    std::vector<SequenceRequest> admitted;
+    StepPlan plan;
+    std::vector<std::pair<SequenceRequest, std::string>> refused;
+    std::vector<std::unique_ptr<Slot>> whole;
     bool cancel = false;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || cancel_all_ || !queue_.empty() || !rows_.empty() || !prefilling_.empty(); });
+      wake_.wait(lock, [&] { return stop_ || cancel_all_ || !planner_.waiting().empty() || planner_.admitted() > 0; });
       cancel = cancel_all_;
       cancel_all_ = false;
-      if (cancel) {
-        for (auto& r : queue_) {
+      const std::vector<SequenceId> waiting(planner_.waiting().begin(), planner_.waiting().end());
+      for (const SequenceId id : waiting) {
+        const auto& r = waiting_.at(id);
+        if (cancel) {
           r.channel->push({r.index, "", FinishReason::kCancelled, "", static_cast<int64_t>(r.prompt.size()), 0});
         }
-        queue_.clear();
+        // A client that went away before its sequence ran holds no place.
+        if (cancel || r.channel->cancelled()) planner_.finished(id), waiting_.erase(id);
       }
-      // Admission at a token boundary: as many as there are free rows (a prompt still being
-      // prefilled holds the row it will take).
-      const auto taken = [&] { return static_cast<int64_t>(rows_.size() + prefilling_.size() + admitted.size()); };
-      while (!cancel && !queue_.empty() && taken() < options_.max_batch) {
-        admitted.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-        ++running_;  // counted as running from here, so that submit() never sees it nowhere
+      // Admission at a token boundary, as the planner decides.
+      plan = planner_.plan();
+      auto take = [&](SequenceId id) {
+        auto request = std::move(waiting_.at(id));
+        waiting_.erase(id);
+        return request;
+      };
+      for (const auto& [id, message] : plan.refused) refused.emplace_back(take(id), message);
+      for (const SequenceId id : plan.prefill) whole.push_back(std::make_unique<Slot>(id, take(id), tokenizer_, decoder_start()));
+      for (const SequenceId id : planner_.chunked()) {
+        if (!chunked_.count(id)) {
+          chunked_.emplace(id, Chunked{std::make_unique<Slot>(id, take(id), tokenizer_, decoder_start()),
+                                       model_.gpt->make_cache()});
+        }
       }
-      if (stop_ && queue_.empty() && rows_.empty() && prefilling_.empty() && admitted.empty()) break;
+      running_ = planner_.admitted();  // counted as running from here, so that submit() never sees it nowhere
+      if (stop_ && planner_.waiting().empty() && planner_.admitted() == 0) break;
     }
     if (cancel) {
-      while (!rows_.empty()) cancel_row(rows_.size() - 1);
-      for (auto& p : prefilling_) finish(*p.slot, "", FinishReason::kCancelled);
-      prefilling_.clear();
+      while (!planner_.rows().empty()) cancel_row(planner_.rows().size() - 1);
+      for (const SequenceId id : std::vector<SequenceId>(planner_.chunked().begin(), planner_.chunked().end())) {
+        finish(*chunked_.at(id).slot, "", FinishReason::kCancelled);
+        release(id);
+      }
+      plan.chunk.reset();
     }
-    admit(std::move(admitted));
-    if (!prefilling_.empty()) prefill_next_chunk();
+    for (const auto& [request, message] : refused) fail(request, message);
+    if (!whole.empty()) prefill(std::move(whole));
+    if (plan.chunk) prefill_chunk(*plan.chunk);
     // A client that went away frees its row now.
-    for (size_t i = rows_.size(); i-- > 0;) {
-      if (rows_[i]->request.channel->cancelled()) cancel_row(i);
+    for (size_t i = planner_.rows().size(); i-- > 0;) {
+      if (row(i).request.channel->cancelled()) cancel_row(i);
     }
-    if (!rows_.empty()) {
+    if (!planner_.rows().empty()) {
       try {
         decode_step();
       } catch (const std::exception& e) {
         fail_running(message_of(e));
       }
     }
-    running_ = static_cast<int64_t>(rows_.size() + prefilling_.size());
-    if (metrics_ != nullptr) metrics_->batch(queued(), static_cast<int64_t>(rows_.size()), options_.max_batch);
-  }
-}
-
-void BatchScheduler::admit(std::vector<SequenceRequest> requests) {
-  // What cannot run is answered at once; the rest are prefilled together.
-  std::vector<std::unique_ptr<Slot>> slots;
-  for (auto& r : requests) {
-    if (r.channel->cancelled()) continue;
-    const int64_t p = static_cast<int64_t>(r.prompt.size());
-    const int64_t room = new_token_room(p, {!model_.gpt, model_.config.max_length(), options_.max_context});
-    if (p < 1 || r.options.max_new_tokens > room) {
-      fail(r, "a prompt of " + std::to_string(p) + " tokens with max_new_tokens " +
-                  std::to_string(r.options.max_new_tokens) + " does not fit the context of " +
-                  std::to_string(options_.max_context));
-      continue;
+    int64_t waiting = 0;
+    {
+      std::lock_guard lock(mutex_);
+      running_ = planner_.admitted();
+      waiting = static_cast<int64_t>(planner_.waiting().size());
     }
-    slots.push_back(std::make_unique<Slot>(std::move(r), tokenizer_, decoder_start()));
+    if (metrics_ != nullptr) metrics_->batch(waiting, static_cast<int64_t>(planner_.rows().size()), options_.max_batch);
   }
-  // A decoder's long prompts are prefilled a chunk a turn; the rest together, now.
-  if (model_.gpt && options_.prefill_chunk > 0) {
-    std::vector<std::unique_ptr<Slot>> whole;
-    for (auto& s : slots) {
-      if (static_cast<int64_t>(s->request.prompt.size()) > options_.prefill_chunk) {
-        prefilling_.push_back({std::move(s), model_.gpt->make_cache(), 0});
-      } else {
-        whole.push_back(std::move(s));
-      }
-    }
-    slots = std::move(whole);
-  }
-  if (!slots.empty()) prefill(std::move(slots));
 }
 
 void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
@@ -247,6 +247,7 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
   } catch (const std::exception& e) {
     if (slots.size() == 1) {
       fail(slots[0]->request, message_of(e));
+      release(slots[0]->id);
       return;
     }
     for (auto& s : slots) {
@@ -303,51 +304,61 @@ torch::Tensor BatchScheduler::prefill_forward(std::vector<std::unique_ptr<Slot>>
 }
 
 void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits) {
+  const SequenceId id = slot->id;
   try {
     if (!finite_logits(logits)) {
       fail(slot->request, non_finite_logits(1));
+      release(id);
       return;
     }
-    if (first_token(*slot, logits)) return;
+    if (first_token(*slot, logits)) {
+      release(id);
+      return;
+    }
     // The row holds the prompt's positions (an encoder-decoder's: its start token), the last of
     // the shared axis, and an encoder-decoder's memory.
     if (cache_.seen() < slot->length) cache_.grow_front(slot->length - cache_.seen());
-    cache_.place_row(static_cast<int64_t>(rows_.size()), options_.max_batch, prompts, index, slot->length,
+    cache_.place_row(static_cast<int64_t>(planner_.rows().size()), options_.max_batch, prompts, index, slot->length,
                      model_.gpt ? -1 : slot->memory_length);
-    rows_.push_back(std::move(slot));
   } catch (const std::exception& e) {
     fail(slot->request, message_of(e), slot->generated);
-  }
-}
-
-void BatchScheduler::prefill_next_chunk() {
-  auto& p = prefilling_.front();
-  if (p.slot->request.channel->cancelled()) {
-    finish(*p.slot, "", FinishReason::kCancelled);
-    prefilling_.pop_front();
+    release(id);
     return;
   }
-  const auto& prompt = p.slot->request.prompt;
-  const int64_t total = static_cast<int64_t>(prompt.size());
-  const int64_t n = std::min(options_.prefill_chunk, total - p.done);
+  {
+    std::lock_guard lock(mutex_);
+    planner_.placed(id);
+  }
+  slots_.emplace(id, std::move(slot));
+}
+
+void BatchScheduler::prefill_chunk(const StepPlan::Chunk& chunk) {
+  auto& entry = chunked_.at(chunk.id);
+  if (entry.slot->request.channel->cancelled()) {
+    finish(*entry.slot, "", FinishReason::kCancelled);
+    release(chunk.id);
+    return;
+  }
+  const auto& prompt = entry.slot->request.prompt;
   const auto device = model_.gpt->token_embedding->weight.device();
   torch::Tensor logits;
   try {
-    const auto ids = torch::tensor(std::vector<int64_t>(prompt.begin() + p.done, prompt.begin() + p.done + n), torch::kLong)
+    const auto ids = torch::tensor(std::vector<int64_t>(prompt.begin() + chunk.begin,
+                                                        prompt.begin() + chunk.begin + chunk.length),
+                                   torch::kLong)
                          .unsqueeze(0)
                          .to(device);
     // The chunk's positions continue from its cache; its head only at the last position.
-    logits = model_.gpt->next_token_logits(ids, {}, &p.cache).to(torch::kFloat);  // (1, V)
+    logits = model_.gpt->next_token_logits(ids, {}, &entry.cache).to(torch::kFloat);  // (1, V)
   } catch (const std::exception& e) {
-    fail(p.slot->request, message_of(e));
-    prefilling_.pop_front();
+    fail(entry.slot->request, message_of(e));
+    release(chunk.id);
     return;
   }
-  p.done += n;
-  if (p.done < total) return;
-  Prefilling ready = std::move(p);
-  prefilling_.pop_front();
-  ready.slot->length = total;
+  if (!chunk.last) return;
+  Chunked ready = std::move(entry);
+  chunked_.erase(chunk.id);
+  ready.slot->length = static_cast<int64_t>(prompt.size());
   place(std::move(ready.slot), ready.cache, 0, logits);
 }
 
@@ -367,17 +378,17 @@ std::optional<int64_t> BatchScheduler::decoder_start() const {
 }
 
 void BatchScheduler::decode_step() {
-  const int64_t n = static_cast<int64_t>(rows_.size());
+  const int64_t n = static_cast<int64_t>(planner_.rows().size());
   int64_t longest = 0;
-  for (const auto& s : rows_) longest = std::max(longest, s->length);
+  for (int64_t i = 0; i < n; ++i) longest = std::max(longest, row(i).length);
   // Positions no running sequence holds are dropped, so each step attends over the longest one.
   if (cache_.seen() > longest) cache_.drop_front(cache_.seen() - longest);
   const int64_t width = cache_.seen() + 1;
   const auto device = model_.module()->parameters().front().device();
   std::vector<int64_t> next(n), first(n);
   for (int64_t i = 0; i < n; ++i) {
-    next[i] = rows_[i]->next;
-    first[i] = width - rows_[i]->length - 1;  // the row's first position; the left padding before it
+    next[i] = row(i).next;
+    first[i] = width - row(i).length - 1;  // the row's first position; the left padding before it
   }
   // (n, width): 1 from each row's first position to the new token.
   auto mask = torch::arange(width, torch::kLong).unsqueeze(0).ge(torch::tensor(first, torch::kLong).unsqueeze(1));
@@ -390,7 +401,7 @@ void BatchScheduler::decode_step() {
     // The memories' projections are in the cache, right-padded to the longest placed so far.
     const int64_t memory_width = cache_.cross_attention(0).length();
     std::vector<int64_t> lengths(n);
-    for (int64_t i = 0; i < n; ++i) lengths[i] = rows_[i]->memory_length;
+    for (int64_t i = 0; i < n; ++i) lengths[i] = row(i).memory_length;
     auto memory_mask =
         torch::arange(memory_width, torch::kLong).unsqueeze(0).lt(torch::tensor(lengths, torch::kLong).unsqueeze(1));
     logits = model_.seq2seq->decode(input, {}, memory_mask.to(torch::kLong).to(device), &cache_,
@@ -398,18 +409,19 @@ void BatchScheduler::decode_step() {
   }
   logits = logits.to(torch::kFloat);  // (n, V)
   ++steps_;
-  for (auto& s : rows_) ++s->length;
+  for (int64_t i = 0; i < n; ++i) ++row(i).length;
 
   // A row that cannot go on (its logits not finite: corrupt weights, an overflow in bf16; or its
   // sampling or stop texts throwing) ends with an error, and the others go on.
   std::vector<std::string> failure(n);
   const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).cpu();  // (n); NaN is false
   for (int64_t i = 0; i < n; ++i) {
-    if (!finite[i].item<bool>()) failure[i] = non_finite_logits(rows_[i]->generated + 1);
+    if (!finite[i].item<bool>()) failure[i] = non_finite_logits(row(i).generated + 1);
   }
   bool plain_greedy = true;
-  for (const auto& s : rows_) {
-    plain_greedy = plain_greedy && !s->request.options.sample && s->request.options.repetition_penalty == 1.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& o = row(i).request.options;
+    plain_greedy = plain_greedy && !o.sample && o.repetition_penalty == 1.0;
   }
   std::vector<int64_t> tokens(n);
   const auto chosen = plain_greedy ? logits.argmax(-1).cpu() : torch::Tensor();
@@ -420,7 +432,7 @@ void BatchScheduler::decode_step() {
         tokens[i] = chosen[i].item<int64_t>();
         continue;
       }
-      auto& s = *rows_[i];
+      auto& s = row(i);
       const auto& o = s.request.options;
       torch::Tensor context;
       if (o.repetition_penalty != 1.0) context = torch::tensor(s.context, torch::kLong).unsqueeze(0).to(device);
@@ -435,13 +447,13 @@ void BatchScheduler::decode_step() {
   for (int64_t i = 0; i < n; ++i) {
     if (failure[i].empty()) {
       try {
-        ended[i] = deliver(*rows_[i], tokens[i]);
+        ended[i] = deliver(row(i), tokens[i]);
       } catch (const std::exception& e) {
         failure[i] = message_of(e);
       }
     }
     if (!failure[i].empty()) {
-      fail(rows_[i]->request, failure[i], rows_[i]->generated);
+      fail(row(i).request, failure[i], row(i).generated);
       ended[i] = true;
     }
   }
@@ -470,7 +482,7 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
     return true;
   }
   // The next token would need a position past the context, or max_tokens is reached.
-  if (s.generated >= o.max_new_tokens || s.length + 1 > options_.max_context) {
+  if (planner_.ends_by_length(s.generated, o.max_new_tokens, s.length)) {
     finish(s, text + s.stops.flush(), FinishReason::kLength);
     return true;
   }
@@ -487,19 +499,25 @@ void BatchScheduler::finish(Slot& s, std::string text, FinishReason reason) {
   s.request.channel->push({s.request.index, std::move(text), reason, "", prompt, s.generated});
 }
 
-void BatchScheduler::cancel_row(size_t row) {
-  finish(*rows_[row], "", FinishReason::kCancelled);
-  remove_row(row);
+void BatchScheduler::cancel_row(size_t index) {
+  finish(row(index), "", FinishReason::kCancelled);
+  remove_row(index);
 }
 
-void BatchScheduler::remove_row(size_t row) {
-  const size_t last = rows_.size() - 1;
-  if (row != last) {
-    cache_.copy_row(static_cast<int64_t>(last), static_cast<int64_t>(row));
-    rows_[row] = std::move(rows_[last]);
+void BatchScheduler::release(SequenceId id) {
+  std::optional<std::pair<int64_t, int64_t>> move;
+  {
+    std::lock_guard lock(mutex_);
+    move = planner_.finished(id);
   }
-  rows_.pop_back();
-  if (rows_.empty()) cache_.drop_front(cache_.seen());  // nothing left to attend to
+  if (move) cache_.copy_row(move->first, move->second);
+  slots_.erase(id);
+  chunked_.erase(id);
+}
+
+void BatchScheduler::remove_row(size_t index) {
+  release(planner_.rows()[index]);
+  if (planner_.rows().empty()) cache_.drop_front(cache_.seen());  // nothing left to attend to
 }
 
 void BatchScheduler::fail(const SequenceRequest& request, const std::string& message, int64_t generated) {
@@ -510,8 +528,11 @@ void BatchScheduler::fail(const SequenceRequest& request, const std::string& mes
 
 void BatchScheduler::fail_running(const std::string& message) {
   // The batch's forward failed (an allocation): no row can be trusted, the cache starts afresh.
-  for (auto& s : rows_) fail(s->request, message, s->generated);
-  rows_.clear();
+  while (!planner_.rows().empty()) {
+    auto& s = row(planner_.rows().size() - 1);
+    fail(s.request, message, s.generated);
+    release(s.id);
+  }
   cache_.clear();
   cache_.reserve(reserved_positions(options_));
 }

@@ -4,7 +4,9 @@
 // one thread owns the model and loops, as vLLM's scheduler and llama.cpp's server slots do: admit
 // waiting sequences at a token boundary (their prompts prefilled together in one forward), then
 // decode every running sequence with one batched forward, each with its own position, sampling
-// state and stop conditions.
+// state and stop conditions. What each turn does (who is admitted, whose prompt is read whole or
+// a chunk a turn, which row is whose) is the StepPlanner's (serve/step_planner.h, torch-free);
+// this class runs the model on its plan and keeps each sequence's state in one Slot.
 //
 // The KV cache has --max-batch fixed rows over one shared axis of positions (layers/kv_cache.h,
 // "continuous batching"): a sequence occupies a row, right-aligned and left-padded, so that one
@@ -23,12 +25,14 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "models/finish_reason.h"
 #include "models/generation.h"
 #include "models/model.h"
 #include "serve/metrics.h"
+#include "serve/step_planner.h"
 #include "tokenizers/tokenizer.h"
 
 namespace zoo {
@@ -103,24 +107,24 @@ class BatchScheduler {
 
  private:
   struct Slot;
+  struct Chunked;
   void loop();
-  // Admits waiting sequences into free rows (there are as many as `requests`).
-  void admit(std::vector<SequenceRequest> requests);
   // Prefills `slots` together; when that fails (an allocation), each alone, so that only the
   // prompt that cannot be prefilled fails.
   void prefill(std::vector<std::unique_ptr<Slot>> slots);
   // One forward over the prompts (a decoder's) or sources (an encoder-decoder's, then its
   // decoder's first step) into `cache`: the logits of each slot's first token, (n, V) float32.
   torch::Tensor prefill_forward(std::vector<std::unique_ptr<Slot>>& slots, KVCache& cache);
-  // The next chunk of the oldest prompt prefilled in chunks; its last chunk places it in a row.
-  void prefill_next_chunk();
+  // The planned chunk of a prompt read in chunks; its last chunk places it in a row.
+  void prefill_chunk(const StepPlan::Chunk& chunk);
   // A prefilled slot's first token from `logits` (1, V), then its row `index` of `prompts` moved
-  // into a row of the batch's cache, unless that token ended it. A failure ends this slot alone.
+  // into the next row of the batch's cache, unless that token ended it. A failure ends this slot alone.
   void place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits);
   // Samples a slot's first token from its prefill's logits (1, V); true when that ends it.
   bool first_token(Slot& slot, const torch::Tensor& logits);
   std::optional<int64_t> decoder_start() const;
   void decode_step();
+  Slot& row(size_t index) { return *slots_.at(planner_.rows()[index]); }
   // Takes the token a slot produced; true when the slot's sequence has ended.
   bool deliver(Slot& slot, int64_t token);
   // Hands the slot's last event (its row, if it has one, is the caller's to remove).
@@ -129,6 +133,9 @@ class BatchScheduler {
   void cancel_row(size_t row);
   // Ends a sequence with kError and `message`, counted in the metrics; the batch goes on.
   void fail(const SequenceRequest& request, const std::string& message, int64_t generated = 0);
+  // The planner forgets an ended sequence; a running one's row is removed, the last row moving
+  // into it in the cache as in the planner.
+  void release(SequenceId id);
   void remove_row(size_t row);
   void fail_running(const std::string& message);
 
@@ -137,13 +144,16 @@ class BatchScheduler {
   SchedulerOptions options_;
   ServerMetrics* metrics_;
   KVCache cache_;
-  std::vector<std::unique_ptr<Slot>> rows_;  // row i of the cache: rows_[i]
-  struct Prefilling;
-  std::deque<Prefilling> prefilling_;  // long prompts, oldest first, each holding a row to come
+  // The sequences past the queue, each in one place: running (a row of the cache, in the
+  // planner's row order), or read in chunks into a cache of its own.
+  std::unordered_map<SequenceId, std::unique_ptr<Slot>> slots_;
+  std::unordered_map<SequenceId, Chunked> chunked_;
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards what follows, the planner's queue and counts included
   std::condition_variable wake_;
-  std::deque<SequenceRequest> queue_;
+  StepPlanner planner_;
+  std::unordered_map<SequenceId, SequenceRequest> waiting_;  // the queue's requests
+  SequenceId next_id_ = 0;
   std::atomic<int64_t> running_{0};
   std::atomic<int64_t> steps_{0};
   bool cancel_all_ = false;

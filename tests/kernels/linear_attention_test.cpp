@@ -10,19 +10,11 @@
 namespace zoo {
 namespace {
 
-// The plain reference, as flash-linear-attention's naive.py writes it: token by token in the
-// inputs' dtype, h = h * exp(g_t) + k_t^T v_t, o_t = (q_t scale) h.
+// The plain reference (linear_attention_reference), as its output and final state.
 std::pair<torch::Tensor, torch::Tensor> naive(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const torch::Tensor& g, const torch::Tensor& h0, double scale) {
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), dk = q.size(3), dv = v.size(3);
-  torch::Tensor state = h0.defined() ? h0 : torch::zeros({b, h, dk, dv}, q.options());
-  std::vector<torch::Tensor> out;
-  for (int64_t i = 0; i < t; ++i) {
-    if (g.defined()) state = state * g.select(2, i).exp().unsqueeze(-1);
-    state = state + k.select(2, i).unsqueeze(-1) * v.select(2, i).unsqueeze(-2);
-    out.push_back(((q.select(2, i) * scale).unsqueeze(-1) * state).sum(-2));
-  }
-  return {torch::stack(out, 2), state};
+  const auto result = linear_attention_reference(q, k, v, g, h0, scale);
+  return {result.output, result.final_state};
 }
 
 double relative_rms(const torch::Tensor& got, const torch::Tensor& want) {
