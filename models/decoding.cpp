@@ -165,6 +165,38 @@ GenerationResult decode_rows(DecodingModel& model, const GenerationOptions& o, i
   return result;
 }
 
+std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::vector<DecodingRow>& rows) {
+  const auto n = static_cast<int64_t>(rows.size());
+  std::vector<RowToken> out(n);
+  const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).cpu();  // (n); NaN is false
+  torch::Tensor argmax;  // the rows that neither sample nor penalise share one argmax
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& row = rows[i];
+    const auto& o = *row.options;
+    if (!finite[i].item<bool>()) {
+      out[i].error = "the model's logits for token " + std::to_string(row.generated + 1) +
+                     " of this sequence hold NaN or infinity (corrupt weights, or activations overflowing their type)";
+      continue;
+    }
+    try {
+      if (!o.sample && o.repetition_penalty == 1.0) {
+        if (!argmax.defined()) argmax = logits.argmax(-1).cpu();
+        out[i].token = argmax[i].item<int64_t>();
+        continue;
+      }
+      torch::Tensor context;
+      if (o.repetition_penalty != 1.0) context = torch::tensor(*row.context, torch::kLong).unsqueeze(0).to(logits.device());
+      const auto processed = process_logits(logits.narrow(0, i, 1), context, {}, o);
+      out[i].token = choose_tokens(processed, o, *row.generator).item<int64_t>();
+    } catch (const c10::Error& e) {
+      out[i].error = e.what_without_backtrace();  // LibTorch's backtrace means nothing to a client
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+    }
+  }
+  return out;
+}
+
 GenerationResult beam_search(DecodingModel& model, const GenerationOptions& o, int64_t vocab, int64_t pad_id) {
   const int64_t k = o.num_beams, n = model.rows() / k;
   TORCH_CHECK(n * k == model.rows(), "beam search: ", model.rows(), " rows are not ", k, " beams per prompt");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/types.h>
@@ -50,6 +51,23 @@ std::unique_ptr<DecodingModel> encoder_decoder_decoding(EncoderDecoder& model,
 // Greedy or sampled decoding of every row until each ends (an EOS id, a stop sequence) or
 // options.max_new_tokens; finished rows idle on `pad_id`.
 GenerationResult decode_rows(DecodingModel& model, const GenerationOptions& options, int64_t pad_id);
+
+// One row of a batch whose rows each have their own options, generator and tokens so far: the
+// server's rows, which join and leave the batch at any step (serve/batch_scheduler.h).
+struct DecodingRow {
+  const GenerationOptions* options = nullptr;
+  at::Generator* generator = nullptr;
+  const std::vector<int64_t>* context = nullptr;  // prompt and tokens so far: what the repetition penalty reads
+  int64_t generated = 0;                          // tokens so far
+};
+struct RowToken {
+  int64_t token = 0;
+  std::string error;  // set when the row cannot go on; the token is then meaningless
+};
+// Each row's next token from the logits (rows, V) float32, chosen as decode_rows chooses it for
+// a batch of that row alone. A row whose logits hold NaN or infinity (corrupt weights, an
+// overflow in bf16), or whose sampling throws, gets its error, and the other rows their tokens.
+std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::vector<DecodingRow>& rows);
 
 // Beam search over `model`'s rows, options.num_beams per prompt (gpt_decoding's or
 // encoder_decoder_decoding's `copies`), in the manner of Hugging Face's BeamSearchScorer with

@@ -1,12 +1,12 @@
 #include "serve/batch_scheduler.h"
 
 #include <algorithm>
-#include <limits>
 
 #include <torch/torch.h>
 
 #include "inference/prompt_rules.h"
 #include "inference/text_generation.h"
+#include "models/decoding.h"
 #include "serve/stop_texts.h"
 
 namespace zoo {
@@ -23,14 +23,23 @@ int64_t reserved_positions(const SchedulerOptions& o) {
   return std::min<int64_t>(o.max_context + std::max<int64_t>(64, o.max_context / 4), 4096);
 }
 
-// Whether a row of logits (1, V) can be sampled: no NaN, no +infinity (NaN compares false).
-bool finite_logits(const torch::Tensor& logits) {
-  return (logits < std::numeric_limits<float>::infinity()).all().item<bool>();
-}
-
-std::string non_finite_logits(int64_t token) {
-  return "the model's logits for token " + std::to_string(token) +
-         " of this sequence hold NaN or infinity (corrupt weights, or activations overflowing their type)";
+// --max-context and the other options checked against `config`, defaults filled in.
+SchedulerOptions checked(SchedulerOptions o, const ModelConfig& config) {
+  const int64_t limit = config.max_length();
+  if (o.max_context <= 0) o.max_context = limit;
+  auto refuse = [](const std::string& what) { throw std::invalid_argument("zoo serve: " + what); };
+  if (o.max_batch < 1) refuse("--max-batch must be at least 1, got " + std::to_string(o.max_batch));
+  if (o.max_context > limit) {
+    refuse("--max-context " + std::to_string(o.max_context) + " is more than the model's max_positions (" +
+           std::to_string(limit) + ")");
+  }
+  if (o.max_context < 2) refuse("--max-context must be at least 2, got " + std::to_string(o.max_context));
+  if (o.max_queue < 0) refuse("--max-queue must be >= 0, got " + std::to_string(o.max_queue));
+  if (o.prefill_chunk < 0) refuse("--prefill-chunk must be >= 0 (0: prompts whole), got " + std::to_string(o.prefill_chunk));
+  if (o.cache_positions < 0) {
+    refuse("--kv-cache-positions must be >= 0 (0: the default), got " + std::to_string(o.cache_positions));
+  }
+  return o;
 }
 
 // LibTorch's errors carry a C++ backtrace that a client has no use for.
@@ -57,7 +66,8 @@ std::vector<SequenceEvent> ResponseChannel::wait(std::chrono::milliseconds timeo
   return out;
 }
 
-// A running sequence: its request, where it is in the cache, and its own sampling state.
+// A sequence past the queue: its request, and its own sampling state and streamed text (where
+// its keys are is the runner's).
 struct BatchScheduler::Slot {
   // A decoder-only model continues the prompt; an encoder-decoder's decoder starts afresh from
   // its start token, the prompt being the encoder's source.
@@ -68,6 +78,7 @@ struct BatchScheduler::Slot {
         stops(request.stop_texts),
         generator(make_generator(request.options.seed)),
         context(decoder_start ? std::vector<int64_t>{*decoder_start} : request.prompt) {}
+  DecodingRow decoding() { return {&request.options, &generator, &context, generated}; }
 
   SequenceId id;
   SequenceRequest request;
@@ -75,8 +86,6 @@ struct BatchScheduler::Slot {
   StopTexts stops;
   at::Generator generator;
   std::vector<int64_t> context;  // prompt and tokens so far (the repetition penalty reads it)
-  int64_t length = 0;            // positions this sequence holds in the cache (its decoder's)
-  int64_t memory_length = 0;     // encoder-decoders: the source's tokens
   int64_t next = 0;              // the token the next step feeds
   int64_t generated = 0;
   Clock::time_point last_token;
@@ -89,37 +98,12 @@ struct BatchScheduler::Chunked {
 };
 
 BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, SchedulerOptions options, ServerMetrics* metrics)
-    : model_(std::move(model)),
-      tokenizer_(tokenizer),
-      options_(options),
+    : tokenizer_(tokenizer),
+      options_(checked(options, model.config)),
       metrics_(metrics),
-      cache_(0),
-      planner_(PlannerOptions{}) {
-  switch (model_.config.family) {
-    case Family::kGpt: cache_ = model_.gpt->make_cache(); break;
-    case Family::kT5:
-    case Family::kTransformer: cache_ = model_.seq2seq->make_cache(); break;
-    case Family::kBert: throw std::invalid_argument("zoo serve: a bert model makes embeddings, not text");
-  }
-  const int64_t limit = model_.config.max_length();
-  if (options_.max_context <= 0) options_.max_context = limit;
-  auto refuse = [](const std::string& what) { throw std::invalid_argument("zoo serve: " + what); };
-  if (options_.max_batch < 1) refuse("--max-batch must be at least 1, got " + std::to_string(options_.max_batch));
-  if (options_.max_context > limit) {
-    refuse("--max-context " + std::to_string(options_.max_context) + " is more than the model's max_positions (" +
-           std::to_string(limit) + ")");
-  }
-  if (options_.max_context < 2) refuse("--max-context must be at least 2, got " + std::to_string(options_.max_context));
-  if (options_.max_queue < 0) refuse("--max-queue must be >= 0, got " + std::to_string(options_.max_queue));
-  if (options_.prefill_chunk < 0) {
-    refuse("--prefill-chunk must be >= 0 (0: prompts whole), got " + std::to_string(options_.prefill_chunk));
-  }
-  if (options_.cache_positions < 0) {
-    refuse("--kv-cache-positions must be >= 0 (0: the default), got " + std::to_string(options_.cache_positions));
-  }
-  cache_.reserve(reserved_positions(options_));
-  planner_ = StepPlanner(PlannerOptions{options_.max_batch, options_.max_queue, options_.prefill_chunk,
-                                        {!model_.gpt, limit, options_.max_context}});
+      runner_(std::move(model), options_.max_batch, reserved_positions(options_)),
+      planner_(PlannerOptions{options_.max_batch, options_.max_queue, options_.prefill_chunk,
+                              {runner_.encoder_decoder(), runner_.config().max_length(), options_.max_context}}) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -197,11 +181,11 @@ void BatchScheduler::loop() {
         return request;
       };
       for (const auto& [id, message] : plan.refused) refused.emplace_back(take(id), message);
-      for (const SequenceId id : plan.prefill) whole.push_back(std::make_unique<Slot>(id, take(id), tokenizer_, decoder_start()));
+      const auto start = runner_.decoder_start();
+      for (const SequenceId id : plan.prefill) whole.push_back(std::make_unique<Slot>(id, take(id), tokenizer_, start));
       for (const SequenceId id : planner_.chunked()) {
         if (!chunked_.count(id)) {
-          chunked_.emplace(id, Chunked{std::make_unique<Slot>(id, take(id), tokenizer_, decoder_start()),
-                                       model_.gpt->make_cache()});
+          chunked_.emplace(id, Chunked{std::make_unique<Slot>(id, take(id), tokenizer_, start), runner_.chunk_cache()});
         }
       }
       running_ = planner_.admitted();  // counted as running from here, so that submit() never sees it nowhere
@@ -240,10 +224,11 @@ void BatchScheduler::loop() {
 }
 
 void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
-  KVCache prompts(0);
-  torch::Tensor logits;
+  PrefilledPrompts prompts;
   try {
-    logits = prefill_forward(slots, prompts);
+    std::vector<const std::vector<int64_t>*> ids;
+    for (const auto& s : slots) ids.push_back(&s->request.prompt);
+    prompts = runner_.prefill(ids);
   } catch (const std::exception& e) {
     if (slots.size() == 1) {
       fail(slots[0]->request, message_of(e));
@@ -259,67 +244,29 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
   }
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto row = static_cast<int64_t>(i);
-    place(std::move(slots[i]), prompts, row, logits.narrow(0, row, 1));
+    place(std::move(slots[i]), prompts.cache, row, prompts.positions[i], prompts.memory_lengths[i],
+          prompts.logits.narrow(0, row, 1));
   }
 }
 
-torch::Tensor BatchScheduler::prefill_forward(std::vector<std::unique_ptr<Slot>>& slots, KVCache& cache) {
-  const int64_t n = static_cast<int64_t>(slots.size());
-  int64_t longest = 0;
-  bool equal = true;
-  for (const auto& s : slots) {
-    const auto p = static_cast<int64_t>(s->request.prompt.size());
-    equal = equal && p == static_cast<int64_t>(slots[0]->request.prompt.size());
-    longest = std::max(longest, p);
-  }
-  const auto& c = model_.config;
-  const auto device = model_.module()->parameters().front().device();
-  auto ids = torch::full({n, longest}, c.pad_id, torch::kLong);
-  auto mask = torch::zeros({n, longest}, torch::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    auto& slot = *slots[i];
-    const auto& prompt = slot.request.prompt;
-    const int64_t p = static_cast<int64_t>(prompt.size());
-    // A decoder's prompts are left-padded (each ends where its next token goes), an encoder's
-    // sources right-padded.
-    const int64_t at = model_.gpt ? longest - p : 0;
-    ids[i].narrow(0, at, p).copy_(torch::tensor(prompt, torch::kLong));
-    mask[i].narrow(0, at, p).fill_(1);
-    slot.length = model_.gpt ? p : 1;  // an encoder-decoder's row holds its decoder's start token
-    slot.memory_length = model_.gpt ? 0 : p;
-  }
-  ids = ids.to(device), mask = mask.to(device);
-  if (model_.gpt) {
-    // The weights read once for every prompt; prompts of one length need no mask (the causal
-    // kernel alone); the head at each prompt's last position only.
-    cache = model_.gpt->make_cache();
-    return model_.gpt->next_token_logits(ids, equal ? torch::Tensor() : mask, &cache).to(torch::kFloat);
-  }
-  // The sources encoded together, then the decoder's first step from its start token: each
-  // row's decoder keys (one position) and its memory's projections go to the batch's cache.
-  const auto memory = model_.seq2seq->encode(ids, mask);
-  cache = model_.seq2seq->make_cache();
-  const auto start = torch::full({n, 1}, c.decoder_start_id, torch::kLong).to(device);
-  return model_.seq2seq->decode(start, memory, mask, &cache).select(1, -1).to(torch::kFloat);  // (n, V)
-}
-
-void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits) {
+void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t index, int64_t positions,
+                           int64_t memory_length, const torch::Tensor& logits) {
   const SequenceId id = slot->id;
   try {
-    if (!finite_logits(logits)) {
-      fail(slot->request, non_finite_logits(1));
+    const auto first = choose_row_tokens(logits, {slot->decoding()}).front();
+    if (!first.error.empty()) {
+      fail(slot->request, first.error);
       release(id);
       return;
     }
-    if (first_token(*slot, logits)) {
+    if (metrics_ != nullptr) {
+      metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot->request.arrival).count());
+    }
+    if (deliver(*slot, first.token)) {
       release(id);
       return;
     }
-    // The row holds the prompt's positions (an encoder-decoder's: its start token), the last of
-    // the shared axis, and an encoder-decoder's memory.
-    if (cache_.seen() < slot->length) cache_.grow_front(slot->length - cache_.seen());
-    cache_.place_row(static_cast<int64_t>(planner_.rows().size()), options_.max_batch, prompts, index, slot->length,
-                     model_.gpt ? -1 : slot->memory_length);
+    runner_.place(cache, index, positions, memory_length);
   } catch (const std::exception& e) {
     fail(slot->request, message_of(e), slot->generated);
     release(id);
@@ -340,16 +287,10 @@ void BatchScheduler::prefill_chunk(const StepPlan::Chunk& chunk) {
     return;
   }
   const auto& prompt = entry.slot->request.prompt;
-  const auto device = model_.gpt->token_embedding->weight.device();
   torch::Tensor logits;
   try {
-    const auto ids = torch::tensor(std::vector<int64_t>(prompt.begin() + chunk.begin,
-                                                        prompt.begin() + chunk.begin + chunk.length),
-                                   torch::kLong)
-                         .unsqueeze(0)
-                         .to(device);
-    // The chunk's positions continue from its cache; its head only at the last position.
-    logits = model_.gpt->next_token_logits(ids, {}, &entry.cache).to(torch::kFloat);  // (1, V)
+    const std::vector<int64_t> tokens(prompt.begin() + chunk.begin, prompt.begin() + chunk.begin + chunk.length);
+    logits = runner_.read_chunk(tokens, entry.cache);  // (1, V)
   } catch (const std::exception& e) {
     fail(entry.slot->request, message_of(e));
     release(chunk.id);
@@ -358,107 +299,38 @@ void BatchScheduler::prefill_chunk(const StepPlan::Chunk& chunk) {
   if (!chunk.last) return;
   Chunked ready = std::move(entry);
   chunked_.erase(chunk.id);
-  ready.slot->length = static_cast<int64_t>(prompt.size());
-  place(std::move(ready.slot), ready.cache, 0, logits);
-}
-
-bool BatchScheduler::first_token(Slot& slot, const torch::Tensor& logits) {
-  const auto device = logits.device();
-  auto processed = process_logits(logits, torch::tensor(slot.context, torch::kLong).unsqueeze(0).to(device), {},
-                                  slot.request.options);
-  const int64_t token = choose_tokens(processed, slot.request.options, slot.generator).item<int64_t>();
-  if (metrics_ != nullptr) {
-    metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot.request.arrival).count());
-  }
-  return deliver(slot, token);
-}
-
-std::optional<int64_t> BatchScheduler::decoder_start() const {
-  return model_.gpt ? std::nullopt : std::optional<int64_t>(model_.config.decoder_start_id);
+  place(std::move(ready.slot), ready.cache, 0, static_cast<int64_t>(prompt.size()), 0, logits);
 }
 
 void BatchScheduler::decode_step() {
-  const int64_t n = static_cast<int64_t>(planner_.rows().size());
-  int64_t longest = 0;
-  for (int64_t i = 0; i < n; ++i) longest = std::max(longest, row(i).length);
-  // Positions no running sequence holds are dropped, so each step attends over the longest one.
-  if (cache_.seen() > longest) cache_.drop_front(cache_.seen() - longest);
-  const int64_t width = cache_.seen() + 1;
-  const auto device = model_.module()->parameters().front().device();
-  std::vector<int64_t> next(n), first(n);
-  for (int64_t i = 0; i < n; ++i) {
-    next[i] = row(i).next;
-    first[i] = width - row(i).length - 1;  // the row's first position; the left padding before it
-  }
-  // (n, width): 1 from each row's first position to the new token.
-  auto mask = torch::arange(width, torch::kLong).unsqueeze(0).ge(torch::tensor(first, torch::kLong).unsqueeze(1));
-  cache_.use_rows(n);
-  auto input = torch::tensor(next, torch::kLong).view({n, 1}).to(device);
-  torch::Tensor logits;
-  if (model_.gpt) {
-    logits = model_.gpt->next_token_logits(input, mask.to(torch::kLong).to(device), &cache_);
-  } else {
-    // The memories' projections are in the cache, right-padded to the longest placed so far.
-    const int64_t memory_width = cache_.cross_attention(0).length();
-    std::vector<int64_t> lengths(n);
-    for (int64_t i = 0; i < n; ++i) lengths[i] = row(i).memory_length;
-    auto memory_mask =
-        torch::arange(memory_width, torch::kLong).unsqueeze(0).lt(torch::tensor(lengths, torch::kLong).unsqueeze(1));
-    logits = model_.seq2seq->decode(input, {}, memory_mask.to(torch::kLong).to(device), &cache_,
-                                    mask.to(torch::kLong).to(device)).select(1, -1);
-  }
-  logits = logits.to(torch::kFloat);  // (n, V)
+  const auto n = planner_.rows().size();
+  std::vector<int64_t> next(n);
+  for (size_t i = 0; i < n; ++i) next[i] = row(i).next;
+  const auto logits = runner_.step(next);  // (n, V)
   ++steps_;
-  for (int64_t i = 0; i < n; ++i) ++row(i).length;
-
+  std::vector<DecodingRow> rows;
+  for (size_t i = 0; i < n; ++i) rows.push_back(row(i).decoding());
+  auto chosen = choose_row_tokens(logits, rows);
   // A row that cannot go on (its logits not finite: corrupt weights, an overflow in bf16; or its
   // sampling or stop texts throwing) ends with an error, and the others go on.
-  std::vector<std::string> failure(n);
-  const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).cpu();  // (n); NaN is false
-  for (int64_t i = 0; i < n; ++i) {
-    if (!finite[i].item<bool>()) failure[i] = non_finite_logits(row(i).generated + 1);
-  }
-  bool plain_greedy = true;
-  for (int64_t i = 0; i < n; ++i) {
-    const auto& o = row(i).request.options;
-    plain_greedy = plain_greedy && !o.sample && o.repetition_penalty == 1.0;
-  }
-  std::vector<int64_t> tokens(n);
-  const auto chosen = plain_greedy ? logits.argmax(-1).cpu() : torch::Tensor();
-  for (int64_t i = 0; i < n; ++i) {
-    if (!failure[i].empty()) continue;
-    try {
-      if (plain_greedy) {
-        tokens[i] = chosen[i].item<int64_t>();
-        continue;
-      }
-      auto& s = row(i);
-      const auto& o = s.request.options;
-      torch::Tensor context;
-      if (o.repetition_penalty != 1.0) context = torch::tensor(s.context, torch::kLong).unsqueeze(0).to(device);
-      auto processed = process_logits(logits.narrow(0, i, 1), context, {}, o);
-      tokens[i] = choose_tokens(processed, o, s.generator).item<int64_t>();
-    } catch (const std::exception& e) {
-      failure[i] = message_of(e);
-    }
-  }
-  // Finished rows leave from the bottom up, so that each move fills a row already handled.
   std::vector<bool> ended(n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (failure[i].empty()) {
+  for (size_t i = 0; i < n; ++i) {
+    auto& [token, error] = chosen[i];
+    if (error.empty()) {
       try {
-        ended[i] = deliver(row(i), tokens[i]);
+        ended[i] = deliver(row(i), token);
       } catch (const std::exception& e) {
-        failure[i] = message_of(e);
+        error = message_of(e);
       }
     }
-    if (!failure[i].empty()) {
-      fail(row(i).request, failure[i], row(i).generated);
+    if (!error.empty()) {
+      fail(row(i).request, error, row(i).generated);
       ended[i] = true;
     }
   }
-  for (int64_t i = n; i-- > 0;) {
-    if (ended[i]) remove_row(static_cast<size_t>(i));
+  // Finished rows leave from the bottom up, so that each move fills a row already handled.
+  for (size_t i = n; i-- > 0;) {
+    if (ended[i]) release(planner_.rows()[i]);
   }
 }
 
@@ -481,8 +353,8 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
     finish(s, std::move(text), FinishReason::kStop);
     return true;
   }
-  // The next token would need a position past the context, or max_tokens is reached.
-  if (planner_.ends_by_length(s.generated, o.max_new_tokens, s.length)) {
+  // max_tokens is reached, or the next token would need a position past the context.
+  if (planner_.ends_by_length(s.id, s.generated)) {
     finish(s, text + s.stops.flush(), FinishReason::kLength);
     return true;
   }
@@ -501,23 +373,18 @@ void BatchScheduler::finish(Slot& s, std::string text, FinishReason reason) {
 
 void BatchScheduler::cancel_row(size_t index) {
   finish(row(index), "", FinishReason::kCancelled);
-  remove_row(index);
+  release(planner_.rows()[index]);
 }
 
 void BatchScheduler::release(SequenceId id) {
-  std::optional<std::pair<int64_t, int64_t>> move;
+  std::optional<int64_t> row;
   {
     std::lock_guard lock(mutex_);
-    move = planner_.finished(id);
+    row = planner_.finished(id);
   }
-  if (move) cache_.copy_row(move->first, move->second);
+  if (row) runner_.remove_row(*row);  // the last row moves into it, as in the planner
   slots_.erase(id);
   chunked_.erase(id);
-}
-
-void BatchScheduler::remove_row(size_t index) {
-  release(planner_.rows()[index]);
-  if (planner_.rows().empty()) cache_.drop_front(cache_.seen());  // nothing left to attend to
 }
 
 void BatchScheduler::fail(const SequenceRequest& request, const std::string& message, int64_t generated) {
@@ -533,8 +400,7 @@ void BatchScheduler::fail_running(const std::string& message) {
     fail(s.request, message, s.generated);
     release(s.id);
   }
-  cache_.clear();
-  cache_.reserve(reserved_positions(options_));
+  runner_.reset();
 }
 
 }  // namespace zoo

@@ -1,19 +1,14 @@
 #pragma once
 // Continuous batching for decoder models (GPT, LLaMA, Mistral, Qwen2 layouts, linear and gated
 // linear attention) and encoder-decoders (T5, Transformer; the prompt is the encoder's source):
-// one thread owns the model and loops, as vLLM's scheduler and llama.cpp's server slots do: admit
+// one thread owns the model and loops, as vLLM's engine and llama.cpp's server slots do: admit
 // waiting sequences at a token boundary (their prompts prefilled together in one forward), then
 // decode every running sequence with one batched forward, each with its own position, sampling
-// state and stop conditions. What each turn does (who is admitted, whose prompt is read whole or
-// a chunk a turn, which row is whose) is the StepPlanner's (serve/step_planner.h, torch-free);
-// this class runs the model on its plan and keeps each sequence's state in one Slot.
-//
-// The KV cache has --max-batch fixed rows over one shared axis of positions (layers/kv_cache.h,
-// "continuous batching"): a sequence occupies a row, right-aligned and left-padded, so that one
-// attention mask says which positions each row sees. Rows in use are kept packed at the top (a
-// finished sequence's row takes the last one's), each step runs only them, and the shared axis is
-// trimmed to the longest sequence running. An encoder-decoder's rows also hold their memory's
-// projections, right-padded to the longest, under a memory mask.
+// state and stop conditions. Three parts, each with one job: the StepPlanner decides each turn
+// (who is admitted, whose prompt is read whole or a chunk a turn, which row is whose; torch-free,
+// serve/step_planner.h), the ModelRunner computes it (the model and the batch's KV cache,
+// serve/model_runner.h), and this class keeps each sequence's own state in one Slot and turns
+// its tokens into the events its request streams.
 
 #include <atomic>
 #include <chrono>
@@ -32,6 +27,7 @@
 #include "models/generation.h"
 #include "models/model.h"
 #include "serve/metrics.h"
+#include "serve/model_runner.h"
 #include "serve/step_planner.h"
 #include "tokenizers/tokenizer.h"
 
@@ -112,17 +108,12 @@ class BatchScheduler {
   // Prefills `slots` together; when that fails (an allocation), each alone, so that only the
   // prompt that cannot be prefilled fails.
   void prefill(std::vector<std::unique_ptr<Slot>> slots);
-  // One forward over the prompts (a decoder's) or sources (an encoder-decoder's, then its
-  // decoder's first step) into `cache`: the logits of each slot's first token, (n, V) float32.
-  torch::Tensor prefill_forward(std::vector<std::unique_ptr<Slot>>& slots, KVCache& cache);
   // The planned chunk of a prompt read in chunks; its last chunk places it in a row.
   void prefill_chunk(const StepPlan::Chunk& chunk);
-  // A prefilled slot's first token from `logits` (1, V), then its row `index` of `prompts` moved
-  // into the next row of the batch's cache, unless that token ended it. A failure ends this slot alone.
-  void place(std::unique_ptr<Slot> slot, KVCache& prompts, int64_t index, const torch::Tensor& logits);
-  // Samples a slot's first token from its prefill's logits (1, V); true when that ends it.
-  bool first_token(Slot& slot, const torch::Tensor& logits);
-  std::optional<int64_t> decoder_start() const;
+  // A prefilled slot's first token from `logits` (1, V), then its row `index` of `cache` placed
+  // in the batch, unless that token ended it. A failure ends this slot alone.
+  void place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t index, int64_t positions, int64_t memory_length,
+             const torch::Tensor& logits);
   void decode_step();
   Slot& row(size_t index) { return *slots_.at(planner_.rows()[index]); }
   // Takes the token a slot produced; true when the slot's sequence has ended.
@@ -133,18 +124,16 @@ class BatchScheduler {
   void cancel_row(size_t row);
   // Ends a sequence with kError and `message`, counted in the metrics; the batch goes on.
   void fail(const SequenceRequest& request, const std::string& message, int64_t generated = 0);
-  // The planner forgets an ended sequence; a running one's row is removed, the last row moving
-  // into it in the cache as in the planner.
+  // The planner forgets an ended sequence; a running one's row leaves the batch, the last row
+  // moving into it, in the planner and in the runner alike.
   void release(SequenceId id);
-  void remove_row(size_t row);
   void fail_running(const std::string& message);
 
-  Model model_;
   const Tokenizer& tokenizer_;
   SchedulerOptions options_;
   ServerMetrics* metrics_;
-  KVCache cache_;
-  // The sequences past the queue, each in one place: running (a row of the cache, in the
+  ModelRunner runner_;
+  // The sequences past the queue, each in one place: running (a row of the batch, in the
   // planner's row order), or read in chunks into a cache of its own.
   std::unordered_map<SequenceId, std::unique_ptr<Slot>> slots_;
   std::unordered_map<SequenceId, Chunked> chunked_;

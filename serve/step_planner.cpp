@@ -72,7 +72,7 @@ void StepPlanner::placed(SequenceId id) {
   }
 }
 
-std::optional<std::pair<int64_t, int64_t>> StepPlanner::finished(SequenceId id) {
+std::optional<int64_t> StepPlanner::finished(SequenceId id) {
   const auto found = sequences_.find(id);
   if (found == sequences_.end()) return std::nullopt;
   const SequenceState state = found->second.state;
@@ -93,8 +93,7 @@ std::optional<std::pair<int64_t, int64_t>> StepPlanner::finished(SequenceId id) 
       const auto last = static_cast<int64_t>(rows_.size()) - 1;
       rows_[row] = rows_[last];
       rows_.pop_back();
-      if (row == last) return std::nullopt;
-      return std::make_pair(last, row);
+      return row;
     }
     case SequenceState::kFinished: return std::nullopt;
   }
@@ -106,8 +105,10 @@ SequenceState StepPlanner::state(SequenceId id) const {
   return found == sequences_.end() ? SequenceState::kFinished : found->second.state;
 }
 
-bool StepPlanner::ends_by_length(int64_t generated, int64_t max_new_tokens, int64_t positions) const {
-  return generated >= max_new_tokens || positions + 1 > options_.limits.context;
+bool StepPlanner::ends_by_length(SequenceId id, int64_t generated) const {
+  const auto& s = sequences_.at(id);
+  const int64_t positions = (options_.limits.encoder_decoder ? 1 : s.prompt_tokens) + generated;
+  return generated >= s.max_new_tokens || positions > options_.limits.context;
 }
 
 }  // namespace zoo

@@ -65,8 +65,9 @@ class StepPlanner {
   // A sequence whose prompt is read (and whose first token did not end it) takes the next row.
   void placed(SequenceId id);
   // A sequence ended, in any state. A running one leaves its row, and the last row moves into it
-  // to keep the rows packed: the move (from, to) is returned for the batch's cache to follow.
-  std::optional<std::pair<int64_t, int64_t>> finished(SequenceId id);
+  // to keep the rows packed: the row it left is returned, for the runner to do the same
+  // (ModelRunner::remove_row).
+  std::optional<int64_t> finished(SequenceId id);
 
   SequenceState state(SequenceId id) const;
   // Sequence ids by row of the batch (row i of the cache holds rows()[i]).
@@ -77,10 +78,10 @@ class StepPlanner {
   // Rows and prompts being read: the sequences past the queue.
   int64_t admitted() const;
 
-  // Whether a running sequence ends by length with `generated` of its `max_new_tokens`, its row
-  // holding `positions`: max_new_tokens reached, or its next token would need a position past
-  // the context.
-  bool ends_by_length(int64_t generated, int64_t max_new_tokens, int64_t positions) const;
+  // Whether sequence `id` (admitted or running) ends by length with `generated` tokens: its max_new_tokens reached, or
+  // the last of them would need a position past the context when fed back (a decoder's row holds
+  // its prompt and its tokens, an encoder-decoder's its start token and its tokens).
+  bool ends_by_length(SequenceId id, int64_t generated) const;
 
   const PlannerOptions& options() const { return options_; }
 

@@ -28,15 +28,13 @@ TEST(StepPlanner, AdmitsAsManyAsThereAreRowsOldestFirst) {
   EXPECT_EQ(planner.rows(), (std::vector<SequenceId>{1, 2}));
   EXPECT_EQ(planner.state(2), SequenceState::kRunning);
   EXPECT_TRUE(planner.plan().prefill.empty());  // no free row: 3 waits
-  // Row 0 ends: the last row moves into it, which the cache follows; 3 then takes row 1.
-  const auto move = planner.finished(1);
-  ASSERT_TRUE(move.has_value());
-  EXPECT_EQ(*move, std::make_pair(int64_t{1}, int64_t{0}));
+  // Row 0 ends: the last row moves into it, which the runner follows; 3 then takes row 1.
+  EXPECT_EQ(planner.finished(1), std::optional<int64_t>(0));
   EXPECT_EQ(planner.rows(), (std::vector<SequenceId>{2}));
   EXPECT_EQ(planner.state(1), SequenceState::kFinished);
   EXPECT_EQ(planner.plan().prefill, (std::vector<SequenceId>{3}));
   planner.placed(3);
-  EXPECT_FALSE(planner.finished(3).has_value());  // the last row: nothing moves
+  EXPECT_EQ(planner.finished(3), std::optional<int64_t>(1));  // the last row: nothing moves into it
   EXPECT_EQ(planner.admitted(), 1);
 }
 
@@ -112,11 +110,18 @@ TEST(StepPlanner, WaitingSequencesLeaveTheQueueAndLengthEndsBySeen) {
   EXPECT_EQ(planner.waiting(), (std::deque<SequenceId>{1, 3}));
   EXPECT_TRUE(planner.accepts(1));
   EXPECT_FALSE(planner.finished(2).has_value());  // already forgotten
-  // max_new_tokens reached, or the next token past the context's 32 positions.
-  EXPECT_TRUE(planner.ends_by_length(2, 2, 10));
-  EXPECT_FALSE(planner.ends_by_length(1, 2, 10));
-  EXPECT_FALSE(planner.ends_by_length(1, 5, 31));
-  EXPECT_TRUE(planner.ends_by_length(1, 5, 32));
+  // max_new_tokens (2) reached, or the last token past the context's 32 positions once fed back.
+  EXPECT_TRUE(planner.ends_by_length(1, 2));
+  EXPECT_FALSE(planner.ends_by_length(1, 1));
+  planner.enqueue(4, 30, 8);
+  EXPECT_FALSE(planner.ends_by_length(4, 2));  // 30 + 2 positions
+  EXPECT_TRUE(planner.ends_by_length(4, 3));
+  PlannerOptions o = decoder();
+  o.limits = {true, 32, 16};  // an encoder-decoder's row: its start token and the new tokens
+  StepPlanner seq2seq(o);
+  seq2seq.enqueue(1, 30, 20);
+  EXPECT_FALSE(seq2seq.ends_by_length(1, 15));
+  EXPECT_TRUE(seq2seq.ends_by_length(1, 16));
   EXPECT_THROW(planner.enqueue(1, 4, 2), std::logic_error);  // queued twice
   EXPECT_THROW(planner.placed(3), std::logic_error);          // not admitted
 }

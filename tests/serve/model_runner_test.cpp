@@ -1,0 +1,103 @@
+#include "serve/model_runner.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "models/decoding.h"
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+Model tiny(const std::string& family) {
+  auto config = testing::tiny_config(family, {"init_std=0.2"});
+  torch::manual_seed(5);
+  Model model = build_model(config);
+  model.module()->to(torch::kDouble);
+  model.module()->eval();
+  return model;
+}
+
+// A sequence alone through the decoding loop's model (models/decoding.h): what its row of the
+// batch must give, whatever the other rows, their padding and the width of the shared axis.
+std::unique_ptr<DecodingModel> alone(Model& model, const std::vector<int64_t>& prompt) {
+  return model.gpt ? gpt_decoding(model.gpt, {prompt}, 1, true, 64)
+                   : encoder_decoder_decoding(model.seq2seq, {prompt}, 1, true, 64);
+}
+
+torch::Tensor one(int64_t token) { return torch::tensor({token}, torch::kLong).view({1, 1}); }
+
+void expect_rows(const torch::Tensor& batch, const std::vector<torch::Tensor>& reference) {
+  ASSERT_EQ(batch.size(0), static_cast<int64_t>(reference.size()));
+  EXPECT_EQ(batch.scalar_type(), torch::kFloat);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const auto expected = reference[i].squeeze(0).to(torch::kFloat);
+    EXPECT_TRUE(torch::allclose(batch[static_cast<int64_t>(i)], expected, 1e-5, 1e-5))
+        << "row " << i << ": " << (batch[static_cast<int64_t>(i)] - expected).abs().max().item<float>();
+  }
+}
+
+class ModelRunnerRows : public ::testing::TestWithParam<std::string> {};
+
+// Two prompts of different lengths prefilled together and placed; a step; the first leaves (the
+// last row moves into its place) and a third joins; steps past the 8 positions reserved, so the
+// shared axis grows and is trimmed. Every row's logits are its sequence's alone.
+TEST_P(ModelRunnerRows, EachRowIsItsSequenceAlone) {
+  c10::InferenceMode inference;
+  Model model = tiny(GetParam());
+  ModelRunner runner(model, 3, 8);
+  const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7}, {8, 9, 10, 11, 12}, {13, 14}};
+  std::vector<std::unique_ptr<DecodingModel>> sequences;
+  for (const auto& p : prompts) sequences.push_back(alone(model, p));
+
+  auto first = runner.prefill({&prompts[0], &prompts[1]});
+  expect_rows(first.logits, {sequences[0]->start(), sequences[1]->start()});
+  const bool decoder = GetParam() == "gpt";
+  EXPECT_EQ(first.positions, (decoder ? std::vector<int64_t>{3, 5} : std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(first.memory_lengths, (decoder ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{3, 5}));
+  for (int64_t i = 0; i < 2; ++i) runner.place(first.cache, i, first.positions[i], first.memory_lengths[i]);
+  EXPECT_EQ(runner.rows(), 2);
+  expect_rows(runner.step({20, 21}), {sequences[0]->step(one(20)), sequences[1]->step(one(21))});
+
+  runner.remove_row(0);  // sequence 1 now in row 0
+  auto third = runner.prefill({&prompts[2]});
+  expect_rows(third.logits, {sequences[2]->start()});
+  runner.place(third.cache, 0, third.positions[0], third.memory_lengths[0]);
+  for (int64_t t = 0; t < 8; ++t) {
+    expect_rows(runner.step({30 + t, 40 + t}), {sequences[1]->step(one(30 + t)), sequences[2]->step(one(40 + t))});
+  }
+  runner.remove_row(1), runner.remove_row(0);
+  EXPECT_EQ(runner.rows(), 0);
+  EXPECT_THROW(runner.remove_row(0), std::logic_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelRunnerRows, ::testing::Values("gpt", "t5"));
+
+// A decoder's prompt read in chunks into its own cache gives what it gives read whole.
+TEST(ModelRunner, ChunksReadAsTheWholePrompt) {
+  c10::InferenceMode inference;
+  Model model = tiny("gpt");
+  ModelRunner runner(model, 2, 0);
+  const std::vector<int64_t> prompt = {3, 4, 5, 6, 7, 8, 9};
+  auto cache = runner.chunk_cache();
+  runner.read_chunk({3, 4, 5}, cache);
+  const auto logits = runner.read_chunk({6, 7, 8, 9}, cache);
+  expect_rows(logits, {alone(model, prompt)->start()});
+  runner.place(cache, 0, static_cast<int64_t>(prompt.size()), 0);
+  EXPECT_EQ(runner.rows(), 1);
+}
+
+TEST(ModelRunner, RefusesWhatMakesNoText) {
+  try {
+    ModelRunner runner(tiny("bert"), 2, 0);
+    FAIL() << "a bert model was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "zoo serve: a bert model makes embeddings, not text");
+  }
+  ModelRunner t5(tiny("t5"), 1, 0);
+  auto cache = t5.chunk_cache();
+  EXPECT_THROW(t5.read_chunk({3, 4}, cache), std::logic_error);
+}
+
+}  // namespace
+}  // namespace zoo
