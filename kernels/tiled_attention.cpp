@@ -318,6 +318,70 @@ TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch
   return {out, lse};
 }
 
+namespace {
+
+// What one (batch, head) task of the backward reads and writes: the head's rows, the rows of its
+// gradients (its own: no races), and its float32 scratch tiles.
+struct BackwardHead {
+  int64_t b = 0, h = 0;
+  torch::Tensor qh, doh, dqh;      // (Tq, D)
+  const float* delta = nullptr;    // FlashAttention-2's D_i = rowsum(dO * O), the softmax's correction (Tq)
+  const float* lse = nullptr;      // the forward's (Tq)
+  const float* position = nullptr;  // the head's bias by key - query, or null
+  double* d_position = nullptr;     // its gradient, or null
+  const bool* padding = nullptr;    // the batch row's key padding, or null
+  torch::Tensor q_buffer, do_buffer, p_buffer, ds_buffer, dp_buffer;
+};
+
+// The tile of queries [i0, i0 + nq) and keys [j0, j0 + nk) (kt, vt as float32): P recomputed
+// from the saved lse, then dV, dS, dQ and dK (dkt, dvt: the key block's rows of dK and dV).
+void backward_tile(const Problem& p, BackwardHead& head, int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                   const torch::Tensor& kt, const torch::Tensor& vt, torch::Tensor& dkt, torch::Tensor& dvt) {
+  const auto qt = float_rows(head.qh, i0, nq, head.q_buffer), dot = float_rows(head.doh, i0, nq, head.do_buffer);
+  auto pt = tile(head.p_buffer, nq, nk);
+  at::mm_out(pt, qt, kt.t());
+  float* pd = pt.data_ptr<float>();
+  for (int64_t r = 0; r < nq; ++r) {
+    float* row = pd + r * nk;
+    bias_and_mask_row(p, row, i0 + r, j0, nk, head.position, head.padding);
+    // A row with no visible key has lse -inf: every entry is masked, zeroed below.
+    shift_row(row, nk, head.lse[i0 + r] == -kInf ? 0.0f : head.lse[i0 + r]);
+  }
+  exp_tile(p, pt, i0, j0, head.padding);  // the forward's probabilities P
+  auto ds = tile(head.ds_buffer, nq, nk);
+  at::mm_out(ds, dot, vt.t());  // dP = dO V^T, of the dropped weights
+  float* dsd = ds.data_ptr<float>();
+  if (p.dropout > 0) {
+    // With Z the dropout factors: dV += (P Z)^T dO and dP = (dO V^T) Z. P is kept as it is for
+    // dS, which needs the weights before dropout.
+    auto dropped = tile(head.dp_buffer, nq, nk);
+    dropped.copy_(pt);
+    for (int64_t r = 0; r < nq; ++r) {
+      drop_row(p, dropped.data_ptr<float>() + r * nk, head.b, head.h, i0 + r, j0, nk);
+      drop_row(p, dsd + r * nk, head.b, head.h, i0 + r, j0, nk);
+    }
+    dvt.addmm_(dropped.t(), dot);
+  } else {
+    dvt.addmm_(pt.t(), dot);  // dV += P^T dO
+  }
+  for (int64_t r = 0; r < nq; ++r) {
+    const float delta_i = head.delta[i0 + r];
+    float* ds_row = dsd + r * nk;
+    const float* p_row = pd + r * nk;
+    for (int64_t c = 0; c < nk; ++c) ds_row[c] = p_row[c] * (ds_row[c] - delta_i);  // dS = P (dP - D_i)
+    if (head.d_position != nullptr) {
+      // The bias enters unscaled, so its gradient is dS, summed by key - query here and by
+      // bucket in the caller.
+      double* slot = head.d_position + (j0 - (i0 + r) + p.queries - 1);
+      for (int64_t c = 0; c < nk; ++c) slot[c] += ds_row[c];
+    }
+  }
+  head.dqh.narrow(0, i0, nq).addmm_(ds, kt, 1.0, p.scale);  // dQ += scale dS K
+  dkt.addmm_(ds.t(), qt, 1.0, p.scale);                     // dK += scale dS^T Q
+}
+
+}  // namespace
+
 TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, const torch::Tensor& q,
                                                  const torch::Tensor& k, const torch::Tensor& v,
                                                  const torch::Tensor& out, const torch::Tensor& lse,
@@ -350,24 +414,24 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
 
   if (p.queries > 0 && p.keys > 0) {
     parallel_for(0, p.batch * p.heads, 1, [&](int64_t begin, int64_t end) {
-      const auto q_buffer = torch::empty({kTiledQueryBlock * d}, f32);
-      const auto do_buffer = torch::empty({kTiledQueryBlock * d}, f32);
-      const auto k_buffer = torch::empty({kTiledKeyBlock * d}, f32);
-      const auto v_buffer = torch::empty({kTiledKeyBlock * d}, f32);
-      const auto p_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
-      const auto ds_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
-      const auto dp_buffer = p.dropout > 0 ? torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32) : torch::Tensor();
+      BackwardHead head;
+      const auto block = [&](int64_t rows) { return torch::empty({rows * d}, f32); };
+      head.q_buffer = block(kTiledQueryBlock), head.do_buffer = block(kTiledQueryBlock);
+      const auto k_buffer = block(kTiledKeyBlock), v_buffer = block(kTiledKeyBlock);
+      head.p_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+      head.ds_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+      if (p.dropout > 0) head.dp_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / p.heads, h = bh % p.heads, hk = h / p.group;
-        const auto qh = qc[b][h], doh = doc[b][h], kh = kc[b][hk], vh = vc[b][hk];
-        const auto dqh = dq[b][h], dkh = dk[b][h], dvh = dv[b][h];
-        // FlashAttention-2's D_i = rowsum(dO * O), the softmax's correction term.
-        const auto delta = (doh.to(torch::kFloat) * out[b][h].to(torch::kFloat)).sum(-1).contiguous();  // (Tq)
-        const float* delta_data = delta.data_ptr<float>();
-        const float* lse_h = lse_data + bh * p.queries;
-        const float* position_h = position != nullptr ? position + h * span : nullptr;
-        double* d_position_h = d_position_data != nullptr ? d_position_data + bh * span : nullptr;
-        const bool* padding_b = padding != nullptr ? padding + b * p.keys : nullptr;
+        head.b = b, head.h = h;
+        head.qh = qc[b][h], head.doh = doc[b][h], head.dqh = dq[b][h];
+        const auto kh = kc[b][hk], vh = vc[b][hk], dkh = dk[b][h], dvh = dv[b][h];
+        const auto delta = (head.doh.to(torch::kFloat) * out[b][h].to(torch::kFloat)).sum(-1).contiguous();  // (Tq)
+        head.delta = delta.data_ptr<float>();
+        head.lse = lse_data + bh * p.queries;
+        head.position = position != nullptr ? position + h * span : nullptr;
+        head.d_position = d_position_data != nullptr ? d_position_data + bh * span : nullptr;
+        head.padding = padding != nullptr ? padding + b * p.keys : nullptr;
 
         const int64_t j_end = p.key_hi(p.queries - 1);
         for (int64_t j0 = p.key_lo(0); j0 < j_end; j0 += kTiledKeyBlock) {
@@ -377,48 +441,7 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
           const auto kt = float_rows(kh, j0, nk, k_buffer), vt = float_rows(vh, j0, nk, v_buffer);
           auto dkt = dkh.narrow(0, j0, nk), dvt = dvh.narrow(0, j0, nk);
           for (int64_t i0 = i_begin; i0 < i_end; i0 += kTiledQueryBlock) {
-            const int64_t nq = std::min(kTiledQueryBlock, i_end - i0);
-            const auto qt = float_rows(qh, i0, nq, q_buffer), dot = float_rows(doh, i0, nq, do_buffer);
-            auto pt = tile(p_buffer, nq, nk);
-            at::mm_out(pt, qt, kt.t());
-            float* pd = pt.data_ptr<float>();
-            for (int64_t r = 0; r < nq; ++r) {
-              float* row = pd + r * nk;
-              bias_and_mask_row(p, row, i0 + r, j0, nk, position_h, padding_b);
-              // A row with no visible key has lse -inf: every entry is masked, zeroed below.
-              shift_row(row, nk, lse_h[i0 + r] == -kInf ? 0.0f : lse_h[i0 + r]);
-            }
-            exp_tile(p, pt, i0, j0, padding_b);  // the forward's probabilities P
-            auto ds = tile(ds_buffer, nq, nk);
-            at::mm_out(ds, dot, vt.t());  // dP = dO V^T, of the dropped weights
-            float* dsd = ds.data_ptr<float>();
-            if (p.dropout > 0) {
-              // With Z the dropout factors: dV += (P Z)^T dO and dP = (dO V^T) Z. P is restored
-              // after dV, since dS needs the weights before dropout.
-              auto dropped = tile(dp_buffer, nq, nk);
-              dropped.copy_(pt);
-              for (int64_t r = 0; r < nq; ++r) {
-                drop_row(p, dropped.data_ptr<float>() + r * nk, b, h, i0 + r, j0, nk);
-                drop_row(p, dsd + r * nk, b, h, i0 + r, j0, nk);
-              }
-              dvt.addmm_(dropped.t(), dot);
-            } else {
-              dvt.addmm_(pt.t(), dot);  // dV += P^T dO
-            }
-            for (int64_t r = 0; r < nq; ++r) {
-              const float delta_i = delta_data[i0 + r];
-              float* ds_row = dsd + r * nk;
-              const float* p_row = pd + r * nk;
-              for (int64_t c = 0; c < nk; ++c) ds_row[c] = p_row[c] * (ds_row[c] - delta_i);  // dS = P (dP - D_i)
-              if (d_position_h != nullptr) {
-                // The bias enters unscaled, so its gradient is dS, summed by key - query here
-                // and by bucket below.
-                double* slot = d_position_h + (j0 - (i0 + r) + p.queries - 1);
-                for (int64_t c = 0; c < nk; ++c) slot[c] += ds_row[c];
-              }
-            }
-            dqh.narrow(0, i0, nq).addmm_(ds, kt, 1.0, p.scale);  // dQ += scale dS K
-            dkt.addmm_(ds.t(), qt, 1.0, p.scale);                // dK += scale dS^T Q
+            backward_tile(p, head, i0, std::min(kTiledQueryBlock, i_end - i0), j0, nk, kt, vt, dkt, dvt);
           }
         }
       }
