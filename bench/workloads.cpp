@@ -69,9 +69,11 @@ json forward_bert(int64_t steps, const c10::Device& device) {
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
 }
 
-json generate_gpt2(int64_t steps, torch::ScalarType dtype, const c10::Device& device) {
+// Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`.
+json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
+                       const c10::Device& device) {
   torch::manual_seed(0);
-  const ModelConfig config = bench_config("gpt2-small");
+  const ModelConfig config = bench_config(model_name);
   Model model = build_model(config);
   model.module()->to(device, dtype);
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
@@ -79,12 +81,12 @@ json generate_gpt2(int64_t steps, torch::ScalarType dtype, const c10::Device& de
   std::vector<int64_t> prompt;
   for (int64_t i = 0; i < 16; ++i) prompt.push_back((i * 7919) % config.vocab_size);
   GenerationOptions o;
-  o.max_new_tokens = 128;
+  o.max_new_tokens = new_tokens;
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); }, device);
   // Every weight is read once per token (the tied embedding as the output projection).
   const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
-  return {{"unit", "tokens/s"}, {"value", 128.0 / s}, {"bytes_per_token", bytes}};
+  return {{"unit", "tokens/s"}, {"value", static_cast<double>(new_tokens) / s}, {"bytes_per_token", bytes}};
 }
 
 json gemm(int64_t steps, torch::ScalarType dtype, const c10::Device& device) {
@@ -174,6 +176,7 @@ struct TrainShape {
   bool pytorch_twin;
   Baseline baseline;
   const char* baseline_row;
+  bool default_run = true;  // false: measured when named (--only)
 };
 constexpr TrainShape kTrainShapes[] = {
     {"train-gpt2-small", "gpt2-small", 4, 256, Precision::kFp32, 0, false, true, Baseline::kNone, ""},
@@ -189,6 +192,8 @@ constexpr TrainShape kTrainShapes[] = {
     {"train-gpt2-small-1024", "gpt2-small", 1, 1024, Precision::kFp32, 0, false, false, Baseline::kNone, ""},
     {"train-gpt2-small-1024-recompute", "gpt2-small", 1, 1024, Precision::kFp32, 0, true, false,
      Baseline::kPlainTraining, "train-gpt2-small-1024"},
+    // Qwen3-0.6B's shapes (random weights): head norms, head_dim 128, a 151936-token vocabulary.
+    {"train-qwen3-0.6b", "qwen3-0.6b", 1, 256, Precision::kFp32, 0, false, true, Baseline::kNone, "", false},
 };
 
 json run_training(const TrainShape& shape, const WorkloadOptions& o) {
@@ -196,6 +201,7 @@ json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   w.config = bench_config(shape.model);
   w.b = shape.b, w.t = shape.t, w.precision = shape.precision, w.lora_rank = shape.lora_rank;
   w.recompute = shape.recompute;
+  if (!shape.default_run) w.warmup = 1;  // the large rows: a step takes seconds
   // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
   if (o.device.is_cuda() && std::string(shape.model) == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;
   return train_workload(w, o.steps, o.profile_rows, o.device);
@@ -418,6 +424,7 @@ std::vector<Workload> every_workload() {
     w.push_back({.name = name,
                  .family = F::kTraining,
                  .run = [&shape](const WorkloadOptions& o) { return run_training(shape, o); },
+                 .default_run = shape.default_run,
                  .pytorch_twin = shape.pytorch_twin,
                  .bf16_products = name.ends_with("-bf16"),
                  .baseline = shape.baseline,
@@ -433,11 +440,20 @@ std::vector<Workload> every_workload() {
     w.push_back({.name = bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small",
                  .family = F::kGeneration,
                  .run = [bf16](const WorkloadOptions& o) {
-                   return generate_gpt2(o.steps, bf16 ? torch::kBFloat16 : torch::kFloat, o.device);
+                   return generate_workload("gpt2-small", 128, o.steps, bf16 ? torch::kBFloat16 : torch::kFloat,
+                                            o.device);
                  },
                  .pytorch_twin = true,
                  .bandwidth_bound = true});
   }
+  w.push_back({.name = "generate-qwen3-0.6b",
+               .family = F::kGeneration,
+               .run = [](const WorkloadOptions& o) {
+                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device);
+               },
+               .default_run = false,
+               .pytorch_twin = true,
+               .bandwidth_bound = true});
   w.push_back({.name = "tokenize-zoo",
                .family = F::kTokenizer,
                .run = [](const WorkloadOptions& o) { return tokenize_workload(bench_zoo_tokenizer(), o.steps); },

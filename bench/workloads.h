@@ -21,6 +21,9 @@
 //   forward-bert-base    inference, B=8, T=128
 //   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
 //   generate-gpt2-small-bf16   the same with bf16 weights (PyTorch: the model .to(torch.bfloat16))
+//   train-qwen3-0.6b, generate-qwen3-0.6b   Qwen3-0.6B's shapes, random weights: a training step
+//                        at B=1, T=256, and batch-1 decoding of 64 tokens after 16; PyTorch's
+//                        side is transformers' Qwen3ForCausalLM (eager, sdpa). Run when named.
 //   tokenize-zoo         encoding 4 MB of the default corpus, line by line, with a zoo
 //                        SentencePiece unigram tokenizer of 8192 pieces (trained once, cached)
 //   tokenize-gpt2        the same through GPT-2's byte-level BPE (vocab.json + merges.txt)

@@ -96,22 +96,24 @@ std::string activation_to_hf(Activation activation) {
 }
 
 // The LLaMA family in Hugging Face: one layout (pre-norm RMSNorm, RoPE rotating half against
-// half, SwiGLU, grouped-query attention, no biases), three model types with a feature each:
-// Mistral a sliding window, Qwen2 biases on q, k and v. zoo builds all three as family gpt.
-enum class LlamaType { kLlama, kMistral, kQwen2 };
+// half, SwiGLU, grouped-query attention, no biases), model types with a feature each: Mistral a
+// sliding window, Qwen2 biases on q, k and v, Qwen3 an RMSNorm over each query and key head
+// (and head_dim 128 unless said). zoo builds them all as family gpt.
+enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3 };
 
 // The model types zoo reads (config.json's model_type).
 // zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
-enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kZoo };
+enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kZoo };
 
 }  // namespace
 
 ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert", HfModelType::kBert},
                {"t5", HfModelType::kT5}, {"llama", HfModelType::kLlama}, {"mistral", HfModelType::kMistral},
-               {"qwen2", HfModelType::kQwen2}, {"zoo", HfModelType::kZoo});
+               {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
-               {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2});
+               {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2},
+               {"qwen3", LlamaType::kQwen3});
 
 namespace {
 
@@ -120,16 +122,18 @@ const char* causal_lm_class(LlamaType type) {
     case LlamaType::kLlama: return "LlamaForCausalLM";
     case LlamaType::kMistral: return "MistralForCausalLM";
     case LlamaType::kQwen2: return "Qwen2ForCausalLM";
+    case LlamaType::kQwen3: return "Qwen3ForCausalLM";
   }
   return "";
 }
 
-// transformers' default max_position_embeddings (LlamaConfig, MistralConfig, Qwen2Config).
+// transformers' default max_position_embeddings (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config).
 int64_t default_max_positions(LlamaType type) {
   switch (type) {
     case LlamaType::kLlama: return 2048;
     case LlamaType::kMistral: return 4096 * 32;
-    case LlamaType::kQwen2: return 32768;
+    case LlamaType::kQwen2:
+    case LlamaType::kQwen3: return 32768;
   }
   return 0;
 }
@@ -205,7 +209,7 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
                      {"num_hidden_layers", &ModelConfig::n_layers}, {"num_attention_heads", &ModelConfig::n_heads}},
                 c, source);
   c.n_kv_heads = get_or<int64_t>(hf, "num_key_value_heads", c.n_heads, source);
-  c.head_dim = get_or<int64_t>(hf, "head_dim", 0, source);
+  c.head_dim = get_or<int64_t>(hf, "head_dim", type == LlamaType::kQwen3 ? 128 : 0, source);  // Qwen3Config's default
   if (c.n_heads > 0 && c.d_model % c.n_heads == 0 && c.head_dim == c.d_model / c.n_heads) c.head_dim = 0;  // the default
   c.d_ff = get<int64_t>(hf, "intermediate_size", source);
   c.max_positions = get_or<int64_t>(hf, "max_position_embeddings", default_max_positions(type), source);
@@ -240,8 +244,18 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
       break;
     }
     case LlamaType::kMistral: c.window = window(4096); break;
-    case LlamaType::kQwen2: {
-      c.qkv_bias = true;
+    case LlamaType::kQwen2:
+    case LlamaType::kQwen3: {
+      if (type == LlamaType::kQwen2) {
+        c.qkv_bias = true;
+      } else {
+        c.qk_norm = true;
+        // Qwen3's attention_bias biases q, k, v and the output, its feed-forward never.
+        if (get_or<bool>(hf, "attention_bias", false, source)) {
+          throw ConfigError(source + ": attention_bias true is not supported for qwen3: zoo has biases on every "
+                            "projection, the feed-forward's included, or on q, k and v alone (qkv_bias)");
+        }
+      }
       if (!get_or<bool>(hf, "use_sliding_window", false, source)) break;
       // transformers slides the window in layers max_window_layers and up only; newer files
       // spell that out as layer_types.
@@ -280,7 +294,11 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
     none("the LLaMA family is pre-norm RMSNorm with a swiglu feed-forward, unscaled embeddings and scaled attention");
   }
   if (c.bias && c.window) none("Mistral has no biases");
-  const LlamaType type = c.qkv_bias ? LlamaType::kQwen2 : c.window ? LlamaType::kMistral : LlamaType::kLlama;
+  if (c.qk_norm && (c.bias || c.qkv_bias)) none("Qwen3, the LLaMA family's one with q/k norms, has no biases");
+  const LlamaType type = c.qk_norm    ? LlamaType::kQwen3
+                         : c.qkv_bias ? LlamaType::kQwen2
+                         : c.window   ? LlamaType::kMistral
+                                      : LlamaType::kLlama;
   json rope_scaling;  // null unless scaled
   switch (c.rope_scaling.kind) {
     case RopeScalingKind::kNone: break;
@@ -309,6 +327,8 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
       break;
     case LlamaType::kMistral: hf["sliding_window"] = *c.window; break;
     case LlamaType::kQwen2:
+    case LlamaType::kQwen3:
+      if (type == LlamaType::kQwen3) hf["attention_bias"] = false;
       hf["use_sliding_window"] = c.window.has_value();
       hf["sliding_window"] = c.window ? json(*c.window) : json(nullptr);
       hf["max_window_layers"] = c.window ? 0 : c.n_layers;  // the window from layer 0, or in none
@@ -411,6 +431,7 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kLlama: c = llama_from_hf(hf, LlamaType::kLlama, arch, source); break;
     case HfModelType::kMistral: c = llama_from_hf(hf, LlamaType::kMistral, arch, source); break;
     case HfModelType::kQwen2: c = llama_from_hf(hf, LlamaType::kQwen2, arch, source); break;
+    case HfModelType::kQwen3: c = llama_from_hf(hf, LlamaType::kQwen3, arch, source); break;
     case HfModelType::kZoo:
       // zoo's own layout: the whole model config, as `zoo info --config` writes it.
       c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");
@@ -436,6 +457,7 @@ json config_to_hf(const ModelConfig& c) {
   const bool mha = c.n_kv_heads == 0 || c.n_kv_heads == c.n_heads;
   if (!mha) none("grouped-query attention");
   if (c.qkv_bias) none("biases on q, k and v alone (qkv_bias) are Qwen2's");
+  if (c.qk_norm) none("norms over each query and key head (qk_norm) are Qwen3's, with rotary positions");
   json hf;
   switch (c.family) {
     case Family::kGpt: {

@@ -41,7 +41,7 @@ struct TensorMaps {
   }
 };
 
-// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: separate q/k/v (k and v narrower
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: separate q/k/v (k and v narrower
 // under grouped-query attention) into zoo's fused projection.
 void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
   const int64_t hd = c.resolved_head_dim(), kv_rows = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
@@ -58,6 +58,7 @@ void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
     qkv(".weight");
     if (c.bias || c.qkv_bias) qkv(".bias");
     m.weights(z + "self_attn.out", a + "o_proj", c.bias);
+    if (c.qk_norm) m.weights(z + "self_attn.q_norm", a + "q_norm", false), m.weights(z + "self_attn.k_norm", a + "k_norm", false);
     m.weights(z + "ff_norm", h + "post_attention_layernorm", false);
     m.weights(z + "ff.gate", h + "mlp.gate_proj", c.bias);
     m.weights(z + "ff.up", h + "mlp.up_proj", c.bias);

@@ -30,6 +30,9 @@ void AttentionOptions::validate() const {
     fail(c10::str("attention: d_model (", d_model_, ") must be divisible by n_heads (", n_heads_,
                   ") unless head_dim is set"));
   }
+  if (qk_norm_ && qk_norm_->d_model() != resolved_head_dim()) {
+    fail(c10::str("attention: qk_norm's width (", qk_norm_->d_model(), ") must be head_dim (", resolved_head_dim(), ")"));
+  }
   if (window_.has_value()) {
     if (*window_ < 1) fail(c10::str("attention: window (", *window_, ") must be >= 1"));
     if (!causal_ || cross_attention_) {
@@ -74,6 +77,11 @@ void AttentionImpl::reset() {
     }
   }
   out = register_module("out", linear(q_width, d, options.bias()));
+  q_norm = k_norm = nullptr;
+  if (options.qk_norm()) {
+    q_norm = register_module("q_norm", Norm(*options.qk_norm()));
+    k_norm = register_module("k_norm", Norm(*options.qk_norm()));
+  }
   rotary = nullptr;
   if (options.rope()) {
     rotary = register_module(
@@ -124,6 +132,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     } else {
       qh = heads(lora.project(q, x), h), kh = heads(lora.project(k, x), hkv), vh = heads(lora.project(v, x), hkv);
     }
+    if (q_norm) qh = q_norm(qh), kh = k_norm(kh);
     arguments.query_start = cache != nullptr ? cache->seen() : 0;
     if (rotary) {
       if (position_ids.defined()) {
@@ -140,6 +149,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
     }
   } else {
     qh = heads(lora.project(q, x), h);
+    if (q_norm) qh = q_norm(qh);
     if (cache != nullptr && cache->is_static()) {
       kh = cache->keys(), vh = cache->values();
     } else {
@@ -153,6 +163,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
       } else {
         kh = heads(lora.project(k, memory), hkv), vh = heads(lora.project(v, memory), hkv);
       }
+      if (k_norm) kh = k_norm(kh);
       if (cache != nullptr) cache->set_static(kh, vh);
     }
   }

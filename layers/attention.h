@@ -18,6 +18,7 @@
 #include "layers/attention_bias.h"
 #include "layers/kv_cache.h"
 #include "layers/lora.h"
+#include "layers/norm.h"
 #include "layers/rotary.h"
 #include "layers/variants.h"
 
@@ -39,6 +40,9 @@ struct AttentionOptions {
   // Biases on the query, key and value projections even without `bias` (Qwen2: q/k/v biased,
   // the output projection not).
   TORCH_ARG(bool, qkv_bias) = false;
+  // A norm over each head of the queries and of the keys (its d_model is head_dim), after the
+  // projections and before rotary positions (Qwen3, Gemma 3). Unset = none.
+  TORCH_ARG(std::optional<NormOptions>, qk_norm) = std::nullopt;
   // Multiply scores by 1/sqrt(head_dim). T5 does not (its initialisation absorbs it).
   TORCH_ARG(bool, scaled) = true;
   TORCH_ARG(bool, causal) = false;
@@ -66,7 +70,7 @@ struct AttentionOptions {
 
 // Shapes: B batch, T query length, S memory length, H heads, Hkv key/value heads, D head_dim.
 //
-// The layer reads: project -> rotate -> cache -> attend(q, k, v, bias) -> merge. Which kernel
+// The layer reads: project -> (norm each head) -> rotate -> cache -> attend(q, k, v, bias) -> merge. Which kernel
 // attends, and the masks and position terms it reads, come in the bias the stack built once for
 // all its layers (build_attention_bias, layers/attention_bias.h), covering every key from the
 // start of the sequence: the cached keys and the new ones for self-attention, the memory for
@@ -98,6 +102,8 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   torch::nn::Linear k{nullptr};
   torch::nn::Linear v{nullptr};
   torch::nn::Linear out{nullptr};
+  Norm q_norm{nullptr};  // qk_norm: over each query head, and each key head
+  Norm k_norm{nullptr};
   RotaryEmbedding rotary{nullptr};
   ProjectionAdapters lora;  // LoRA adapters of q, k, v, out (none unless attached)
 

@@ -157,6 +157,8 @@ const std::vector<Field>& fields() {
     f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
     f.push_back(bool_field("qkv_bias", &ModelConfig::qkv_bias,
                            "biases on the query, key and value projections only (Qwen2), with bias: false"));
+    f.push_back(bool_field("qk_norm", &ModelConfig::qk_norm,
+                           "the model's norm over each query and key head, before rotary positions (Qwen3)"));
     f.push_back(bool_field("tie_embeddings", &ModelConfig::tie_embeddings,
                            "output head shares the token embedding matrix"));
     f.push_back(bool_field("scale_embeddings", &ModelConfig::scale_embeddings,
@@ -372,6 +374,10 @@ void ModelConfig::validate(const std::string& source) const {
   fraction("dropout", dropout);
   fraction("attention_dropout", attention_dropout);
   validate_positions(*this, fail);
+  if (qk_norm && family != Family::kGpt) fail("qk_norm (Qwen3's norms over query and key heads) is for family gpt");
+  if (qk_norm && has_recurrent_layers()) {
+    fail("qk_norm normalises softmax attention's query and key heads; attention_layers has linear layers");
+  }
   if (qkv_bias && bias) {
     fail("qkv_bias adds query/key/value biases to a model without biases; bias: true has them already");
   }

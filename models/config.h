@@ -86,6 +86,7 @@ struct ModelConfig {
   double gla_gate_normalizer = 16.0;            // gated_linear: tau in alpha = sigmoid(.)^(1/tau)
   bool bias = true;               // linear and LayerNorm biases
   bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
+  bool qk_norm = false;           // the model's norm (no bias) over each query and key head before RoPE (Qwen3)
   bool tie_embeddings = true;     // output head shares the token embedding
   bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
   bool scale_attention = true;    // scores / sqrt(head_dim); T5 folds it into its init

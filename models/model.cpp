@@ -140,7 +140,7 @@ std::string describe(const ModelConfig& c) {
     s << " (" << to_string(c.rope_scaling.kind) << " scaling x" << c.rope_scaling.factor << ")";
   }
   s << ", activation: " << to_string(c.activation) << ", bias: " << (c.bias ? "yes" : c.qkv_bias ? "q/k/v only" : "no")
-    << ", head: " << (c.tie_embeddings ? "tied" : "untied") << "\n";
+    << (c.qk_norm ? ", q/k norms" : "") << ", head: " << (c.tie_embeddings ? "tied" : "untied") << "\n";
   return s.str();
 }
 

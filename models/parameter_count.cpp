@@ -30,7 +30,8 @@ N attention(const ModelConfig& c, bool cross) {
   // qkv_bias (Qwen2) biases those projections and not the output.
   const bool in_bias = c.bias || c.qkv_bias;
   const N in = cross ? linear(d, q, in_bias) + linear(d, N(2) * kv, in_bias) : linear(d, q + N(2) * kv, in_bias);
-  return in + linear(q, d, c.bias);
+  const N head_norms = c.qk_norm ? N(2) * hd : N(0);  // qk_norm (Qwen3): a weight of head_dim each, no bias
+  return in + linear(q, d, c.bias) + head_norms;
 }
 
 // The token mixer of decoder layer `layer` (layers/linear_attention.h for the linear kinds).

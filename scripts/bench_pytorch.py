@@ -11,7 +11,7 @@ attention is F.scaled_dot_product_attention as nanoGPT's is there, and peak_rss_
 torch.cuda.max_memory_allocated()). The models are written here the way a PyTorch user writes them
 (nanoGPT's GPT with its KV-cache decoding loop; BERT from torch.nn.TransformerEncoder), with
 zoo's configs' sizes: gpt2-small and gpt-tiny (pre-norm, GELU tanh, learned positions, tied
-head), bert-base (post-norm, exact GELU).
+head), bert-base (post-norm, exact GELU); the qwen3 rows use transformers' Qwen3ForCausalLM itself.
 """
 import json
 import math
@@ -295,6 +295,46 @@ def generate(steps, dtype=torch.float32):
         return "tokens/s", 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
 
 
+# Qwen3-0.6B's shapes (configs/qwen3-0.6b.yaml), random weights, in transformers' own
+# Qwen3ForCausalLM: eager, attention through F.scaled_dot_product_attention.
+def qwen3_model():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    config = Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                         num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                         rope_theta=1000000.0, tie_word_embeddings=True, attention_dropout=0.0)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return Qwen3ForCausalLM(config).to(DEVICE)
+
+
+def train_qwen3(steps, b=1, t=256):
+    model = qwen3_model().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
+    data = torch.randint(151936, (b, t)).to(DEVICE)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        model(input_ids=data, labels=data).loss.backward()  # labels shifted inside, as zoo's causal LM loss
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+
+    return "tokens/s", b * t / median_seconds(1, steps or 5, step)
+
+
+def generate_qwen3(steps, new_tokens=64):
+    model = qwen3_model().eval()
+    prompt = torch.tensor([[(i * 7919) % 151936 for i in range(16)]], device=DEVICE)
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+
+    def decode():
+        return model.generate(input_ids=prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                              max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+
+    with torch.no_grad():
+        return "tokens/s", new_tokens / median_seconds(1, min(steps, 3) if steps else 3, decode)
+
+
 def serve(name, steps):
     """The serve rows: transformers' GPT2LMHeadModel (gpt2-small's sizes, random weights) behind an
     OpenAI-style /v1/completions that answers one request at a time, as a plain PyTorch server
@@ -381,6 +421,8 @@ def main():
         "forward-bert-base": lambda: forward_bert(steps),
         "generate-gpt2-small": lambda: generate(steps),
         "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
+        "train-qwen3-0.6b": lambda: train_qwen3(steps),
+        "generate-qwen3-0.6b": lambda: generate_qwen3(steps),
     }
     for row in ("serve-gpt2-small-1", "serve-gpt2-small-8", "serve-gpt2-small-16", "serve-ttft-gpt2-small"):
         workloads[row] = lambda row=row: serve(row, steps)

@@ -82,6 +82,11 @@ def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optio
     q = q.view(b, t, h, hs).transpose(1, 2)  # (B, H, T, hs)
     k = k.view(b, t, hkv, hs).transpose(1, 2)  # (B, Hkv, T, hs)
     v = v.view(b, t, hkv, hs).transpose(1, 2)  # (B, Hkv, T, hs)
+    q_norm, k_norm = self.self_attn_q_norm_weight, self.self_attn_k_norm_weight
+    if q_norm is not None and k_norm is not None:
+        # qk_norm (Qwen3): the model's norm over each query and key head, before the rotation
+        q = self._norm(q, q_norm[r], None)
+        k = self._norm(k, k_norm[r], None)
     if rope is not None:
         q = self._rotate(q, rope)
         k = self._rotate(k, rope)

@@ -72,9 +72,11 @@ for m in q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; do
   grep -q "\"$m\"" "$work/llama-lora-peft/adapter_config.json"
 done
 
-# PEFT's own adapters (get_peft_model, save_pretrained) on GPT-2's c_attn and LLaMA's q, v and
-# down projections import onto zoo's base and export merged to PEFT's merge.
-for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj; do
+# PEFT's own adapters (get_peft_model, save_pretrained) on GPT-2's c_attn, LLaMA's q, v and
+# down projections and Qwen3's (head norms, head_dim apart) k, o and up import onto zoo's base and
+# export merged to PEFT's merge.
+hf_dir qwen3 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj qwen3:k_proj,o_proj,up_proj; do
   flavor="${flavor_targets%%:*}"
   "$python" "$peft" make "$work/$flavor-hf" "$work/$flavor-made-peft" "${flavor_targets#*:}" 4 8 > /dev/null
   "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | grep -q "LoRA adapters on"

@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(LlamaFamily, HuggingFace,
                          ::testing::Values(Flavor{"llama"}, Flavor{"llama", true}, Flavor{"llama", false, "bf16"},
                                            Flavor{"llama_tied", false, "fp16"}, Flavor{"mistral"},
                                            Flavor{"mistral", true, "bf16"}, Flavor{"qwen2"},
-                                           Flavor{"qwen2", true, "fp16"}),
+                                           Flavor{"qwen2", true, "fp16"}, Flavor{"qwen3", false, "bf16"}),
                          [](const auto& info) { return flavor_id(info.param); });
 
 TEST(HuggingFaceErrors, NameTheTensorTheShapesAndTheKeys) {
@@ -306,7 +306,7 @@ TEST(HuggingFaceErrors, LlamaFamilyNamesTheFileTheKeyAndTheTensor) {
     return error_of([&] { import_hf(dir); });
   };
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
-      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, zoo)"},
+      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, qwen3, zoo)"},
       {[](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; },
        "architecture 'LlamaForSequenceClassification' is not supported for llama (LlamaForCausalLM)"},
       {[](auto& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
@@ -413,6 +413,13 @@ const PublishedModel kPublished[] = {
       "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
       "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
       "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_sliding_window": false, "vocab_size": 151936})"},
+    {"Qwen/Qwen3-0.6B", 596049920, "qwen3-0.6b", R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+      "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
+      "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
+      "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+      "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
+      "use_sliding_window": false, "vocab_size": 151936})"},
     {"mistralai/Mistral-7B-v0.1", 7241732096, "mistral-7b", R"({"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
       "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
       "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
@@ -447,6 +454,8 @@ TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
       {"llama-tiny", {"norm=layernorm"}},
       {"mistral-tiny", {"bias=true"}},                   // Mistral has no biases
       {"t5-tiny", {"bias=false", "qkv_bias=true"}},      // q/k/v biases alone are Qwen2's
+      {"gpt-tiny", {"qk_norm=true"}},                    // head norms are Qwen3's, with RoPE
+      {"llama-tiny", {"qk_norm=true", "qkv_bias=true"}}, // Qwen3 has no biases
       {"gpt-tiny", {"n_kv_heads=2"}},                     // GPT-2 has no grouped-query attention
   };
   for (const auto& [name, overrides] : refused) {
@@ -456,7 +465,7 @@ TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
         << name << " " << (overrides.empty() ? "" : overrides.front());
   }
   for (const char* name : {"gpt-tiny", "gpt2-small", "bert-base", "t5-small", "t5-v1_1-small", "llama-tiny",
-                           "mistral-tiny", "llama-3.2-1b", "qwen2-0.5b", "mistral-7b"}) {
+                           "mistral-tiny", "llama-3.2-1b", "qwen2-0.5b", "qwen3-0.6b", "mistral-7b"}) {
     const auto config = load_config(find_config(name));
     EXPECT_NO_THROW(config_to_hf(config)) << name;
     // The Hugging Face config reads back to the same architecture.

@@ -109,6 +109,8 @@ INSTANTIATE_TEST_SUITE_P(
                                            "n_kv_heads=2", "bias=false", "tie_embeddings=false"}},
                       Variant{"MistralWindow", {"position=rope", "norm=rmsnorm", "n_kv_heads=1",
                                                 "window=3", "bias=false"}},
+                      Variant{"Qwen3HeadNorms", {"position=rope", "norm=rmsnorm", "activation=swiglu", "n_kv_heads=2",
+                                                 "head_dim=24", "qk_norm=true", "bias=false"}},
                       Variant{"PostNorm", {"norm_position=post"}},
                       Variant{"LinearElu", {"attention=linear"}},
                       Variant{"LinearPerformer", {"attention=linear", "feature_map=performer", "performer_features=32"}},

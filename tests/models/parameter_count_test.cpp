@@ -43,6 +43,8 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
       {"t5-tiny", {"encoder_layers=1", "decoder_layers=3", "activation=geglu_tanh", "tie_embeddings=false"}},
       {"t5-tiny", {"n_kv_heads=2", "bias=true", "norm=layernorm"}},
       {"llama-tiny", {"qkv_bias=true", "tie_embeddings=true", "head_dim=48"}},
+      {"llama-tiny", {"qk_norm=true", "head_dim=24", "n_kv_heads=2"}},
+      {"gpt-tiny", {"qk_norm=true"}},  // LayerNorm heads, without their bias
       {"t5-tiny", {"qkv_bias=true"}},  // cross-attention's q and kv projections too
       {"bert-tiny", {"bias=false", "qkv_bias=true", "head=mlm", "pooler=false"}},
       {"gpt-tiny", {"attention=linear", "feature_map=performer"}},
@@ -66,6 +68,11 @@ TEST(ParameterCountFromConfig, KnownModelsAndAConfigFarLargerThanMemory) {
   // Hugging Face's counts of Llama-3.2-1B, Qwen2-0.5B (q/k/v biases) and Mistral-7B-v0.1.
   EXPECT_EQ(count_parameters(load_config(find_config("llama-3.2-1b"))), 1235814400);
   EXPECT_EQ(count_parameters(load_config(find_config("qwen2-0.5b"))), 494032768);
+  // Qwen3-0.6B: transformers' Qwen3ForCausalLM(config).num_parameters(). Per block q d (16 * 128),
+  // k and v d (8 * 128) each, o (16 * 128) d, the head norms 2 * 128, the SwiGLU, two norms.
+  EXPECT_EQ(count_parameters(load_config(find_config("qwen3-0.6b"))), 596049920);
+  EXPECT_EQ(596049920, 28 * (1024 * 2048 * 2 + 1024 * 1024 * 2 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024) +
+                           151936 * 1024 + 1024);
   EXPECT_EQ(count_parameters(load_config(find_config("mistral-7b"))), 7241732096);
   // Qwen2-0.5B by the formula: per block q (d + 1) d, k and v (d + 1) kv each, o d d, a
   // three-matrix SwiGLU and two norms; then the tied embeddings and the final norm.

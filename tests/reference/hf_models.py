@@ -25,10 +25,13 @@ FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
   mistral     grouped-query attention and a sliding window shorter than the inputs
   qwen2       grouped-query attention, biases on q, k and v, tied head, a sliding window that
               use_sliding_window turns off
+  qwen3       grouped-query attention, an RMSNorm over each query and key head before RoPE,
+              head_dim apart from hidden_size / heads, no biases, tied head (its logits_plain:
+              the same weights as LLaMA, without the head norms)
 
 The outputs are transformers' (GPT2LMHeadModel, BertModel, BertForMaskedLM,
 BertForSequenceClassification, T5ForConditionalGeneration, LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM as config.json's architectures name them); nothing here
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM as config.json's architectures name them); nothing here
 is shared with zoo.
 """
 import json
@@ -47,7 +50,7 @@ GREEDY_TOKENS = 8
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
 
-LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2")
+LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3")
 
 
 def llama_config(flavor):
@@ -67,6 +70,10 @@ def llama_config(flavor):
     if flavor == "mistral":
         return {**base, "model_type": "mistral", "architectures": ["MistralForCausalLM"], "rms_norm_eps": 1e-5,
                 "rope_theta": 1000000.0, "sliding_window": 3, "tie_word_embeddings": False}
+    if flavor == "qwen3":
+        return {**base, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 16,
+                "rope_theta": 1000000.0, "tie_word_embeddings": True, "attention_bias": False,
+                "use_sliding_window": False, "sliding_window": None, "max_window_layers": 28}
     return {**base, "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "rope_theta": 1000000.0,
             "tie_word_embeddings": True, "use_sliding_window": False, "sliding_window": 4, "max_window_layers": 28}
 
@@ -114,6 +121,9 @@ def random_weights(flavor, cfg):
                 rand(p + f"self_attn.{m}_proj.weight", rows, cols)
                 if bias[m]:
                     rand(p + f"self_attn.{m}_proj.bias", rows)
+            if cfg["model_type"] == "qwen3":
+                rand(p + "self_attn.q_norm.weight", hd, offset=1.0)
+                rand(p + "self_attn.k_norm.weight", hd, offset=1.0)
             for m, rows, cols in (("gate", FF, D), ("up", FF, D), ("down", D, FF)):
                 rand(p + f"mlp.{m}_proj.weight", rows, cols)
                 if bias["mlp"]:
@@ -273,11 +283,16 @@ def hf_outputs(flavor, directory, dtype=torch.float32):
 
 
 def without_feature(flavor, cfg, w):
-    """The flavor's model without the feature it tests: rope scaling, the window, the biases."""
+    """The flavor's model without the feature it tests: rope scaling, the window, the biases, the
+    head norms."""
     if flavor in ("llama", "llama_tied"):
         return {k: v for k, v in cfg.items() if k != "rope_scaling"}, w
     if flavor == "mistral":
         return {**cfg, "sliding_window": None}, w
+    if flavor == "qwen3":
+        llama = {k: v for k, v in cfg.items() if k not in ("use_sliding_window", "sliding_window", "max_window_layers")}
+        return {**llama, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}, \
+            {k: v for k, v in w.items() if not k.endswith(("q_norm.weight", "k_norm.weight"))}
     return cfg, {k: torch.zeros_like(v) if k.endswith("_proj.bias") else v for k, v in w.items()}
 
 
