@@ -1,6 +1,7 @@
 #include "interop/hf_model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -165,9 +166,27 @@ void rope_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
     s.low_freq_factor = get<double>(rope, "low_freq_factor", source, prefix);
     s.high_freq_factor = get<double>(rope, "high_freq_factor", source, prefix);
     s.original_max_positions = get<int64_t>(rope, "original_max_position_embeddings", source, prefix);
+  } else if (kind == "yarn") {
+    // As transformers' _compute_yarn_parameters reads it: the trained context defaults to
+    // max_position_embeddings, a null factor is the ratio of the two, and DeepSeek's mscale and
+    // mscale_all_dim give the attention factor when it is not said.
+    s.kind = RopeScalingKind::kYarn;
+    s.original_max_positions = get_or<int64_t>(rope, "original_max_position_embeddings", c.max_positions, source, prefix);
+    s.factor = get_or<double>(rope, "factor", static_cast<double>(c.max_positions) /
+                                                  static_cast<double>(std::max<int64_t>(s.original_max_positions, 1)),
+                              source, prefix);
+    s.beta_fast = get_or<double>(rope, "beta_fast", 32.0, source, prefix);
+    s.beta_slow = get_or<double>(rope, "beta_slow", 1.0, source, prefix);
+    s.truncate = get_or<bool>(rope, "truncate", true, source, prefix);
+    s.attention_factor = get_or<double>(rope, "attention_factor", 0.0, source, prefix);
+    const double mscale = get_or<double>(rope, "mscale", 0.0, source, prefix);
+    const double mscale_all_dim = get_or<double>(rope, "mscale_all_dim", 0.0, source, prefix);
+    if (s.attention_factor == 0.0 && mscale != 0.0 && mscale_all_dim != 0.0 && s.factor > 1.0) {
+      s.attention_factor = (0.1 * mscale * std::log(s.factor) + 1.0) / (0.1 * mscale_all_dim * std::log(s.factor) + 1.0);
+    }
   } else {
     throw ConfigError(source + ": " + prefix + kind_key + " '" + kind +
-                      "' is not supported (zoo implements default, linear and llama3)");
+                      "' is not supported (zoo implements default, linear, llama3 and yarn)");
   }
 }
 
@@ -309,6 +328,15 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
                       {"low_freq_factor", c.rope_scaling.low_freq_factor},
                       {"high_freq_factor", c.rope_scaling.high_freq_factor},
                       {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
+      break;
+    case RopeScalingKind::kYarn:
+      rope_scaling = {{"rope_type", "yarn"},
+                      {"factor", c.rope_scaling.factor},
+                      {"original_max_position_embeddings", c.rope_scaling.original_max_positions},
+                      {"beta_fast", c.rope_scaling.beta_fast},
+                      {"beta_slow", c.rope_scaling.beta_slow},
+                      {"truncate", c.rope_scaling.truncate}};
+      if (c.rope_scaling.attention_factor > 0.0) rope_scaling["attention_factor"] = c.rope_scaling.attention_factor;
       break;
   }
   json hf = {{"model_type", to_string(type)}, {"architectures", {causal_lm_class(type)}},

@@ -39,13 +39,28 @@ torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options) {
       auto scaled = torch::where(wavelength > original / s.low_freq_factor, theta / s.factor, medium);
       return torch::where(wavelength < original / s.high_freq_factor, theta, scaled);
     }
+    case RopeScalingKind::kYarn: {
+      // The dimension pair whose frequency turns `rotations` times in the trained context.
+      const double dims = static_cast<double>(d), original = static_cast<double>(s.original_max_positions);
+      auto pair_turning = [&](double rotations) {
+        return dims * std::log(original / (rotations * 2.0 * M_PI)) / (2.0 * std::log(options.base()));
+      };
+      double low = pair_turning(s.beta_fast), high = pair_turning(s.beta_slow);
+      if (s.truncate) low = std::floor(low), high = std::ceil(high);
+      low = std::max(low, 0.0), high = std::min(high, dims - 1.0);
+      if (low == high) high += 0.001;
+      // 0 up to pair `low` (kept), 1 from pair `high` (divided by the factor), linear between.
+      auto ramp = ((torch::arange(d / 2, torch::kDouble) - low) / (high - low)).clamp(0.0, 1.0);
+      return theta / s.factor * ramp + theta * (1.0 - ramp);
+    }
   }
   throw std::logic_error("unhandled rope_scaling");
 }
 
 std::pair<torch::Tensor, torch::Tensor> rotary_table(const RotaryEmbeddingOptions& options, int64_t n) {
   auto angle = torch::arange(n, torch::kDouble).unsqueeze(1) * rope_inverse_frequencies(options);  // (n, d/2)
-  return {angle.cos().to(torch::kFloat), angle.sin().to(torch::kFloat)};
+  const double factor = rope_attention_factor(options.scaling());  // yarn's, else 1
+  return {(angle.cos() * factor).to(torch::kFloat), (angle.sin() * factor).to(torch::kFloat)};
 }
 
 RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)

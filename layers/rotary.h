@@ -28,12 +28,14 @@ struct RotaryEmbeddingOptions {
 // whose wavelength 2 pi / theta exceeds original_max_positions / low_freq_factor, keeps those
 // under original_max_positions / high_freq_factor, and in between blends the two with weight
 // s = (original_max_positions / wavelength - low_freq_factor) / (high_freq_factor -
-// low_freq_factor): (1 - s) theta / factor + s theta. Throws std::invalid_argument for
-// inconsistent options.
+// low_freq_factor): (1 - s) theta / factor + s theta. yarn (transformers'
+// _compute_yarn_parameters) finds the pairs turning beta_fast and beta_slow times in
+// original_max_positions, keeps the frequencies below the first, divides those past the second
+// by the factor, and ramps linearly between. Throws std::invalid_argument for inconsistent options.
 torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options);
 
 // The rotation angles of positions 0 .. n - 1 at those frequencies: their cos and sin, (n,
-// head_dim / 2) each, computed in double and stored in float32. RotaryEmbedding gathers from this
+// head_dim / 2) each, times yarn's attention factor, computed in double and stored in float32. RotaryEmbedding gathers from this
 // table; the TorchScript export stores it.
 std::pair<torch::Tensor, torch::Tensor> rotary_table(const RotaryEmbeddingOptions& options, int64_t n);
 

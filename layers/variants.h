@@ -22,8 +22,10 @@ enum class PositionKind { kNone, kLearned, kSinusoidal, kRope, kAlibi, kRelative
 enum class RopeLayout { kHalf, kInterleaved };
 // How RoPE's frequencies are stretched for contexts longer than the one trained at. linear:
 // every frequency divided by the factor (Chen et al., 2023, position interpolation); llama3:
-// LLaMA 3.1's rule, long wavelengths divided by the factor, short ones kept, a blend between.
-enum class RopeScalingKind { kNone, kLinear, kLlama3 };
+// LLaMA 3.1's rule, long wavelengths divided by the factor, short ones kept, a blend between;
+// yarn: YaRN (Peng et al., 2023), a ramp between the two by rotations in the trained context,
+// and the rotations scaled by an attention factor (long-context Qwen, DeepSeek).
+enum class RopeScalingKind { kNone, kLinear, kLlama3, kYarn };
 // Which attention kernel runs (layers/attention_path.h chooses): auto picks per call among
 // LibTorch's fused kernel and zoo's tiled one; fused always takes LibTorch's scaled-dot-product
 // kernel; tiled always zoo's (an error where it cannot run); math the explicit (T, T) path,
@@ -51,7 +53,8 @@ ZOO_ENUM_NAMES(PositionKind, "position",
                {"alibi", PositionKind::kAlibi}, {"relative", PositionKind::kRelative});
 ZOO_ENUM_NAMES(RopeLayout, "rope_layout", {"half", RopeLayout::kHalf}, {"interleaved", RopeLayout::kInterleaved});
 ZOO_ENUM_NAMES(RopeScalingKind, "rope_scaling",
-               {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3});
+               {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3},
+               {"yarn", RopeScalingKind::kYarn});
 ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
                {"auto", AttentionBackend::kAuto}, {"fused", AttentionBackend::kFused},
                {"tiled", AttentionBackend::kTiled}, {"math", AttentionBackend::kMath});
@@ -67,11 +70,18 @@ bool is_gated(Activation a);
 // (layers/rotary.h: rope_inverse_frequencies). Defaults are LLaMA 3.1's except the factor.
 struct RopeScaling {
   RopeScalingKind kind = RopeScalingKind::kNone;
-  double factor = 1.0;           // linear, llama3: how many times the trained context is stretched
+  double factor = 1.0;           // linear, llama3, yarn: how many times the trained context is stretched
   double low_freq_factor = 1.0;  // llama3: wavelengths over original_max_positions / this are scaled
   double high_freq_factor = 4.0;  // llama3: wavelengths under original_max_positions / this are kept
-  int64_t original_max_positions = 8192;  // llama3: the context length the model was trained at
+  int64_t original_max_positions = 8192;  // llama3, yarn: the context length the model was trained at
+  double beta_fast = 32.0;  // yarn: frequencies turning more than this often in the trained context are kept
+  double beta_slow = 1.0;   // yarn: ... less than this often, divided by the factor; a ramp between
+  double attention_factor = 0.0;  // yarn: cos and sin times this; 0: 0.1 ln(factor) + 1, as the paper
+  bool truncate = true;           // yarn: the ramp's ends rounded outward to whole dimensions
 };
+
+// What cos and sin are multiplied by: yarn's attention factor, else 1.
+double rope_attention_factor(const RopeScaling& scaling);
 
 // Empty when `scaling` is consistent, else what is wrong, naming the config keys (rope_scaling,
 // rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_positions)

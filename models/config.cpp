@@ -88,7 +88,7 @@ const std::vector<Field>& fields() {
     f.push_back(rope_scaling_field(enum_field("rope_scaling", &RopeScaling::kind,
                                               "rope: frequency scaling for contexts past the trained one")));
     f.push_back(rope_scaling_field(double_field("rope_scaling_factor", &RopeScaling::factor,
-                                                "rope_scaling linear, llama3: context stretch factor")));
+                                                "rope_scaling linear, llama3, yarn: context stretch factor")));
     f.push_back(rope_scaling_field(double_field(
         "rope_low_freq_factor", &RopeScaling::low_freq_factor,
         "rope_scaling llama3: wavelengths over rope_original_max_positions / this are scaled")));
@@ -96,7 +96,17 @@ const std::vector<Field>& fields() {
         "rope_high_freq_factor", &RopeScaling::high_freq_factor,
         "rope_scaling llama3: wavelengths under rope_original_max_positions / this are kept")));
     f.push_back(rope_scaling_field(int_field("rope_original_max_positions", &RopeScaling::original_max_positions,
-                                             "rope_scaling llama3: the context length trained at")));
+                                             "rope_scaling llama3, yarn: the context length trained at")));
+    f.push_back(rope_scaling_field(double_field(
+        "rope_beta_fast", &RopeScaling::beta_fast,
+        "rope_scaling yarn: frequencies turning more often than this in the trained context are kept")));
+    f.push_back(rope_scaling_field(double_field(
+        "rope_beta_slow", &RopeScaling::beta_slow,
+        "rope_scaling yarn: frequencies turning less often than this are divided by the factor")));
+    f.push_back(rope_scaling_field(double_field("rope_attention_factor", &RopeScaling::attention_factor,
+                                                "rope_scaling yarn: cos and sin times this; 0: 0.1 ln(factor) + 1")));
+    f.push_back(rope_scaling_field(bool_field("rope_truncate", &RopeScaling::truncate,
+                                              "rope_scaling yarn: round the ramp's ends outward")));
     f.push_back(int_field("relative_buckets", &ModelConfig::relative_buckets,
                           "relative: number of position buckets"));
     f.push_back(int_field("relative_max_distance", &ModelConfig::relative_max_distance,

@@ -354,7 +354,7 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
     return true;
   }
   // max_tokens is reached, or the next token would need a position past the context.
-  if (planner_.ends_by_length(s.id, s.generated)) {
+  if (planner_.ends_by_length(static_cast<int64_t>(s.request.prompt.size()), o.max_new_tokens, s.generated)) {
     finish(s, text + s.stops.flush(), FinishReason::kLength);
     return true;
   }

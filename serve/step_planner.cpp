@@ -105,10 +105,9 @@ SequenceState StepPlanner::state(SequenceId id) const {
   return found == sequences_.end() ? SequenceState::kFinished : found->second.state;
 }
 
-bool StepPlanner::ends_by_length(SequenceId id, int64_t generated) const {
-  const auto& s = sequences_.at(id);
-  const int64_t positions = (options_.limits.encoder_decoder ? 1 : s.prompt_tokens) + generated;
-  return generated >= s.max_new_tokens || positions > options_.limits.context;
+bool StepPlanner::ends_by_length(int64_t prompt_tokens, int64_t max_new_tokens, int64_t generated) const {
+  const int64_t positions = (options_.limits.encoder_decoder ? 1 : prompt_tokens) + generated;
+  return generated >= max_new_tokens || positions > options_.limits.context;
 }
 
 }  // namespace zoo

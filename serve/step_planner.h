@@ -5,7 +5,8 @@
 // sequence is in (as llama.cpp's slot_state and vLLM's RequestStatus). Torch-free: the scheduler
 // (serve/batch_scheduler.h) asks it for each turn's plan and runs the model on it, and its tests
 // build no model. Not thread-safe: the scheduler calls it under its lock, and only its own
-// thread changes the rows.
+// thread changes the rows; that thread alone reads rows(), chunked() and the pure rules
+// (ends_by_length) without the lock.
 
 #include <cstdint>
 #include <deque>
@@ -78,10 +79,12 @@ class StepPlanner {
   // Rows and prompts being read: the sequences past the queue.
   int64_t admitted() const;
 
-  // Whether sequence `id` (admitted or running) ends by length with `generated` tokens: its max_new_tokens reached, or
-  // the last of them would need a position past the context when fed back (a decoder's row holds
-  // its prompt and its tokens, an encoder-decoder's its start token and its tokens).
-  bool ends_by_length(SequenceId id, int64_t generated) const;
+  // Whether a sequence of `prompt_tokens` ends by length with `generated` of its
+  // `max_new_tokens`: those reached, or the last token would need a position past the context
+  // when fed back (a decoder's row holds its prompt and its tokens, an encoder-decoder's its
+  // start token and its tokens). Reads the options alone: the scheduler's thread asks it for
+  // every token without the lock, while submit() changes the queue under it.
+  bool ends_by_length(int64_t prompt_tokens, int64_t max_new_tokens, int64_t generated) const;
 
   const PlannerOptions& options() const { return options_; }
 

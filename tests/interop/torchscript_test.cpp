@@ -385,6 +385,8 @@ std::vector<Variant> variants() {
   v.push_back({"transformer_rope_swiglu", "transformer-base", {"position=rope", "activation=swiglu"}});
   // LayerNorm without bias (the masked-LM head's keeps it), plain SiLU.
   v.push_back({"gpt_no_bias_silu", "gpt-tiny", {"bias=false", "activation=silu"}});
+  // YaRN: the script's rotation tables carry the attention factor (layers/rotary.h).
+  v.push_back({"llama_yarn", "llama-tiny", {"rope_scaling=yarn", "rope_scaling_factor=4", "rope_original_max_positions=32"}});
   v.push_back({"bert_mlm_no_bias", "bert-tiny", {"bias=false"}});
   // Linear and gated linear attention (layers/linear_attention.h): every layer gated, and hybrids
   // mixing the three kinds (each kind's weights stacked apart), performer features, relu without

@@ -101,6 +101,35 @@ TEST(RotaryEmbedding, Llama3ScalingKeepsHighFrequenciesAndDividesLowOnes) {
   EXPECT_DOUBLE_EQ(real[35].item<double>(), std::pow(5e5, -35.0 / 64) / 32);
 }
 
+// YaRN worked by hand, as transformers' _compute_yarn_parameters. head_dim 16, base 10^4,
+// factor 4, trained context 64: the pair turning r times in it is 16 ln(64 / (2 pi r)) / (2 ln
+// 10^4): -0.994 for beta_fast 32 and 2.016 for beta_slow 1, rounded outward and clamped to 0 and
+// 3. theta_i = 10^(-i/2) is kept at i = 0, divided by 4 from i = 3, and between times
+// 1 - 0.75 i / 3. Truncation off, the ramp ends at 2.016 instead. cos and sin are scaled by
+// 0.1 ln 4 + 1.
+TEST(RotaryEmbedding, YarnRampsBetweenKeptAndInterpolatedFrequencies) {
+  RopeScaling yarn;
+  yarn.kind = RopeScalingKind::kYarn, yarn.factor = 4.0, yarn.original_max_positions = 64;
+  auto theta = rope_inverse_frequencies(RotaryEmbeddingOptions(16).base(1e4).scaling(yarn));
+  const double expected[] = {1.0, std::pow(10.0, -0.5) * 0.75, 0.1 * 0.5, std::pow(10.0, -1.5) / 4, 1e-2 / 4,
+                             std::pow(10.0, -2.5) / 4, 1e-3 / 4, std::pow(10.0, -3.5) / 4};
+  for (int64_t i = 0; i < 8; ++i) EXPECT_NEAR(theta[i].item<double>(), expected[i], 1e-12) << i;
+  yarn.truncate = false;
+  const double high = 16 * std::log(64 / (2 * M_PI)) / (2 * std::log(1e4));
+  EXPECT_NEAR(high, 2.016, 1e-3);
+  theta = rope_inverse_frequencies(RotaryEmbeddingOptions(16).base(1e4).scaling(yarn));
+  EXPECT_NEAR(theta[1].item<double>(), std::pow(10.0, -0.5) * (1 - 0.75 / high), 1e-12);
+  EXPECT_NEAR(theta[2].item<double>(), 0.1 * (1 - 0.75 * 2 / high), 1e-12);
+  EXPECT_NEAR(theta[3].item<double>(), std::pow(10.0, -1.5) / 4, 1e-12);  // past the ramp's end
+  const double factor = 0.1 * std::log(4.0) + 1.0;
+  EXPECT_DOUBLE_EQ(rope_attention_factor(yarn), factor);
+  auto [cos, sin] = rotary_table(RotaryEmbeddingOptions(16).base(1e4).scaling(yarn), 3);
+  EXPECT_NEAR(cos[0][0].item<float>(), factor, 1e-6);  // position 0: cos 1, times the factor
+  EXPECT_NEAR(sin[2][0].item<float>(), factor * std::sin(2.0), 1e-6);
+  yarn.attention_factor = 1.5;
+  EXPECT_DOUBLE_EQ(rope_attention_factor(yarn), 1.5);
+}
+
 // Linear scaling is position interpolation: position p turns as p / factor did unscaled.
 TEST(RotaryEmbedding, LinearScalingDividesPositions) {
   RopeScaling linear;
@@ -121,7 +150,7 @@ TEST(RotaryEmbedding, RejectsInconsistentScaling) {
   RopeScaling stray;
   stray.factor = 4.0;  // with kind none
   EXPECT_EQ(testing::error_of([&] { rope_inverse_frequencies(RotaryEmbeddingOptions(8).scaling(stray)); }),
-            "rope: rope_scaling_factor (4) applies to rope_scaling linear or llama3, not none");
+            "rope: rope_scaling_factor (4) applies to rope_scaling linear, llama3 or yarn, not none");
 }
 
 }  // namespace

@@ -159,10 +159,13 @@ TEST(ModelConfig, RopeScalingAndQkvBias) {
   EXPECT_TRUE(c.qkv_bias);
   const std::string llama3 = rope + "rope_scaling: llama3\n";
   const std::pair<std::string, std::string> refused[] = {
-      {rope + "rope_scaling: yarn\n", "x.yaml:8: rope_scaling: expected one of: none, linear, llama3, got 'yarn'"},
+      {rope + "rope_scaling: ntk\n", "x.yaml:8: rope_scaling: expected one of: none, linear, llama3, yarn, got 'ntk'"},
+      {llama3 + "rope_beta_fast: 16\n", "x.yaml: rope_beta_fast applies to rope_scaling yarn, not llama3"},
+      {rope + "rope_scaling: yarn\nrope_beta_slow: 40\n",
+       "x.yaml: rope_beta_fast (32) must exceed rope_beta_slow (40), which must be positive"},
       {std::string(kGood) + "rope_scaling: linear\n", "x.yaml: rope_scaling linear applies to position rope, not learned"},
       {rope + "rope_scaling_factor: 8\n",
-       "x.yaml: rope_scaling_factor (8) applies to rope_scaling linear or llama3, not none"},
+       "x.yaml: rope_scaling_factor (8) applies to rope_scaling linear, llama3 or yarn, not none"},
       {rope + "rope_scaling: linear\nrope_low_freq_factor: 2\n",
        "x.yaml: rope_low_freq_factor applies to rope_scaling llama3, not linear"},
       {rope + "rope_scaling: linear\nrope_scaling_factor: 0.5\n",

@@ -25,6 +25,8 @@ FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
   mistral     grouped-query attention and a sliding window shorter than the inputs
   qwen2       grouped-query attention, biases on q, k and v, tied head, a sliding window that
               use_sliding_window turns off
+  qwen3_yarn  qwen3 with YaRN rope scaling (factor 4, a trained context of 16) in transformers 5's
+              rope_parameters
   qwen3       grouped-query attention, an RMSNorm over each query and key head before RoPE,
               head_dim apart from hidden_size / heads, no biases, tied head (its logits_plain:
               the same weights as LLaMA, without the head norms)
@@ -50,7 +52,7 @@ GREEDY_TOKENS = 8
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
 
-LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3")
+LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_yarn")
 
 
 def llama_config(flavor):
@@ -70,6 +72,11 @@ def llama_config(flavor):
     if flavor == "mistral":
         return {**base, "model_type": "mistral", "architectures": ["MistralForCausalLM"], "rms_norm_eps": 1e-5,
                 "rope_theta": 1000000.0, "sliding_window": 3, "tie_word_embeddings": False}
+    if flavor == "qwen3_yarn":
+        # YaRN with a trained context of 16 (the frequencies ramp within head_dim 16) and the
+        # attention factor it implies, in transformers 5's rope_parameters
+        return {**llama_config("qwen3"), "rope_parameters": {
+            "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 16}}
     if flavor == "qwen3":
         return {**base, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 16,
                 "rope_theta": 1000000.0, "tie_word_embeddings": True, "attention_bias": False,
@@ -287,6 +294,8 @@ def without_feature(flavor, cfg, w):
     head norms."""
     if flavor in ("llama", "llama_tied"):
         return {k: v for k, v in cfg.items() if k != "rope_scaling"}, w
+    if flavor == "qwen3_yarn":
+        return {**cfg, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}, w
     if flavor == "mistral":
         return {**cfg, "sliding_window": None}, w
     if flavor == "qwen3":

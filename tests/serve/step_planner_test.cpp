@@ -111,17 +111,15 @@ TEST(StepPlanner, WaitingSequencesLeaveTheQueueAndLengthEndsBySeen) {
   EXPECT_TRUE(planner.accepts(1));
   EXPECT_FALSE(planner.finished(2).has_value());  // already forgotten
   // max_new_tokens (2) reached, or the last token past the context's 32 positions once fed back.
-  EXPECT_TRUE(planner.ends_by_length(1, 2));
-  EXPECT_FALSE(planner.ends_by_length(1, 1));
-  planner.enqueue(4, 30, 8);
-  EXPECT_FALSE(planner.ends_by_length(4, 2));  // 30 + 2 positions
-  EXPECT_TRUE(planner.ends_by_length(4, 3));
+  EXPECT_TRUE(planner.ends_by_length(4, 2, 2));
+  EXPECT_FALSE(planner.ends_by_length(4, 2, 1));
+  EXPECT_FALSE(planner.ends_by_length(30, 8, 2));  // 30 + 2 positions
+  EXPECT_TRUE(planner.ends_by_length(30, 8, 3));
   PlannerOptions o = decoder();
   o.limits = {true, 32, 16};  // an encoder-decoder's row: its start token and the new tokens
   StepPlanner seq2seq(o);
-  seq2seq.enqueue(1, 30, 20);
-  EXPECT_FALSE(seq2seq.ends_by_length(1, 15));
-  EXPECT_TRUE(seq2seq.ends_by_length(1, 16));
+  EXPECT_FALSE(seq2seq.ends_by_length(30, 20, 15));
+  EXPECT_TRUE(seq2seq.ends_by_length(30, 20, 16));
   EXPECT_THROW(planner.enqueue(1, 4, 2), std::logic_error);  // queued twice
   EXPECT_THROW(planner.placed(3), std::logic_error);          // not admitted
 }
