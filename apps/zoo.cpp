@@ -109,7 +109,7 @@ std::string with_commas(int64_t n) {
 int run_info(const std::string& name, const std::vector<std::string>& overrides, bool show_config) {
   const std::string path = find_config(name);
   ModelConfig config = load_config(path);
-  for (const auto& o : overrides) apply_override(config, o, "override '" + o + "'");
+  apply_overrides(config, overrides);
   std::cout << "config: " << path << "\n" << describe(config) << describe_attention_paths(config);
   if (show_config) std::cout << "\nresolved config:\n" << to_yaml(config);
   std::cout << "\nparameters by module:\n";

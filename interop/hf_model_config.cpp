@@ -99,22 +99,24 @@ std::string activation_to_hf(Activation activation) {
 // The LLaMA family in Hugging Face: one layout (pre-norm RMSNorm, RoPE rotating half against
 // half, SwiGLU, grouped-query attention, no biases), model types with a feature each: Mistral a
 // sliding window, Qwen2 biases on q, k and v, Qwen3 an RMSNorm over each query and key head
-// (and head_dim 128 unless said). zoo builds them all as family gpt.
-enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3 };
+// (and head_dim 128 unless said), Phi-3 fused projections, a partial rotation and LongRoPE. zoo
+// builds them all as family gpt.
+enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3, kPhi3 };
 
 // The model types zoo reads (config.json's model_type).
 // zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
-enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kZoo };
+enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kZoo };
 
 }  // namespace
 
 ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert", HfModelType::kBert},
                {"t5", HfModelType::kT5}, {"llama", HfModelType::kLlama}, {"mistral", HfModelType::kMistral},
-               {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"zoo", HfModelType::kZoo});
+               {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"phi3", HfModelType::kPhi3},
+               {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
                {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2},
-               {"qwen3", LlamaType::kQwen3});
+               {"qwen3", LlamaType::kQwen3}, {"phi3", LlamaType::kPhi3});
 
 namespace {
 
@@ -124,14 +126,17 @@ const char* causal_lm_class(LlamaType type) {
     case LlamaType::kMistral: return "MistralForCausalLM";
     case LlamaType::kQwen2: return "Qwen2ForCausalLM";
     case LlamaType::kQwen3: return "Qwen3ForCausalLM";
+    case LlamaType::kPhi3: return "Phi3ForCausalLM";
   }
   return "";
 }
 
-// transformers' default max_position_embeddings (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config).
+// transformers' default max_position_embeddings (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config,
+// Phi3Config).
 int64_t default_max_positions(LlamaType type) {
   switch (type) {
     case LlamaType::kLlama: return 2048;
+    case LlamaType::kPhi3: return 4096;
     case LlamaType::kMistral: return 4096 * 32;
     case LlamaType::kQwen2:
     case LlamaType::kQwen3: return 32768;
@@ -139,9 +144,48 @@ int64_t default_max_positions(LlamaType type) {
   return 0;
 }
 
+// The numbers of rope[key], one per rotated pair (longrope's factors).
+std::vector<double> numbers(const json& rope, const char* key, const std::string& source, const std::string& prefix) {
+  if (!present(rope, key)) throw ConfigError(source + ": missing key '" + prefix + key + "'");
+  const json& list = rope[key];
+  std::vector<double> out;
+  if (list.is_array()) {
+    for (const auto& v : list) {
+      if (!v.is_number()) break;
+      out.push_back(v.get<double>());
+    }
+  }
+  if (!list.is_array() || out.size() != list.size()) {
+    throw ConfigError(source + ": key '" + prefix + key + "' must be a list of numbers, got " + shown(list));
+  }
+  return out;
+}
+
+// The share of each head's features RoPE rotates: partial_rotary_factor, beside rope_theta
+// (transformers 5) or at the top (4). Phi-3's alone: LLaMA's modeling rotates whole heads.
+void partial_rotary_from_hf(const json& hf, LlamaType type, ModelConfig& c, const std::string& source) {
+  const bool v5 = present(hf, "rope_parameters") && hf["rope_parameters"].is_object() &&
+                  present(hf["rope_parameters"], "partial_rotary_factor");
+  const double fraction = v5 ? get<double>(hf["rope_parameters"], "partial_rotary_factor", source, "rope_parameters.")
+                             : get_or<double>(hf, "partial_rotary_factor", 1.0, source);
+  const std::string key = v5 ? "rope_parameters.partial_rotary_factor" : "partial_rotary_factor";
+  if (fraction == 1.0) return;
+  if (type != LlamaType::kPhi3) {
+    throw ConfigError(source + ": " + key + " " + shown(json(fraction)) + " is not supported for " + to_string(type) +
+                      " (transformers rotates its whole heads; phi3 rotates a part)");
+  }
+  const int64_t head_dim = c.resolved_head_dim();
+  const auto rotated = static_cast<int64_t>(static_cast<double>(head_dim) * fraction);  // Python's int()
+  if (!(fraction > 0.0 && fraction < 1.0) || rotated < 2 || rotated % 2 != 0) {
+    throw ConfigError(source + ": " + key + " " + shown(json(fraction)) + " rotates " + std::to_string(rotated) +
+                      " of head_dim " + std::to_string(head_dim) + " features; zoo needs an even number from 2 up");
+  }
+  c.rotary_dim = rotated;
+}
+
 // RoPE's base and scaling: rope_theta and rope_scaling (transformers 4), or both inside
 // rope_parameters (transformers 5). rope_type "default" (or none at all) is unscaled.
-void rope_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
+void rope_from_hf(const json& hf, LlamaType type, ModelConfig& c, const std::string& source) {
   const bool v5 = present(hf, "rope_parameters");
   const std::string key = v5 ? "rope_parameters" : "rope_scaling";
   const std::string prefix = key + ".";
@@ -153,7 +197,15 @@ void rope_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
   // Older files say "type", newer ones "rope_type".
   const char* kind_key = rope.contains("type") && !rope.contains("rope_type") ? "type" : "rope_type";
   if (v5 && !rope.contains(kind_key)) return;
-  const auto kind = get<std::string>(rope, kind_key, source, prefix);
+  auto kind = get<std::string>(rope, kind_key, source, prefix);
+  // Phi3Config reads Phi-3's early names for LongRoPE ("su", "yarn") as longrope, and no other kind.
+  if (type == LlamaType::kPhi3) {
+    if (kind == "su" || kind == "yarn") kind = "longrope";
+    if (kind != "default" && kind != "longrope") {
+      throw ConfigError(source + ": " + prefix + kind_key + " '" + kind + "' is not supported for phi3 (default or "
+                        "longrope, as transformers' Phi3Config)");
+    }
+  }
   RopeScaling& s = c.rope_scaling;
   if (kind == "default") {
     s.kind = RopeScalingKind::kNone;
@@ -184,9 +236,27 @@ void rope_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
     if (s.attention_factor == 0.0 && mscale != 0.0 && mscale_all_dim != 0.0 && s.factor > 1.0) {
       s.attention_factor = (0.1 * mscale * std::log(s.factor) + 1.0) / (0.1 * mscale_all_dim * std::log(s.factor) + 1.0);
     }
+  } else if (kind == "longrope") {
+    // As transformers' _compute_longrope_parameters: the trained context is Phi-3's top-level
+    // original_max_position_embeddings where the config has one, the factor (for the attention
+    // factor alone) the ratio of the contexts unless said.
+    s.kind = RopeScalingKind::kLongrope;
+    s.original_max_positions =
+        type == LlamaType::kPhi3
+            ? get_or<int64_t>(hf, "original_max_position_embeddings", 4096, source)
+            : get_or<int64_t>(rope, "original_max_position_embeddings", c.max_positions, source, prefix);
+    s.factor = get_or<double>(rope, "factor", static_cast<double>(c.max_positions) /
+                                                  static_cast<double>(std::max<int64_t>(s.original_max_positions, 1)),
+                              source, prefix);
+    s.attention_factor = get_or<double>(rope, "attention_factor", 0.0, source, prefix);
+    s.short_factor = numbers(rope, "short_factor", source, prefix);
+    s.long_factor = numbers(rope, "long_factor", source, prefix);
+    // transformers divides by these factors whatever they are; zoo's rule (>= 1) is for the
+    // stretch the other kinds apply.
+    s.factor = std::max(s.factor, 1.0);
   } else {
     throw ConfigError(source + ": " + prefix + kind_key + " '" + kind +
-                      "' is not supported (zoo implements default, linear, llama3 and yarn)");
+                      "' is not supported (zoo implements default, linear, llama3, yarn and longrope)");
   }
 }
 
@@ -214,6 +284,20 @@ void special_tokens_from_hf(const json& hf, ModelConfig& c, const std::string& s
   }
 }
 
+// Phi-3's own keys: fused projections in its files, a window only where said, one dropout.
+void phi3_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
+  c.hf_fused_projections = true;
+  if (present(hf, "sliding_window")) c.window = get<int64_t>(hf, "sliding_window", source);
+  // zoo has one dropout for embeddings and residual branches (and the feed-forward's hidden).
+  const double residual = get_or<double>(hf, "resid_pdrop", 0.0, source);
+  const double embedding = get_or<double>(hf, "embd_pdrop", 0.0, source);
+  if (residual != embedding) {
+    throw ConfigError(source + ": resid_pdrop (" + shown(json(residual)) + ") with embd_pdrop (" +
+                      shown(json(embedding)) + ") is not supported: zoo has one dropout for both");
+  }
+  c.dropout = residual;
+}
+
 ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arch, const std::string& source) {
   const std::string type_name = to_string(type);
   if (!arch.empty() && arch != causal_lm_class(type)) {
@@ -232,8 +316,9 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
   if (c.n_heads > 0 && c.d_model % c.n_heads == 0 && c.head_dim == c.d_model / c.n_heads) c.head_dim = 0;  // the default
   c.d_ff = get<int64_t>(hf, "intermediate_size", source);
   c.max_positions = get_or<int64_t>(hf, "max_position_embeddings", default_max_positions(type), source);
-  c.norm_eps = get_or<double>(hf, "rms_norm_eps", 1e-6, source);
-  rope_from_hf(hf, c, source);
+  c.norm_eps = get_or<double>(hf, "rms_norm_eps", type == LlamaType::kPhi3 ? 1e-5 : 1e-6, source);
+  rope_from_hf(hf, type, c, source);
+  partial_rotary_from_hf(hf, type, c, source);
   const auto act = get_or<std::string>(hf, "hidden_act", "silu", source);
   if (act != "silu") {
     throw ConfigError(source + ": hidden_act '" + act + "' is not supported for " + type_name +
@@ -263,6 +348,7 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
       break;
     }
     case LlamaType::kMistral: c.window = window(4096); break;
+    case LlamaType::kPhi3: phi3_from_hf(hf, c, source); break;
     case LlamaType::kQwen2:
     case LlamaType::kQwen3: {
       if (type == LlamaType::kQwen2) {
@@ -314,7 +400,18 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
   }
   if (c.bias && c.window) none("Mistral has no biases");
   if (c.qk_norm && (c.bias || c.qkv_bias)) none("Qwen3, the LLaMA family's one with q/k norms, has no biases");
-  const LlamaType type = c.qk_norm    ? LlamaType::kQwen3
+  const bool phi3 = hf_phi3_layout(c);
+  if (phi3 && (c.bias || c.qkv_bias || c.qk_norm)) {
+    none("Phi-3, the LLaMA family's one with fused projections, a partial rotation or LongRoPE, has no biases "
+         "and no q/k norms");
+  }
+  if (!phi3 && c.rope_scaling.kind == RopeScalingKind::kLongrope) none("longrope is Phi-3's");
+  if (phi3 && (c.rope_scaling.kind == RopeScalingKind::kLinear || c.rope_scaling.kind == RopeScalingKind::kLlama3 ||
+               c.rope_scaling.kind == RopeScalingKind::kYarn)) {
+    none("Phi-3 (fused projections or a partial rotation) scales RoPE by longrope alone");
+  }
+  const LlamaType type = phi3         ? LlamaType::kPhi3
+                         : c.qk_norm  ? LlamaType::kQwen3
                          : c.qkv_bias ? LlamaType::kQwen2
                          : c.window   ? LlamaType::kMistral
                                       : LlamaType::kLlama;
@@ -338,6 +435,15 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
                       {"truncate", c.rope_scaling.truncate}};
       if (c.rope_scaling.attention_factor > 0.0) rope_scaling["attention_factor"] = c.rope_scaling.attention_factor;
       break;
+    case RopeScalingKind::kLongrope: {
+      const auto& r = c.rope_scaling;
+      rope_scaling = {{"rope_type", "longrope"}, {"short_factor", r.short_factor}, {"long_factor", r.long_factor}};
+      // transformers takes the factor from the contexts' ratio unless said.
+      const double ratio = static_cast<double>(c.max_positions) / static_cast<double>(r.original_max_positions);
+      if (r.factor != std::max(ratio, 1.0)) rope_scaling["factor"] = r.factor;
+      if (r.attention_factor > 0.0) rope_scaling["attention_factor"] = r.attention_factor;
+      break;
+    }
   }
   json hf = {{"model_type", to_string(type)}, {"architectures", {causal_lm_class(type)}},
              {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"intermediate_size", c.d_ff},
@@ -354,6 +460,23 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
       hf["mlp_bias"] = c.bias;
       break;
     case LlamaType::kMistral: hf["sliding_window"] = *c.window; break;
+    case LlamaType::kPhi3: {
+      hf["sliding_window"] = c.window ? json(*c.window) : json(nullptr);
+      hf["original_max_position_embeddings"] = c.rope_scaling.kind == RopeScalingKind::kLongrope
+                                                   ? c.rope_scaling.original_max_positions
+                                                   : c.max_positions;
+      hf["resid_pdrop"] = hf["embd_pdrop"] = c.dropout;
+      if (c.rotary_dim > 0 && c.rotary_dim < c.resolved_head_dim()) {
+        // transformers rotates int(head_dim * factor) features: the ratio, nudged up where the
+        // product rounds below.
+        const auto head_dim = static_cast<double>(c.resolved_head_dim());
+        double fraction = static_cast<double>(c.rotary_dim) / head_dim;
+        if (static_cast<int64_t>(head_dim * fraction) != c.rotary_dim) fraction = std::nextafter(fraction, 2.0);
+        hf["partial_rotary_factor"] = fraction;
+      }
+      if (c.resolved_head_dim() == c.d_model / c.n_heads) hf.erase("head_dim");
+      break;
+    }
     case LlamaType::kQwen2:
     case LlamaType::kQwen3:
       if (type == LlamaType::kQwen3) hf["attention_bias"] = false;
@@ -460,6 +583,7 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kMistral: c = llama_from_hf(hf, LlamaType::kMistral, arch, source); break;
     case HfModelType::kQwen2: c = llama_from_hf(hf, LlamaType::kQwen2, arch, source); break;
     case HfModelType::kQwen3: c = llama_from_hf(hf, LlamaType::kQwen3, arch, source); break;
+    case HfModelType::kPhi3: c = llama_from_hf(hf, LlamaType::kPhi3, arch, source); break;
     case HfModelType::kZoo:
       // zoo's own layout: the whole model config, as `zoo info --config` writes it.
       c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");
@@ -469,6 +593,12 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
   c.name = type_name + (arch.empty() ? "" : " (" + arch + ")");
   c.validate(source);
   return c;
+}
+
+bool hf_phi3_layout(const ModelConfig& c) {
+  return c.family == Family::kGpt && c.position == PositionKind::kRope &&
+         (c.hf_fused_projections || (c.rotary_dim > 0 && c.rotary_dim < c.resolved_head_dim()) ||
+          c.rope_scaling.kind == RopeScalingKind::kLongrope);
 }
 
 json config_to_hf(const ModelConfig& c) {

@@ -18,4 +18,10 @@ ModelConfig config_from_hf(const nlohmann::json& config, const std::string& sour
 // ConfigError saying which setting has none.
 nlohmann::json config_to_hf(const ModelConfig& config);
 
+// Whether the model's Hugging Face files are Phi-3's (Phi3ForCausalLM: q, k, v in one qkv_proj,
+// gate and up in one gate_up_proj): imported from them, or rotating part of each head, or
+// scaled by longrope, which Hugging Face has for Phi-3 alone. Export's model type and tensor
+// table both ask this.
+bool hf_phi3_layout(const ModelConfig& config);
+
 }  // namespace zoo

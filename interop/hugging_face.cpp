@@ -42,8 +42,10 @@ struct TensorMaps {
 };
 
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: separate q/k/v (k and v narrower
-// under grouped-query attention) into zoo's fused projection.
+// under grouped-query attention) into zoo's fused projection. Phi3ForCausalLM: q/k/v fused as
+// zoo's are, gate and up fused where zoo's are apart.
 void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
+  const bool phi3 = hf_phi3_layout(c);
   const int64_t hd = c.resolved_head_dim(), kv_rows = (c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * hd;
   const std::vector<int64_t> qkv_rows = {c.n_heads * hd, kv_rows, kv_rows};
   m.add("token_embedding.weight", {"model.embed_tokens.weight"});
@@ -55,13 +57,22 @@ void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
       m.maps.push_back({z + "self_attn.qkv" + kind, {a + "q_proj" + kind, a + "k_proj" + kind, a + "v_proj" + kind},
                         false, qkv_rows});
     };
-    qkv(".weight");
-    if (c.bias || c.qkv_bias) qkv(".bias");
+    if (phi3) {
+      m.add(z + "self_attn.qkv.weight", {a + "qkv_proj.weight"});
+    } else {
+      qkv(".weight");
+      if (c.bias || c.qkv_bias) qkv(".bias");
+    }
     m.weights(z + "self_attn.out", a + "o_proj", c.bias);
     if (c.qk_norm) m.weights(z + "self_attn.q_norm", a + "q_norm", false), m.weights(z + "self_attn.k_norm", a + "k_norm", false);
     m.weights(z + "ff_norm", h + "post_attention_layernorm", false);
-    m.weights(z + "ff.gate", h + "mlp.gate_proj", c.bias);
-    m.weights(z + "ff.up", h + "mlp.up_proj", c.bias);
+    if (phi3) {
+      m.maps.push_back({z + "ff.gate.weight", {h + "mlp.gate_up_proj.weight"}, false, {}, 0, 2});
+      m.maps.push_back({z + "ff.up.weight", {h + "mlp.gate_up_proj.weight"}, false, {}, 1, 2});
+    } else {
+      m.weights(z + "ff.gate", h + "mlp.gate_proj", c.bias);
+      m.weights(z + "ff.up", h + "mlp.up_proj", c.bias);
+    }
     m.weights(z + "ff.down", h + "mlp.down_proj", c.bias);
   }
   m.weights("final_norm", "model.norm", false);
@@ -339,14 +350,24 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
       check_finite(*t, dir + ": tensor '" + found + "'");
       ++parts_read, bf16_parts += t->scalar_type() == torch::kBFloat16;
       parts.push_back(map.transpose ? t->t() : *t);
+      if (map.of > 1) {
+        if (t->dim() == 0 || t->size(0) % map.of != 0) {
+          throw std::runtime_error(dir + ": tensor '" + found + "' has shape " + shape(*t) + ", not " +
+                                   std::to_string(map.of) + " equal blocks of rows");
+        }
+        parts.back() = parts.back().chunk(map.of, 0)[static_cast<size_t>(map.block)];
+      }
     }
     if (parts.size() != map.hf.size()) continue;
     const auto value = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
     if (value.sizes() != target->sizes()) {
       std::string names;
       for (const auto& n : map.hf) names += (names.empty() ? "" : " + ") + n;
-      throw std::runtime_error(dir + ": tensor '" + names + "' has shape " + shape(value) + " but zoo's " + map.zoo +
-                               " needs " + shape(*target) + (map.transpose ? " (after transposing Conv1D)" : ""));
+      throw std::runtime_error(dir + ": tensor '" + names + "' has shape " + shape(value) +
+                               (map.of > 1 ? " in block " + std::to_string(map.block + 1) + " of " + std::to_string(map.of)
+                                           : std::string()) +
+                               " but zoo's " + map.zoo + " needs " + shape(*target) +
+                               (map.transpose ? " (after transposing Conv1D)" : ""));
     }
     target->copy_(value.to(target->dtype()));
   }
@@ -383,16 +404,24 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
     // Buffers drawn at random (performer features) travel too, in float32 whatever `dtype`.
     for (const auto& b : model.module()->named_buffers()) out[b.key()] = b.value().detach().to(torch::kCPU).contiguous();
   }
+  std::map<std::string, std::vector<torch::Tensor>> blocks;  // tensors made of several parameters
   for (const auto& map : uses_zoo_layout(c) ? std::vector<HfTensorMap>{} : hf_tensor_maps(c)) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
     const auto value = source->detach().to(torch::kCPU, dtype);
+    if (map.of > 1) {
+      auto& parts = blocks[map.hf.at(0)];
+      parts.resize(static_cast<size_t>(map.of));
+      parts[static_cast<size_t>(map.block)] = value;
+      continue;
+    }
     const auto parts = map.rows.empty() ? value.chunk(static_cast<int64_t>(map.hf.size()), 0)
                                         : value.split_with_sizes(map.rows, 0);
     for (size_t i = 0; i < map.hf.size(); ++i) {
       out[map.hf[i]] = (map.transpose ? parts[i].t() : parts[i]).contiguous();
     }
   }
+  for (const auto& [name, parts] : blocks) out[name] = torch::cat(parts, 0).contiguous();
   // Readers that expect the tied decoder of a BERT masked-LM head find it.
   if (model.config.family == Family::kBert &&
       (model.config.head == BertHead::kMaskedLM || model.config.head == BertHead::kPretraining)) {

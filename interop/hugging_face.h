@@ -23,12 +23,15 @@ namespace zoo {
 
 // One zoo parameter made of Hugging Face tensors: concatenated along rows, each transposed
 // first when `transpose` (Conv1D). `rows` gives each part's rows where they differ (grouped-
-// query q, k, v); empty for equal parts.
+// query q, k, v); empty for equal parts. Or the other way: with `of` > 1, the parameter is block
+// `block` of `of` equal row blocks of the one tensor in `hf` (Phi-3's gate_up_proj holds gate
+// then up).
 struct HfTensorMap {
   std::string zoo;
   std::vector<std::string> hf;
   bool transpose = false;
   std::vector<int64_t> rows;
+  int64_t block = 0, of = 1;
 };
 
 // The table export_hf writes `config` by (the base model under its head's prefix: GPT2LMHeadModel's

@@ -37,24 +37,31 @@ std::string without_suffix(const std::string& name, const std::string& suffix) {
 
 std::string leaf(const std::string& module) { return module.substr(module.rfind('.') + 1); }
 
-// Where one Hugging Face tensor of a table entry sits in zoo's parameter: its first row and rows.
+// Rows shared by a Hugging Face tensor and a zoo parameter of one table entry: the parameter's
+// rows start .. start + rows are the tensor's offset .. offset + rows, of its total_rows.
 struct HfSlice {
   const HfTensorMap* map = nullptr;
-  int64_t start = 0, rows = 0;
+  int64_t start = 0, rows = 0, offset = 0, total_rows = 0;
 };
 
-// Every Hugging Face weight the table names, with the rows of zoo's parameter it holds.
-std::map<std::string, HfSlice> hf_slices(const std::vector<HfTensorMap>& maps, const torch::nn::Module& module) {
+// Every Hugging Face weight the table names, with the rows it shares with each zoo parameter:
+// one slice each, or one per block (Phi-3's gate_up_proj: gate's and up's).
+std::multimap<std::string, HfSlice> hf_slices(const std::vector<HfTensorMap>& maps, const torch::nn::Module& module) {
   auto params = module.named_parameters();
-  std::map<std::string, HfSlice> out;
+  std::multimap<std::string, HfSlice> out;
   for (const auto& map : maps) {
     const auto* param = params.find(map.zoo);
     if (param == nullptr) continue;
+    if (map.of > 1) {
+      const int64_t rows = param->size(0);
+      out.emplace(map.hf.at(0), HfSlice{&map, 0, rows, map.block * rows, map.of * rows});
+      continue;
+    }
     const int64_t n = static_cast<int64_t>(map.hf.size());
     int64_t start = 0;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t rows = map.rows.empty() ? param->size(0) / n : map.rows[static_cast<size_t>(i)];
-      out[map.hf[static_cast<size_t>(i)]] = {&map, start, rows};
+      out.emplace(map.hf[static_cast<size_t>(i)], HfSlice{&map, start, rows, 0, rows});
       start += rows;
     }
   }
@@ -176,15 +183,19 @@ ExportedModules exported_modules(const Model& model, const std::vector<HfTensorM
     std::string hf;
     HfSlice slice;
     for (const auto& name : map.hf) {
-      const HfSlice& s = slices.at(name);
-      if (s.start <= o.row_offset() && o.row_offset() + o.rows() <= s.start + s.rows) hf = name, slice = s;
+      for (auto [it, last] = slices.equal_range(name); it != last; ++it) {
+        const HfSlice& s = it->second;
+        if (s.map == &map && s.start <= o.row_offset() && o.row_offset() + o.rows() <= s.start + s.rows) {
+          hf = name, slice = s;
+        }
+      }
     }
     TORCH_CHECK(!hf.empty(), "peft: ", a.name, " spans several Hugging Face tensors");
     out.transposed = out.transposed || map.transpose;
     auto& module = out.modules[without_suffix(hf, ".weight")];
-    module.out_rows = slice.rows;
-    module.pieces.push_back({o.row_offset() - slice.start, o.rows(), a.adapter->A.detach().cpu().to(torch::kFloat),
-                             a.adapter->B.detach().cpu().to(torch::kFloat)});
+    module.out_rows = slice.total_rows;
+    module.pieces.push_back({o.row_offset() - slice.start + slice.offset, o.rows(),
+                             a.adapter->A.detach().cpu().to(torch::kFloat), a.adapter->B.detach().cpu().to(torch::kFloat)});
   }
   return out;
 }
@@ -399,7 +410,7 @@ std::map<std::string, torch::Tensor> trained_base_tensors(const AdapterWeights& 
                                                           const torch::OrderedDict<std::string, torch::Tensor>& params) {
   std::map<std::string, std::string> zoo_of_hf;
   for (const auto& m : maps)
-    if (m.hf.size() == 1) zoo_of_hf[m.hf[0]] = m.zoo;
+    if (m.hf.size() == 1 && m.of == 1) zoo_of_hf[m.hf[0]] = m.zoo;
   std::map<std::string, torch::Tensor> trained;
   for (const auto& [name, value] : weights.saved) {
     const auto found = zoo_of_hf.find(name);
@@ -429,27 +440,29 @@ std::vector<PartUpdate> part_updates(Model& model, const std::vector<HfTensorMap
   for (const auto& [module, a] : weights.adapters) {
     const std::string where = weights.path + ": " + kPrefix + module;
     if (!a.A.defined() || !a.B.defined()) throw std::runtime_error(where + ": lora_A and lora_B must both be there");
-    const auto slice = slices.find(module + ".weight");
-    if (slice == slices.end()) {
+    const auto [first, last] = slices.equal_range(module + ".weight");
+    if (first == last) {
       throw std::runtime_error(where + ": no such module in this " + to_string(model.config.family) + " model");
     }
-    const HfSlice& s = slice->second;
-    const int64_t in = params[s.map->zoo].size(1);
+    const int64_t in = params[first->second.map->zoo].size(1), out_rows = first->second.total_rows;
     const int64_t r_m = a.A.size(0);
-    if (a.A.dim() != 2 || a.B.dim() != 2 || a.A.size(1) != in || a.B.size(0) != s.rows || a.B.size(1) != r_m) {
+    if (a.A.dim() != 2 || a.B.dim() != 2 || a.A.size(1) != in || a.B.size(0) != out_rows || a.B.size(1) != r_m) {
       throw std::runtime_error(where + ": lora_A " + c10::str(a.A.sizes()) + " and lora_B " + c10::str(a.B.sizes()) +
-                               " do not fit the module (" + std::to_string(s.rows) + " x " + std::to_string(in) +
+                               " do not fit the module (" + std::to_string(out_rows) + " x " + std::to_string(in) +
                                ") at one rank");
     }
     const double scale = config.scale_of(module, r_m);
     *rank = std::max(*rank, r_m);
-    const auto& weight = params[s.map->zoo];
     bool any = false;
-    for (const auto& p : projections) {
-      if (!p.part.projection->weight.is_same(weight)) continue;
-      if (p.part.row_offset < s.start || p.part.row_offset + p.part.rows > s.start + s.rows) continue;
-      updates.push_back({p.name, a.A, a.B.narrow(0, p.part.row_offset - s.start, p.part.rows), scale});
-      any = true;
+    for (auto it = first; it != last; ++it) {
+      const HfSlice& s = it->second;
+      const auto& weight = params[s.map->zoo];
+      for (const auto& p : projections) {
+        if (!p.part.projection->weight.is_same(weight)) continue;
+        if (p.part.row_offset < s.start || p.part.row_offset + p.part.rows > s.start + s.rows) continue;
+        updates.push_back({p.name, a.A, a.B.narrow(0, p.part.row_offset - s.start + s.offset, p.part.rows), scale});
+        any = true;
+      }
     }
     if (!any) throw std::runtime_error(where + ": zoo cannot adapt this module");
   }
@@ -479,7 +492,7 @@ void export_peft(const Model& model, const std::string& dir) {
   std::set<std::string> to_save;
   for (const auto& zoo_name : model.lora->trained) {
     const auto found = by_zoo.find(zoo_name);
-    if (found == by_zoo.end() || found->second->hf.size() != 1) {
+    if (found == by_zoo.end() || found->second->hf.size() != 1 || found->second->of != 1) {
       throw std::runtime_error("--adapters-only: " + zoo_name + " was trained in full and has no Hugging Face tensor");
     }
     tensors[kPrefix + found->second->hf[0]] =

@@ -137,6 +137,7 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
           {"head_dim", c.resolved_head_dim()},
           {"max_positions", c.max_positions},
           {"window", c.window.value_or(0)},
+          {"rope_trained_positions", c.rope_scaling.original_max_positions},
           {"pad_id", c.pad_id},
           {"decoder_start_id", c.decoder_start_id},
           {"norm", to_string(c.norm)},
@@ -162,7 +163,9 @@ std::map<std::string, torch::Tensor> position_tables(const ModelConfig& c, Posit
     case PositionKind::kSinusoidal: return {{"sinusoidal_table", positions.sinusoidal->forward(torch::arange(n))}};
     case PositionKind::kRope: {
       auto [cos, sin] = rotary_table(rotary_options(c), n);
-      return {{"rope_cos", cos}, {"rope_sin", sin}};
+      if (c.rope_scaling.kind != RopeScalingKind::kLongrope) return {{"rope_cos", cos}, {"rope_sin", sin}};
+      auto [long_cos, long_sin] = rotary_table(rotary_options(c), n, /*long_factors=*/true);
+      return {{"rope_cos", cos}, {"rope_sin", sin}, {"rope_long_cos", long_cos}, {"rope_long_sin", long_sin}};
     }
     case PositionKind::kAlibi: return {{"alibi_slopes", positions.alibi->slopes()}};
     case PositionKind::kRelative: {

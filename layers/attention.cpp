@@ -86,6 +86,7 @@ void AttentionImpl::reset() {
   if (options.rope()) {
     rotary = register_module(
         "rotary", RotaryEmbedding(RotaryEmbeddingOptions(hd)
+                                      .rotary_dim(options.rotary_dim())
                                       .base(options.rope_base())
                                       .layout(options.rope_layout())
                                       .scaling(options.rope_scaling())));

@@ -54,6 +54,7 @@ struct AttentionOptions {
   TORCH_ARG(double, rope_base) = 10000.0;
   TORCH_ARG(RopeLayout, rope_layout) = RopeLayout::kHalf;
   TORCH_ARG(RopeScaling, rope_scaling) = {};
+  TORCH_ARG(int64_t, rotary_dim) = 0;  // the first features of each head rotated; 0 = all (Phi-3 rotates part)
   // Which kernel runs (layers/attention_path.h): auto chooses per call between LibTorch's fused
   // kernel and zoo's tiled one; math is the explicit path tests compare against.
   TORCH_ARG(AttentionBackend, backend) = AttentionBackend::kAuto;

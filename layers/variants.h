@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/enum_names.h"
 
@@ -24,8 +25,10 @@ enum class RopeLayout { kHalf, kInterleaved };
 // every frequency divided by the factor (Chen et al., 2023, position interpolation); llama3:
 // LLaMA 3.1's rule, long wavelengths divided by the factor, short ones kept, a blend between;
 // yarn: YaRN (Peng et al., 2023), a ramp between the two by rotations in the trained context,
-// and the rotations scaled by an attention factor (long-context Qwen, DeepSeek).
-enum class RopeScalingKind { kNone, kLinear, kLlama3, kYarn };
+// and the rotations scaled by an attention factor (long-context Qwen, DeepSeek); longrope:
+// LongRoPE (Ding et al., 2024; Phi-3, Phi-4-mini), each frequency divided by its own searched
+// factor, one list for forwards within the trained context and one for forwards past it.
+enum class RopeScalingKind { kNone, kLinear, kLlama3, kYarn, kLongrope };
 // Which attention kernel runs (layers/attention_path.h chooses): auto picks per call among
 // LibTorch's fused kernel and zoo's tiled one; fused always takes LibTorch's scaled-dot-product
 // kernel; tiled always zoo's (an error where it cannot run); math the explicit (T, T) path,
@@ -54,7 +57,7 @@ ZOO_ENUM_NAMES(PositionKind, "position",
 ZOO_ENUM_NAMES(RopeLayout, "rope_layout", {"half", RopeLayout::kHalf}, {"interleaved", RopeLayout::kInterleaved});
 ZOO_ENUM_NAMES(RopeScalingKind, "rope_scaling",
                {"none", RopeScalingKind::kNone}, {"linear", RopeScalingKind::kLinear}, {"llama3", RopeScalingKind::kLlama3},
-               {"yarn", RopeScalingKind::kYarn});
+               {"yarn", RopeScalingKind::kYarn}, {"longrope", RopeScalingKind::kLongrope});
 ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
                {"auto", AttentionBackend::kAuto}, {"fused", AttentionBackend::kFused},
                {"tiled", AttentionBackend::kTiled}, {"math", AttentionBackend::kMath});
@@ -70,17 +73,30 @@ bool is_gated(Activation a);
 // (layers/rotary.h: rope_inverse_frequencies). Defaults are LLaMA 3.1's except the factor.
 struct RopeScaling {
   RopeScalingKind kind = RopeScalingKind::kNone;
-  double factor = 1.0;           // linear, llama3, yarn: how many times the trained context is stretched
+  double factor = 1.0;  // linear, llama3, yarn, longrope: how many times the trained context is stretched
   double low_freq_factor = 1.0;  // llama3: wavelengths over original_max_positions / this are scaled
   double high_freq_factor = 4.0;  // llama3: wavelengths under original_max_positions / this are kept
-  int64_t original_max_positions = 8192;  // llama3, yarn: the context length the model was trained at
+  int64_t original_max_positions = 8192;  // llama3, yarn, longrope: the context length the model was trained at
   double beta_fast = 32.0;  // yarn: frequencies turning more than this often in the trained context are kept
   double beta_slow = 1.0;   // yarn: ... less than this often, divided by the factor; a ramp between
-  double attention_factor = 0.0;  // yarn: cos and sin times this; 0: 0.1 ln(factor) + 1, as the paper
-  bool truncate = true;           // yarn: the ramp's ends rounded outward to whole dimensions
+  // yarn, longrope: cos and sin times this; 0: yarn's 0.1 ln(factor) + 1, longrope's
+  // sqrt(1 + ln(factor) / ln(original_max_positions)), as their papers
+  double attention_factor = 0.0;
+  bool truncate = true;  // yarn: the ramp's ends rounded outward to whole dimensions
+  // longrope: one divisor per rotated pair; the long ones for a forward whose positions go past
+  // original_max_positions, the short ones otherwise.
+  std::vector<double> short_factor, long_factor;
 };
 
-// What cos and sin are multiplied by: yarn's attention factor, else 1.
+// Whether a forward over positions 0 .. n - 1 takes longrope's long factors (transformers'
+// longrope_frequency_update: the largest position of the call past the trained context).
+bool uses_long_factors(const RopeScaling& scaling, int64_t n);
+// Whether a sequence growing from n - 1 to n positions starts taking longrope's long factors:
+// the keys cached so far were rotated by the short ones, and the sequence is read again whole
+// (transformers' Phi-3 drops its cache at that step, so that every key takes the long factors).
+bool rereads_at(const RopeScaling& scaling, int64_t n);
+
+// What cos and sin are multiplied by: yarn's and longrope's attention factor, else 1.
 double rope_attention_factor(const RopeScaling& scaling);
 
 // Empty when `scaling` is consistent, else what is wrong, naming the config keys (rope_scaling,

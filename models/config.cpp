@@ -1,6 +1,7 @@
 #include "models/config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +44,34 @@ yaml::Field<C> enum_field(std::string name, E C::*member, std::string doc, bool 
             }
           },
           [member](const C& c) { return to_string(c.*member); }};
+}
+
+// A list of numbers, written back exactly (the shortest text that reads back the same double).
+template <typename C>
+yaml::Field<C> number_list_field(std::string name, std::vector<double> C::*member, std::string doc) {
+  return {std::move(name), "list of numbers", std::move(doc), false,
+          [member](C& c, const YAML::Node& n) {
+            if (!n.IsSequence()) throw BadValue{"a list of numbers"};
+            std::vector<double> values;
+            for (const auto& item : n) {
+              try {
+                values.push_back(as_double(item));
+              } catch (const BadValue&) {
+                throw BadValue{"a list of numbers (item " + std::to_string(values.size() + 1) + " is '" +
+                               scalar_text(item) + "')"};
+              }
+            }
+            c.*member = std::move(values);
+          },
+          [member](const C& c) {
+            std::string out = "[";
+            for (const double v : c.*member) {
+              char text[32];
+              const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+              out += (out.size() > 1 ? ", " : "") + std::string(text, end);
+            }
+            return out + "]";
+          }};
 }
 
 // A key of the RoPE scaling group, kept in ModelConfig::rope_scaling as the rotary layer takes it.
@@ -88,7 +117,7 @@ const std::vector<Field>& fields() {
     f.push_back(rope_scaling_field(enum_field("rope_scaling", &RopeScaling::kind,
                                               "rope: frequency scaling for contexts past the trained one")));
     f.push_back(rope_scaling_field(double_field("rope_scaling_factor", &RopeScaling::factor,
-                                                "rope_scaling linear, llama3, yarn: context stretch factor")));
+                                                "rope_scaling linear, llama3, yarn, longrope: context stretch factor")));
     f.push_back(rope_scaling_field(double_field(
         "rope_low_freq_factor", &RopeScaling::low_freq_factor,
         "rope_scaling llama3: wavelengths over rope_original_max_positions / this are scaled")));
@@ -96,17 +125,28 @@ const std::vector<Field>& fields() {
         "rope_high_freq_factor", &RopeScaling::high_freq_factor,
         "rope_scaling llama3: wavelengths under rope_original_max_positions / this are kept")));
     f.push_back(rope_scaling_field(int_field("rope_original_max_positions", &RopeScaling::original_max_positions,
-                                             "rope_scaling llama3, yarn: the context length trained at")));
+                                             "rope_scaling llama3, yarn, longrope: the context length trained at")));
     f.push_back(rope_scaling_field(double_field(
         "rope_beta_fast", &RopeScaling::beta_fast,
         "rope_scaling yarn: frequencies turning more often than this in the trained context are kept")));
     f.push_back(rope_scaling_field(double_field(
         "rope_beta_slow", &RopeScaling::beta_slow,
         "rope_scaling yarn: frequencies turning less often than this are divided by the factor")));
-    f.push_back(rope_scaling_field(double_field("rope_attention_factor", &RopeScaling::attention_factor,
-                                                "rope_scaling yarn: cos and sin times this; 0: 0.1 ln(factor) + 1")));
+    f.push_back(rope_scaling_field(double_field(
+        "rope_attention_factor", &RopeScaling::attention_factor,
+        "rope_scaling yarn, longrope: cos and sin times this; 0: the paper's (yarn 0.1 ln(factor) + 1, longrope "
+        "sqrt(1 + ln(factor) / ln(rope_original_max_positions)))")));
     f.push_back(rope_scaling_field(bool_field("rope_truncate", &RopeScaling::truncate,
                                               "rope_scaling yarn: round the ramp's ends outward")));
+    f.push_back(rope_scaling_field(number_list_field(
+        "rope_short_factor", &RopeScaling::short_factor,
+        "rope_scaling longrope: each rotated pair's frequency divisor within the trained context")));
+    f.push_back(rope_scaling_field(number_list_field(
+        "rope_long_factor", &RopeScaling::long_factor,
+        "rope_scaling longrope: the divisors for a forward reaching past rope_original_max_positions")));
+    f.push_back(int_field("rotary_dim", &ModelConfig::rotary_dim,
+                          "rope: the features of each head rotated (the first ones; Phi-3's partial_rotary_factor "
+                          "x head_dim); 0 = all"));
     f.push_back(int_field("relative_buckets", &ModelConfig::relative_buckets,
                           "relative: number of position buckets"));
     f.push_back(int_field("relative_max_distance", &ModelConfig::relative_max_distance,
@@ -169,6 +209,9 @@ const std::vector<Field>& fields() {
                            "biases on the query, key and value projections only (Qwen2), with bias: false"));
     f.push_back(bool_field("qk_norm", &ModelConfig::qk_norm,
                            "the model's norm over each query and key head, before rotary positions (Qwen3)"));
+    f.push_back(bool_field("hf_fused_projections", &ModelConfig::hf_fused_projections,
+                           "Hugging Face layout: q, k, v as one qkv_proj and gate, up as one gate_up_proj "
+                           "(Phi-3); set by import-hf"));
     f.push_back(bool_field("tie_embeddings", &ModelConfig::tie_embeddings,
                            "output head shares the token embedding matrix"));
     f.push_back(bool_field("scale_embeddings", &ModelConfig::scale_embeddings,
@@ -214,6 +257,18 @@ void validate_positions(const ModelConfig& c, const Fail& fail) {
       fail("position rope needs an even head dimension, got " + std::to_string(c.resolved_head_dim()));
     }
     if (!(c.rope_base > 1.0)) fail("rope_base (" + format_double(c.rope_base) + ") must be > 1");
+    const int64_t rotated = c.rotary_dim > 0 ? c.rotary_dim : c.resolved_head_dim();
+    if (c.rotary_dim < 0 || rotated % 2 != 0 || rotated > c.resolved_head_dim()) {
+      fail("rotary_dim (" + std::to_string(c.rotary_dim) + ") must be even and at most the head dimension (" +
+           std::to_string(c.resolved_head_dim()) + "), or 0 for all of it");
+    }
+    if (c.rope_scaling.kind == RopeScalingKind::kLongrope &&
+        static_cast<int64_t>(c.rope_scaling.short_factor.size()) != rotated / 2) {
+      fail("rope_short_factor and rope_long_factor hold " + std::to_string(c.rope_scaling.short_factor.size()) +
+           " factors; rope_scaling longrope needs one per rotated pair (" + std::to_string(rotated / 2) + ")");
+    }
+  } else if (c.rotary_dim != 0) {
+    fail("rotary_dim applies to position rope, not " + to_string(c.position));
   } else if (c.rope_scaling.kind != RopeScalingKind::kNone) {
     fail("rope_scaling " + to_string(c.rope_scaling.kind) + " applies to position rope, not " + to_string(c.position));
   }
@@ -384,6 +439,9 @@ void ModelConfig::validate(const std::string& source) const {
   fraction("dropout", dropout);
   fraction("attention_dropout", attention_dropout);
   validate_positions(*this, fail);
+  if (hf_fused_projections && (family != Family::kGpt || position != PositionKind::kRope)) {
+    fail("hf_fused_projections (Phi-3's qkv_proj and gate_up_proj) is for family gpt with position rope");
+  }
   if (qk_norm && family != Family::kGpt) fail("qk_norm (Qwen3's norms over query and key heads) is for family gpt");
   if (qk_norm && has_recurrent_layers()) {
     fail("qk_norm normalises softmax attention's query and key heads; attention_layers has linear layers");
@@ -477,7 +535,9 @@ ModelConfig load_config(const std::string& path) {
   return parse_config(buffer.str(), path);
 }
 
-void apply_override(ModelConfig& config, const std::string& assignment, const std::string& source) {
+namespace {
+
+void set_override(ModelConfig& config, const std::string& assignment, const std::string& source) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError(source + ": expected key=value, got '" + assignment + "'");
@@ -495,7 +555,18 @@ void apply_override(ModelConfig& config, const std::string& assignment, const st
     throw ConfigError(source + ": family cannot be overridden (it sets every default)");
   }
   set_field(config, *field, value, source);
+}
+
+}  // namespace
+
+void apply_override(ModelConfig& config, const std::string& assignment, const std::string& source) {
+  set_override(config, assignment, source);
   config.validate(source);
+}
+
+void apply_overrides(ModelConfig& config, const std::vector<std::string>& assignments, const std::string& source) {
+  for (const auto& a : assignments) set_override(config, a, source + " '" + a + "'");
+  config.validate(source + (assignments.size() == 1 ? " '" + assignments[0] + "'" : "s"));
 }
 
 std::string to_yaml(const ModelConfig& config) {

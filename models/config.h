@@ -66,6 +66,7 @@ struct ModelConfig {
   double rope_base = 10000.0;
   RopeLayout rope_layout = RopeLayout::kHalf;
   RopeScaling rope_scaling;  // contexts longer than trained at (LLaMA 3.1): the rope_scaling* keys
+  int64_t rotary_dim = 0;    // rope: the features of each head rotated, the first ones (Phi-3); 0 = all
   int64_t relative_buckets = 32;
   int64_t relative_max_distance = 128;
   Activation activation = Activation::kGELUTanh;
@@ -87,6 +88,9 @@ struct ModelConfig {
   bool bias = true;               // linear and LayerNorm biases
   bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
   bool qk_norm = false;           // the model's norm (no bias) over each query and key head before RoPE (Qwen3)
+  // Hugging Face's files hold q, k, v as one qkv_proj and gate, up as one gate_up_proj (Phi-3).
+  // Says how import and export name the tensors, not what the model computes.
+  bool hf_fused_projections = false;
   bool tie_embeddings = true;     // output head shares the token embedding
   bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
   bool scale_attention = true;    // scores / sqrt(head_dim); T5 folds it into its init
@@ -148,6 +152,10 @@ ModelConfig parse_config(const std::string& yaml, const std::string& source = "<
 // Applies `key=value` (value parsed as YAML) with the same checks as a file, then validates.
 void apply_override(ModelConfig& config, const std::string& assignment,
                     const std::string& source = "override");
+// Every `key=value` of `assignments`, then validates once: keys that only hold together (longrope's
+// kind and its factors) may come in any order.
+void apply_overrides(ModelConfig& config, const std::vector<std::string>& assignments,
+                     const std::string& source = "override");
 
 // The resolved config as YAML, every field written, loadable by parse_config.
 std::string to_yaml(const ModelConfig& config);

@@ -76,6 +76,10 @@ class GptDecoding : public DecodingModel {
   torch::Tensor step(const torch::Tensor& tokens) override {
     sequence_ = torch::cat({sequence_, tokens}, 1);
     mask_ = torch::cat({mask_, torch::ones({rows(), 1}, mask_.options())}, 1);
+    if (use_cache_ && rereads()) {
+      cache_.clear();
+      return model_->next_token_logits(sequence_, mask_, cache());
+    }
     return model_->next_token_logits(use_cache_ ? tokens : sequence_, mask_, cache());
   }
   void reorder(const torch::Tensor& sources) override {
@@ -87,6 +91,16 @@ class GptDecoding : public DecodingModel {
 
  private:
   KVCache* cache() { return use_cache_ ? &cache_ : nullptr; }
+  // Whether a row's new token is its first past longrope's trained context (layers/variants.h:
+  // rereads_at); each row's positions count from its own first token.
+  bool rereads() const {
+    const auto& scaling = model_->config.rope_scaling;
+    if (scaling.kind != RopeScalingKind::kLongrope) return false;
+    const auto lengths = mask_.sum(1).cpu();
+    for (int64_t i = 0; i < lengths.size(0); ++i)
+      if (rereads_at(scaling, lengths[i].item<int64_t>())) return true;
+    return false;
+  }
   GPT& model_;
   bool use_cache_;
   KVCache cache_;

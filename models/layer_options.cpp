@@ -27,6 +27,7 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .rope_base(config.rope_base)
                        .rope_layout(config.rope_layout)
                        .rope_scaling(config.rope_scaling)
+                       .rotary_dim(config.rotary_dim)
                        .backend(config.attention_backend);
   auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
                           .activation(config.activation)
@@ -70,6 +71,7 @@ std::optional<LinearAttentionOptions> linear_attention_options(const ModelConfig
 
 RotaryEmbeddingOptions rotary_options(const ModelConfig& config) {
   return RotaryEmbeddingOptions(config.resolved_head_dim())
+      .rotary_dim(config.rotary_dim)
       .base(config.rope_base)
       .layout(config.rope_layout)
       .scaling(config.rope_scaling);

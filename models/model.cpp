@@ -139,6 +139,9 @@ std::string describe(const ModelConfig& c) {
   if (c.rope_scaling.kind != RopeScalingKind::kNone) {
     s << " (" << to_string(c.rope_scaling.kind) << " scaling x" << c.rope_scaling.factor << ")";
   }
+  if (c.position == PositionKind::kRope && c.rotary_dim > 0 && c.rotary_dim < c.resolved_head_dim()) {
+    s << " on " << c.rotary_dim << " of " << c.resolved_head_dim() << " features";
+  }
   s << ", activation: " << to_string(c.activation) << ", bias: " << (c.bias ? "yes" : c.qkv_bias ? "q/k/v only" : "no")
     << (c.qk_norm ? ", q/k norms" : "") << ", head: " << (c.tie_embeddings ? "tied" : "untied") << "\n";
   return s.str();

@@ -103,7 +103,10 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
       metrics_(metrics),
       runner_(std::move(model), options_.max_batch, reserved_positions(options_)),
       planner_(PlannerOptions{options_.max_batch, options_.max_queue, options_.prefill_chunk,
-                              {runner_.encoder_decoder(), runner_.config().max_length(), options_.max_context}}) {
+                              {runner_.encoder_decoder(), runner_.config().max_length(), options_.max_context},
+                              uses_long_factors(runner_.config().rope_scaling, runner_.config().max_length())
+                                  ? runner_.config().rope_scaling.original_max_positions
+                                  : 0}) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -306,7 +309,11 @@ void BatchScheduler::decode_step() {
   const auto n = planner_.rows().size();
   std::vector<int64_t> next(n);
   for (size_t i = 0; i < n; ++i) next[i] = row(i).next;
-  const auto logits = runner_.step(next);  // (n, V)
+  auto logits = runner_.step(next);  // (n, V)
+  for (size_t i = 0; i < n; ++i) {
+    const auto r = static_cast<int64_t>(i);
+    if (runner_.rereads(r)) logits[r].copy_(runner_.reread(r, row(i).context)[0]);
+  }
   ++steps_;
   std::vector<DecodingRow> rows;
   for (size_t i = 0; i < n; ++i) rows.push_back(row(i).decoding());

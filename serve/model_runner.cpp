@@ -125,6 +125,19 @@ torch::Tensor ModelRunner::step(const std::vector<int64_t>& tokens) {
   return logits.to(torch::kFloat);
 }
 
+bool ModelRunner::rereads(int64_t row) const {
+  return !encoder_decoder() && rereads_at(model_.config.rope_scaling, positions_.at(static_cast<size_t>(row)));
+}
+
+torch::Tensor ModelRunner::reread(int64_t row, const std::vector<int64_t>& context) {
+  auto read = prefill({&context});
+  const auto positions = static_cast<int64_t>(context.size());
+  if (cache_.seen() < positions) cache_.grow_front(positions - cache_.seen());
+  cache_.place_row(row, max_batch_, read.cache, 0, positions, -1);
+  positions_.at(static_cast<size_t>(row)) = positions;
+  return read.logits;
+}
+
 void ModelRunner::remove_row(int64_t row) {
   const int64_t last = rows() - 1;
   if (row < 0 || row > last) throw std::logic_error("ModelRunner: no row " + std::to_string(row));

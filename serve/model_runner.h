@@ -58,6 +58,12 @@ class ModelRunner {
   int64_t rows() const { return static_cast<int64_t>(positions_.size()); }
   // One decoding step: row i reads `tokens[i]` at its next position. The logits (rows, V) float32.
   torch::Tensor step(const std::vector<int64_t>& tokens);
+  // Whether row `row`'s last step took it past longrope's trained context (layers/variants.h:
+  // rereads_at): its cached keys were rotated by the short factors, and it is read again whole.
+  bool rereads(int64_t row) const;
+  // Row `row` holds `context` (its prompt and every token since) read afresh, as `zoo generate`
+  // reads a sequence at that step: the logits (1, V) float32 after it.
+  torch::Tensor reread(int64_t row, const std::vector<int64_t>& context);
   // Row `row` leaves the batch; the last row moves into it (the planner's move).
   void remove_row(int64_t row);
   // Every row leaves and the cache starts afresh (after a step failed: no row can be trusted).

@@ -39,7 +39,8 @@ StepPlan StepPlanner::plan() {
       continue;
     }
     s.state = SequenceState::kPrefilling;
-    if (chunking && s.prompt_tokens > options_.prefill_chunk) {
+    const bool whole = options_.whole_past > 0 && s.prompt_tokens > options_.whole_past;
+    if (chunking && s.prompt_tokens > options_.prefill_chunk && !whole) {
       chunked_.push_back(id);
     } else {
       plan.prefill.push_back(id);

@@ -34,6 +34,9 @@ struct PlannerOptions {
   int64_t max_queue = 64;     // sequences waiting beyond the rows
   int64_t prefill_chunk = 0;  // a decoder's prompt longer than this is read this many tokens a turn; 0: whole
   ContextLimits limits;       // what fits (inference/prompt_rules.h); its context is the --max-context
+  // A prompt longer than this is read whole, never in chunks: longrope's trained context, past
+  // which every key takes the long factors, which the first chunks could not know. 0: none.
+  int64_t whole_past = 0;
 };
 
 // One turn of the loop, in the order the scheduler runs it.

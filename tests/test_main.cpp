@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -50,12 +51,13 @@ max_positions: 64
 dropout: 0.0
 attention_dropout: 0.0
 )");
-  for (const auto& o : overrides) apply_override(config, o);
+  apply_overrides(config, overrides);
   return config;
 }
 
 ModelConfig at_test_size(ModelConfig c) {
   if (c.vocab_size > 1000) c.vocab_size = 1000;
+  c.pad_id = std::min(c.pad_id, c.vocab_size - 1);  // a real vocabulary's pad (Phi-3's 32000)
   while (c.d_model > 1024) c.d_model /= 2, c.d_ff /= 2;  // heads keep their count, narrower
   if (c.n_layers > 2) c.n_layers = 2;
   if (c.encoder_layers > 2) c.encoder_layers = 2;

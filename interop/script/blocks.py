@@ -163,16 +163,22 @@ def _attend_one_bf16(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tenso
 
 def _rotate(self, x: Tensor, rope: Tuple[Tensor, Tensor]) -> Tensor:
     # RoPE (Su et al., 2021): x (B, H, T, hs) with feature pairs rotated by their position's
-    # angles, pairing the first half with the second ("half") or neighbours ("interleaved")
+    # angles, pairing the first half with the second ("half") or neighbours ("interleaved");
+    # features past the table's width (a partial rotation, Phi-3) pass as they are
     cos, sin = rope[0].to(x.dtype), rope[1].to(x.dtype)
-    half = x.size(-1) // 2
+    half = cos.size(-1)
+    r = x[..., :2 * half]
     if self.rope_layout == "half":
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
-    assert self.rope_layout == "interleaved", "unknown rope_layout " + self.rope_layout
-    pairs = x.reshape(x.size(0), x.size(1), x.size(2), half, 2)
-    x1, x2 = pairs[..., 0], pairs[..., 1]
-    return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).flatten(3)
+        x1, x2 = r[..., :half], r[..., half:]
+        out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
+    else:
+        assert self.rope_layout == "interleaved", "unknown rope_layout " + self.rope_layout
+        pairs = r.reshape(r.size(0), r.size(1), r.size(2), half, 2)
+        x1, x2 = pairs[..., 0], pairs[..., 1]
+        out = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).flatten(3)
+    if 2 * half == x.size(-1):
+        return out
+    return torch.cat([out, x[..., 2 * half:]], -1)
 
 
 def _feed_forward(self, x: Tensor, i: int) -> Tensor:

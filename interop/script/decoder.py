@@ -46,6 +46,11 @@ def generate(self, input_ids: Tensor, max_new_tokens: int = 32, temperature: flo
         # the new token attends to everything so far, at the position after its row's last
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
         positions = positions[:, -1:] + 1
+        if self.positions.rope_long_cos is not None and bool((positions == self.rope_trained_positions).any()):
+            # a row's first token past longrope's trained context: every row read again whole,
+            # its keys rotated by the long factors (models/decoding.cpp does the same)
+            logits = self._logits(self._hidden(out, self._positions(out, mask), 0, mask, cache)[:, -1])
+            continue
         logits = self._logits(self._hidden(token.unsqueeze(1), positions, t + step, mask, cache)[:, -1])
     return out
 

@@ -4,7 +4,10 @@
 # (alibi, relative). Only the tensors of the config's kind are set, the others are None:
 #   learned_embedding_weight (max_positions, D)   the learned table, a parameter
 #   sinusoidal_table (max_positions, D)           layers/positions.cpp's table
-#   rope_cos, rope_sin (max_positions, hs / 2)    layers/rotary.cpp's angles, float32
+#   rope_cos, rope_sin (max_positions, r / 2)     layers/rotary.cpp's angles (r: the rotated
+#                                                 features of a head), float32
+#   rope_long_cos, rope_long_sin                  longrope's, for a call reaching past
+#                                                 rope_trained_positions
 #   alibi_slopes (H)                              layers/position_bias.cpp's slopes, float32
 #   relative_buckets (2 * max_positions - 1)      T5's bucket of each distance key - query, from
 #   relative_relative_attention_bias_weight       -(max_positions - 1) on (position_bias.cpp);
@@ -30,7 +33,7 @@ def embed(self, x: Tensor, positions: Tensor) -> Tensor:
 
 
 def rotary(self, positions: Tensor) -> Optional[Tuple[Tensor, Tensor]]:
-    # positions (B, T) -> cos and sin of their rotation angles, (B, 1, T, hs / 2) float32,
+    # positions (B, T) -> cos and sin of their rotation angles, (B, 1, T, r / 2) float32,
     # gathered once for every layer; None without rotary positions
     cos = self.rope_cos
     sin = self.rope_sin
@@ -38,7 +41,18 @@ def rotary(self, positions: Tensor) -> Optional[Tuple[Tensor, Tensor]]:
         return None
     b, t = positions.size()
     flat = positions.reshape(-1)
-    return cos.index_select(0, flat).view(b, 1, t, -1), sin.index_select(0, flat).view(b, 1, t, -1)
+    short = (cos.index_select(0, flat).view(b, 1, t, -1), sin.index_select(0, flat).view(b, 1, t, -1))
+    long_cos = self.rope_long_cos
+    long_sin = self.rope_long_sin
+    if long_cos is None or long_sin is None:
+        return short
+    # longrope: a row whose positions reach past the trained context takes the long factors
+    # (layers/rotary.cpp decides per row too)
+    row_long = (positions.max(1)[0] + 1 > self.rope_trained_positions).view(b, 1, 1, 1)
+    if not bool(row_long.any()):
+        return short
+    return (torch.where(row_long, long_cos.index_select(0, flat).view(b, 1, t, -1), short[0]),
+            torch.where(row_long, long_sin.index_select(0, flat).view(b, 1, t, -1), short[1]))
 
 
 def attention_bias(self, t: int, k: int, start: int, like: Tensor) -> Optional[Tensor]:

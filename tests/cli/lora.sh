@@ -72,11 +72,27 @@ for m in q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; do
   grep -q "\"$m\"" "$work/llama-lora-peft/adapter_config.json"
 done
 
+# Phi-3: adapters on q and v (parts of the fused qkv_proj) and gate (half of gate_up_proj), over
+# LongRoPE's long factors (the blocks are longer than its trained context of 8).
+hf_dir phi3 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/phi3" --train "$work/slice.txt" --task lm $lora block_size=32 lora.targets=q,v,gate \
+  --run-dir "$work/phi3-lora" > /dev/null 2>&1
+peft_round_trip phi3 "$work/phi3-lora"
+"$python" - "$work/phi3-lora-peft/adapter_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+# q and v: one qkv_proj adapter of rank 8, B block-diagonal; gate: gate_up_proj's first half.
+assert c["target_modules"] == ["gate_up_proj", "qkv_proj"], c
+assert c["rank_pattern"] == {"qkv_proj": 8} and c["alpha_pattern"] == {"qkv_proj": 16.0}, c
+PY
+
 # PEFT's own adapters (get_peft_model, save_pretrained) on GPT-2's c_attn, LLaMA's q, v and
-# down projections and Qwen3's (head norms, head_dim apart) k, o and up import onto zoo's base and
-# export merged to PEFT's merge.
+# down projections, Qwen3's (head norms, head_dim apart) k, o and up and Phi-3's fused qkv_proj
+# and gate_up_proj import onto zoo's base and export merged to PEFT's merge.
 hf_dir qwen3 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
-for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj qwen3:k_proj,o_proj,up_proj; do
+for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj qwen3:k_proj,o_proj,up_proj \
+    phi3:qkv_proj,gate_up_proj; do
   flavor="${flavor_targets%%:*}"
   "$python" "$peft" make "$work/$flavor-hf" "$work/$flavor-made-peft" "${flavor_targets#*:}" 4 8 > /dev/null
   "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | grep -q "LoRA adapters on"

@@ -178,9 +178,12 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
     EXPECT_EQ(stored.at("model.embed_tokens.weight").scalar_type(), dtype);
     const auto params = model.module()->named_parameters();
     const std::string a = "model.layers.1.self_attn.";
+    const bool fused = f.name.rfind("phi3", 0) == 0;  // Phi-3's qkv_proj is zoo's qkv as it is
     const std::vector<std::pair<std::string, std::vector<std::string>>> made_of = {
         {"token_embedding.weight", {"model.embed_tokens.weight"}},
-        {"blocks.1.self_attn.qkv.weight", {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}},
+        {"blocks.1.self_attn.qkv.weight",
+         fused ? std::vector<std::string>{a + "qkv_proj.weight"}
+               : std::vector<std::string>{a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}},
         {"blocks.1.ff.down.weight", {"model.layers.1.mlp.down_proj.weight"}},
         {"final_norm.weight", {"model.norm.weight"}}};
     for (const auto& [zoo, hf] : made_of) {
@@ -228,7 +231,7 @@ INSTANTIATE_TEST_SUITE_P(LlamaFamily, HuggingFace,
                                            Flavor{"llama_tied", false, "fp16"}, Flavor{"mistral"},
                                            Flavor{"mistral", true, "bf16"}, Flavor{"qwen2"},
                                            Flavor{"qwen2", true, "fp16"}, Flavor{"qwen3", false, "bf16"},
-                                           Flavor{"qwen3_yarn"}),
+                                           Flavor{"qwen3_yarn"}, Flavor{"phi3"}, Flavor{"phi3_long", false, "bf16"}),
                          [](const auto& info) { return flavor_id(info.param); });
 
 TEST(HuggingFaceErrors, NameTheTensorTheShapesAndTheKeys) {
@@ -307,15 +310,33 @@ TEST(HuggingFaceErrors, LlamaFamilyNamesTheFileTheKeyAndTheTensor) {
     return error_of([&] { import_hf(dir); });
   };
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
-      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, qwen3, zoo)"},
+      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, qwen3, phi3, zoo)"},
       {[](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; },
        "architecture 'LlamaForSequenceClassification' is not supported for llama (LlamaForCausalLM)"},
       {[](auto& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
-       "rope_scaling.rope_type 'longrope' is not supported (zoo implements default, linear, llama3 and yarn)"},
+       "missing key 'rope_scaling.short_factor'"},
       {[](auto& c) { c["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}}; },
-       "rope_scaling.type 'dynamic' is not supported (zoo implements default, linear, llama3 and yarn)"},
-      {[](auto& c) { c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 1e4}}; },
-       "rope_parameters.rope_type 'longrope' is not supported (zoo implements default, linear, llama3 and yarn)"},
+       "rope_scaling.type 'dynamic' is not supported (zoo implements default, linear, llama3, yarn and longrope)"},
+      {[](auto& c) { c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 1e4}, {"short_factor", {1.0}},
+                                            {"long_factor", "x"}}; },
+       "key 'rope_parameters.long_factor' must be a list of numbers, got \"x\""},
+      {[](auto& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {2.0}}}; },
+       "rope_short_factor and rope_long_factor hold 1 factors; rope_scaling longrope needs one per rotated pair (8)"},
+      {[](auto& c) { c["partial_rotary_factor"] = 0.5; },
+       "partial_rotary_factor 0.5 is not supported for llama (transformers rotates its whole heads; phi3 rotates a "
+       "part)"},
+      {[](auto& c) {
+         c["model_type"] = "phi3", c["architectures"] = {"Phi3ForCausalLM"};
+         c["partial_rotary_factor"] = 0.1; c["rope_scaling"] = nullptr;
+       },
+       "partial_rotary_factor 0.1 rotates 1 of head_dim 16 features; zoo needs an even number from 2 up"},
+      {[](auto& c) {
+         c["model_type"] = "phi3", c["architectures"] = {"Phi3ForCausalLM"};
+         c["resid_pdrop"] = 0.1; c["rope_scaling"] = nullptr;
+       },
+       "resid_pdrop (0.1) with embd_pdrop (0.0) is not supported: zoo has one dropout for both"},
+      {[](auto& c) { c["model_type"] = "phi3", c["architectures"] = {"Phi3ForCausalLM"}; },
+       "rope_scaling.rope_type 'llama3' is not supported for phi3 (default or longrope, as transformers' Phi3Config)"},
       {[](auto& c) { c.erase("hidden_size"); }, "missing key 'hidden_size'"},
       {[](auto& c) { c["rope_scaling"].erase("low_freq_factor"); }, "missing key 'rope_scaling.low_freq_factor'"},
       {[](auto& c) { c["num_attention_heads"] = "4"; }, "key 'num_attention_heads' must be an integer, got \"4\""},
@@ -390,8 +411,10 @@ TEST(HuggingFaceConfig, ReadsEachLlamaFamilySpelling) {
   EXPECT_FALSE(with({{"layer_types", {"full_attention", "full_attention"}}}).window.has_value());
 }
 
-// Hugging Face's config.json of three published models, as on the Hub (meta-llama/Llama-3.2-1B,
-// Qwen/Qwen2-0.5B, mistralai/Mistral-7B-v0.1), less keys that do not describe the architecture.
+// Hugging Face's config.json of published models, as on the Hub (meta-llama/Llama-3.2-1B,
+// Qwen/Qwen2-0.5B, Qwen/Qwen3-0.6B, mistralai/Mistral-7B-v0.1, microsoft/Phi-3-mini-4k-instruct,
+// microsoft/Phi-4-mini-instruct), less keys that do not describe the architecture (and Phi-4-mini's
+// LongRoPE factors, 48 numbers each that do not change the count).
 struct PublishedModel {
   const char* name;     // on the Hub
   int64_t parameters;   // the published count (Hugging Face's model.num_parameters())
@@ -426,6 +449,20 @@ const PublishedModel kPublished[] = {
       "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32,
       "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
       "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 32000})"},
+    {"microsoft/Phi-3-mini-4k-instruct", 3821079552, "phi-3-mini-4k", R"({"architectures": ["Phi3ForCausalLM"],
+      "attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu",
+      "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
+      "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+      "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+      "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16", "vocab_size": 32064})"},
+    {"microsoft/Phi-4-mini-instruct", 3836021760, nullptr, R"({"architectures": ["Phi3ForCausalLM"],
+      "attention_dropout": 0.0, "bos_token_id": 199999, "embd_pdrop": 0.0, "eos_token_id": 199999,
+      "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192,
+      "max_position_embeddings": 131072, "model_type": "phi3", "num_attention_heads": 24, "num_hidden_layers": 32,
+      "num_key_value_heads": 8, "original_max_position_embeddings": 4096, "pad_token_id": 199999,
+      "partial_rotary_factor": 0.75, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+      "sliding_window": 262144, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 200064})"},
 };
 
 // The published parameter counts, from the config alone (nothing is allocated); the shipped
@@ -466,7 +503,8 @@ TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
         << name << " " << (overrides.empty() ? "" : overrides.front());
   }
   for (const char* name : {"gpt-tiny", "gpt2-small", "bert-base", "t5-small", "t5-v1_1-small", "llama-tiny",
-                           "mistral-tiny", "llama-3.2-1b", "qwen2-0.5b", "qwen3-0.6b", "mistral-7b"}) {
+                           "mistral-tiny", "llama-3.2-1b", "qwen2-0.5b", "qwen3-0.6b", "mistral-7b",
+                           "phi-3-mini-4k"}) {
     const auto config = load_config(find_config(name));
     EXPECT_NO_THROW(config_to_hf(config)) << name;
     // The Hugging Face config reads back to the same architecture.

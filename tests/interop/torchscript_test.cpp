@@ -1,5 +1,6 @@
 #include "interop/torchscript.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -36,8 +37,9 @@ double tolerance(torch::ScalarType dtype) {
 // kept: attention kind (heads : kv heads), positions, norms, activation, window, heads.
 ModelConfig shrunk(const std::string& name, const std::vector<std::string>& overrides) {
   ModelConfig c = load_config(find_config(name));
-  for (const auto& o : overrides) apply_override(c, o);
+  apply_overrides(c, overrides);
   c.vocab_size = 97;
+  c.pad_id = std::min<int64_t>(c.pad_id, c.vocab_size - 1);  // a real vocabulary's pad (Phi-3's 32000)
   c.d_model = 32;
   c.head_dim = 8;
   if (c.n_kv_heads == 0) c.n_heads = 4;
@@ -387,6 +389,11 @@ std::vector<Variant> variants() {
   v.push_back({"gpt_no_bias_silu", "gpt-tiny", {"bias=false", "activation=silu"}});
   // YaRN: the script's rotation tables carry the attention factor (layers/rotary.h).
   v.push_back({"llama_yarn", "llama-tiny", {"rope_scaling=yarn", "rope_scaling_factor=4", "rope_original_max_positions=32"}});
+  // Phi-3: half of each head rotated; LongRoPE past a trained context of 8, which generation
+  // crosses (the padded row later), the script reading every row again there as zoo does.
+  v.push_back({"phi3_longrope_partial", "llama-tiny",
+               {"rotary_dim=4", "rope_scaling=longrope", "rope_original_max_positions=8", "rope_short_factor=[1, 1.5]",
+                "rope_long_factor=[3, 9]", "hf_fused_projections=true"}});
   v.push_back({"bert_mlm_no_bias", "bert-tiny", {"bias=false"}});
   // Linear and gated linear attention (layers/linear_attention.h): every layer gated, and hybrids
   // mixing the three kinds (each kind's weights stacked apart), performer features, relu without

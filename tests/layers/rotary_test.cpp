@@ -142,6 +142,61 @@ TEST(RotaryEmbedding, LinearScalingDividesPositions) {
   EXPECT_GT(max_abs_diff(scaled->forward(x, 6), plain->forward(x, 6)), 1e-2);
 }
 
+// A partial rotation (Phi-3's partial_rotary_factor): head_dim 8 with its first 4 features
+// rotated as a head of 4 would be (theta_i = base^(-2i / 4)), the last 4 passed as they are.
+TEST(RotaryEmbedding, PartialRotationTurnsTheFirstFeaturesAlone) {
+  auto x = torch::randn({2, 3, 5, 8}, torch::kDouble);
+  RotaryEmbedding partial(RotaryEmbeddingOptions(8).rotary_dim(4).base(100.0));
+  RotaryEmbedding four(RotaryEmbeddingOptions(4).base(100.0));
+  const auto y = partial->forward(x, 7);
+  EXPECT_TRUE(y.narrow(-1, 4, 4).equal(x.narrow(-1, 4, 4)));
+  EXPECT_LE(max_abs_diff(y.narrow(-1, 0, 4), four->forward(x.narrow(-1, 0, 4).contiguous(), 7)), 1e-12);
+  EXPECT_GT(max_abs_diff(y.narrow(-1, 0, 4), x.narrow(-1, 0, 4)), 1e-2);
+  EXPECT_EQ(rope_inverse_frequencies(RotaryEmbeddingOptions(8).rotary_dim(4).base(100.0)).size(0), 2);
+  EXPECT_EQ(testing::error_of([] { RotaryEmbedding(RotaryEmbeddingOptions(8).rotary_dim(10)); }),
+            "rope: rotary_dim (10) must be even and at most head_dim (8)");
+}
+
+// LongRoPE worked by hand, as transformers' _compute_longrope_parameters: head_dim 4, base 100,
+// theta = (1, 0.1) divided by the short factors (1, 2) or the long ones (4, 8); a trained context
+// of 16 and a factor of 4 make cos and sin times sqrt(1 + ln 4 / ln 16) = sqrt(1.5). A call
+// reaching position 16 (its 17th) takes the long factors at every position; one ending at 15 the
+// short ones; with (B, T) positions, each row as its own positions say.
+TEST(RotaryEmbedding, LongropeDividesByShortOrLongFactorsPerCall) {
+  RopeScaling longrope;
+  longrope.kind = RopeScalingKind::kLongrope, longrope.factor = 4.0, longrope.original_max_positions = 16;
+  longrope.short_factor = {1.0, 2.0}, longrope.long_factor = {4.0, 8.0};
+  const auto options = RotaryEmbeddingOptions(4).base(100.0).scaling(longrope);
+  auto short_theta = rope_inverse_frequencies(options), long_theta = rope_inverse_frequencies(options, true);
+  EXPECT_DOUBLE_EQ(short_theta[1].item<double>(), 0.1 / 2);
+  EXPECT_DOUBLE_EQ(long_theta[0].item<double>(), 1.0 / 4);
+  EXPECT_DOUBLE_EQ(long_theta[1].item<double>(), 0.1 / 8);
+  EXPECT_DOUBLE_EQ(rope_attention_factor(longrope), std::sqrt(1.5));
+  EXPECT_FALSE(uses_long_factors(longrope, 16));
+  EXPECT_TRUE(uses_long_factors(longrope, 17));
+  EXPECT_TRUE(rereads_at(longrope, 17));
+  EXPECT_FALSE(rereads_at(longrope, 18));
+
+  // x = (1, 0, 0, 0): pair 0 is (x0, x2), so the output's x0 is factor * cos(p theta_0).
+  RotaryEmbedding rope(options);
+  auto x = torch::zeros({2, 1, 2, 4}, torch::kDouble);
+  x.select(3, 0).fill_(1.0);
+  const double f = std::sqrt(1.5);
+  auto within = rope->forward(x, 14);  // positions 14, 15
+  EXPECT_NEAR(within[0][0][1][0].item<double>(), f * std::cos(15.0), 1e-6);
+  auto past = rope->forward(x, 15);  // positions 15, 16: both long
+  EXPECT_NEAR(past[0][0][0][0].item<double>(), f * std::cos(15.0 / 4), 1e-6);
+  EXPECT_NEAR(past[0][0][1][0].item<double>(), f * std::cos(16.0 / 4), 1e-6);
+  // Row 0 at 14, 15 (short), row 1 at 15, 16 (long).
+  auto rows = rope->forward(x, torch::tensor({14, 15, 15, 16}).view({2, 2}));
+  EXPECT_NEAR(rows[0][0][1][0].item<double>(), f * std::cos(15.0), 1e-6);
+  EXPECT_NEAR(rows[1][0][0][0].item<double>(), f * std::cos(15.0 / 4), 1e-6);
+  longrope.short_factor = {1.0};
+  EXPECT_EQ(testing::error_of([&] { RotaryEmbedding(RotaryEmbeddingOptions(4).scaling(longrope)); }),
+            "rope: rope_short_factor and rope_long_factor must be lists of one number per rotated pair, of the same "
+            "length (got 1 and 2)");
+}
+
 TEST(RotaryEmbedding, RejectsInconsistentScaling) {
   auto bad = llama3(8, 8192);
   bad.high_freq_factor = 1.0;
@@ -150,7 +205,7 @@ TEST(RotaryEmbedding, RejectsInconsistentScaling) {
   RopeScaling stray;
   stray.factor = 4.0;  // with kind none
   EXPECT_EQ(testing::error_of([&] { rope_inverse_frequencies(RotaryEmbeddingOptions(8).scaling(stray)); }),
-            "rope: rope_scaling_factor (4) applies to rope_scaling linear, llama3 or yarn, not none");
+            "rope: rope_scaling_factor (4) applies to rope_scaling linear, llama3, yarn or longrope, not none");
 }
 
 }  // namespace

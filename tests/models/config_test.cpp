@@ -159,13 +159,30 @@ TEST(ModelConfig, RopeScalingAndQkvBias) {
   EXPECT_TRUE(c.qkv_bias);
   const std::string llama3 = rope + "rope_scaling: llama3\n";
   const std::pair<std::string, std::string> refused[] = {
-      {rope + "rope_scaling: ntk\n", "x.yaml:8: rope_scaling: expected one of: none, linear, llama3, yarn, got 'ntk'"},
+      {rope + "rope_scaling: ntk\n",
+       "x.yaml:8: rope_scaling: expected one of: none, linear, llama3, yarn, longrope, got 'ntk'"},
+      {rope + "rope_short_factor: [1, 2]\n", "x.yaml: rope_short_factor applies to rope_scaling longrope, not none"},
+      {rope + "rope_scaling: longrope\nrope_short_factor: [1, 2, 3, 4]\nrope_long_factor: [1, 2]\n",
+       "x.yaml: rope_short_factor and rope_long_factor must be lists of one number per rotated pair, of the same "
+       "length (got 4 and 2)"},
+      {rope + "rope_scaling: longrope\nrope_short_factor: [1, x]\n",
+       "x.yaml:9: rope_short_factor: expected a list of numbers (item 2 is 'x'), got 'a list'"},
+      {rope + "rope_scaling: longrope\nrope_short_factor: [1, 2, 3, -4]\nrope_long_factor: [1, 2, 3, 4]\n",
+       "x.yaml: rope_short_factor holds -4: each factor must be a positive number"},
+      {rope + "rope_scaling: longrope\nrope_short_factor: [1, 2, 3]\nrope_long_factor: [1, 2, 3]\n",
+       "x.yaml: rope_short_factor and rope_long_factor hold 3 factors; rope_scaling longrope needs one per rotated "
+       "pair (4)"},
+      {rope + "rotary_dim: 10\n", "x.yaml: rotary_dim (10) must be even and at most the head dimension (8), or 0 for all of it"},
+      {rope + "rotary_dim: 3\n", "x.yaml: rotary_dim (3) must be even and at most the head dimension (8), or 0 for all of it"},
+      {std::string(kGood) + "rotary_dim: 4\n", "x.yaml: rotary_dim applies to position rope, not learned"},
+      {std::string(kGood) + "hf_fused_projections: true\n",
+       "x.yaml: hf_fused_projections (Phi-3's qkv_proj and gate_up_proj) is for family gpt with position rope"},
       {llama3 + "rope_beta_fast: 16\n", "x.yaml: rope_beta_fast applies to rope_scaling yarn, not llama3"},
       {rope + "rope_scaling: yarn\nrope_beta_slow: 40\n",
        "x.yaml: rope_beta_fast (32) must exceed rope_beta_slow (40), which must be positive"},
       {std::string(kGood) + "rope_scaling: linear\n", "x.yaml: rope_scaling linear applies to position rope, not learned"},
       {rope + "rope_scaling_factor: 8\n",
-       "x.yaml: rope_scaling_factor (8) applies to rope_scaling linear, llama3 or yarn, not none"},
+       "x.yaml: rope_scaling_factor (8) applies to rope_scaling linear, llama3, yarn or longrope, not none"},
       {rope + "rope_scaling: linear\nrope_low_freq_factor: 2\n",
        "x.yaml: rope_low_freq_factor applies to rope_scaling llama3, not linear"},
       {rope + "rope_scaling: linear\nrope_scaling_factor: 0.5\n",
@@ -177,6 +194,24 @@ TEST(ModelConfig, RopeScalingAndQkvBias) {
        "x.yaml: qkv_bias adds query/key/value biases to a model without biases; bias: true has them already"},
   };
   for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
+}
+
+// LongRoPE's factors and a partial rotation read as written and write back exactly: a factor as a
+// float32 checkpoint stores it keeps every digit.
+TEST(ModelConfig, LongropeFactorsAndPartialRotationRoundTrip) {
+  const std::string yaml = std::string(kGood) +
+                           "position: rope\nrotary_dim: 4\nrope_scaling: longrope\nrope_original_max_positions: 16\n"
+                           "rope_short_factor: [1, 1.0299999713897705]\nrope_long_factor: [4, 8.125]\n";
+  const auto c = parse_config(yaml, "x.yaml");
+  EXPECT_EQ(c.rotary_dim, 4);
+  EXPECT_EQ(c.rope_scaling.kind, RopeScalingKind::kLongrope);
+  EXPECT_EQ(c.rope_scaling.short_factor, (std::vector<double>{1.0, 1.0299999713897705}));
+  EXPECT_EQ(c.rope_scaling.long_factor, (std::vector<double>{4.0, 8.125}));
+  const auto back = parse_config(to_yaml(c), "back.yaml");
+  EXPECT_EQ(back.rope_scaling.short_factor, c.rope_scaling.short_factor);
+  EXPECT_EQ(back.rope_scaling.long_factor, c.rope_scaling.long_factor);
+  EXPECT_EQ(to_yaml(back), to_yaml(c));
+  EXPECT_NE(to_yaml(c).find("rope_short_factor: [1, 1.0299999713897705]"), std::string::npos) << to_yaml(c);
 }
 
 // The weights' size is stated before anything is allocated, with the key that makes it.

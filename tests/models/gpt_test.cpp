@@ -14,7 +14,7 @@ using testing::max_abs_diff;
 // A tiny GPT with spread-out logits (init_std 0.2), so greedy choices are not near-ties.
 GPT tiny_gpt(const std::vector<std::string>& overrides = {}) {
   auto config = testing::tiny_config("gpt", {"init_std=0.2"});
-  for (const auto& o : overrides) apply_override(config, o);
+  apply_overrides(config, overrides);
   GPT model(config);
   model->eval();
   return model;
@@ -111,6 +111,13 @@ INSTANTIATE_TEST_SUITE_P(
                                                 "window=3", "bias=false"}},
                       Variant{"Qwen3HeadNorms", {"position=rope", "norm=rmsnorm", "activation=swiglu", "n_kv_heads=2",
                                                  "head_dim=24", "qk_norm=true", "bias=false"}},
+                      // Phi-3: half of each head rotated, LongRoPE past a trained context of 12, which
+                      // generation crosses (each row at its own step in a padded batch); the raw
+                      // cached passes stay within it, where a cache is the same as a full pass.
+                      Variant{"Phi3LongRope", {"position=rope", "norm=rmsnorm", "activation=swiglu", "n_kv_heads=1",
+                                               "bias=false", "rotary_dim=4", "rope_scaling=longrope",
+                                               "rope_original_max_positions=12", "rope_short_factor=[1, 1.5]",
+                                               "rope_long_factor=[3, 9]"}},
                       Variant{"PostNorm", {"norm_position=post"}},
                       Variant{"LinearElu", {"attention=linear"}},
                       Variant{"LinearPerformer", {"attention=linear", "feature_map=performer", "performer_features=32"}},

@@ -30,10 +30,17 @@ FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
   qwen3       grouped-query attention, an RMSNorm over each query and key head before RoPE,
               head_dim apart from hidden_size / heads, no biases, tied head (its logits_plain:
               the same weights as LLaMA, without the head norms)
+  phi3        fused qkv_proj and gate_up_proj, multi-query attention, 12 of 16 features rotated
+              (partial_rotary_factor 0.75), LongRoPE over a trained context of 8 in transformers
+              4's spelling: the inputs' logits take the short factors, greedy decoding crosses
+              into the long ones
+  phi3_long   the same in transformers 5's rope_parameters with a trained context of 4 (every
+              logit takes the long factors), a stated attention factor, a tied head and a
+              sliding window of 3
 
 The outputs are transformers' (GPT2LMHeadModel, BertModel, BertForMaskedLM,
 BertForSequenceClassification, T5ForConditionalGeneration, LlamaForCausalLM,
-MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM as config.json's architectures name them); nothing here
+MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM as config.json's architectures name them); nothing here
 is shared with zoo.
 """
 import json
@@ -52,7 +59,10 @@ GREEDY_TOKENS = 8
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
 
-LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_yarn")
+LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_yarn", "phi3", "phi3_long")
+# LongRoPE's divisors for Phi-3's 6 rotated pairs: the long ones far apart from the short ones.
+PHI3_SHORT = [1.0, 1.05, 1.1, 1.3, 1.6, 2.0]
+PHI3_LONG = [1.5, 3.0, 6.0, 12.0, 24.0, 48.0]
 
 
 def llama_config(flavor):
@@ -77,6 +87,17 @@ def llama_config(flavor):
         # attention factor it implies, in transformers 5's rope_parameters
         return {**llama_config("qwen3"), "rope_parameters": {
             "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 16}}
+    if flavor == "phi3":
+        return {**base, "model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "num_attention_heads": 2,
+                "num_key_value_heads": 1, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                "original_max_position_embeddings": 8, "tie_word_embeddings": False, "sliding_window": None,
+                "resid_pdrop": 0.0, "embd_pdrop": 0.0, "pad_token_id": 0,
+                "rope_scaling": {"type": "longrope", "short_factor": PHI3_SHORT, "long_factor": PHI3_LONG}}
+    if flavor == "phi3_long":
+        return {**llama_config("phi3"), "original_max_position_embeddings": 4, "tie_word_embeddings": True,
+                "sliding_window": 3, "rope_scaling": None,
+                "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+                                    "short_factor": PHI3_SHORT, "long_factor": PHI3_LONG, "attention_factor": 1.25}}
     if flavor == "qwen3":
         return {**base, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 16,
                 "rope_theta": 1000000.0, "tie_word_embeddings": True, "attention_bias": False,
@@ -124,6 +145,13 @@ def random_weights(flavor, cfg):
             p = f"model.layers.{i}."
             rand(p + "input_layernorm.weight", D, offset=1.0)
             rand(p + "post_attention_layernorm.weight", D, offset=1.0)
+            phi3 = cfg["model_type"] == "phi3"
+            if phi3:  # q, k, v in one projection; gate then up in another
+                rand(p + "self_attn.qkv_proj.weight", (n + 2 * nkv) * hd, D)
+                rand(p + "self_attn.o_proj.weight", D, n * hd)
+                rand(p + "mlp.gate_up_proj.weight", 2 * FF, D)
+                rand(p + "mlp.down_proj.weight", D, FF)
+                continue
             for m, rows, cols in (("q", n * hd, D), ("k", nkv * hd, D), ("v", nkv * hd, D), ("o", D, n * hd)):
                 rand(p + f"self_attn.{m}_proj.weight", rows, cols)
                 if bias[m]:
@@ -296,6 +324,8 @@ def without_feature(flavor, cfg, w):
         return {k: v for k, v in cfg.items() if k != "rope_scaling"}, w
     if flavor == "qwen3_yarn":
         return {**cfg, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}, w
+    if flavor.startswith("phi3"):
+        return {**{k: v for k, v in cfg.items() if k != "rope_parameters"}, "rope_scaling": None}, w
     if flavor == "mistral":
         return {**cfg, "sliding_window": None}, w
     if flavor == "qwen3":

@@ -17,7 +17,7 @@ const Tokenizer& tokenizer() { return testing::shared_tokenizer(); }
 // A decoder, or an encoder-decoder (family t5 or transformer), from a tiny config.
 Model tiny_model(const std::string& family, const std::vector<std::string>& overrides) {
   auto config = testing::tiny_config(family, {"init_std=0.2"});
-  for (const auto& o : overrides) apply_override(config, o);
+  apply_overrides(config, overrides);
   torch::manual_seed(5);
   Model model = build_model(config);
   model.module()->to(torch::kDouble);
@@ -217,6 +217,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"MistralWindow", {"position=rope", "norm=rmsnorm", "n_kv_heads=1", "window=5", "bias=false"}},
                       Variant{"GatedLinear", {"attention=gated_linear"}},
                       Variant{"HybridRope", {"position=rope", "attention_layers=[gated_linear, softmax]"}},
+                      // Phi-3: LongRoPE past a trained context of 12. A row crossing it is read
+                      // again whole, as generate() does; a prompt past it is never chunked.
+                      Variant{"Phi3LongRope", {"position=rope", "norm=rmsnorm", "activation=swiglu", "n_kv_heads=1",
+                                               "bias=false", "rotary_dim=4", "rope_scaling=longrope",
+                                               "rope_original_max_positions=12", "rope_short_factor=[1, 1.5]",
+                                               "rope_long_factor=[3, 9]"}},
                       // Encoder-decoders: the prompt is the source; rows hold their memories too.
                       Variant{"T5", {}, "t5"},
                       Variant{"TransformerSinusoidal", {}, "transformer"}),
