@@ -1,0 +1,124 @@
+#include "layers/mixture_of_experts.h"
+
+#include <stdexcept>
+
+#include <c10/util/StringUtil.h>
+#include <torch/torch.h>
+
+#include "layers/feed_forward.h"
+
+namespace zoo {
+namespace {
+
+void validate(const MixtureOfExpertsOptions& o) {
+  if (o.d_model() <= 0 || o.d_ff() <= 0) {
+    throw std::invalid_argument(c10::str("mixture of experts: d_model (", o.d_model(), ") and d_ff (", o.d_ff(),
+                                         ") must be positive"));
+  }
+  if (o.experts() < 2 || o.top_k() < 1 || o.top_k() > o.experts()) {
+    throw std::invalid_argument(c10::str("mixture of experts: ", o.experts(), " experts with top_k ", o.top_k(),
+                                         " (needs at least 2 experts and 1 <= top_k <= experts)"));
+  }
+  if (!is_gated(o.activation())) {
+    throw std::invalid_argument("mixture of experts: each expert is a gated feed-forward (swiglu, geglu, "
+                                "geglu_tanh), not " + to_string(o.activation()));
+  }
+}
+
+// Expert e's gated feed-forward of the rows of x: down(act(gate x) * up x).
+torch::Tensor expert(const MixtureOfExpertsImpl& m, int64_t e, const torch::Tensor& x) {
+  const auto h = activate(torch::matmul(x, m.gate[e].t()), m.options.activation()) * torch::matmul(x, m.up[e].t());
+  return torch::matmul(h, m.down[e].t());
+}
+
+}  // namespace
+
+MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MixtureOfExpertsOptions& options) : options(options) { reset(); }
+
+void MixtureOfExpertsImpl::reset() {
+  validate(options);
+  const int64_t e = options.experts(), d = options.d_model(), f = options.d_ff();
+  router = register_parameter("router", torch::randn({e, d}) * 0.02);
+  gate = register_parameter("gate", torch::randn({e, f, d}) * 0.02);
+  up = register_parameter("up", torch::randn({e, f, d}) * 0.02);
+  down = register_parameter("down", torch::randn({e, d, f}) * 0.02);
+}
+
+Routing route(const torch::Tensor& router_logits, int64_t top_k, bool normalize) {
+  const auto probs = torch::softmax(router_logits.to(torch::kFloat), -1);
+  auto [weights, experts] = probs.topk(top_k, -1);
+  if (normalize) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  return {experts, weights};
+}
+
+MixtureOfExpertsOutput MixtureOfExpertsImpl::forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.size(-1) == options.d_model(), "mixture of experts: expected (..., ", options.d_model(), "), got ",
+              x.sizes());
+  const int64_t k = options.top_k(), n_experts = options.experts();
+  const auto flat = x.reshape({-1, options.d_model()});
+  const auto logits = torch::matmul(flat, router.t());  // (N, E)
+  const auto routing = route(logits, k, options.normalize_top_k());
+  // The N * k assignments grouped by expert: each group is one gather, three matmuls, one add.
+  const auto expert_of = routing.experts.reshape(-1);
+  const auto order = expert_of.argsort(/*stable=*/true);
+  const auto token_of = order.div(k, "floor");
+  const auto weight_of = routing.weights.reshape(-1).index_select(0, order);
+  const auto counts = torch::bincount(expert_of, {}, n_experts).cpu();  // the groups' sizes, on the host
+  auto out = torch::zeros_like(flat);
+  int64_t start = 0;
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const int64_t n = counts[e].item<int64_t>();
+    if (n == 0) continue;
+    const auto tokens = token_of.narrow(0, start, n);
+    // Weighted in float32 and cast back, as transformers' Mixtral.
+    const auto y = expert(*this, e, flat.index_select(0, tokens)).to(torch::kFloat) *
+                   weight_of.narrow(0, start, n).unsqueeze(1);
+    out.index_add_(0, tokens, y.to(flat.scalar_type()));
+    start += n;
+  }
+  return {out.view(x.sizes()), logits.to(torch::kFloat)};
+}
+
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t top_k,
+                                  const torch::Tensor& token_mask) {
+  TORCH_CHECK(!router_logits.empty(), "load_balancing_loss: no router logits");
+  const int64_t n_experts = router_logits.front().size(-1);
+  const auto device = router_logits.front().device();
+  auto assigned = torch::zeros({n_experts}, torch::dtype(torch::kFloat).device(device));
+  auto probability = torch::zeros({n_experts}, torch::dtype(torch::kFloat).device(device));
+  torch::Tensor rows = torch::zeros({}, torch::dtype(torch::kFloat).device(device));
+  for (const auto& logits : router_logits) {
+    const auto probs = torch::softmax(logits.to(torch::kFloat), -1);  // (N, E)
+    const auto chosen = torch::one_hot(std::get<1>(probs.topk(top_k, -1)), n_experts).to(torch::kFloat);  // (N, k, E)
+    if (token_mask.defined()) {
+      const auto m = token_mask.reshape(-1).to(device, torch::kFloat);
+      assigned = assigned + (chosen * m.view({-1, 1, 1})).sum({0, 1});
+      probability = probability + (probs * m.unsqueeze(1)).sum(0);
+      rows = rows + m.sum();
+    } else {
+      assigned = assigned + chosen.sum({0, 1});
+      probability = probability + probs.sum(0);
+      rows = rows + static_cast<double>(probs.size(0));
+    }
+  }
+  return (assigned / rows * (probability / rows)).sum() * static_cast<double>(n_experts);
+}
+
+torch::Tensor mixture_of_experts_reference(const MixtureOfExpertsImpl& moe, const torch::Tensor& x) {
+  const auto flat = x.reshape({-1, moe.options.d_model()});
+  const auto routing = route(torch::matmul(flat, moe.router.t()), moe.options.top_k(), moe.options.normalize_top_k());
+  std::vector<torch::Tensor> rows;
+  for (int64_t t = 0; t < flat.size(0); ++t) {
+    auto row = torch::zeros({moe.options.d_model()}, flat.options());
+    for (int64_t j = 0; j < moe.options.top_k(); ++j) {
+      const int64_t e = routing.experts[t][j].item<int64_t>();
+      const auto v = flat[t];
+      const auto h = activate(moe.gate[e].mv(v), moe.options.activation()) * moe.up[e].mv(v);
+      row = row + (moe.down[e].mv(h).to(torch::kFloat) * routing.weights[t][j]).to(flat.scalar_type());
+    }
+    rows.push_back(row);
+  }
+  return torch::stack(rows).view(x.sizes());
+}
+
+}  // namespace zoo

@@ -1,0 +1,77 @@
+#pragma once
+// A sparse mixture-of-experts feed-forward (Shazeer et al., 2017; Mixtral, Jiang et al., 2024;
+// Qwen3-MoE): a router scores E experts per token, each token goes to its top k, and its output is
+// the experts' gated feed-forwards weighted by their renormalised (or raw) router probabilities.
+// Computed per expert over the tokens routed to it: one gather, three matmuls and one scatter-add
+// per expert that has tokens, never a loop over tokens nor all E experts over every token.
+//
+// The plain reference, mixture_of_experts_reference, walks token by token and expert by expert;
+// tests/layers/mixture_of_experts_test.cpp compares the two and both with transformers'
+// MixtralSparseMoeBlock and Qwen3MoeSparseMoeBlock.
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include "layers/variants.h"
+
+namespace zoo {
+
+struct MixtureOfExpertsOptions {
+  MixtureOfExpertsOptions(int64_t d_model, int64_t d_ff, int64_t experts, int64_t top_k)
+      : d_model_(d_model), d_ff_(d_ff), experts_(experts), top_k_(top_k) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, d_ff);  // each expert's hidden width
+  TORCH_ARG(int64_t, experts);
+  TORCH_ARG(int64_t, top_k);
+  // Each expert's feed-forward: a gated kind (swiglu in Mixtral and Qwen3-MoE).
+  TORCH_ARG(Activation, activation) = Activation::kSwiGLU;
+  // The top k probabilities divided by their sum (Mixtral always; Qwen3-MoE's norm_topk_prob),
+  // else the softmax's own.
+  TORCH_ARG(bool, normalize_top_k) = true;
+};
+
+struct MixtureOfExpertsOutput {
+  torch::Tensor out;            // the input's shape
+  torch::Tensor router_logits;  // (N, E) for the N tokens, float32: the load-balancing loss reads them
+};
+
+class MixtureOfExpertsImpl : public torch::nn::Cloneable<MixtureOfExpertsImpl> {
+ public:
+  explicit MixtureOfExpertsImpl(const MixtureOfExpertsOptions& options);
+  void reset() override;
+
+  // x: (..., d_model).
+  MixtureOfExpertsOutput forward(const torch::Tensor& x);
+
+  MixtureOfExpertsOptions options;
+  torch::Tensor router;  // (E, d_model)
+  torch::Tensor gate;    // (E, d_ff, d_model): expert e's gate projection is gate[e]
+  torch::Tensor up;      // (E, d_ff, d_model)
+  torch::Tensor down;    // (E, d_model, d_ff)
+};
+TORCH_MODULE(MixtureOfExperts);
+
+// The router's choice for N tokens: each token's top k experts (N, k) and their weights (N, k),
+// from logits (N, E), as transformers' MixtralTopKRouter and Qwen3MoeTopKRouter (softmax in
+// float32, then top k, renormalised when `normalize`).
+struct Routing {
+  torch::Tensor experts, weights;
+};
+Routing route(const torch::Tensor& router_logits, int64_t top_k, bool normalize);
+
+// The Switch Transformer's load-balancing loss over every MoE layer's router logits, as
+// transformers' load_balancing_loss_func: E * sum_e f_e * P_e, where f_e is the share of the top-k
+// assignments that went to expert e and P_e the mean router probability of e, both pooled over the
+// layers and the tokens; `token_mask` (N), when defined, counts real tokens only.
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t top_k,
+                                  const torch::Tensor& token_mask = {});
+
+// The plain reference: token by token, each of its k experts' feed-forward by matrix-vector
+// products, weighted and summed.
+torch::Tensor mixture_of_experts_reference(const MixtureOfExpertsImpl& moe, const torch::Tensor& x);
+
+}  // namespace zoo

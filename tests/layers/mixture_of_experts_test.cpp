@@ -1,0 +1,91 @@
+#include "layers/mixture_of_experts.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::max_abs_diff;
+
+// The grouped computation (one group per expert) equals the token-by-token reference, forward and
+// backward, renormalised top 2 of 6 and the raw top 1 of 4.
+TEST(MixtureOfExperts, GroupedByExpertEqualsTokenByToken) {
+  for (const auto& [experts, top_k, normalize] : {std::tuple{6, 2, true}, std::tuple{4, 1, false}}) {
+    SCOPED_TRACE(c10::str(experts, " experts, top ", top_k));
+    torch::manual_seed(3);
+    MixtureOfExperts moe(MixtureOfExpertsOptions(8, 12, experts, top_k).normalize_top_k(normalize));
+    for (auto& p : moe->parameters()) p.data().mul_(20.0);  // past init's scale: clear routing choices
+    auto x = torch::randn({3, 7, 8}, torch::kDouble).requires_grad_(true);
+    moe->to(torch::kDouble);
+    const auto fast = moe->forward(x);
+    EXPECT_EQ(fast.out.sizes(), x.sizes());
+    EXPECT_EQ(fast.router_logits.sizes(), (std::vector<int64_t>{21, experts}));
+    const auto slow = mixture_of_experts_reference(*moe, x);
+    EXPECT_LE(max_abs_diff(fast.out, slow), 1e-9);
+    const auto probe = torch::randn_like(slow);
+    const auto params = std::vector<torch::Tensor>{x, moe->router, moe->gate, moe->up, moe->down};
+    const auto fast_grads = torch::autograd::grad({(fast.out * probe).sum()}, params);
+    const auto slow_grads = torch::autograd::grad({(slow * probe).sum()}, params);
+    for (size_t i = 0; i < params.size(); ++i) EXPECT_LE(max_abs_diff(fast_grads[i], slow_grads[i]), 1e-9) << i;
+  }
+}
+
+// transformers' MixtralSparseMoeBlock (8 experts, top 2 renormalised) and Qwen3MoeSparseMoeBlock
+// (4 experts, top 1 raw) on the same weights: outputs, router logits, gradients, and
+// load_balancing_loss_func over two layers' logits with and without a padding mask.
+TEST(MixtureOfExperts, MatchesTransformersBlocksAndTheirAuxiliaryLoss) {
+  const auto ref = testing::python_reference("moe_reference.py");
+  for (const auto& [kind, experts, top_k, normalize] :
+       {std::tuple{"mixtral", 8, 2, true}, std::tuple{"qwen3", 4, 1, false}}) {
+    SCOPED_TRACE(kind);
+    const std::string k = kind;
+    MixtureOfExperts moe(MixtureOfExpertsOptions(16, 24, experts, top_k).normalize_top_k(normalize));
+    {
+      torch::NoGradGuard no_grad;
+      moe->router.copy_(ref.at(k + "_router"));
+      moe->gate.copy_(ref.at(k + "_gate"));
+      moe->up.copy_(ref.at(k + "_up"));
+      moe->down.copy_(ref.at(k + "_down"));
+    }
+    auto x = ref.at(k + "_x").clone().requires_grad_(true);
+    const auto result = moe->forward(x);
+    EXPECT_LE(max_abs_diff(result.out, ref.at(k + "_out")), 1e-5);
+    EXPECT_LE(max_abs_diff(result.router_logits, ref.at(k + "_router_logits")), 1e-5);
+    (result.out * ref.at(k + "_probe")).sum().backward();
+    EXPECT_LE(max_abs_diff(x.grad(), ref.at(k + "_dx")), 1e-4);
+    EXPECT_LE(max_abs_diff(moe->gate.grad(), ref.at(k + "_dgate")), 1e-4);
+    EXPECT_LE(max_abs_diff(moe->router.grad(), ref.at(k + "_drouter")), 1e-4);
+    const auto twice = moe->forward(2 * x.detach()).router_logits;
+    const std::vector<torch::Tensor> layers = {result.router_logits.detach(), twice.detach()};
+    EXPECT_NEAR(load_balancing_loss(layers, top_k).item<double>(), ref.at(k + "_aux").item<double>(), 1e-6);
+    EXPECT_NEAR(load_balancing_loss(layers, top_k, ref.at(k + "_mask")).item<double>(),
+                ref.at(k + "_aux_masked").item<double>(), 1e-6);
+  }
+}
+
+// Perfectly balanced routing gives the loss its floor: with every expert equally probable and
+// chosen equally often, E * sum_e (k / E) (1 / E) = k.
+TEST(MixtureOfExperts, BalancedRoutingGivesTheLossItsFloor) {
+  // 4 tokens over 4 experts, top 1: token t prefers expert t by a hair, probabilities all ~1/4.
+  const auto logits = torch::eye(4) * 1e-6;
+  EXPECT_NEAR(load_balancing_loss({logits}, 1).item<double>(), 1.0, 1e-5);
+  // All routed to expert 0 with probability ~1: E * 1 * 1 = 4.
+  const auto collapsed = torch::zeros({4, 4}).index_fill_(1, torch::tensor({0}), 30.0);
+  EXPECT_NEAR(load_balancing_loss({collapsed}, 1).item<double>(), 4.0, 1e-5);
+}
+
+TEST(MixtureOfExperts, RefusesImpossibleOptions) {
+  EXPECT_EQ(testing::error_of([] { MixtureOfExperts(MixtureOfExpertsOptions(8, 12, 4, 5)); }),
+            "mixture of experts: 4 experts with top_k 5 (needs at least 2 experts and 1 <= top_k <= experts)");
+  EXPECT_EQ(testing::error_of([] { MixtureOfExperts(MixtureOfExpertsOptions(8, 12, 4, 2).activation(Activation::kReLU)); }),
+            "mixture of experts: each expert is a gated feed-forward (swiglu, geglu, geglu_tanh), not relu");
+  MixtureOfExperts moe(MixtureOfExpertsOptions(8, 12, 4, 2));
+  EXPECT_NE(testing::error_of([&] { moe->forward(torch::randn({2, 7})); }).find("expected (..., 8), got [2, 7]"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace zoo
