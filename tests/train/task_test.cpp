@@ -101,7 +101,8 @@ INSTANTIATE_TEST_SUITE_P(
                                   Objective::kClassification},
                       OverfitCase{"t5", kModels[2], Objective::kSeq2Seq},
                       OverfitCase{"gpt_gated_linear", kModels[3], Objective::kCausalLM},
-                      OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM}),
+                      OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM},
+                      OverfitCase{"gpt_phi3_longrope", kModels[5], Objective::kCausalLM}),
     [](const auto& info) { return info.param.name; });
 
 // Training steps of encoders under context parallelism: BERT's masked LM and T5's seq2seq on

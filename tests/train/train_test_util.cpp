@@ -33,7 +33,7 @@ const Slice& slice() {
   return s;
 }
 
-const char* const kModels[5] = {
+const char* const kModels[6] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
     "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",
     "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}",
@@ -41,7 +41,13 @@ const char* const kModels[5] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, "
     "attention: gated_linear}",
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, "
-    "attention_layers: [linear, softmax], feature_map: performer, performer_features: 16}"};
+    "attention_layers: [linear, softmax], feature_map: performer, performer_features: 16}",
+    // Phi-3's layout: half of each head rotated, LongRoPE past a trained context of 8, which the
+    // blocks of 32 cross (training takes the long factors).
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 1, d_ff: 64, max_positions: 64, "
+    "position: rope, norm: rmsnorm, activation: swiglu, bias: false, rotary_dim: 4, rope_scaling: longrope, "
+    "rope_original_max_positions: 8, rope_short_factor: [1, 1.5], rope_long_factor: [3, 9], "
+    "hf_fused_projections: true}"};
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes) {
