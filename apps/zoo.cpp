@@ -120,6 +120,11 @@ int run_info(const std::string& name, const std::vector<std::string>& overrides,
   const int64_t total = count_parameters(config);
   std::cout << "parameters: " << total << " (" << with_commas(total) << "), " << describe_bytes(total * 4)
             << " in float32\n";
+  if (config.has_moe_layers()) {
+    const int64_t active = count_active_parameters(config);
+    std::cout << "active parameters: " << active << " (" << with_commas(active) << ") a token, "
+              << config.experts_per_token << " of " << config.experts << " experts in each sparse layer\n";
+  }
   return 0;
 }
 

@@ -100,23 +100,25 @@ std::string activation_to_hf(Activation activation) {
 // half, SwiGLU, grouped-query attention, no biases), model types with a feature each: Mistral a
 // sliding window, Qwen2 biases on q, k and v, Qwen3 an RMSNorm over each query and key head
 // (and head_dim 128 unless said), Phi-3 fused projections, a partial rotation and LongRoPE. zoo
-// builds them all as family gpt.
-enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3, kPhi3 };
+// builds them all as family gpt. Mixtral (Mistral's layers with a mixture of experts in each) and
+// Qwen3-MoE (Qwen3's, with sparse layers by decoder_sparse_step and mlp_only_layers) too.
+enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe };
 
 // The model types zoo reads (config.json's model_type).
 // zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
-enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kZoo };
+enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kZoo };
 
 }  // namespace
 
 ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert", HfModelType::kBert},
                {"t5", HfModelType::kT5}, {"llama", HfModelType::kLlama}, {"mistral", HfModelType::kMistral},
                {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"phi3", HfModelType::kPhi3},
-               {"zoo", HfModelType::kZoo});
+               {"mixtral", HfModelType::kMixtral}, {"qwen3_moe", HfModelType::kQwen3Moe}, {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
                {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2},
-               {"qwen3", LlamaType::kQwen3}, {"phi3", LlamaType::kPhi3});
+               {"qwen3", LlamaType::kQwen3}, {"phi3", LlamaType::kPhi3}, {"mixtral", LlamaType::kMixtral},
+               {"qwen3_moe", LlamaType::kQwen3Moe});
 
 namespace {
 
@@ -127,19 +129,23 @@ const char* causal_lm_class(LlamaType type) {
     case LlamaType::kQwen2: return "Qwen2ForCausalLM";
     case LlamaType::kQwen3: return "Qwen3ForCausalLM";
     case LlamaType::kPhi3: return "Phi3ForCausalLM";
+    case LlamaType::kMixtral: return "MixtralForCausalLM";
+    case LlamaType::kQwen3Moe: return "Qwen3MoeForCausalLM";
   }
   return "";
 }
 
 // transformers' default max_position_embeddings (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config,
-// Phi3Config).
+// Phi3Config, MixtralConfig, Qwen3MoeConfig).
 int64_t default_max_positions(LlamaType type) {
   switch (type) {
     case LlamaType::kLlama: return 2048;
     case LlamaType::kPhi3: return 4096;
-    case LlamaType::kMistral: return 4096 * 32;
+    case LlamaType::kMistral:
+    case LlamaType::kMixtral: return 4096 * 32;
     case LlamaType::kQwen2:
-    case LlamaType::kQwen3: return 32768;
+    case LlamaType::kQwen3:
+    case LlamaType::kQwen3Moe: return 32768;
   }
   return 0;
 }
@@ -298,6 +304,79 @@ void phi3_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
   c.dropout = residual;
 }
 
+// A sliding window: null or a number of keys, the query's own included; `fallback` when unsaid.
+std::optional<int64_t> sliding_window_from_hf(const json& hf, int64_t fallback, const std::string& source) {
+  if (!hf.contains("sliding_window")) return fallback;
+  if (hf["sliding_window"].is_null()) return std::nullopt;
+  return get<int64_t>(hf, "sliding_window", source);
+}
+
+// Qwen2's and Qwen3's window: only with use_sliding_window, in every layer or none.
+void qwen_window_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
+  if (!get_or<bool>(hf, "use_sliding_window", false, source)) return;
+  // transformers slides the window in layers max_window_layers and up only; newer files
+  // spell that out as layer_types.
+  int64_t full = get_or<int64_t>(hf, "max_window_layers", 28, source), sliding = 0;
+  if (present(hf, "layer_types")) {
+    if (!hf["layer_types"].is_array()) {
+      throw ConfigError(source + ": key 'layer_types' must be a list, got " + shown(hf["layer_types"]));
+    }
+    full = 0;
+    for (const auto& kind : hf["layer_types"]) {
+      if (kind == "full_attention") ++full;
+      else if (kind == "sliding_attention") ++sliding;
+      else throw ConfigError(source + ": layer_types holds " + shown(kind) + " (full_attention or sliding_attention)");
+    }
+  } else {
+    full = std::min(std::max<int64_t>(full, 0), c.n_layers);
+    sliding = c.n_layers - full;
+  }
+  if (full > 0 && sliding > 0) {
+    throw ConfigError(source + ": use_sliding_window with " + std::to_string(full) + " full and " +
+                      std::to_string(sliding) + " sliding layers (max_window_layers, layer_types) is not "
+                      "supported: zoo has one window for every layer");
+  }
+  if (sliding > 0) c.window = sliding_window_from_hf(hf, 4096, source);
+}
+
+// The mixture-of-experts keys of Mixtral and Qwen3-MoE, with MixtralConfig's and Qwen3MoeConfig's
+// defaults. transformers 5 writes num_experts as num_local_experts for both.
+void experts_from_hf(const json& hf, LlamaType type, ModelConfig& c, const std::string& source) {
+  const bool mixtral = type == LlamaType::kMixtral;
+  const char* count_key = present(hf, "num_local_experts") || mixtral ? "num_local_experts" : "num_experts";
+  c.experts = get_or<int64_t>(hf, count_key, mixtral ? 8 : 128, source);
+  c.experts_per_token = get_or<int64_t>(hf, "num_experts_per_tok", mixtral ? 2 : 8, source);
+  c.router_aux_loss_coef = get_or<double>(hf, "router_aux_loss_coef", 0.001, source);
+  if (mixtral) {
+    // Noise on the router's input in training, which zoo's router does not draw.
+    if (const double jitter = get_or<double>(hf, "router_jitter_noise", 0.0, source); jitter != 0.0) {
+      throw ConfigError(source + ": router_jitter_noise " + shown(json(jitter)) +
+                        " is not supported (zoo's router takes no noise: 0)");
+    }
+    return;
+  }
+  c.expert_d_ff = get_or<int64_t>(hf, "moe_intermediate_size", 768, source);
+  c.round_expert_weights = true;  // Qwen3MoeTopKRouter casts them to the activations' dtype
+  c.normalize_expert_weights = get_or<bool>(hf, "norm_topk_prob", false, source);
+  c.moe_layer_step = get_or<int64_t>(hf, "decoder_sparse_step", 1, source);
+  if (present(hf, "mlp_only_layers")) {
+    const json& layers = hf["mlp_only_layers"];
+    if (!layers.is_array()) throw ConfigError(source + ": key 'mlp_only_layers' must be a list, got " + shown(layers));
+    for (const auto& layer : layers) {
+      if (!layer.is_number_integer()) {
+        throw ConfigError(source + ": key 'mlp_only_layers' must hold layer indices, got " + shown(layers));
+      }
+      c.dense_layers.push_back(layer.get<int64_t>());
+    }
+  }
+  if (c.experts == 0) {  // Qwen3MoeConfig's way of saying dense
+    const auto coef = c.router_aux_loss_coef;
+    c.experts_per_token = 2, c.expert_d_ff = 0, c.normalize_expert_weights = true, c.moe_layer_step = 1;
+    c.round_expert_weights = false;
+    c.dense_layers.clear(), c.router_aux_loss_coef = coef;
+  }
+}
+
 ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arch, const std::string& source) {
   const std::string type_name = to_string(type);
   if (!arch.empty() && arch != causal_lm_class(type)) {
@@ -313,10 +392,12 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
                 c, source);
   c.n_kv_heads = get_or<int64_t>(hf, "num_key_value_heads", c.n_heads, source);
   c.head_dim = get_or<int64_t>(hf, "head_dim", type == LlamaType::kQwen3 ? 128 : 0, source);  // Qwen3Config's default
+  if (hf.contains("head_dim") && hf["head_dim"].is_null()) c.head_dim = 0;  // MixtralConfig writes null
   if (c.n_heads > 0 && c.d_model % c.n_heads == 0 && c.head_dim == c.d_model / c.n_heads) c.head_dim = 0;  // the default
   c.d_ff = get<int64_t>(hf, "intermediate_size", source);
   c.max_positions = get_or<int64_t>(hf, "max_position_embeddings", default_max_positions(type), source);
-  c.norm_eps = get_or<double>(hf, "rms_norm_eps", type == LlamaType::kPhi3 ? 1e-5 : 1e-6, source);
+  c.norm_eps = get_or<double>(hf, "rms_norm_eps",
+                              type == LlamaType::kPhi3 || type == LlamaType::kMixtral ? 1e-5 : 1e-6, source);
   rope_from_hf(hf, type, c, source);
   partial_rotary_from_hf(hf, type, c, source);
   const auto act = get_or<std::string>(hf, "hidden_act", "silu", source);
@@ -328,12 +409,7 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
   c.attention_dropout = get_or<double>(hf, "attention_dropout", 0.0, source);
   c.init_std = get_or<double>(hf, "initializer_range", 0.02, source);
   special_tokens_from_hf(hf, c, source);
-  // A sliding window: null or a number of keys, the query's own included.
-  auto window = [&](int64_t fallback) -> std::optional<int64_t> {
-    if (!hf.contains("sliding_window")) return fallback;
-    if (hf["sliding_window"].is_null()) return std::nullopt;
-    return get<int64_t>(hf, "sliding_window", source);
-  };
+  auto window = [&](int64_t fallback) { return sliding_window_from_hf(hf, fallback, source); };
   switch (type) {
     case LlamaType::kLlama: {
       // zoo biases every projection or none: both flags true, or both false.
@@ -348,51 +424,36 @@ ModelConfig llama_from_hf(const json& hf, LlamaType type, const std::string& arc
       break;
     }
     case LlamaType::kMistral: c.window = window(4096); break;
+    case LlamaType::kMixtral:
+      c.window = window(0);
+      if (c.window == 0) c.window = std::nullopt;  // MixtralConfig's default: none
+      experts_from_hf(hf, type, c, source);
+      break;
     case LlamaType::kPhi3: phi3_from_hf(hf, c, source); break;
     case LlamaType::kQwen2:
-    case LlamaType::kQwen3: {
+    case LlamaType::kQwen3:
+    case LlamaType::kQwen3Moe: {
+      if (type == LlamaType::kQwen3Moe) experts_from_hf(hf, type, c, source);
       if (type == LlamaType::kQwen2) {
         c.qkv_bias = true;
       } else {
         c.qk_norm = true;
         // Qwen3's attention_bias biases q, k, v and the output, its feed-forward never.
         if (get_or<bool>(hf, "attention_bias", false, source)) {
-          throw ConfigError(source + ": attention_bias true is not supported for qwen3: zoo has biases on every "
+          throw ConfigError(source + ": attention_bias true is not supported for " + type_name + ": zoo has biases on every "
                             "projection, the feed-forward's included, or on q, k and v alone (qkv_bias)");
         }
       }
-      if (!get_or<bool>(hf, "use_sliding_window", false, source)) break;
-      // transformers slides the window in layers max_window_layers and up only; newer files
-      // spell that out as layer_types.
-      int64_t full = get_or<int64_t>(hf, "max_window_layers", 28, source), sliding = 0;
-      if (present(hf, "layer_types")) {
-        if (!hf["layer_types"].is_array()) {
-          throw ConfigError(source + ": key 'layer_types' must be a list, got " + shown(hf["layer_types"]));
-        }
-        full = 0;
-        for (const auto& kind : hf["layer_types"]) {
-          if (kind == "full_attention") ++full;
-          else if (kind == "sliding_attention") ++sliding;
-          else throw ConfigError(source + ": layer_types holds " + shown(kind) + " (full_attention or sliding_attention)");
-        }
-      } else {
-        full = std::min(std::max<int64_t>(full, 0), c.n_layers);
-        sliding = c.n_layers - full;
-      }
-      if (full > 0 && sliding > 0) {
-        throw ConfigError(source + ": use_sliding_window with " + std::to_string(full) + " full and " +
-                          std::to_string(sliding) + " sliding layers (max_window_layers, layer_types) is not "
-                          "supported: zoo has one window for every layer");
-      }
-      if (sliding > 0) c.window = window(4096);
+      qwen_window_from_hf(hf, c, source);
       break;
     }
   }
   return c;
 }
 
-// The LLaMA-family config.json of a family gpt config with rotary positions.
-json llama_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
+// The LLaMA-family model type a family gpt config with rotary positions exports as, or `none`
+// saying why it has none.
+LlamaType llama_type_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
   if (c.rope_layout != RopeLayout::kHalf) none("Hugging Face's LLaMA rotates half against half (rope_layout half)");
   if (c.norm != NormKind::kRMSNorm || c.norm_position != NormPosition::kPre || c.activation != Activation::kSwiGLU ||
       c.scale_embeddings || !c.scale_attention) {
@@ -410,12 +471,26 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
                c.rope_scaling.kind == RopeScalingKind::kYarn)) {
     none("Phi-3 (fused projections or a partial rotation) scales RoPE by longrope alone");
   }
-  const LlamaType type = phi3         ? LlamaType::kPhi3
-                         : c.qk_norm  ? LlamaType::kQwen3
-                         : c.qkv_bias ? LlamaType::kQwen2
-                         : c.window   ? LlamaType::kMistral
-                                      : LlamaType::kLlama;
-  json rope_scaling;  // null unless scaled
+  const bool moe = c.has_moe_layers();
+  if (moe && (phi3 || c.qkv_bias)) none("Hugging Face's mixtures of experts (Mixtral, Qwen3-MoE) have no fused "
+                                        "projections, partial rotation or q/k/v biases");
+  const bool mixtral_experts = c.resolved_expert_d_ff() == c.d_ff && c.normalize_expert_weights &&
+                               c.moe_layer_step == 1 && c.dense_layers.empty();
+  if (moe && !c.qk_norm && !mixtral_experts) {
+    none("Mixtral's every layer is a mixture of d_ff-wide experts with renormalised weights; sparse steps, dense "
+         "layers, other widths and raw weights are Qwen3-MoE's, which has q/k norms (qk_norm)");
+  }
+  return moe          ? (c.qk_norm ? LlamaType::kQwen3Moe : LlamaType::kMixtral)
+         : phi3       ? LlamaType::kPhi3
+         : c.qk_norm  ? LlamaType::kQwen3
+         : c.qkv_bias ? LlamaType::kQwen2
+         : c.window   ? LlamaType::kMistral
+                      : LlamaType::kLlama;
+}
+
+// config.json's rope_scaling: null unless scaled.
+json rope_scaling_to_hf(const ModelConfig& c) {
+  json rope_scaling;
   switch (c.rope_scaling.kind) {
     case RopeScalingKind::kNone: break;
     case RopeScalingKind::kLinear: rope_scaling = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}}; break;
@@ -445,6 +520,13 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
       break;
     }
   }
+  return rope_scaling;
+}
+
+// The LLaMA-family config.json of a family gpt config with rotary positions.
+json llama_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
+  const LlamaType type = llama_type_to_hf(c, none);
+  const json rope_scaling = rope_scaling_to_hf(c);
   json hf = {{"model_type", to_string(type)}, {"architectures", {causal_lm_class(type)}},
              {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"intermediate_size", c.d_ff},
              {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
@@ -460,6 +542,13 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
       hf["mlp_bias"] = c.bias;
       break;
     case LlamaType::kMistral: hf["sliding_window"] = *c.window; break;
+    case LlamaType::kMixtral:
+      hf["sliding_window"] = c.window ? json(*c.window) : json(nullptr);
+      hf["num_local_experts"] = c.experts;
+      hf["num_experts_per_tok"] = c.experts_per_token;
+      hf["router_aux_loss_coef"] = c.router_aux_loss_coef;
+      hf["router_jitter_noise"] = 0.0;
+      break;
     case LlamaType::kPhi3: {
       hf["sliding_window"] = c.window ? json(*c.window) : json(nullptr);
       hf["original_max_position_embeddings"] = c.rope_scaling.kind == RopeScalingKind::kLongrope
@@ -479,7 +568,17 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
     }
     case LlamaType::kQwen2:
     case LlamaType::kQwen3:
-      if (type == LlamaType::kQwen3) hf["attention_bias"] = false;
+    case LlamaType::kQwen3Moe:
+      if (type != LlamaType::kQwen2) hf["attention_bias"] = false;
+      if (type == LlamaType::kQwen3Moe) {
+        hf["num_experts"] = c.experts;
+        hf["num_experts_per_tok"] = c.experts_per_token;
+        hf["moe_intermediate_size"] = c.resolved_expert_d_ff();
+        hf["norm_topk_prob"] = c.normalize_expert_weights;
+        hf["decoder_sparse_step"] = c.moe_layer_step;
+        hf["mlp_only_layers"] = c.dense_layers;
+        hf["router_aux_loss_coef"] = c.router_aux_loss_coef;
+      }
       hf["use_sliding_window"] = c.window.has_value();
       hf["sliding_window"] = c.window ? json(*c.window) : json(nullptr);
       hf["max_window_layers"] = c.window ? 0 : c.n_layers;  // the window from layer 0, or in none
@@ -584,6 +683,8 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kQwen2: c = llama_from_hf(hf, LlamaType::kQwen2, arch, source); break;
     case HfModelType::kQwen3: c = llama_from_hf(hf, LlamaType::kQwen3, arch, source); break;
     case HfModelType::kPhi3: c = llama_from_hf(hf, LlamaType::kPhi3, arch, source); break;
+    case HfModelType::kMixtral: c = llama_from_hf(hf, LlamaType::kMixtral, arch, source); break;
+    case HfModelType::kQwen3Moe: c = llama_from_hf(hf, LlamaType::kQwen3Moe, arch, source); break;
     case HfModelType::kZoo:
       // zoo's own layout: the whole model config, as `zoo info --config` writes it.
       c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");

@@ -41,6 +41,26 @@ struct TensorMaps {
   }
 };
 
+// A mixture of experts of layer prefix `h` ("model.layers.3."): Mixtral's block_sparse_moe.gate
+// and experts.E.w1 (gate), w3 (up), w2 (down); Qwen3-MoE's mlp.gate and experts.E.gate_proj,
+// up_proj, down_proj. Files transformers 5 wrote from memory hold the fused experts.gate_up_proj
+// and experts.down_proj under mlp (Mixtral's renamed).
+void experts_tensor_maps(const ModelConfig& c, const std::string& z, const std::string& h, TensorMaps& m) {
+  const bool mixtral = !c.qk_norm;
+  const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp."), fused = h + "mlp.";
+  HfTensorMap router{z + "router", {moe + "gate.weight"}}, gate_up{z + "gate_up", {}}, down{z + "down", {}};
+  router.whole = fused + "gate.weight";
+  gate_up.stacked = down.stacked = true;
+  gate_up.whole = fused + "experts.gate_up_proj", down.whole = fused + "experts.down_proj";
+  for (int64_t e = 0; e < c.experts; ++e) {
+    const std::string x = moe + "experts." + std::to_string(e) + ".";
+    gate_up.hf.push_back(x + (mixtral ? "w1" : "gate_proj") + ".weight");
+    gate_up.hf.push_back(x + (mixtral ? "w3" : "up_proj") + ".weight");
+    down.hf.push_back(x + (mixtral ? "w2" : "down_proj") + ".weight");
+  }
+  m.maps.push_back(router), m.maps.push_back(gate_up), m.maps.push_back(down);
+}
+
 // LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: separate q/k/v (k and v narrower
 // under grouped-query attention) into zoo's fused projection. Phi3ForCausalLM: q/k/v fused as
 // zoo's are, gate and up fused where zoo's are apart.
@@ -66,6 +86,10 @@ void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
     m.weights(z + "self_attn.out", a + "o_proj", c.bias);
     if (c.qk_norm) m.weights(z + "self_attn.q_norm", a + "q_norm", false), m.weights(z + "self_attn.k_norm", a + "k_norm", false);
     m.weights(z + "ff_norm", h + "post_attention_layernorm", false);
+    if (c.is_moe_layer(i)) {
+      experts_tensor_maps(c, z + "moe.", h, m);
+      continue;
+    }
     if (phi3) {
       m.maps.push_back({z + "ff.gate.weight", {h + "mlp.gate_up_proj.weight"}, false, {}, 0, 2});
       m.maps.push_back({z + "ff.up.weight", {h + "mlp.gate_up_proj.weight"}, false, {}, 1, 2});
@@ -339,6 +363,18 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
     auto* target = params.find(map.zoo);
     TORCH_CHECK(target != nullptr, "import table names no parameter ", map.zoo);
     std::vector<torch::Tensor> parts;
+    if (!map.whole.empty() && weights.count(map.whole) && !weights.count(map.hf.at(0))) {
+      const auto& t = weights.at(map.whole);
+      used.insert(map.whole);
+      check_finite(t, dir + ": tensor '" + map.whole + "'");
+      ++parts_read, bf16_parts += t.scalar_type() == torch::kBFloat16;
+      if (t.sizes() != target->sizes()) {
+        throw std::runtime_error(dir + ": tensor '" + map.whole + "' has shape " + shape(t) + " but zoo's " + map.zoo +
+                                 " needs " + shape(*target));
+      }
+      target->copy_(t.to(target->dtype()));
+      continue;
+    }
     for (const auto& name : map.hf) {
       std::string found;
       const torch::Tensor* t = find_weight(weights, name, &found);
@@ -359,7 +395,8 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
       }
     }
     if (parts.size() != map.hf.size()) continue;
-    const auto value = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+    auto value = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+    if (map.stacked && value.numel() == target->numel()) value = value.view(target->sizes());
     if (value.sizes() != target->sizes()) {
       std::string names;
       for (const auto& n : map.hf) names += (names.empty() ? "" : " + ") + n;
@@ -408,7 +445,8 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
   for (const auto& map : uses_zoo_layout(c) ? std::vector<HfTensorMap>{} : hf_tensor_maps(c)) {
     const auto* source = params.find(map.zoo);
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
-    const auto value = source->detach().to(torch::kCPU, dtype);
+    auto value = source->detach().to(torch::kCPU, dtype);
+    if (map.stacked) value = value.flatten(0, 1);  // the experts' rows, one after another
     if (map.of > 1) {
       auto& parts = blocks[map.hf.at(0)];
       parts.resize(static_cast<size_t>(map.of));

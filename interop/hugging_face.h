@@ -25,13 +25,18 @@ namespace zoo {
 // first when `transpose` (Conv1D). `rows` gives each part's rows where they differ (grouped-
 // query q, k, v); empty for equal parts. Or the other way: with `of` > 1, the parameter is block
 // `block` of `of` equal row blocks of the one tensor in `hf` (Phi-3's gate_up_proj holds gate
-// then up).
+// then up). With `stacked`, the parts' concatenation is viewed in the parameter's shape: a
+// mixture's (E, 2F, D) gate_up from each expert's gate and up, in expert order. `whole`, where
+// set, names one tensor that holds the whole parameter as it is (transformers 5's fused
+// experts.gate_up_proj), which import reads when the parts are not there.
 struct HfTensorMap {
   std::string zoo;
   std::vector<std::string> hf;
   bool transpose = false;
   std::vector<int64_t> rows;
   int64_t block = 0, of = 1;
+  bool stacked = false;
+  std::string whole;
 };
 
 // The table export_hf writes `config` by (the base model under its head's prefix: GPT2LMHeadModel's

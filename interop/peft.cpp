@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "interop/safetensors.h"
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
+#include "layers/mixture_of_experts.h"
 #include "train/checkpoint.h"
 
 namespace zoo {
@@ -138,6 +140,64 @@ json task_type(const ModelConfig& c) {
   return nullptr;
 }
 
+// --- Experts ------------------------------------------------------------------------------
+// PEFT adapts transformers' experts (Mixtral's and Qwen3-MoE's model.layers.L.mlp.experts, with
+// parameters gate_up_proj (E, 2F, D) and down_proj (E, D, F)) through target_parameters: one
+// wrapper around the module per parameter a target names, in the module's order (gate_up_proj
+// innermost, whatever the order of the list as saved), so that gate_up_proj's tensors sit under
+// ".base_layer" when down_proj is adapted too. lora_A is
+// (r E, in) with expert e's rows at e r .. e r + r; lora_B (out, r E) with expert e's columns at
+// e, e + E, ...
+
+constexpr const char* kExpertParameters[] = {"gate_up_proj", "down_proj"};  // zoo's gate_up, down
+
+std::string expert_module(const std::string& layer) { return "model.layers." + layer + ".mlp.experts"; }
+
+// The Hugging Face name of a zoo part and back.
+std::string expert_parameter(const std::string& part) { return part + "_proj"; }
+
+// zoo's (E, r, in) and (E, out, r) as PEFT's lora_A and lora_B, and back.
+std::pair<torch::Tensor, torch::Tensor> peft_expert_pair(const ExpertLoraImpl& adapter) {
+  const auto A = adapter.A.detach().cpu().to(torch::kFloat), B = adapter.B.detach().cpu().to(torch::kFloat);
+  return {A.reshape({-1, A.size(2)}), B.permute({1, 2, 0}).reshape({B.size(1), -1})};
+}
+std::pair<torch::Tensor, torch::Tensor> zoo_expert_pair(const torch::Tensor& A, const torch::Tensor& B, int64_t experts) {
+  const int64_t rank = A.size(0) / experts;
+  return {A.reshape({experts, rank, A.size(1)}), B.reshape({B.size(0), rank, experts}).permute({2, 0, 1})};
+}
+
+// Each module's adapted parameters and target_parameters, for export: tensors by their file names.
+std::vector<std::string> export_expert_adapters(const Model& model, std::map<std::string, torch::Tensor>& tensors) {
+  std::map<std::string, std::map<std::string, std::pair<torch::Tensor, torch::Tensor>>> modules;
+  std::set<std::string> adapted;
+  for (const auto& item : model.module()->named_modules()) {
+    const auto* moe = dynamic_cast<const MixtureOfExpertsImpl*>(item.value().get());
+    if (moe == nullptr) continue;
+    const std::string layer = item.key().substr(7, item.key().find('.', 7) - 7);  // blocks.L.moe
+    for (const auto& [part, adapter] : {std::pair{"gate_up", moe->lora_gate_up}, std::pair{"down", moe->lora_down}}) {
+      if (!adapter) continue;
+      modules[expert_module(layer)][expert_parameter(part)] = peft_expert_pair(*adapter);
+      adapted.insert(expert_parameter(part));
+    }
+  }
+  std::vector<std::string> order;
+  for (const char* p : kExpertParameters)
+    if (adapted.count(p)) order.push_back(p);
+  for (const auto& [module, pairs] : modules) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto found = pairs.find(order[i]);
+      if (found == pairs.end()) continue;
+      std::string name = kPrefix + module;
+      for (size_t wrap = i + 1; wrap < order.size(); ++wrap) name += ".base_layer";
+      tensors[name + ".lora_A.weight"] = found->second.first.contiguous();
+      tensors[name + ".lora_B.weight"] = found->second.second.contiguous();
+    }
+  }
+  std::vector<std::string> targets;
+  for (const auto& p : order) targets.push_back("mlp.experts." + p);
+  return targets;
+}
+
 // --- Export -------------------------------------------------------------------------------
 
 // One Hugging Face module's adapters: where in its rows each adds, with its A and B.
@@ -219,6 +279,7 @@ json adapter_config(const Model& model, const std::vector<HfTensorMap>& maps, co
   std::set<std::string> adapted, hf_modules;
   for (const auto& [name, rank] : module_rank) adapted.insert(name);
   for (const auto& m : maps) {
+    if (m.stacked) continue;  // experts: no modules in transformers' model
     for (const auto& name : m.hf) hf_modules.insert(without_suffix(name, ".weight"));
   }
   const std::set<std::string> targets = target_modules(adapted, hf_modules);
@@ -422,6 +483,42 @@ std::map<std::string, torch::Tensor> trained_base_tensors(const AdapterWeights& 
   return trained;
 }
 
+// The zoo layer and part ("gate_up", "down") of PEFT's experts module `module` (its name with a
+// ".base_layer" per wrapper), by adapter_config.json's target_parameters; none for other modules.
+struct ExpertTarget {
+  std::string layer, part;
+};
+std::optional<ExpertTarget> expert_target(std::string module, const AdapterConfig& config) {
+  size_t wraps = 0;
+  for (const std::string wrapper = ".base_layer"; ends_with(module, wrapper); ++wraps) {
+    module.resize(module.size() - wrapper.size());
+  }
+  const std::string head = "model.layers.", tail = ".mlp.experts";
+  if (module.rfind(head, 0) != 0 || !ends_with(module, tail) || module.size() <= head.size() + tail.size()) {
+    return std::nullopt;
+  }
+  const std::string layer = module.substr(head.size(), module.size() - head.size() - tail.size());
+  if (!std::all_of(layer.begin(), layer.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) return std::nullopt;
+  // The module's parameters some target names (by name or dotted suffix), in the module's order.
+  const json& targets = config.config.contains("target_parameters") ? config.config["target_parameters"] : json();
+  std::vector<std::string> wrapped;
+  for (const char* parameter : kExpertParameters) {
+    const std::string full = module + "." + parameter;
+    if (targets.is_array() && std::any_of(targets.begin(), targets.end(), [&](const json& t) {
+          return t.is_string() && (full == t.get<std::string>() || ends_with(full, "." + t.get<std::string>()));
+        })) {
+      wrapped.push_back(parameter);
+    }
+  }
+  if (wraps >= wrapped.size()) {
+    config.fail("target_parameters", targets.dump() + " adapts " + std::to_string(wrapped.size()) + " of " + kPrefix +
+                                         module + "'s gate_up_proj and down_proj, but tensors under " +
+                                         std::to_string(wraps) + " base_layer need " + std::to_string(wraps + 1));
+  }
+  const std::string& parameter = wrapped[wrapped.size() - 1 - wraps];
+  return ExpertTarget{layer, parameter.substr(0, parameter.size() - 5)};  // gate_up, down
+}
+
 // One module's update onto one of zoo's projection parts within its rows, at its own scale.
 struct PartUpdate {
   std::string name;  // zoo projection name (blocks.0.self_attn.q)
@@ -440,6 +537,23 @@ std::vector<PartUpdate> part_updates(Model& model, const std::vector<HfTensorMap
   for (const auto& [module, a] : weights.adapters) {
     const std::string where = weights.path + ": " + kPrefix + module;
     if (!a.A.defined() || !a.B.defined()) throw std::runtime_error(where + ": lora_A and lora_B must both be there");
+    if (const auto expert = expert_target(module, config)) {
+      const std::string name = "blocks." + expert->layer + ".moe." + expert->part;
+      const auto* weight = params.find(name);
+      if (weight == nullptr) throw std::runtime_error(where + ": layer " + expert->layer + " has no experts in this model");
+      const int64_t experts = weight->size(0), rows = weight->size(1), in = weight->size(2);
+      if (a.A.dim() != 2 || a.B.dim() != 2 || a.A.size(1) != in || a.B.size(0) != rows || a.A.size(0) % experts != 0 ||
+          a.B.size(1) != a.A.size(0)) {
+        throw std::runtime_error(where + ": lora_A " + c10::str(a.A.sizes()) + " and lora_B " + c10::str(a.B.sizes()) +
+                                 " do not fit " + std::to_string(experts) + " experts' " + expert->part + " (" +
+                                 std::to_string(rows) + " x " + std::to_string(in) + ") at one rank");
+      }
+      const int64_t r_m = a.A.size(0) / experts;
+      *rank = std::max(*rank, r_m);
+      const auto [A, B] = zoo_expert_pair(a.A, a.B, experts);
+      updates.push_back({name, A, B, config.scale_of(module, r_m)});
+      continue;
+    }
     const auto [first, last] = slices.equal_range(module + ".weight");
     if (first == last) {
       throw std::runtime_error(where + ": no such module in this " + to_string(model.config.family) + " model");
@@ -458,7 +572,7 @@ std::vector<PartUpdate> part_updates(Model& model, const std::vector<HfTensorMap
       const HfSlice& s = it->second;
       const auto& weight = params[s.map->zoo];
       for (const auto& p : projections) {
-        if (!p.part.projection->weight.is_same(weight)) continue;
+        if (p.experts || !p.part.projection->weight.is_same(weight)) continue;
         if (p.part.row_offset < s.start || p.part.row_offset + p.part.rows > s.start + s.rows) continue;
         updates.push_back({p.name, a.A, a.B.narrow(0, p.part.row_offset - s.start + s.offset, p.part.rows), scale});
         any = true;
@@ -489,6 +603,7 @@ void export_peft(const Model& model, const std::string& dir) {
     tensors[kPrefix + name + ".lora_B.weight"] = B.contiguous();
     module_rank[name] = A.size(0);
   }
+  const auto target_parameters = export_expert_adapters(model, tensors);
   std::set<std::string> to_save;
   for (const auto& zoo_name : model.lora->trained) {
     const auto found = by_zoo.find(zoo_name);
@@ -499,7 +614,8 @@ void export_peft(const Model& model, const std::string& dir) {
         model.module()->named_parameters()[zoo_name].detach().cpu().to(torch::kFloat).contiguous();
     to_save.insert(module_to_save(zoo_name));
   }
-  const json config = adapter_config(model, maps, module_rank, exported.transposed, to_save);
+  json config = adapter_config(model, maps, module_rank, exported.transposed, to_save);
+  if (!target_parameters.empty()) config["target_parameters"] = target_parameters;
   write_output_directory(dir, OutputKind::kPeftAdapterDirectory, [&](const std::string& tmp) {
     save_safetensors((fs::path(tmp) / kAdapterWeights).string(), tensors, {{"format", "pt"}});
     write_file_atomically((fs::path(tmp) / kAdapterConfig).string(), config.dump(2) + "\n");
@@ -540,8 +656,9 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
     auto A = adapted[adapter + ".A"];
     auto B = adapted[adapter + ".B"];
     A.zero_(), B.zero_();
-    A.narrow(0, 0, u.A.size(0)).copy_(u.A);
-    B.narrow(1, 0, u.A.size(0)).copy_(u.B * (u.scale / scaling));
+    const int64_t rank_dim = u.A.dim() - 2;  // A is (r, in), or (E, r, in) for experts
+    A.narrow(rank_dim, 0, u.A.size(rank_dim)).copy_(u.A);
+    B.narrow(B.dim() - 1, 0, u.A.size(rank_dim)).copy_(u.B * (u.scale / scaling));
   }
   LoraState state;
   for (const auto& [name, value] : trained) {

@@ -151,7 +151,10 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
           {"scale_tied_head", c.scales_tied_head()},
           {"feature_map", to_string(c.feature_map)},
           {"linear_normalize", c.linear_normalize},
-          {"gla_gate_normalizer", c.gla_gate_normalizer}};
+          {"gla_gate_normalizer", c.gla_gate_normalizer},
+          {"experts_per_token", c.experts_per_token},
+          {"normalize_expert_weights", c.normalize_expert_weights},
+          {"round_expert_weights", c.round_expert_weights}};
 }
 
 // The tables a stack's positions compute rather than store, by the native layers' own code.
@@ -211,15 +214,26 @@ bool is_mixer_tensor(const std::string& key, const std::string& prefix = "self_a
   return key.rfind(prefix, 0) == 0 && key.rfind("self_attn_norm_", 0) != 0;
 }
 
+// Whether a block's flattened tensor name is its dense feed-forward's (ff_*, not ff_norm_*) or its
+// mixture of experts' (moe_*): each is stacked over the layers that have one.
+bool is_feed_forward_tensor(const std::string& key, bool moe) {
+  if (moe) return key.rfind("moe_", 0) == 0;
+  return key.rfind("ff_", 0) == 0 && key.rfind("ff_norm_", 0) != 0;
+}
+
 // Blocks as one class: the tensor `self_attn.qkv.weight` of each layer becomes a row of
 // self_attn_qkv_weight (L, ...), so that the script loops over layers. A token mixer's tensors
-// are stacked over the layers of its kind only (layer_kinds, and kind_rows: layer i's row).
+// are stacked over the layers of its kind only (layer_kinds, and kind_rows: layer i's row); a
+// feed-forward's over the dense or the mixture-of-experts layers (ff_kinds, ff_rows).
 ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListImpl& blocks) {
   std::vector<ScriptClass> layers;
   std::vector<AttentionKind> kinds;
   c10::List<std::string> kind_names;
-  c10::List<int64_t> kind_rows;
+  c10::List<int64_t> kind_rows, ff_rows;
   std::map<AttentionKind, int64_t> per_kind;
+  std::vector<bool> sparse;
+  c10::List<std::string> ff_kinds;
+  int64_t dense_count = 0, sparse_count = 0;
   for (const auto& block : blocks) {
     const auto* b = block->as<TransformerBlockImpl>();
     TORCH_CHECK(b != nullptr, "TorchScript export: ", name, " holds a module that is not a block");
@@ -235,6 +249,9 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
     kinds.push_back(kind);
     kind_names.push_back(to_string(kind));
     kind_rows.push_back(per_kind[kind]++);
+    sparse.push_back(static_cast<bool>(b->moe));
+    ff_kinds.push_back(b->moe ? "moe" : "dense");
+    ff_rows.push_back(b->moe ? sparse_count++ : dense_count++);
   }
   // The layers that must hold `key`: those of its mixer's kind, or every layer.
   auto owners = [&](const std::string& key) {
@@ -243,6 +260,8 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
       bool own = true;
       for (const AttentionKind k : {AttentionKind::kSoftmax, AttentionKind::kLinear, AttentionKind::kGatedLinear})
         if (is_mixer_tensor(key, mixer_prefix(k))) own = kinds[i] == k;
+      for (const bool moe : {false, true})
+        if (is_feed_forward_tensor(key, moe)) own = sparse[i] == moe;
       if (own) out.push_back(i);
     }
     return out;
@@ -268,6 +287,8 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
   stack.attributes["n_layers"] = static_cast<int64_t>(blocks.size());
   stack.attributes["layer_kinds"] = kind_names;
   stack.attributes["kind_rows"] = kind_rows;
+  stack.attributes["ff_kinds"] = ff_kinds;
+  stack.attributes["ff_rows"] = ff_rows;
   return stack;
 }
 

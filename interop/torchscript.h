@@ -26,6 +26,10 @@
 // decoder_positions) and each stack of blocks (blocks; encoder_blocks and decoder_blocks) is a
 // submodule of the same name. In a stack, a per-layer tensor is stacked over the layers:
 // blocks.3.ff.up.weight is row 3 of the (n_layers, d_ff, d_model) parameter blocks.ff_up_weight.
+// Where layers differ in kind, each kind's tensors are stacked over its own layers: a token
+// mixer's by layer_kinds / kind_rows (linear_attn_*, gla_attn_*), a feed-forward's by ff_kinds /
+// ff_rows (ff_* dense, moe_* a mixture of experts: blocks.3.moe.gate_up is row ff_rows[3] of
+// blocks.moe_gate_up).
 // Every other name keeps zoo's path with '.' written '_' inside its module:
 // token_embedding.weight is token_embedding_weight, positions.learned.embedding.weight is
 // positions.learned_embedding_weight. A weight the config does not have (a bias, an untied head)

@@ -29,7 +29,7 @@ struct AutocastState {
 
 // What backward needs besides x: the function, the weights, the random and autocast state.
 struct Recomputation : torch::CustomClassHolder {
-  RecomputedFn fn;
+  RecomputedOutputsFn fn;
   std::vector<torch::Tensor> inputs;  // as given; the defined ones are the autograd inputs
   std::vector<torch::Tensor> parameters;
   at::Generator generator;
@@ -39,8 +39,9 @@ struct Recomputation : torch::CustomClassHolder {
 
 // Inputs: the defined tensors among `inputs`, then the parameters, then the recomputation.
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList inputs, at::TensorList parameters,
-                               c10::intrusive_ptr<Recomputation> recomputation) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList inputs,
+                                                at::TensorList parameters,
+                                                c10::intrusive_ptr<Recomputation> recomputation) {
     ctx->save_for_backward(inputs.vec());
     ctx->saved_data["recomputation"] = c10::IValue::make_capsule(recomputation);
     torch::NoGradGuard no_grad;
@@ -74,10 +75,10 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     }
     const AutocastState outside = AutocastState::current();
     r->autocast.apply();
-    torch::Tensor output;
+    std::vector<torch::Tensor> outputs;
     try {
       torch::AutoGradMode enable(true);
-      output = r->fn(inputs);
+      outputs = r->fn(inputs);
     } catch (...) {
       outside.apply();
       throw;
@@ -87,9 +88,16 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
       std::lock_guard<std::mutex> lock(r->generator.mutex());
       r->generator.set_state(after);
     }
+    // The outputs a gradient reached, with theirs.
+    torch::autograd::variable_list reached, their_grads;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i].defined() && outputs[i].requires_grad() && grad_outputs[i].defined()) {
+        reached.push_back(outputs[i]), their_grads.push_back(grad_outputs[i]);
+      }
+    }
     torch::autograd::variable_list grads(wrt.size());
-    if (!wrt.empty() && output.requires_grad()) {
-      grads = torch::autograd::grad({output}, wrt, {grad_outputs[0]}, /*retain_graph=*/false,
+    if (!wrt.empty() && !reached.empty()) {
+      grads = torch::autograd::grad(reached, wrt, their_grads, /*retain_graph=*/false,
                                     /*create_graph=*/false, /*allow_unused=*/true);
     }
     // One gradient per autograd input: each defined input, each parameter, none for the rest.
@@ -106,6 +114,13 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
 
 torch::Tensor recompute_in_backward(const RecomputedFn& fn, const std::vector<torch::Tensor>& inputs,
                                     const std::vector<torch::Tensor>& parameters) {
+  const auto one = [fn](const std::vector<torch::Tensor>& in) { return std::vector<torch::Tensor>{fn(in)}; };
+  return recompute_outputs_in_backward(one, inputs, parameters).at(0);
+}
+
+std::vector<torch::Tensor> recompute_outputs_in_backward(const RecomputedOutputsFn& fn,
+                                                         const std::vector<torch::Tensor>& inputs,
+                                                         const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> defined;
   bool any_grad = !parameters.empty();
   for (const auto& input : inputs) {

@@ -14,6 +14,7 @@
 namespace zoo {
 
 using RecomputedFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+using RecomputedOutputsFn = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>&)>;
 
 // fn(inputs), remembering only the inputs (a block's input, its attention bias, an encoder's
 // output; undefined ones stay undefined). In backward, fn runs again with the random state
@@ -21,6 +22,12 @@ using RecomputedFn = std::function<torch::Tensor(const std::vector<torch::Tensor
 // `parameters` (the trainable tensors fn reads). Without gradients needed, simply fn(inputs).
 torch::Tensor recompute_in_backward(const RecomputedFn& fn, const std::vector<torch::Tensor>& inputs,
                                     const std::vector<torch::Tensor>& parameters);
+
+// The same for a function of several outputs (a mixture-of-experts block's output and its router
+// logits, which the load-balancing loss reads): gradients reaching any of them flow back.
+std::vector<torch::Tensor> recompute_outputs_in_backward(const RecomputedOutputsFn& fn,
+                                                         const std::vector<torch::Tensor>& inputs,
+                                                         const std::vector<torch::Tensor>& parameters);
 
 // The tensors of `module` that require gradients: what recompute_in_backward needs to know.
 std::vector<torch::Tensor> trainable_parameters(const torch::nn::Module& module);

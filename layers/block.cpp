@@ -24,6 +24,10 @@ void TransformerBlockOptions::validate() const {
                                            " in a block of ", d, cross_attention_ ? " with cross-attention" : ""));
     }
   }
+  if (mixture_of_experts_ && mixture_of_experts_->d_model() != d) {
+    throw std::invalid_argument(c10::str("block: a mixture of experts of d_model ", mixture_of_experts_->d_model(),
+                                         " in a block of ", d));
+  }
   if (feed_forward_.d_model() != d || norm_.d_model() != d) {
     throw std::invalid_argument(c10::str("block: d_model differs between attention (", d,
                                          "), feed-forward (", feed_forward_.d_model(),
@@ -58,7 +62,13 @@ void TransformerBlockImpl::reset() {
     cross_attn = register_module("cross_attn", Attention(options.cross_attention_options()));
     cross_attn_norm = register_module("cross_attn_norm", Norm(options.norm()));
   }
-  ff = register_module("ff", FeedForward(options.feed_forward()));
+  ff = nullptr;
+  moe = nullptr;
+  if (options.mixture_of_experts()) {
+    moe = register_module("moe", MixtureOfExperts(*options.mixture_of_experts()));
+  } else {
+    ff = register_module("ff", FeedForward(options.feed_forward()));
+  }
   ff_norm = register_module("ff_norm", Norm(options.norm()));
   dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
 }
@@ -73,7 +83,8 @@ void TransformerBlockImpl::check_memory(const torch::Tensor& memory, KVCache* ca
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, const AttentionBias& self_bias,
                                             const torch::Tensor& memory, const AttentionBias& cross_bias,
-                                            KVCache* cache, const torch::Tensor& position_ids) {
+                                            KVCache* cache, const torch::Tensor& position_ids,
+                                            std::vector<torch::Tensor>* router_logits) {
   check_memory(memory, cache);
   const int64_t layer = options.layer_index();
   AttentionCache* self_cache = cache != nullptr ? &cache->self_attention(layer) : nullptr;
@@ -84,15 +95,21 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, const Attent
         return linear_attn ? linear_attn->forward(h, self_bias.token_mask, self_cache)
                            : self_attn->forward(h, self_bias, {}, self_cache, position_ids);
       },
-      [&](const torch::Tensor& h) { return cross_attn->forward(h, cross_bias, memory, cross_cache); });
+      [&](const torch::Tensor& h) { return cross_attn->forward(h, cross_bias, memory, cross_cache); }, router_logits);
 }
 
 torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
                                              const std::function<torch::Tensor(const torch::Tensor&)>& self_attention,
-                                             const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention) {
+                                             const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention,
+                                             std::vector<torch::Tensor>* router_logits) {
   auto self_branch = [&](const torch::Tensor& h) { return dropout->forward(self_attention(h)); };
   auto cross_branch = [&](const torch::Tensor& h) { return dropout->forward(cross_attention(h)); };
-  auto ff_branch = [&](const torch::Tensor& h) { return dropout->forward(ff->forward(h)); };
+  auto ff_branch = [&](const torch::Tensor& h) {
+    if (!moe) return dropout->forward(ff->forward(h));
+    auto [out, logits] = moe->forward(h);
+    if (router_logits != nullptr) router_logits->push_back(logits);
+    return dropout->forward(out);
+  };
   torch::Tensor h = x;
   switch (options.norm_position()) {
     case NormPosition::kPre:  // x + f(norm(x))
@@ -109,23 +126,30 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
 
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
                                   const torch::Tensor& memory, const AttentionBias& cross_bias,
-                                  const torch::Tensor& position_ids) {
+                                  const torch::Tensor& position_ids, std::vector<torch::Tensor>* router_logits) {
   // Captured by value: backward runs after this frame is gone. The additive biases travel as
   // inputs (their gradient reaches T5's table through them); a tiled stack's terms are captured,
   // and T5's table they hold joins the parameters the recomputation differentiates.
   AttentionBias self_terms = self_bias, cross_terms = cross_bias;
   self_terms.additive = cross_terms.additive = torch::Tensor();
+  // A mixture of experts returns its router logits beside the output, so that the load-balancing
+  // loss's gradient reaches the router through the recomputation.
   auto run = [block, self_terms, cross_terms, position_ids](const std::vector<torch::Tensor>& in) {
     AttentionBias self = self_terms, cross = cross_terms;
     self.additive = in[1], cross.additive = in[3];
-    return block.ptr()->forward(in[0], self, in[2], cross, nullptr, position_ids);
+    std::vector<torch::Tensor> logits;
+    const auto out = block.ptr()->forward(in[0], self, in[2], cross, nullptr, position_ids, &logits);
+    logits.insert(logits.begin(), out);  // the block's output first
+    return logits;
   };
   auto parameters = trainable_parameters(*block);
   for (const auto* bias : {&self_bias, &cross_bias}) {
     const auto& table = bias->terms.relative_table();
     if (table.defined() && table.requires_grad()) parameters.push_back(table);  // tiled and ring terms only
   }
-  return recompute_in_backward(run, {x, self_bias.additive, memory, cross_bias.additive}, parameters);
+  auto outputs = recompute_outputs_in_backward(run, {x, self_bias.additive, memory, cross_bias.additive}, parameters);
+  if (router_logits != nullptr) router_logits->insert(router_logits->end(), outputs.begin() + 1, outputs.end());
+  return outputs.at(0);
 }
 
 }  // namespace zoo

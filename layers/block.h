@@ -16,6 +16,7 @@
 #include "layers/feed_forward.h"
 #include "layers/kv_cache.h"
 #include "layers/linear_attention.h"
+#include "layers/mixture_of_experts.h"
 #include "layers/norm.h"
 #include "layers/variants.h"
 
@@ -35,6 +36,9 @@ struct TransformerBlockOptions {
   // scaling and projections) but neither causal, windowed nor rotary.
   TORCH_ARG(bool, cross_attention) = false;
   TORCH_ARG(FeedForwardOptions, feed_forward);
+  // Set: the feed-forward is a sparse mixture of experts instead (registered as moe; `feed_forward`
+  // then only gives d_model).
+  TORCH_ARG(std::optional<MixtureOfExpertsOptions>, mixture_of_experts) = std::nullopt;
   TORCH_ARG(NormOptions, norm);  // every norm of the block
   TORCH_ARG(NormPosition, norm_position) = NormPosition::kPre;
   TORCH_ARG(double, dropout) = 0.0;  // residual dropout, on each branch's output
@@ -53,10 +57,11 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
 
   // x: (B, T, d_model) -> (B, T, d_model), with the biases a model builds once for all its
   // blocks (layers/attention_bias.h): `self_bias` over the self-attention keys (a recurrent mixer
-  // reads its token_mask), `cross_bias` over the memory.
+  // reads its token_mask), `cross_bias` over the memory. A mixture-of-experts block appends its
+  // router logits (N, E) to `router_logits` when given.
   torch::Tensor forward(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory = {},
                         const AttentionBias& cross_bias = {}, KVCache* cache = nullptr,
-                        const torch::Tensor& position_ids = {});
+                        const torch::Tensor& position_ids = {}, std::vector<torch::Tensor>* router_logits = nullptr);
 
   TransformerBlockOptions options;
   Attention self_attn{nullptr};          // softmax attention, or
@@ -64,23 +69,27 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
   Norm self_attn_norm{nullptr};
   Attention cross_attn{nullptr};
   Norm cross_attn_norm{nullptr};
-  FeedForward ff{nullptr};
+  FeedForward ff{nullptr};               // a dense feed-forward, or
+  MixtureOfExperts moe{nullptr};         // a mixture of experts (options.mixture_of_experts())
   Norm ff_norm{nullptr};
   torch::nn::Dropout dropout{nullptr};
 
  private:
   // The residual branches around `self_attention(h)` and `cross_attention(h)`, in norm order.
   torch::Tensor residual(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& self_attention,
-                         const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention);
+                         const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention,
+                         std::vector<torch::Tensor>* router_logits);
   void check_memory(const torch::Tensor& memory, KVCache* cache) const;
 };
 TORCH_MODULE(TransformerBlock);
 
 // block->forward without a cache, its activations not kept but recomputed in backward
 // (activation checkpointing, kernels/recompute.h): gradients still reach x, the biases (T5's
-// relative bias), the memory (the encoder) and the block's trainable weights.
+// relative bias), the memory (the encoder) and the block's trainable weights, and from the
+// router logits it appends to `router_logits` (a mixture of experts) back through the block.
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
                                   const torch::Tensor& memory = {}, const AttentionBias& cross_bias = {},
-                                  const torch::Tensor& position_ids = {});
+                                  const torch::Tensor& position_ids = {},
+                                  std::vector<torch::Tensor>* router_logits = nullptr);
 
 }  // namespace zoo

@@ -30,6 +30,24 @@ torch::Tensor LoraImpl::forward(const torch::Tensor& x) {
 
 torch::Tensor LoraImpl::delta_weight() const { return torch::matmul(B, A) * options.scaling(); }
 
+ExpertLoraImpl::ExpertLoraImpl(const ExpertLoraOptions& options) : options(options) { reset(); }
+
+void ExpertLoraImpl::reset() {
+  const auto& o = options;
+  TORCH_CHECK(o.rank() > 0, "lora: rank must be positive, got ", o.rank());
+  TORCH_CHECK(o.rank() <= std::min(o.in_features(), o.rows()), "lora: rank ", o.rank(), " exceeds the experts' (",
+              o.rows(), " x ", o.in_features(), ")");
+  const double bound = 1.0 / std::sqrt(static_cast<double>(o.in_features()));
+  A = register_parameter("A", torch::empty({o.experts(), o.rank(), o.in_features()}).uniform_(-bound, bound));
+  B = register_parameter("B", torch::zeros({o.experts(), o.rows(), o.rank()}));
+}
+
+torch::Tensor ExpertLoraImpl::forward(const torch::Tensor& x, int64_t e) {
+  return torch::matmul(torch::matmul(x, A[e].t()), B[e].t()) * options.scaling();
+}
+
+torch::Tensor ExpertLoraImpl::delta_weight() const { return torch::matmul(B, A) * options.scaling(); }
+
 void ProjectionAdapters::add(torch::nn::Module& owner, const std::string& part, const torch::nn::Linear& projection,
                              const LoraOptions& options) {
   auto adapter = owner.register_module("lora_" + part, Lora(options));

@@ -73,6 +73,39 @@ class ProjectionAdapters {
   std::vector<Entry> entries_;
 };
 
+// LoRA on a stack of E experts' weights (E, rows, in) (layers/mixture_of_experts.h): one update
+// of rank r per expert,
+//   W_e + (alpha / r) B_e A_e,     A: (E, r, in), B: (E, rows, r),
+// what PEFT's target_parameters adapts on transformers' experts (its ParamWrapper: lora_A rows
+// e * r + j, lora_B columns j * E + e). A starts uniform in +-1/sqrt(in), as PEFT's, B at zero.
+// No dropout: PEFT has none for these.
+struct ExpertLoraOptions {
+  ExpertLoraOptions(int64_t experts, int64_t in_features, int64_t rows, int64_t rank)
+      : experts_(experts), in_features_(in_features), rows_(rows), rank_(rank) {}
+  TORCH_ARG(int64_t, experts);
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, rows);
+  TORCH_ARG(int64_t, rank);
+  TORCH_ARG(double, alpha) = 16.0;
+
+ public:  // TORCH_ARG leaves the section private
+  double scaling() const { return alpha_ / static_cast<double>(rank_); }
+};
+
+class ExpertLoraImpl : public torch::nn::Cloneable<ExpertLoraImpl> {
+ public:
+  explicit ExpertLoraImpl(const ExpertLoraOptions& options);
+  void reset() override;
+  // The update of expert e for its rows x (n, in): (n, rows).
+  torch::Tensor forward(const torch::Tensor& x, int64_t e);
+  // (alpha / r) B_e A_e for every expert: (E, rows, in), what merging adds.
+  torch::Tensor delta_weight() const;
+
+  ExpertLoraOptions options;
+  torch::Tensor A, B;
+};
+TORCH_MODULE(ExpertLora);
+
 // A projection's output rows that a LoRA target can adapt: a whole projection, or one part of
 // a fused one ([q; k; v] rows, [k; v] rows).
 struct ProjectionPart {

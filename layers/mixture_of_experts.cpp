@@ -27,8 +27,13 @@ void validate(const MixtureOfExpertsOptions& o) {
 
 // Expert e's gated feed-forward of the rows of x: down(act(gate x) * up x).
 torch::Tensor expert(const MixtureOfExpertsImpl& m, int64_t e, const torch::Tensor& x) {
-  const auto h = activate(torch::matmul(x, m.gate[e].t()), m.options.activation()) * torch::matmul(x, m.up[e].t());
-  return torch::matmul(h, m.down[e].t());
+  const int64_t f = m.options.d_ff();
+  auto gate_up = torch::matmul(x, m.gate_up[e].t());  // (n, 2 d_ff)
+  if (m.lora_gate_up) gate_up = gate_up + m.lora_gate_up.ptr()->forward(x, e);
+  const auto h = activate(gate_up.narrow(-1, 0, f), m.options.activation()) * gate_up.narrow(-1, f, f);
+  auto y = torch::matmul(h, m.down[e].t());
+  if (m.lora_down) y = y + m.lora_down.ptr()->forward(h, e);
+  return y;
 }
 
 }  // namespace
@@ -39,9 +44,34 @@ void MixtureOfExpertsImpl::reset() {
   validate(options);
   const int64_t e = options.experts(), d = options.d_model(), f = options.d_ff();
   router = register_parameter("router", torch::randn({e, d}) * 0.02);
-  gate = register_parameter("gate", torch::randn({e, f, d}) * 0.02);
-  up = register_parameter("up", torch::randn({e, f, d}) * 0.02);
+  gate_up = register_parameter("gate_up", torch::randn({e, 2 * f, d}) * 0.02);
   down = register_parameter("down", torch::randn({e, d, f}) * 0.02);
+}
+
+std::pair<int64_t, int64_t> MixtureOfExpertsImpl::lora_shape(const std::string& part) const {
+  if (part == "gate_up") return {gate_up.size(1), gate_up.size(2)};
+  TORCH_CHECK(part == "down", "mixture of experts: no part '", part, "' (gate_up, down)");
+  return {down.size(1), down.size(2)};
+}
+
+void MixtureOfExpertsImpl::add_lora(const std::string& part, int64_t rank, double alpha) {
+  const auto [rows, in] = lora_shape(part);
+  auto adapter = register_module("lora_" + part,
+                                 ExpertLora(ExpertLoraOptions(options.experts(), in, rows, rank).alpha(alpha)));
+  adapter->to(gate_up.device(), gate_up.scalar_type());
+  adapter->train(is_training());
+  (part == "gate_up" ? lora_gate_up : lora_down) = adapter;
+}
+
+void MixtureOfExpertsImpl::merge_lora() {
+  torch::NoGradGuard no_grad;
+  for (auto* adapter : {&lora_gate_up, &lora_down}) {
+    if (!*adapter) continue;
+    auto& weight = adapter == &lora_gate_up ? gate_up : down;
+    weight.add_((*adapter)->delta_weight().to(weight.scalar_type()));
+    unregister_module(adapter == &lora_gate_up ? "lora_gate_up" : "lora_down");
+    *adapter = nullptr;
+  }
 }
 
 Routing route(const torch::Tensor& router_logits, int64_t top_k, bool normalize) {
@@ -70,10 +100,11 @@ MixtureOfExpertsOutput MixtureOfExpertsImpl::forward(const torch::Tensor& x) {
     const int64_t n = counts[e].item<int64_t>();
     if (n == 0) continue;
     const auto tokens = token_of.narrow(0, start, n);
-    // Weighted in float32 and cast back, as transformers' Mixtral.
-    const auto y = expert(*this, e, flat.index_select(0, tokens)).to(torch::kFloat) *
-                   weight_of.narrow(0, start, n).unsqueeze(1);
-    out.index_add_(0, tokens, y.to(flat.scalar_type()));
+    // Weighted in float32 and cast back (Mixtral), or in the input's dtype (Qwen3-MoE).
+    const auto y = expert(*this, e, flat.index_select(0, tokens));
+    const auto weight = weight_of.narrow(0, start, n).unsqueeze(1);
+    out.index_add_(0, tokens, options.round_weights() ? y * weight.to(y.scalar_type())
+                                                      : (y.to(torch::kFloat) * weight).to(flat.scalar_type()));
     start += n;
   }
   return {out.view(x.sizes()), logits.to(torch::kFloat)};
@@ -113,8 +144,12 @@ torch::Tensor mixture_of_experts_reference(const MixtureOfExpertsImpl& moe, cons
     for (int64_t j = 0; j < moe.options.top_k(); ++j) {
       const int64_t e = routing.experts[t][j].item<int64_t>();
       const auto v = flat[t];
-      const auto h = activate(moe.gate[e].mv(v), moe.options.activation()) * moe.up[e].mv(v);
-      row = row + (moe.down[e].mv(h).to(torch::kFloat) * routing.weights[t][j]).to(flat.scalar_type());
+      const int64_t f = moe.options.d_ff();
+      const auto gate = moe.gate_up[e].narrow(0, 0, f), up = moe.gate_up[e].narrow(0, f, f);
+      const auto h = activate(gate.mv(v), moe.options.activation()) * up.mv(v);
+      const auto y = moe.down[e].mv(h), weight = routing.weights[t][j];
+      row = row + (moe.options.round_weights() ? y * weight.to(y.scalar_type())
+                                               : (y.to(torch::kFloat) * weight).to(flat.scalar_type()));
     }
     rows.push_back(row);
   }

@@ -2,7 +2,7 @@
 // A sparse mixture-of-experts feed-forward (Shazeer et al., 2017; Mixtral, Jiang et al., 2024;
 // Qwen3-MoE): a router scores E experts per token, each token goes to its top k, and its output is
 // the experts' gated feed-forwards weighted by their renormalised (or raw) router probabilities.
-// Computed per expert over the tokens routed to it: one gather, three matmuls and one scatter-add
+// Computed per expert over the tokens routed to it: one gather, two matmuls and one scatter-add
 // per expert that has tokens, never a loop over tokens nor all E experts over every token.
 //
 // The plain reference, mixture_of_experts_reference, walks token by token and expert by expert;
@@ -16,6 +16,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include "layers/lora.h"
 #include "layers/variants.h"
 
 namespace zoo {
@@ -32,6 +33,9 @@ struct MixtureOfExpertsOptions {
   // The top k probabilities divided by their sum (Mixtral always; Qwen3-MoE's norm_topk_prob),
   // else the softmax's own.
   TORCH_ARG(bool, normalize_top_k) = true;
+  // The routing weights rounded to the input's dtype before they weight an expert's output, as
+  // transformers' Qwen3-MoE does; else the weighting is in float32 (Mixtral). Equal in float32.
+  TORCH_ARG(bool, round_weights) = false;
 };
 
 struct MixtureOfExpertsOutput {
@@ -48,10 +52,21 @@ class MixtureOfExpertsImpl : public torch::nn::Cloneable<MixtureOfExpertsImpl> {
   MixtureOfExpertsOutput forward(const torch::Tensor& x);
 
   MixtureOfExpertsOptions options;
-  torch::Tensor router;  // (E, d_model)
-  torch::Tensor gate;    // (E, d_ff, d_model): expert e's gate projection is gate[e]
-  torch::Tensor up;      // (E, d_ff, d_model)
-  torch::Tensor down;    // (E, d_model, d_ff)
+  torch::Tensor router;   // (E, d_model)
+  // (E, 2 d_ff, d_model): expert e's gate projection is gate_up[e]'s first d_ff rows, its up
+  // projection the rest (transformers' MixtralExperts.gate_up_proj, and what PEFT adapts).
+  torch::Tensor gate_up;
+  torch::Tensor down;     // (E, d_model, d_ff)
+  // LoRA adapters of every expert's gate_up and down (none unless attached).
+  ExpertLora lora_gate_up{nullptr}, lora_down{nullptr};
+
+  // What LoRA can adapt: "gate_up" and "down", each (rows, in) per expert.
+  static std::vector<std::string> lora_parts() { return {"gate_up", "down"}; }
+  std::pair<int64_t, int64_t> lora_shape(const std::string& part) const;
+  // Attaches an adapter of `rank` and `alpha` to `part` of every expert, registered as lora_<part>.
+  void add_lora(const std::string& part, int64_t rank, double alpha);
+  // Adds the adapters' updates into gate_up and down and removes them.
+  void merge_lora();
 };
 TORCH_MODULE(MixtureOfExperts);
 

@@ -212,6 +212,42 @@ const std::vector<Field>& fields() {
     f.push_back(bool_field("hf_fused_projections", &ModelConfig::hf_fused_projections,
                            "Hugging Face layout: q, k, v as one qkv_proj and gate, up as one gate_up_proj "
                            "(Phi-3); set by import-hf"));
+    f.push_back(int_field("experts", &ModelConfig::experts,
+                          "gpt: experts in each mixture-of-experts layer (Mixtral, Qwen3-MoE); 0 = dense"));
+    f.push_back(int_field("experts_per_token", &ModelConfig::experts_per_token,
+                          "experts: the top k experts each token is routed to"));
+    f.push_back(int_field("expert_d_ff", &ModelConfig::expert_d_ff,
+                          "experts: each expert's hidden width (Qwen3-MoE's moe_intermediate_size); 0 = d_ff"));
+    f.push_back(bool_field("normalize_expert_weights", &ModelConfig::normalize_expert_weights,
+                           "experts: divide the top k router probabilities by their sum (norm_topk_prob)"));
+    f.push_back(bool_field("round_expert_weights", &ModelConfig::round_expert_weights,
+                           "experts: round the routing weights to the activations' dtype before weighting (Qwen3-MoE's "
+                           "modeling; false: in float32, as Mixtral's); the same in float32"));
+    f.push_back(int_field("moe_layer_step", &ModelConfig::moe_layer_step,
+                          "experts: layer i is a mixture when (i + 1) % this == 0 (decoder_sparse_step)"));
+    f.push_back({"dense_layers", "list of integers",
+                 "experts: layers (from 0) that keep a dense feed-forward of d_ff (mlp_only_layers)", false,
+                 [](ModelConfig& c, const YAML::Node& n) {
+                   if (!n.IsSequence()) throw BadValue{"a list of layer indices"};
+                   std::vector<int64_t> layers;
+                   for (const auto& item : n) {
+                     try {
+                       layers.push_back(as_int(item));
+                     } catch (const BadValue&) {
+                       throw BadValue{"a list of layer indices (item " + std::to_string(layers.size() + 1) +
+                                      " is '" + scalar_text(item) + "')"};
+                     }
+                   }
+                   c.dense_layers = std::move(layers);
+                 },
+                 [](const ModelConfig& c) {
+                   std::string out = "[";
+                   for (size_t i = 0; i < c.dense_layers.size(); ++i)
+                     out += (i ? ", " : "") + std::to_string(c.dense_layers[i]);
+                   return out + "]";
+                 }});
+    f.push_back(double_field("router_aux_loss_coef", &ModelConfig::router_aux_loss_coef,
+                             "experts: training's loss adds this times the routers' load-balancing loss"));
     f.push_back(bool_field("tie_embeddings", &ModelConfig::tie_embeddings,
                            "output head shares the token embedding matrix"));
     f.push_back(bool_field("scale_embeddings", &ModelConfig::scale_embeddings,
@@ -357,7 +393,45 @@ void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
   }
 }
 
+// The mixture-of-experts keys (layers/mixture_of_experts.h).
+template <typename Fail>
+void validate_experts(const ModelConfig& c, const Fail& fail) {
+  const bool defaults = c.experts_per_token == 2 && c.expert_d_ff == 0 && c.normalize_expert_weights &&
+                        !c.round_expert_weights && c.moe_layer_step == 1 && c.dense_layers.empty();
+  if (c.experts == 0) {
+    if (!defaults) fail("experts_per_token, expert_d_ff, normalize_expert_weights, round_expert_weights, moe_layer_step "
+                        "and dense_layers apply to a mixture of experts: set experts");
+    return;
+  }
+  if (c.family != Family::kGpt) fail("experts applies to decoder-only models (family gpt), not family " + to_string(c.family));
+  if (c.experts < 2) fail("experts (" + std::to_string(c.experts) + ") must be 0 (dense) or at least 2");
+  if (c.experts_per_token < 1 || c.experts_per_token > c.experts) {
+    fail("experts_per_token (" + std::to_string(c.experts_per_token) + ") must be in [1, experts (" +
+         std::to_string(c.experts) + ")]");
+  }
+  if (c.expert_d_ff < 0) fail("expert_d_ff (" + std::to_string(c.expert_d_ff) + ") must be >= 0");
+  if (!is_gated(c.activation)) {
+    fail("experts are gated feed-forwards (swiglu, geglu, geglu_tanh), not activation " + to_string(c.activation));
+  }
+  if (c.bias) fail("experts have no biases (Mixtral, Qwen3-MoE): set bias: false");
+  if (c.moe_layer_step < 1) fail("moe_layer_step (" + std::to_string(c.moe_layer_step) + ") must be >= 1");
+  for (const int64_t layer : c.dense_layers) {
+    if (layer < 0 || layer >= c.n_layers) {
+      fail("dense_layers holds " + std::to_string(layer) + ", not a layer of n_layers (" + std::to_string(c.n_layers) +
+           ")");
+    }
+  }
+  if (!(c.router_aux_loss_coef >= 0.0)) {
+    fail("router_aux_loss_coef (" + format_double(c.router_aux_loss_coef) + ") must be >= 0");
+  }
+}
+
 }  // namespace
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  return experts > 0 && (layer + 1) % moe_layer_step == 0 &&
+         std::find(dense_layers.begin(), dense_layers.end(), layer) == dense_layers.end();
+}
 
 bool ModelConfig::has_recurrent_layers() const {
   if (attention_layers.empty()) return attention != AttentionKind::kSoftmax;
@@ -453,6 +527,7 @@ void ModelConfig::validate(const std::string& source) const {
     positive("type_vocab_size", type_vocab_size);
   }
   validate_attention_kinds(*this, fail);
+  validate_experts(*this, fail);
   if (head != BertHead::kNone && family != Family::kBert) {
     fail("head applies to family bert, not " + fam);
   }

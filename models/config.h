@@ -91,6 +91,18 @@ struct ModelConfig {
   // Hugging Face's files hold q, k, v as one qkv_proj and gate, up as one gate_up_proj (Phi-3).
   // Says how import and export name the tensors, not what the model computes.
   bool hf_fused_projections = false;
+  // Mixture of experts (gpt; Mixtral, Qwen3-MoE, layers/mixture_of_experts.h): a sparse layer's
+  // feed-forward is `experts` gated feed-forwards of width expert_d_ff, each token routed to its
+  // top experts_per_token. Layer i is sparse when (i + 1) % moe_layer_step == 0 and i is not in
+  // dense_layers (Qwen3-MoE's decoder_sparse_step and mlp_only_layers); the others keep d_ff.
+  int64_t experts = 0;  // 0: every layer dense
+  int64_t experts_per_token = 2;
+  int64_t expert_d_ff = 0;                // 0 = d_ff
+  bool normalize_expert_weights = true;   // the top k router probabilities renormalised (norm_topk_prob)
+  bool round_expert_weights = false;      // the routing weights rounded to the activations' dtype (Qwen3-MoE)
+  int64_t moe_layer_step = 1;
+  std::vector<int64_t> dense_layers;
+  double router_aux_loss_coef = 0.001;    // training adds this times the load-balancing loss
   bool tie_embeddings = true;     // output head shares the token embedding
   bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
   bool scale_attention = true;    // scores / sqrt(head_dim); T5 folds it into its init
@@ -122,6 +134,10 @@ struct ModelConfig {
   AttentionKind attention_of(int64_t layer) const {
     return attention_layers.empty() ? attention : attention_layers[static_cast<size_t>(layer)];
   }
+  // Whether decoder layer `layer`'s feed-forward is a mixture of experts.
+  bool is_moe_layer(int64_t layer) const;
+  bool has_moe_layers() const { return experts > 0; }
+  int64_t resolved_expert_d_ff() const { return expert_d_ff > 0 ? expert_d_ff : d_ff; }
   // Whether any layer is linear or gated linear: such layers keep a state, not keys and values.
   bool has_recurrent_layers() const;
   bool is_encoder_decoder() const { return family == Family::kT5 || family == Family::kTransformer; }

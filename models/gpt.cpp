@@ -43,7 +43,8 @@ void GPTImpl::reset() {
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
                                      const torch::Tensor& attention_mask, KVCache* cache,
                                      const torch::Tensor& position_ids,
-                                     const std::shared_ptr<RingExchange>& ring) {
+                                     const std::shared_ptr<RingExchange>& ring,
+                                     std::vector<torch::Tensor>* router_logits) {
   TORCH_CHECK(input_ids.dim() == 2, "GPT: input_ids must be (batch, tokens), got shape ",
               input_ids.sizes());
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
@@ -87,8 +88,8 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
       config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : block_list_) {
-    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
-                  : block->forward(x, bias, {}, {}, cache, rope_positions);
+    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions, router_logits)
+                  : block->forward(x, bias, {}, {}, cache, rope_positions, router_logits);
   }
   return final_norm ? final_norm->forward(x) : x;
 }

@@ -42,10 +42,13 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
   // ring: context parallelism (kernels/ring_attention.h). input_ids are then this rank's zigzag
   //   tokens of each sequence, position_ids (B, T) their global positions, and every attention
   //   runs around the ring; no mask, no cache.
+  // router_logits: where the mixture-of-experts layers put their router logits (N, E), in layer
+  //   order, for the load-balancing loss (layers/mixture_of_experts.h).
   torch::Tensor hidden_states(const torch::Tensor& input_ids,
                               const torch::Tensor& attention_mask = {}, KVCache* cache = nullptr,
                               const torch::Tensor& position_ids = {},
-                              const std::shared_ptr<RingExchange>& ring = nullptr);
+                              const std::shared_ptr<RingExchange>& ring = nullptr,
+                              std::vector<torch::Tensor>* router_logits = nullptr);
   // Output head on hidden states: the tied embedding or lm_head.
   torch::Tensor logits(const torch::Tensor& hidden);
   // That head's weight (vocab_size, d_model): logits = hidden head_weight^T.

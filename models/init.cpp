@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
+#include "layers/mixture_of_experts.h"
 #include "layers/norm.h"
 #include "layers/position_bias.h"
 #include "layers/positions.h"
@@ -85,6 +86,13 @@ void initialize_weights(torch::nn::Module& model, const ModelConfig& c) {
       }
     } else if (auto* norm = dynamic_cast<NormImpl*>(module)) {
       norm->reset_parameters();
+    } else if (auto* moe = dynamic_cast<MixtureOfExpertsImpl*>(module)) {
+      // transformers' MoE init: every expert and the router N(0, initializer_range); gpt2 scales
+      // the residual projection (down) as it does a dense feed-forward's.
+      const double std = c.init == InitScheme::kXavier || c.init == InitScheme::kT5 ? 1.0 / std::sqrt(double(c.d_model))
+                                                                                      : c.init_std;
+      normal(moe->router, std), normal(moe->gate_up, std);
+      normal(moe->down, c.init == InitScheme::kGpt2 ? std / std::sqrt(2.0 * layers) : std);
     }
   }
   if (c.init == InitScheme::kT5) {

@@ -40,6 +40,13 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                      .layer_index(layer);
   if (causal && !cross_attention && config.family == Family::kGpt) {
     options.linear_attention(linear_attention_options(config, layer));
+    if (config.is_moe_layer(layer)) {
+      options.mixture_of_experts(MixtureOfExpertsOptions(config.d_model, config.resolved_expert_d_ff(), config.experts,
+                                                         config.experts_per_token)
+                                     .activation(config.activation)
+                                     .normalize_top_k(config.normalize_expert_weights)
+                                     .round_weights(config.round_expert_weights));
+    }
   }
   return options;
 }

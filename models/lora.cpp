@@ -12,6 +12,7 @@
 #include "core/strings.h"
 #include "layers/attention.h"
 #include "layers/feed_forward.h"
+#include "layers/mixture_of_experts.h"
 #include "models/model.h"
 
 namespace zoo {
@@ -43,6 +44,12 @@ std::vector<NamedProjection> projection_names(const Model& model) {
       parts = feed_forward->projection_parts();
     }
     for (auto& part : parts) out.push_back({item.key() + "." + part.part, item.value(), std::move(part)});
+    if (const auto* moe = dynamic_cast<const MixtureOfExpertsImpl*>(item.value().get())) {
+      for (const auto& part : MixtureOfExpertsImpl::lora_parts()) {
+        const auto [rows, in] = moe->lora_shape(part);
+        out.push_back({item.key() + "." + part, item.value(), ProjectionPart{part, nullptr, 0, rows}, true, in});
+      }
+    }
   }
   return out;
 }
@@ -73,10 +80,20 @@ std::vector<std::string> attach_lora(Model& model, const LoraConfig& config) {
   std::vector<std::string> names;
   for (const NamedProjection* p : chosen) {
     const auto& part = p->part;
-    const int64_t in = part.projection->weight.size(1);
+    const int64_t in = p->experts ? p->in : part.projection->weight.size(1);
     if (config.rank > std::min(in, part.rows)) {
       throw ConfigError("lora.rank: " + std::to_string(config.rank) + " exceeds " + p->name + " (" +
                         std::to_string(part.rows) + " x " + std::to_string(in) + ")");
+    }
+    if (p->experts) {
+      // PEFT's adapters on experts (target_parameters) take no dropout.
+      if (config.dropout != 0.0) {
+        throw ConfigError("lora.dropout: " + c10::str(config.dropout) + " with adapters on " + p->name +
+                          ", a mixture's experts, which take no dropout (as PEFT's): set lora.dropout=0");
+      }
+      dynamic_cast<MixtureOfExpertsImpl&>(*p->owner).add_lora(part.part, config.rank, config.alpha);
+      names.push_back(p->name);
+      continue;
     }
     LoraOptions options(in, part.rows, config.rank);
     options.row_offset(part.row_offset).alpha(config.alpha).dropout(config.dropout);
@@ -93,6 +110,7 @@ bool is_adapter_tensor(const std::string& name) {
 void merge_lora(Model& model) {
   for (const auto& item : model.module()->named_modules()) {
     if (auto* adapters = adapters_of(*item.value())) adapters->merge_into_weights(*item.value());
+    if (auto* moe = dynamic_cast<MixtureOfExpertsImpl*>(item.value().get())) moe->merge_lora();
   }
   model.lora.reset();
 }

@@ -18,11 +18,14 @@ namespace zoo {
 
 struct Model;
 
-// One adaptable projection of a model, by its name.
+// One adaptable projection of a model, by its name: a linear's rows, or one weight of every
+// expert of a mixture (gate_up, down; part.projection null, `in` their input width).
 struct NamedProjection {
-  std::string name;  // e.g. blocks.3.self_attn.q
+  std::string name;  // e.g. blocks.3.self_attn.q, blocks.1.moe.gate_up
   std::shared_ptr<torch::nn::Module> owner;
   ProjectionPart part;
+  bool experts = false;
+  int64_t in = 0;
 };
 std::vector<NamedProjection> projection_names(const Model& model);
 

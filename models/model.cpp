@@ -134,6 +134,14 @@ std::string describe(const ModelConfig& c) {
   if (!c.scale_attention) s << ", unscaled";
   s << "\n";
   if (c.has_recurrent_layers()) s << describe_recurrent_layers(c);
+  if (c.has_moe_layers()) {
+    int64_t sparse = 0;
+    for (int64_t i = 0; i < c.n_layers; ++i) sparse += c.is_moe_layer(i);
+    s << "mixture of experts: " << sparse << " of " << c.n_layers << " layers, " << c.experts << " experts of d_ff "
+      << c.resolved_expert_d_ff() << ", top " << c.experts_per_token
+      << (c.normalize_expert_weights ? " (renormalised)" : " (raw probabilities)") << ", router loss x"
+      << c.router_aux_loss_coef << "\n";
+  }
   s << "norm: " << to_string(c.norm) << " (" << to_string(c.norm_position) << "-norm, eps "
     << c.norm_eps << "), position: " << to_string(c.position);
   if (c.rope_scaling.kind != RopeScalingKind::kNone) {

@@ -65,6 +65,13 @@ N feed_forward(const ModelConfig& c) {
   return up * N(is_gated(c.activation) ? 2 : 1) + linear(N(c.d_ff), N(c.d_model), c.bias);
 }
 
+// A mixture of experts: the router (E, d) and E gated experts of expert_d_ff, no biases.
+template <typename N>
+N experts(const ModelConfig& c) {
+  const N d = N(c.d_model), f = N(c.resolved_expert_d_ff()), e = N(c.experts);
+  return e * d + e * N(3) * d * f;
+}
+
 template <typename N>
 N blocks(const ModelConfig& c, int64_t layers, bool cross) {
   const N block = norm<N>(c) + attention<N>(c, false) + (cross ? norm<N>(c) + attention<N>(c, true) : N(0)) +
@@ -72,12 +79,14 @@ N blocks(const ModelConfig& c, int64_t layers, bool cross) {
   return N(layers) * block;
 }
 
-// A decoder-only stack, each layer with its own token mixer.
+// A decoder-only stack, each layer with its own token mixer and feed-forward.
 template <typename N>
 N decoder_blocks(const ModelConfig& c) {
-  if (!c.has_recurrent_layers()) return blocks<N>(c, c.n_layers, false);
+  if (!c.has_recurrent_layers() && !c.has_moe_layers()) return blocks<N>(c, c.n_layers, false);
   N sum = N(0);
-  for (int64_t i = 0; i < c.n_layers; ++i) sum += N(2) * norm<N>(c) + mixer<N>(c, i) + feed_forward<N>(c);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    sum += N(2) * norm<N>(c) + mixer<N>(c, i) + (c.is_moe_layer(i) ? experts<N>(c) : feed_forward<N>(c));
+  }
   return sum;
 }
 
@@ -174,6 +183,15 @@ std::vector<std::pair<std::string, int64_t>> parameter_breakdown(const ModelConf
 }
 
 int64_t count_parameters(const ModelConfig& config) { return total<int64_t>(config); }
+
+int64_t count_active_parameters(const ModelConfig& config) {
+  int64_t idle = 0;  // each sparse layer's experts a token does not go to
+  const int64_t expert = 3 * config.d_model * config.resolved_expert_d_ff();
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    if (config.is_moe_layer(i)) idle += (config.experts - config.experts_per_token) * expert;
+  }
+  return count_parameters(config) - idle;
+}
 
 double estimate_parameters(const ModelConfig& config) { return total<double>(config); }
 

@@ -60,6 +60,11 @@ ModelConfig at_test_size(ModelConfig c) {
   c.pad_id = std::min(c.pad_id, c.vocab_size - 1);  // a real vocabulary's pad (Phi-3's 32000)
   while (c.d_model > 1024) c.d_model /= 2, c.d_ff /= 2;  // heads keep their count, narrower
   if (c.n_layers > 2) c.n_layers = 2;
+  if (c.experts > 0) {  // a few narrower experts, still sparse
+    c.expert_d_ff = std::min<int64_t>(c.resolved_expert_d_ff(), 512);
+    c.experts = std::min<int64_t>(c.experts, 4), c.experts_per_token = std::min<int64_t>(c.experts_per_token, 2);
+    c.dense_layers.clear();
+  }
   if (c.encoder_layers > 2) c.encoder_layers = 2;
   if (c.decoder_layers > 3) c.decoder_layers = 3;
   return c;

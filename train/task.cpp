@@ -10,6 +10,7 @@
 #include "data/corpus.h"
 #include "kernels/linear_cross_entropy.h"
 #include "kernels/ring_attention.h"
+#include "layers/mixture_of_experts.h"
 
 namespace zoo {
 namespace {
@@ -35,12 +36,20 @@ torch::Tensor on(const torch::Tensor& t, const torch::Device& device) {
 
 bool has_token_files(const std::string& dir) { return fs::exists(fs::path(dir) / "train.tokens"); }
 
-// Causal LM training: the head and the loss fused in chunks, never the whole (B T, V) logits.
+// Causal LM training: the head and the loss fused in chunks, never the whole (B T, V) logits;
+// for a mixture of experts, plus router_aux_loss_coef times the routers' load-balancing loss over
+// every sparse layer's real tokens (transformers' loss with output_router_logits).
 void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                          double label_smoothing, LossOutput& out) {
+                          double label_smoothing, LossOutput& out,
+                          const std::vector<torch::Tensor>& router_logits = {},
+                          const torch::Tensor& token_mask = {}) {
   count_targets({}, labels, false, out);
   out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
                                   labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+  const auto& c = model.config;
+  if (router_logits.empty() || c.router_aux_loss_coef == 0.0) return;
+  out.router_loss = load_balancing_loss(router_logits, c.experts_per_token, token_mask);
+  out.loss = out.loss + c.router_aux_loss_coef * out.router_loss;
 }
 
 // Causal LM evaluation: the loss and the argmax accuracy from the head in blocks of rows, never
@@ -117,11 +126,13 @@ LossOutput ring_loss(Model& model, const Batch& unpadded, Objective objective, d
   switch (objective) {
     case Objective::kCausalLM: {
       labels = local(batch.labels, layout);
-      const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions(layout), ring);
+      std::vector<torch::Tensor> router_logits;
+      const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions(layout), ring, &router_logits);
       if (with_accuracy) {
         chunked_causal_lm_evaluation(model, hidden, labels, label_smoothing, out);
       } else {
-        fused_causal_lm_loss(model, hidden, labels, label_smoothing, out);
+        fused_causal_lm_loss(model, hidden, labels, label_smoothing, out, router_logits,
+                             mask.defined() ? local(mask, layout) : torch::Tensor());
       }
       return out;
     }
@@ -169,7 +180,9 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, c
       if (with_accuracy) {
         chunked_causal_lm_evaluation(model, model.gpt->hidden_states(ids), labels, label_smoothing, out);
       } else {
-        fused_causal_lm_loss(model, model.gpt->hidden_states(ids), labels, label_smoothing, out);
+        std::vector<torch::Tensor> router_logits;
+        const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, {}, nullptr, &router_logits);
+        fused_causal_lm_loss(model, hidden, labels, label_smoothing, out, router_logits, mask);
       }
       return out;
     case Objective::kMaskedLM:

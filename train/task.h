@@ -23,6 +23,9 @@ namespace zoo {
 
 struct LossOutput {
   torch::Tensor loss;   // scalar: mean over the targets (what backward() sees)
+  // A mixture of experts in training: the routers' load-balancing loss, which `loss` holds times
+  // router_aux_loss_coef (undefined otherwise).
+  torch::Tensor router_loss;
   int64_t targets = 0;  // predicted tokens, or examples for classification
   int64_t correct = 0;  // argmax == label among the targets (with_accuracy only)
   int64_t tokens = 0;   // input tokens processed (throughput)

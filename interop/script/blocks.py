@@ -7,6 +7,8 @@
 # A GPT's layers may mix tokens with linear or gated linear attention instead (layers/
 # linear_attention.h): layer_kinds[i] says which, and each kind's weights are stacked over its own
 # layers (linear_attn_*, gla_attn_*, self_attn_* for softmax), row kind_rows[i] for layer i.
+# Likewise a layer's feed-forward is dense (ff_*) or a mixture of experts (moe_*; layers/
+# mixture_of_experts.h) as ff_kinds[i] says, its weights at row ff_rows[i] of its kind's stack.
 # The functions of common.py are methods here too.
 from typing import List, Optional, Tuple
 
@@ -182,14 +184,52 @@ def _rotate(self, x: Tensor, rope: Tuple[Tensor, Tensor]) -> Tensor:
 
 
 def _feed_forward(self, x: Tensor, i: int) -> Tensor:
-    gate = self.ff_gate_weight
+    r = self.ff_rows[i]
+    # A stack without experts (moe_router None) compiles without this branch; one without dense
+    # layers, without the test.
+    if self.moe_router is not None:
+        if self.ff_down_weight is None or self.ff_kinds[i] == "moe":
+            return self._mixture_of_experts(x, r)
+    gate, up, down = self.ff_gate_weight, self.ff_up_weight, self.ff_down_weight
+    assert up is not None and down is not None, "no dense feed-forward in this stack"
     if gate is not None:
         # gated (SwiGLU, GeGLU; Shazeer, 2020): act(x W_gate) * x W_up
-        h = self._activate(self._linear_at(x, gate, self.ff_gate_bias, i))
-        h = h * self._linear_at(x, self.ff_up_weight, self.ff_up_bias, i)
+        h = self._activate(self._linear_at(x, gate, self.ff_gate_bias, r))
+        h = h * self._linear_at(x, up, self.ff_up_bias, r)
     else:
-        h = self._activate(self._linear_at(x, self.ff_up_weight, self.ff_up_bias, i))
-    return self._linear_at(h, self.ff_down_weight, self.ff_down_bias, i)
+        h = self._activate(self._linear_at(x, up, self.ff_up_bias, r))
+    return self._linear_at(h, down, self.ff_down_bias, r)
+
+
+def _mixture_of_experts(self, x: Tensor, r: int) -> Tensor:
+    # Each token to the top experts_per_token experts of its router's softmax (in float32),
+    # weighted by their probabilities (renormalised over the k with normalize_expert_weights);
+    # each expert's gated feed-forward computed over the tokens routed to it, weighted in float32
+    # and cast back (or in x's dtype, round_expert_weights), added expert by expert.
+    router, gate_up, down = self.moe_router, self.moe_gate_up, self.moe_down
+    assert router is not None and gate_up is not None and down is not None, "no mixture of experts in this stack"
+    flat = x.reshape(-1, x.size(-1))
+    probs = torch.softmax(torch.matmul(flat, router[r].t()).float(), -1)
+    weights, chosen = probs.topk(self.experts_per_token, -1)
+    if self.normalize_expert_weights:
+        weights = weights / weights.sum(-1, keepdim=True)
+    out = torch.zeros_like(flat)
+    f = down.size(-1)
+    for e in range(router.size(1)):
+        hit = chosen == e  # (N, k): a token picks an expert at most once
+        rows = hit.any(-1).nonzero().squeeze(-1)
+        if rows.numel() == 0:
+            continue
+        weight = (weights * hit.float()).sum(-1).index_select(0, rows)
+        gu = torch.matmul(flat.index_select(0, rows), gate_up[r, e].t())
+        h = self._activate(gu.narrow(-1, 0, f)) * gu.narrow(-1, f, f)
+        y = torch.matmul(h, down[r, e].t())
+        if self.round_expert_weights:
+            y = y * weight.unsqueeze(1).to(y.dtype)
+        else:
+            y = (y.float() * weight.unsqueeze(1)).to(flat.dtype)
+        out.index_add_(0, rows, y)
+    return out.view(x.size())
 
 
 def new_cache(self, b: int, length: int) -> List[Tensor]:
@@ -198,7 +238,7 @@ def new_cache(self, b: int, length: int) -> List[Tensor]:
     # LibTorch's bf16 matmuls at decoding's shapes are slow and sum in bf16 (_attend_one_bf16)
     # A linear attention layer's entry is its state instead, (B, H, Dk, Dv) in float32 (Dv + 1
     # columns when normalised: the normaliser's sums), and an empty tensor.
-    like = self.ff_down_weight
+    like = self.self_attn_norm_weight
     dtype = like.dtype
     if dtype == torch.bfloat16 and not like.is_cuda:
         dtype = torch.float32

@@ -87,12 +87,28 @@ assert c["target_modules"] == ["gate_up_proj", "qkv_proj"], c
 assert c["rank_pattern"] == {"qkv_proj": 8} and c["alpha_pattern"] == {"qkv_proj": 16.0}, c
 PY
 
+# Mixtral: adapters on q and on every expert's gate_up and down (PEFT's target_parameters on
+# transformers' mlp.experts), without dropout (PEFT has none there).
+hf_dir mixtral 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/mixtral" --train "$work/slice.txt" --task lm $lora block_size=32 lora.dropout=0 \
+  lora.targets=q,gate_up,down --run-dir "$work/mixtral-lora" > /dev/null 2>&1
+peft_round_trip mixtral "$work/mixtral-lora"
+"$python" - "$work/mixtral-lora-peft/adapter_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["target_modules"] == ["q_proj"], c
+assert c["target_parameters"] == ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"], c
+PY
+
 # PEFT's own adapters (get_peft_model, save_pretrained) on GPT-2's c_attn, LLaMA's q, v and
-# down projections, Qwen3's (head norms, head_dim apart) k, o and up and Phi-3's fused qkv_proj
-# and gate_up_proj import onto zoo's base and export merged to PEFT's merge.
+# down projections, Qwen3's (head norms, head_dim apart) k, o and up, Phi-3's fused qkv_proj
+# and gate_up_proj, and Qwen3-MoE's q, o and experts import onto zoo's
+# base and export merged to PEFT's merge.
 hf_dir qwen3 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+hf_dir qwen3_moe 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
 for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj qwen3:k_proj,o_proj,up_proj \
-    phi3:qkv_proj,gate_up_proj; do
+    phi3:qkv_proj,gate_up_proj qwen3_moe:q_proj,o_proj,mlp.experts.gate_up_proj,mlp.experts.down_proj; do
   flavor="${flavor_targets%%:*}"
   "$python" "$peft" make "$work/$flavor-hf" "$work/$flavor-made-peft" "${flavor_targets#*:}" 4 8 > /dev/null
   "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | grep -q "LoRA adapters on"

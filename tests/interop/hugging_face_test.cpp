@@ -81,7 +81,10 @@ torch::Tensor greedy_tokens(Model& model, const std::map<std::string, torch::Ten
 // zoo's training loss (compute_loss, what `zoo train` minimises) on the reference's inputs and
 // labels, given in transformers' convention (a causal LM's labels are its inputs). For a GPT the
 // first is the training path (head and cross-entropy fused in chunks), the second evaluation's.
-std::vector<double> losses(Model& model, const std::string& flavor, const std::map<std::string, torch::Tensor>& ref) {
+// A mixture of experts' training loss adds router_aux_loss_coef times the routers' load-balancing
+// loss, which `router_loss` receives.
+std::vector<double> losses(Model& model, const std::string& flavor, const std::map<std::string, torch::Tensor>& ref,
+                           double* router_loss = nullptr) {
   torch::NoGradGuard no_grad;
   model.module()->eval();
   Batch batch;
@@ -95,7 +98,9 @@ std::vector<double> losses(Model& model, const std::string& flavor, const std::m
       const auto& ids = batch.input_ids;
       batch.labels = torch::cat({ids.narrow(1, 1, ids.size(1) - 1), torch::full({ids.size(0), 1}, kIgnoreIndex, ids.options())}, 1);
       batch.attention_mask = torch::ones_like(ids);
-      return {compute_loss(model, batch, Objective::kCausalLM, cpu).loss.item<double>(),
+      const auto training = compute_loss(model, batch, Objective::kCausalLM, cpu);
+      if (router_loss != nullptr && training.router_loss.defined()) *router_loss = training.router_loss.item<double>();
+      return {training.loss.item<double>(),
               compute_loss(model, batch, Objective::kCausalLM, cpu, {.with_accuracy = true}).loss.item<double>()};
     }
     case Family::kBert:
@@ -146,7 +151,22 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
   // The loss transformers computes from the same labels, for every model with a head.
   if (ref.count("loss")) {
     const double expected = ref.at("loss").item<double>();
-    for (const double loss : losses(model, f.name, ref)) EXPECT_NEAR(loss, expected, 1e-5 * std::max(1.0, expected));
+    double router_loss = -1.0;
+    const auto zoo_losses = losses(model, f.name, ref, &router_loss);
+    for (size_t i = 0; i < zoo_losses.size(); ++i) {
+      // A mixture of experts trains on transformers' loss with output_router_logits; evaluates
+      // on the cross-entropy alone.
+      const double want = i == 0 && ref.count("loss_with_router") ? ref.at("loss_with_router").item<double>() : expected;
+      EXPECT_NEAR(zoo_losses[i], want, 1e-5 * std::max(1.0, want)) << i;
+    }
+    if (ref.count("aux_loss")) {
+      EXPECT_NEAR(router_loss, ref.at("aux_loss").item<double>(), 1e-5);
+      EXPECT_GT(ref.at("loss_with_router").item<double>() - expected, 1e-3);  // the router's share is seen
+      std::vector<torch::Tensor> router_logits;
+      torch::NoGradGuard no_grad;
+      model.gpt->hidden_states(ref.at("input_ids"), {}, nullptr, {}, nullptr, &router_logits);
+      EXPECT_ALLCLOSE(torch::stack(router_logits), ref.at("router_logits"), 2e-5);
+    }
   } else {
     EXPECT_EQ(f.name, "bert");  // the bare encoder has no loss
   }
@@ -231,7 +251,8 @@ INSTANTIATE_TEST_SUITE_P(LlamaFamily, HuggingFace,
                                            Flavor{"llama_tied", false, "fp16"}, Flavor{"mistral"},
                                            Flavor{"mistral", true, "bf16"}, Flavor{"qwen2"},
                                            Flavor{"qwen2", true, "fp16"}, Flavor{"qwen3", false, "bf16"},
-                                           Flavor{"qwen3_yarn"}, Flavor{"phi3"}, Flavor{"phi3_long", false, "bf16"}),
+                                           Flavor{"qwen3_yarn"}, Flavor{"phi3"}, Flavor{"phi3_long", false, "bf16"},
+                                           Flavor{"mixtral"}, Flavor{"qwen3_moe", false, "bf16"}),
                          [](const auto& info) { return flavor_id(info.param); });
 
 TEST(HuggingFaceErrors, NameTheTensorTheShapesAndTheKeys) {
@@ -310,7 +331,17 @@ TEST(HuggingFaceErrors, LlamaFamilyNamesTheFileTheKeyAndTheTensor) {
     return error_of([&] { import_hf(dir); });
   };
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
-      {[](auto& c) { c["model_type"] = "gemma"; }, "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, qwen3, phi3, zoo)"},
+      {[](auto& c) { c["model_type"] = "gemma"; },
+       "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe, zoo)"},
+      {[](auto& c) { c["model_type"] = "mixtral", c["architectures"] = {"MixtralForCausalLM"}, c["router_jitter_noise"] = 0.1; },
+       "router_jitter_noise 0.1 is not supported (zoo's router takes no noise: 0)"},
+      {[](auto& c) { c["model_type"] = "qwen3_moe", c["architectures"] = {"Qwen3MoeForCausalLM"}, c["mlp_only_layers"] = 1; },
+       "key 'mlp_only_layers' must be a list, got 1"},
+      {[](auto& c) {
+         c["model_type"] = "qwen3_moe", c["architectures"] = {"Qwen3MoeForCausalLM"}, c["num_experts"] = 4;
+         c["num_experts_per_tok"] = 6;
+       },
+       "experts_per_token (6) must be in [1, experts (4)]"},
       {[](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; },
        "architecture 'LlamaForSequenceClassification' is not supported for llama (LlamaForCausalLM)"},
       {[](auto& c) { c["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
@@ -413,7 +444,7 @@ TEST(HuggingFaceConfig, ReadsEachLlamaFamilySpelling) {
 
 // Hugging Face's config.json of published models, as on the Hub (meta-llama/Llama-3.2-1B,
 // Qwen/Qwen2-0.5B, Qwen/Qwen3-0.6B, mistralai/Mistral-7B-v0.1, microsoft/Phi-3-mini-4k-instruct,
-// microsoft/Phi-4-mini-instruct), less keys that do not describe the architecture (and Phi-4-mini's
+// microsoft/Phi-4-mini-instruct, mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B), less keys that do not describe the architecture (and Phi-4-mini's
 // LongRoPE factors, 48 numbers each that do not change the count).
 struct PublishedModel {
   const char* name;     // on the Hub
@@ -463,6 +494,22 @@ const PublishedModel kPublished[] = {
       "num_key_value_heads": 8, "original_max_position_embeddings": 4096, "pad_token_id": 199999,
       "partial_rotary_factor": 0.75, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
       "sliding_window": 262144, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 200064})"},
+    {"mistralai/Mixtral-8x7B-v0.1", 46702792704, "mixtral-8x7b", R"({"architectures": ["MixtralForCausalLM"],
+      "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096,
+      "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
+      "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
+      "num_local_experts": 8, "output_router_logits": false, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+      "router_aux_loss_coef": 0.02, "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+      "vocab_size": 32000})"},
+    {"Qwen/Qwen3-30B-A3B", 30532122624, "qwen3-30b-a3b", R"({"architectures": ["Qwen3MoeForCausalLM"],
+      "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643, "decoder_sparse_step": 1,
+      "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+      "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48, "mlp_only_layers": [],
+      "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true, "num_attention_heads": 32,
+      "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+      "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000.0,
+      "router_aux_loss_coef": 0.001, "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+      "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})"},
 };
 
 // The published parameter counts, from the config alone (nothing is allocated); the shipped
@@ -495,6 +542,12 @@ TEST(HuggingFaceErrors, ExportRefusesConfigsWithoutAnEquivalent) {
       {"gpt-tiny", {"qk_norm=true"}},                    // head norms are Qwen3's, with RoPE
       {"llama-tiny", {"qk_norm=true", "qkv_bias=true"}}, // Qwen3 has no biases
       {"gpt-tiny", {"n_kv_heads=2"}},                     // GPT-2 has no grouped-query attention
+      // Mixtral: every layer sparse, experts d_ff wide, renormalised; the rest is Qwen3-MoE's.
+      {"llama-tiny", {"experts=4", "expert_d_ff=24"}},
+      {"llama-tiny", {"experts=4", "normalize_expert_weights=false"}},
+      {"llama-tiny", {"experts=4", "dense_layers=[0]"}},
+      {"llama-tiny", {"experts=4", "qkv_bias=true"}},
+      {"llama-tiny", {"experts=4", "hf_fused_projections=true"}},
   };
   for (const auto& [name, overrides] : refused) {
     auto config = load_config(find_config(name));

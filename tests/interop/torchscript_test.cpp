@@ -114,6 +114,10 @@ torch::Tensor archived(const torch::jit::Module& module, const std::string& name
       if (kind == "linear") key = "linear_attn_" + key.substr(10);
       if (kind == "gated_linear") key = "gla_attn_" + key.substr(10);
     }
+    // A feed-forward's over the dense or the mixture-of-experts layers.
+    if ((key.rfind("ff_", 0) == 0 && key.rfind("ff_norm_", 0) != 0) || key.rfind("moe_", 0) == 0) {
+      row = blocks.attr("ff_rows").toList().get(layer).toInt();
+    }
     return blocks.attr(key).toTensor()[row];
   }
   if (ends_with("positions")) return module.attr(child).toModule().attr(flat(rest)).toTensor();
@@ -395,6 +399,14 @@ std::vector<Variant> variants() {
                {"rotary_dim=4", "rope_scaling=longrope", "rope_original_max_positions=8", "rope_short_factor=[1, 1.5]",
                 "rope_long_factor=[3, 9]", "hf_fused_projections=true"}});
   v.push_back({"bert_mlm_no_bias", "bert-tiny", {"bias=false"}});
+  // Mixtures of experts (layers/mixture_of_experts.h): Qwen3-MoE's raw top-1 weights with a dense
+  // layer between (each kind's feed-forward stacked apart), Mixtral's renormalised top 2.
+  v.push_back({"llama_experts_top1_dense_layer", "llama-tiny",
+               {"experts=4", "experts_per_token=1", "expert_d_ff=24", "normalize_expert_weights=false",
+                "dense_layers=[1]", "qk_norm=true", "round_expert_weights=true"}});
+  // In bfloat16, seed 4 gives clear calls (3 of seeds 1-14 do: routing adds near ties).
+  v.push_back({"llama_experts_top2_rounded_bfloat16", "llama-tiny",
+               {"experts=4", "experts_per_token=2", "round_expert_weights=true"}, torch::kBFloat16, 4});
   // Linear and gated linear attention (layers/linear_attention.h): every layer gated, and hybrids
   // mixing the three kinds (each kind's weights stacked apart), performer features, relu without
   // normalisation; a LLaMA layout; in bfloat16 too.

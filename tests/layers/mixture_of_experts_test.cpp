@@ -26,7 +26,7 @@ TEST(MixtureOfExperts, GroupedByExpertEqualsTokenByToken) {
     const auto slow = mixture_of_experts_reference(*moe, x);
     EXPECT_LE(max_abs_diff(fast.out, slow), 1e-9);
     const auto probe = torch::randn_like(slow);
-    const auto params = std::vector<torch::Tensor>{x, moe->router, moe->gate, moe->up, moe->down};
+    const auto params = std::vector<torch::Tensor>{x, moe->router, moe->gate_up, moe->down};
     const auto fast_grads = torch::autograd::grad({(fast.out * probe).sum()}, params);
     const auto slow_grads = torch::autograd::grad({(slow * probe).sum()}, params);
     for (size_t i = 0; i < params.size(); ++i) EXPECT_LE(max_abs_diff(fast_grads[i], slow_grads[i]), 1e-9) << i;
@@ -46,8 +46,7 @@ TEST(MixtureOfExperts, MatchesTransformersBlocksAndTheirAuxiliaryLoss) {
     {
       torch::NoGradGuard no_grad;
       moe->router.copy_(ref.at(k + "_router"));
-      moe->gate.copy_(ref.at(k + "_gate"));
-      moe->up.copy_(ref.at(k + "_up"));
+      moe->gate_up.copy_(ref.at(k + "_gate_up"));
       moe->down.copy_(ref.at(k + "_down"));
     }
     auto x = ref.at(k + "_x").clone().requires_grad_(true);
@@ -56,7 +55,7 @@ TEST(MixtureOfExperts, MatchesTransformersBlocksAndTheirAuxiliaryLoss) {
     EXPECT_LE(max_abs_diff(result.router_logits, ref.at(k + "_router_logits")), 1e-5);
     (result.out * ref.at(k + "_probe")).sum().backward();
     EXPECT_LE(max_abs_diff(x.grad(), ref.at(k + "_dx")), 1e-4);
-    EXPECT_LE(max_abs_diff(moe->gate.grad(), ref.at(k + "_dgate")), 1e-4);
+    EXPECT_LE(max_abs_diff(moe->gate_up.grad(), ref.at(k + "_dgate_up")), 1e-4);
     EXPECT_LE(max_abs_diff(moe->router.grad(), ref.at(k + "_drouter")), 1e-4);
     const auto twice = moe->forward(2 * x.detach()).router_logits;
     const std::vector<torch::Tensor> layers = {result.router_logits.detach(), twice.detach()};

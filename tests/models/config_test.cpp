@@ -196,6 +196,42 @@ TEST(ModelConfig, RopeScalingAndQkvBias) {
   for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
 }
 
+// A mixture of experts' keys: which layers are sparse (every moe_layer_step-th, less dense_layers),
+// and each key's refusal named.
+TEST(ModelConfig, MixtureOfExpertsKeysAreCheckedAndNamed) {
+  const std::string moe = std::string(kGood) + "position: rope\nactivation: swiglu\nbias: false\n";
+  auto c = parse_config(moe + "experts: 4\n", "x.yaml");
+  apply_overrides(c, {"n_layers=6", "moe_layer_step=2", "dense_layers=[3]"});
+  std::vector<int64_t> sparse;
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    if (c.is_moe_layer(i)) sparse.push_back(i);
+  EXPECT_EQ(sparse, (std::vector<int64_t>{1, 5}));  // (i + 1) % 2 == 0: 1, 3, 5; 3 kept dense
+  EXPECT_EQ(c.resolved_expert_d_ff(), 64);
+  EXPECT_EQ(to_yaml(parse_config(to_yaml(c))), to_yaml(c));
+  EXPECT_NE(to_yaml(c).find("dense_layers: [3]"), std::string::npos);
+  const std::pair<std::string, std::string> refused[] = {
+      {moe + "experts_per_token: 3\n", "x.yaml: experts_per_token, expert_d_ff, normalize_expert_weights, "
+                                       "round_expert_weights, moe_layer_step and dense_layers apply to a mixture of "
+                                       "experts: set experts"},
+      {moe + "experts: 1\n", "x.yaml: experts (1) must be 0 (dense) or at least 2"},
+      {moe + "experts: 4\nexperts_per_token: 5\n", "x.yaml: experts_per_token (5) must be in [1, experts (4)]"},
+      {moe + "experts: 4\nexpert_d_ff: -1\n", "x.yaml: expert_d_ff (-1) must be >= 0"},
+      {std::string(kGood) + "bias: false\nexperts: 4\n",
+       "x.yaml: experts are gated feed-forwards (swiglu, geglu, geglu_tanh), not activation gelu_tanh"},
+      {std::string(kGood) + "activation: swiglu\nexperts: 4\n",
+       "x.yaml: experts have no biases (Mixtral, Qwen3-MoE): set bias: false"},
+      {moe + "experts: 4\nmoe_layer_step: 0\n", "x.yaml: moe_layer_step (0) must be >= 1"},
+      {moe + "experts: 4\ndense_layers: [2]\n", "x.yaml: dense_layers holds 2, not a layer of n_layers (2)"},
+      {moe + "experts: 4\nrouter_aux_loss_coef: -0.1\n", "x.yaml: router_aux_loss_coef (-0.1) must be >= 0"},
+      {moe + "experts: 4\ndense_layers: [0, x]\n",
+       "x.yaml:11: dense_layers: expected a list of layer indices (item 2 is 'x'), got 'a list'"},
+      {"family: bert\nvocab_size: 100\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\nactivation: swiglu\n"
+       "bias: false\nexperts: 4\n",
+       "x.yaml: experts applies to decoder-only models (family gpt), not family bert"},
+  };
+  for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
+}
+
 // LongRoPE's factors and a partial rotation read as written and write back exactly: a factor as a
 // float32 checkpoint stores it keeps every digit.
 TEST(ModelConfig, LongropeFactorsAndPartialRotationRoundTrip) {

@@ -26,6 +26,10 @@ const char* kConfigs[] = {
     "activation: swiglu, norm: rmsnorm, position: rope, bias: false, tie_embeddings: false}",
     "{family: bert, vocab_size: 97, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 32, head: mlm}",
     "{family: t5, vocab_size: 150, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, activation: geglu}",
+    // Qwen3-MoE's: a dense layer, then a mixture whose experts' gate_up and down take adapters.
+    "{family: gpt, vocab_size: 97, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 48, max_positions: 32, "
+    "activation: swiglu, norm: rmsnorm, position: rope, bias: false, qk_norm: true, experts: 4, expert_d_ff: 16, "
+    "dense_layers: [0]}",
 };
 
 Model tiny(int index) {
@@ -63,7 +67,7 @@ TEST_P(LoraModels, AtStepZeroEqualsTheBaseExactly) {
   auto model = tiny(GetParam());
   const auto base = run(model);
   LoraConfig config;
-  config.rank = 4;
+  config.rank = 4, config.dropout = 0.0;  // experts take none; in eval it changes nothing
   config.targets = {"all"};
   const auto adapted = attach_lora(model, config);
   EXPECT_FALSE(adapted.empty());
@@ -76,7 +80,7 @@ TEST_P(LoraModels, MergedEqualsUnmerged) {
   auto model = tiny(GetParam());
   const auto base = run(model);
   LoraConfig config;
-  config.rank = 2, config.alpha = 5;
+  config.rank = 2, config.alpha = 5, config.dropout = 0.0;
   config.targets = {"q", "v", "out", "down"};
   attach_lora(model, config);
   randomize_adapters(model);
@@ -89,8 +93,10 @@ TEST_P(LoraModels, MergedEqualsUnmerged) {
   EXPECT_EQ(plain.module()->named_parameters().size(), model.module()->named_parameters().size());
 }
 
-std::string layout_name(int index) { return index == 0 ? "gpt2" : index == 1 ? "llama" : index == 2 ? "bert" : "t5"; }
-INSTANTIATE_TEST_SUITE_P(Layouts, LoraModels, ::testing::Values(0, 1, 2, 3),
+std::string layout_name(int index) {
+  return index == 0 ? "gpt2" : index == 1 ? "llama" : index == 2 ? "bert" : index == 3 ? "t5" : "qwen3_moe";
+}
+INSTANTIATE_TEST_SUITE_P(Layouts, LoraModels, ::testing::Values(0, 1, 2, 3, 4),
                          [](const auto& info) { return layout_name(info.param); });
 
 // PEFT's formula by hand: y = x W^T + b + (alpha / r) x A^T B^T on the adapted rows only.
@@ -232,7 +238,7 @@ TEST_P(LoraModels, ActivationCheckpointingGivesTheSameGradients) {
   expect_recompute_matches(model);
   // LoRA: a frozen base, adapters everywhere.
   LoraConfig lora;
-  lora.rank = 2, lora.dropout = 0.1, lora.targets = {"all"};
+  lora.rank = 2, lora.dropout = config.has_moe_layers() ? 0.0 : 0.1, lora.targets = {"all"};  // experts take none
   attach_lora(model, lora);
   model.module()->to(torch::kDouble);
   randomize_adapters(model);
@@ -246,7 +252,7 @@ TEST_P(LoraModels, ActivationCheckpointingGivesTheSameGradients) {
 TEST_P(LoraModels, FrozenProjectionsHeldInBf16ComputeAlikeUnderAutocast) {
   auto model = tiny(GetParam());
   LoraConfig lora;
-  lora.rank = 4, lora.targets = {"all"};
+  lora.rank = 4, lora.dropout = 0.0, lora.targets = {"all"};
   attach_lora(model, lora);
   randomize_adapters(model);
   for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
@@ -304,6 +310,31 @@ TEST(Lora, TargetsAreNamesPartsOrGlobs) {
   // 2 cross-attention q; k in 2 encoder self, 2 decoder self and 2 cross attentions.
   EXPECT_EQ(adapted.size(), 8u);
   EXPECT_EQ(adapted.front(), "encoder_blocks.0.self_attn.k");
+}
+
+// A mixture's experts take one adapter per expert on gate_up and down (PEFT's
+// target_parameters): expert e's update is (alpha / r) B_e A_e, which merging adds to its weight;
+// dropout is refused, as PEFT refuses it there.
+TEST(Lora, ExpertsAdaptEachExpertAndMergeByTheFormula) {
+  auto model = tiny(4);
+  LoraConfig config;
+  config.rank = 2, config.alpha = 6, config.dropout = 0.0, config.targets = {"gate_up", "blocks.1.moe.down"};
+  EXPECT_EQ(attach_lora(model, config), (std::vector<std::string>{"blocks.1.moe.gate_up", "blocks.1.moe.down"}));
+  randomize_adapters(model);
+  auto* moe = model.gpt->blocks[1]->as<TransformerBlockImpl>()->moe.get();
+  ASSERT_TRUE(moe->lora_gate_up && moe->lora_down);
+  EXPECT_EQ(moe->lora_gate_up->A.sizes(), (std::vector<int64_t>{4, 2, 32}));
+  EXPECT_EQ(moe->lora_down->B.sizes(), (std::vector<int64_t>{4, 32, 2}));
+  const auto want = moe->gate_up.detach() + 3.0 * torch::matmul(moe->lora_gate_up->B, moe->lora_gate_up->A).detach();
+  const auto unmerged = run(model);
+  merge_lora(model);
+  EXPECT_ALLCLOSE(moe->gate_up, want, 1e-6);
+  EXPECT_ALLCLOSE(run(model), unmerged, 1e-5);
+  auto other = tiny(4);
+  config.dropout = 0.05;
+  EXPECT_EQ(error_of([&] { attach_lora(other, config); }),
+            "lora.dropout: 0.05 with adapters on blocks.1.moe.gate_up, a mixture's experts, which take no dropout (as "
+            "PEFT's): set lora.dropout=0");
 }
 
 TEST(Lora, BadTargetsAndRanksAreNamed) {

@@ -51,6 +51,9 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
       {"gpt-tiny", {"attention=gated_linear", "gla_expand_k=1", "gla_gate_rank=8"}},
       {"llama-tiny", {"position=none", "attention_layers=[gated_linear, linear, softmax, gated_linear]", "qkv_bias=true", "head_dim=48"}},
       {"gpt-tiny", {"attention_layers=[softmax, gated_linear, softmax, linear]"}},
+      // Mixtures of experts: every layer (Mixtral), and Qwen3-MoE's every other layer but one dense.
+      {"llama-tiny", {"experts=4", "experts_per_token=1"}},
+      {"llama-tiny", {"experts=8", "expert_d_ff=24", "moe_layer_step=2", "dense_layers=[3]", "qk_norm=true"}},
   };
   for (const auto& [name, overrides] : cases) {
     ModelConfig c = load_config(find_config(name));
@@ -74,6 +77,16 @@ TEST(ParameterCountFromConfig, KnownModelsAndAConfigFarLargerThanMemory) {
   EXPECT_EQ(596049920, 28 * (1024 * 2048 * 2 + 1024 * 1024 * 2 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024) +
                            151936 * 1024 + 1024);
   EXPECT_EQ(count_parameters(load_config(find_config("mistral-7b"))), 7241732096);
+  // Mixtral-8x7B and Qwen3-30B-A3B: transformers' num_parameters() of MixtralForCausalLM and
+  // Qwen3MoeForCausalLM built from their config.json; active, the published 12.9B and 3.3B: all
+  // but the experts a token is not routed to (6 of 8 and 120 of 128 a layer, 3 d f each).
+  const ModelConfig mixtral = load_config(find_config("mixtral-8x7b")), qwen = load_config(find_config("qwen3-30b-a3b"));
+  EXPECT_EQ(count_parameters(mixtral), 46702792704);
+  EXPECT_EQ(count_active_parameters(mixtral), 46702792704 - int64_t{32} * 6 * 3 * 4096 * 14336);
+  EXPECT_EQ(count_active_parameters(mixtral), 12879925248);
+  EXPECT_EQ(count_parameters(qwen), 30532122624);
+  EXPECT_EQ(count_active_parameters(qwen), 3353032704);
+  EXPECT_EQ(count_active_parameters(load_config(find_config("mistral-7b"))), 7241732096);  // dense: all
   // Qwen2-0.5B by the formula: per block q (d + 1) d, k and v (d + 1) kv each, o d d, a
   // three-matrix SwiGLU and two norms; then the tied embeddings and the final norm.
   const int64_t qd = 896, kv = 128, ff = 4864, v = 151936;

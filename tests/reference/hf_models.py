@@ -37,6 +37,15 @@ FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
   phi3_long   the same in transformers 5's rope_parameters with a trained context of 4 (every
               logit takes the long factors), a stated attention factor, a tied head and a
               sliding window of 3
+  mixtral     a mixture of 4 experts, top 2 renormalised, in every layer, in the per-expert files
+              Mixtral's checkpoints have (block_sparse_moe.experts.E.w1/w3/w2), a sliding window
+              of 5 (its logits_plain: top 1)
+  qwen3_moe   qwen3 with 8 experts of width 24, top 1 at its raw probability (norm_topk_prob
+              false), layer 1 dense (mlp_only_layers), in the fused layout transformers 5 keeps
+              in memory (mlp.experts.gate_up_proj, down_proj; its logits_plain: renormalised)
+For the mixtures OUT.pt also holds transformers' output_router_logits: router_logits (one (N, E)
+per sparse layer, stacked), aux_loss (load_balancing_loss_func) and loss_with_router (the loss
+plus router_aux_loss_coef times aux_loss).
 
 The outputs are transformers' (GPT2LMHeadModel, BertModel, BertForMaskedLM,
 BertForSequenceClassification, T5ForConditionalGeneration, LlamaForCausalLM,
@@ -59,7 +68,8 @@ GREEDY_TOKENS = 8
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
 
-LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_yarn", "phi3", "phi3_long")
+LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_yarn", "phi3", "phi3_long", "mixtral",
+                "qwen3_moe")
 # LongRoPE's divisors for Phi-3's 6 rotated pairs: the long ones far apart from the short ones.
 PHI3_SHORT = [1.0, 1.05, 1.1, 1.3, 1.6, 2.0]
 PHI3_LONG = [1.5, 3.0, 6.0, 12.0, 24.0, 48.0]
@@ -98,6 +108,15 @@ def llama_config(flavor):
                 "sliding_window": 3, "rope_scaling": None,
                 "rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
                                     "short_factor": PHI3_SHORT, "long_factor": PHI3_LONG, "attention_factor": 1.25}}
+    if flavor == "mixtral":
+        return {**base, "model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "rms_norm_eps": 1e-5,
+                "rope_theta": 1000000.0, "sliding_window": 5, "tie_word_embeddings": False, "num_local_experts": 4,
+                "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02, "router_jitter_noise": 0.0}
+    if flavor == "qwen3_moe":
+        qwen3 = {k: v for k, v in llama_config("qwen3").items() if k != "max_window_layers"}
+        return {**qwen3, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 8,
+                "num_experts_per_tok": 1, "moe_intermediate_size": 24, "norm_topk_prob": False,
+                "decoder_sparse_step": 1, "mlp_only_layers": [1], "router_aux_loss_coef": 0.05}
     if flavor == "qwen3":
         return {**base, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 16,
                 "rope_theta": 1000000.0, "tie_word_embeddings": True, "attention_bias": False,
@@ -156,9 +175,21 @@ def random_weights(flavor, cfg):
                 rand(p + f"self_attn.{m}_proj.weight", rows, cols)
                 if bias[m]:
                     rand(p + f"self_attn.{m}_proj.bias", rows)
-            if cfg["model_type"] == "qwen3":
+            if cfg["model_type"] in ("qwen3", "qwen3_moe"):
                 rand(p + "self_attn.q_norm.weight", hd, offset=1.0)
                 rand(p + "self_attn.k_norm.weight", hd, offset=1.0)
+            if moe_layer(cfg, i):
+                experts, width = moe_experts(cfg), cfg.get("moe_intermediate_size", FF)
+                if cfg["model_type"] == "mixtral":  # one tensor per expert and projection
+                    rand(p + "block_sparse_moe.gate.weight", experts, D, scale=1.0)
+                    for e in range(experts):
+                        x = p + f"block_sparse_moe.experts.{e}."
+                        rand(x + "w1.weight", width, D), rand(x + "w3.weight", width, D), rand(x + "w2.weight", D, width)
+                else:  # the experts stacked, gate and up fused
+                    rand(p + "mlp.gate.weight", experts, D, scale=1.0)
+                    rand(p + "mlp.experts.gate_up_proj", experts, 2 * width, D)
+                    rand(p + "mlp.experts.down_proj", experts, D, width)
+                continue
             for m, rows, cols in (("gate", FF, D), ("up", FF, D), ("down", D, FF)):
                 rand(p + f"mlp.{m}_proj.weight", rows, cols)
                 if bias["mlp"]:
@@ -256,6 +287,17 @@ def random_weights(flavor, cfg):
 
 # --- reference outputs: transformers reading the directory ------------------------------------
 
+def moe_experts(cfg):
+    return cfg.get("num_local_experts", cfg.get("num_experts", 0))
+
+
+def moe_layer(cfg, i):
+    """Whether layer i is a mixture of experts, as Qwen3MoeDecoderLayer decides (Mixtral: every one)."""
+    if moe_experts(cfg) == 0:
+        return False
+    return i not in cfg.get("mlp_only_layers", []) and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0
+
+
 def llama_heads(cfg):
     n, nkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     return n, nkv, cfg.get("head_dim") or cfg["hidden_size"] // n
@@ -297,8 +339,13 @@ def hf_outputs(flavor, directory, dtype=torch.float32):
         if flavor in LLAMA_FAMILY or flavor == "gpt2":
             greedy = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=GREEDY_TOKENS,
                                     do_sample=False)
-            return {"logits": model(input_ids=ids).logits, "greedy": greedy[:, ids.size(1):],
-                    "loss": model(input_ids=ids, labels=labels_for(flavor)).loss}
+            out = {"logits": model(input_ids=ids).logits, "greedy": greedy[:, ids.size(1):],
+                   "loss": model(input_ids=ids, labels=labels_for(flavor)).loss}
+            if moe_experts(cfg):
+                routed = model(input_ids=ids, labels=labels_for(flavor), output_router_logits=True)
+                out.update({"router_logits": torch.stack(routed.router_logits), "aux_loss": routed.aux_loss,
+                            "loss_with_router": routed.loss})
+            return out
         if flavor.startswith("bert"):
             bert = model if flavor == "bert" else model.bert
             body = bert(input_ids=ids, attention_mask=mask, token_type_ids=types)
@@ -328,6 +375,10 @@ def without_feature(flavor, cfg, w):
         return {**{k: v for k, v in cfg.items() if k != "rope_parameters"}, "rope_scaling": None}, w
     if flavor == "mistral":
         return {**cfg, "sliding_window": None}, w
+    if flavor == "mixtral":
+        return {**cfg, "num_experts_per_tok": 1}, w
+    if flavor == "qwen3_moe":
+        return {**cfg, "norm_topk_prob": True}, w
     if flavor == "qwen3":
         llama = {k: v for k, v in cfg.items() if k not in ("use_sliding_window", "sliding_window", "max_window_layers")}
         return {**llama, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}, \

@@ -3,13 +3,13 @@ mixture-of-experts layer (layers/mixture_of_experts.h).
 
 Usage: moe_reference.py OUT.pt
 
-Two blocks, each with its weights as zoo holds them (router (E, D); transformers' gate_up_proj
-(E, 2F, D) split into gate and up (E, F, D) each; down (E, D, F)), a seeded input x (2, 5, D) with
+Two blocks, each with its weights as zoo holds them (router (E, D); gate_up (E, 2F, D), gate rows
+then up rows; down (E, D, F)), a seeded input x (2, 5, D) with
 its row-major flattening's real tokens in `mask` (N), and transformers' outputs:
   mixtral_*   MixtralSparseMoeBlock, 8 experts, top 2, the top-2 probabilities renormalised
   qwen3_*     Qwen3MoeSparseMoeBlock, 4 experts, top 1, norm_topk_prob false (the raw probability)
   *_out, *_router_logits   the block's output and its router's logits
-  *_dx, *_dgate, *_drouter gradients of (out * probe).sum() (a seeded probe) by x, gate, router
+  *_dx, *_dgate_up, *_drouter gradients of (out * probe).sum() (a seeded probe) by x, gate_up, router
   *_aux, *_aux_masked      load_balancing_loss_func over two layers' router logits (this block's
                            and the same block's on 2x), without and with the mask
 Nothing here is shared with zoo.
@@ -56,10 +56,10 @@ def main(out_path):
         mask[1, -2:] = 0
         gate_up = moe.experts.gate_up_proj.detach()
         out.update({
-            f"{kind}_router": moe.gate.weight.detach(), f"{kind}_gate": gate_up[:, :F], f"{kind}_up": gate_up[:, F:],
+            f"{kind}_router": moe.gate.weight.detach(), f"{kind}_gate_up": gate_up,
             f"{kind}_down": moe.experts.down_proj.detach(), f"{kind}_x": x.detach(), f"{kind}_probe": probe,
             f"{kind}_out": y.detach(), f"{kind}_router_logits": logits.detach(), f"{kind}_dx": x.grad,
-            f"{kind}_dgate": moe.experts.gate_up_proj.grad[:, :F], f"{kind}_drouter": moe.gate.weight.grad,
+            f"{kind}_dgate_up": moe.experts.gate_up_proj.grad, f"{kind}_drouter": moe.gate.weight.grad,
             f"{kind}_aux": torch.as_tensor(aux_loss((logits, logits_2x), experts, top_k)),
             f"{kind}_aux_masked": torch.as_tensor(aux_loss((logits, logits_2x), experts, top_k, mask)),
             f"{kind}_mask": mask.reshape(-1)})

@@ -10,11 +10,14 @@ Usage:
       (zoo export-hf of the LoRA checkpoint, adapters merged) must equal PEFT's merged weight to
       1e-5, every weight the adapter changes must be in MERGED_DIR, and the logits of
       transformers' model of MERGED_DIR must equal those of PEFT's unmerged model on the same
-      input to 1e-4. Exits non-zero naming the first mismatch.
+      input to 1e-4. A mixture's files hold each expert's tensors, which transformers stacks as it
+      loads: for those, the tensors of transformers' model of MERGED_DIR are compared instead.
+      Exits non-zero naming the first mismatch.
   peft_reference.py make BASE_DIR ADAPTER_DIR TARGETS RANK ALPHA
       PEFT's own adapter for a causal LM: get_peft_model with LoraConfig(r=RANK,
-      lora_alpha=ALPHA, target_modules=TARGETS, comma-separated), B drawn at random (seeded) so
-      the adapter changes the model, saved with save_pretrained.
+      lora_alpha=ALPHA, target_modules=TARGETS, comma-separated; those naming experts'
+      parameters, as mlp.experts.gate_up_proj, go to target_parameters), B drawn at random
+      (seeded) so the adapter changes the model, saved with save_pretrained.
 Nothing here is shared with zoo.
 """
 import json
@@ -88,6 +91,8 @@ def check(base_dir, adapter_dir, merged_dir):
     expected = merged.state_dict()
     changed = [k for k, v in expected.items() if k in before and not torch.equal(v, before[k])]
     got = merged_files(merged_dir)
+    if any(name not in expected for name in got) and merged.config.to_dict().get("num_local_experts"):
+        got = base_model(merged_dir).state_dict()  # the experts stacked as transformers loads them
     for name in changed:
         if name not in got:
             sys.exit(f"{merged_dir}: lacks {name}, which the adapter changes")
@@ -109,8 +114,10 @@ def check(base_dir, adapter_dir, merged_dir):
 
 def make(base_dir, adapter_dir, targets, rank, alpha):
     torch.manual_seed(3)
-    config = LoraConfig(r=int(rank), lora_alpha=float(alpha), target_modules=targets.split(","), lora_dropout=0.0,
-                        task_type="CAUSAL_LM")
+    names = targets.split(",")
+    config = LoraConfig(r=int(rank), lora_alpha=float(alpha), lora_dropout=0.0, task_type="CAUSAL_LM",
+                        target_modules=[t for t in names if ".experts." not in t],
+                        target_parameters=[t for t in names if ".experts." in t] or None)
     model = get_peft_model(base_model(base_dir), config)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -223,6 +223,9 @@ INSTANTIATE_TEST_SUITE_P(
                                                "bias=false", "rotary_dim=4", "rope_scaling=longrope",
                                                "rope_original_max_positions=12", "rope_short_factor=[1, 1.5]",
                                                "rope_long_factor=[3, 9]"}},
+                      // A mixture of experts: a token's experts do not depend on its batch mates.
+                      Variant{"MixtralExperts", {"position=rope", "norm=rmsnorm", "activation=swiglu", "n_kv_heads=2",
+                                                 "bias=false", "experts=4", "experts_per_token=2"}},
                       // Encoder-decoders: the prompt is the source; rows hold their memories too.
                       Variant{"T5", {}, "t5"},
                       Variant{"TransformerSinusoidal", {}, "transformer"}),

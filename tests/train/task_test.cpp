@@ -81,8 +81,11 @@ TEST_P(Overfit, OneBatchToNearZeroLoss) {
   for (int step = 0; step < 300; ++step) {
     adam.zero_grad();
     auto out = compute_loss(model, batch, c.objective, torch::kCPU);
-    if (step == 0) first = out.loss.item<double>();
-    last = out.loss.item<double>();
+    // A mixture of experts' objective holds the router's load-balancing loss too (at least
+    // experts_per_token times its coefficient): what must vanish is the cross-entropy.
+    const double router = out.router_loss.defined() ? config.router_aux_loss_coef * out.router_loss.item<double>() : 0.0;
+    if (step == 0) first = out.loss.item<double>() - router;
+    last = out.loss.item<double>() - router;
     if (last < 0.01) break;
     out.loss.backward();
     adam.step();
@@ -102,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(
                       OverfitCase{"t5", kModels[2], Objective::kSeq2Seq},
                       OverfitCase{"gpt_gated_linear", kModels[3], Objective::kCausalLM},
                       OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM},
-                      OverfitCase{"gpt_phi3_longrope", kModels[5], Objective::kCausalLM}),
+                      OverfitCase{"gpt_phi3_longrope", kModels[5], Objective::kCausalLM},
+                      OverfitCase{"gpt_qwen3_moe", kModels[6], Objective::kCausalLM}),
     [](const auto& info) { return info.param.name; });
 
 // Training steps of encoders under context parallelism: BERT's masked LM and T5's seq2seq on
@@ -213,6 +217,43 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 // Token files are reused only when made from the same files, split and tokenizer.
+// A mixture of experts' objective is the cross-entropy plus router_aux_loss_coef times the
+// routers' load-balancing loss (the loss itself against transformers': hugging_face_test). Its
+// gradient reaches the router also when the blocks are recomputed in backward: loss and
+// gradients equal the plain step's, and the router's differs from its gradient without the term.
+TEST(MixtureOfExpertsObjective, RouterLossTrainsTheRouterThroughRecomputation) {
+  auto config = parse_config(kModels[6]);
+  config.dropout = config.attention_dropout = 0.0;
+  torch::manual_seed(5);
+  const auto ids = torch::randint(SpecialTokens::kCount, config.vocab_size, {2, 16}, torch::kLong);
+  Batch batch;
+  batch.input_ids = ids;
+  batch.labels = torch::cat({ids.slice(1, 1), torch::full({2, 1}, kIgnoreIndex, torch::kLong)}, 1);
+  std::vector<double> losses;
+  std::vector<std::map<std::string, torch::Tensor>> grads;
+  for (const auto& [recompute, coef] : {std::pair{false, 0.01}, std::pair{true, 0.01}, std::pair{false, 0.0}}) {
+    config.router_aux_loss_coef = coef;
+    torch::manual_seed(0);
+    Model model = build_model(config);
+    model.set_activation_checkpointing(recompute);
+    model.module()->train();
+    const auto out = compute_loss(model, batch, Objective::kCausalLM, torch::kCPU);
+    ASSERT_EQ(out.router_loss.defined(), coef > 0);
+    out.loss.backward();
+    losses.push_back(out.loss.item<double>());
+    grads.emplace_back();
+    for (const auto& p : model.module()->named_parameters()) grads.back()[p.key()] = p.value().grad().clone();
+  }
+  EXPECT_NEAR(losses[0], losses[1], 1e-6);
+  for (const auto& [name, g] : grads[0]) {
+    EXPECT_LE(testing::max_abs_diff(g, grads[1].at(name)), 1e-6 * std::max(1.0, g.abs().max().item<double>())) << name;
+  }
+  const std::string router = "blocks.1.moe.router";
+  EXPECT_GT(testing::max_abs_diff(grads[0].at(router), grads[2].at(router)), 1e-6);
+  // The term: near experts_per_token (2, balanced routing's value) times its coefficient.
+  EXPECT_NEAR(losses[0] - losses[2], 0.02, 0.01);
+}
+
 TEST(Trainer, TokenFilesAreReusedOnlyForTheSameSources) {
   std::ostringstream log;
   const auto dir = testing::scratch_path("reuse").string();

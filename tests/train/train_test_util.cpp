@@ -33,7 +33,7 @@ const Slice& slice() {
   return s;
 }
 
-const char* const kModels[6] = {
+const char* const kModels[7] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
     "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",
     "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}",
@@ -47,7 +47,12 @@ const char* const kModels[6] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 1, d_ff: 64, max_positions: 64, "
     "position: rope, norm: rmsnorm, activation: swiglu, bias: false, rotary_dim: 4, rope_scaling: longrope, "
     "rope_original_max_positions: 8, rope_short_factor: [1, 1.5], rope_long_factor: [3, 9], "
-    "hf_fused_projections: true}"};
+    "hf_fused_projections: true}",
+    // Qwen3-MoE's layout: layer 0 dense, layer 1 a mixture of 4 experts of 16, top 2, with the
+    // router's load-balancing loss in the objective.
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 64, max_positions: 64, "
+    "position: rope, norm: rmsnorm, activation: swiglu, bias: false, qk_norm: true, experts: 4, experts_per_token: 2, "
+    "expert_d_ff: 16, dense_layers: [0], router_aux_loss_coef: 0.01}"};
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes) {
