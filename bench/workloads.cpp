@@ -20,6 +20,7 @@
 #include "models/generation.h"
 #include "models/layer_options.h"
 #include "models/lora.h"
+#include "models/parameter_count.h"
 #include "serve/server.h"
 #include "tokenizers/tokenizer.h"
 #include "train/autocast.h"
@@ -71,9 +72,9 @@ json forward_bert(int64_t steps, const c10::Device& device) {
 
 // Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`.
 json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
-                       const c10::Device& device) {
+                       const c10::Device& device, const std::vector<std::string>& overrides = {}) {
   torch::manual_seed(0);
-  const ModelConfig config = bench_config(model_name);
+  const ModelConfig config = bench_config(model_name, overrides);
   Model model = build_model(config);
   model.module()->to(device, dtype);
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
@@ -84,7 +85,8 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   o.max_new_tokens = new_tokens;
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); }, device);
-  // Every weight is read once per token (the tied embedding as the output projection).
+  // Every weight is read once per token (the tied embedding as the output projection), but the
+  // experts it is not routed to.
   const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(new_tokens) / s}, {"bytes_per_token", bytes}};
 }
@@ -177,6 +179,7 @@ struct TrainShape {
   Baseline baseline;
   const char* baseline_row;
   bool default_run = true;  // false: measured when named (--only)
+  bool experts = false;     // the model as qwen3_moe_overrides() changes it
 };
 constexpr TrainShape kTrainShapes[] = {
     {"train-gpt2-small", "gpt2-small", 4, 256, Precision::kFp32, 0, false, true, Baseline::kNone, ""},
@@ -194,11 +197,14 @@ constexpr TrainShape kTrainShapes[] = {
      Baseline::kPlainTraining, "train-gpt2-small-1024"},
     // Qwen3-0.6B's shapes (random weights): head norms, head_dim 128, a 151936-token vocabulary.
     {"train-qwen3-0.6b", "qwen3-0.6b", 1, 256, Precision::kFp32, 0, false, true, Baseline::kNone, "", false},
+    // Its mixture of experts of the same active size (qwen3_moe_overrides), the router's loss in.
+    {"train-qwen3-0.6b-moe", "qwen3-0.6b", 1, 256, Precision::kFp32, 0, false, true, Baseline::kDenseSameActive,
+     "train-qwen3-0.6b", false, true},
 };
 
 json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   TrainWorkload w;
-  w.config = bench_config(shape.model);
+  w.config = bench_config(shape.model, shape.experts ? qwen3_moe_overrides() : std::vector<std::string>{});
   w.b = shape.b, w.t = shape.t, w.precision = shape.precision, w.lora_rank = shape.lora_rank;
   w.recompute = shape.recompute;
   if (!shape.default_run) w.warmup = 1;  // the large rows: a step takes seconds
@@ -454,6 +460,16 @@ std::vector<Workload> every_workload() {
                .default_run = false,
                .pytorch_twin = true,
                .bandwidth_bound = true});
+  w.push_back({.name = "generate-qwen3-0.6b-moe",
+               .family = F::kGeneration,
+               .run = [](const WorkloadOptions& o) {
+                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, qwen3_moe_overrides());
+               },
+               .default_run = false,
+               .pytorch_twin = true,
+               .baseline = Baseline::kDenseSameActive,
+               .baseline_rows = {"generate-qwen3-0.6b"},
+               .bandwidth_bound = true});
   w.push_back({.name = "tokenize-zoo",
                .family = F::kTokenizer,
                .run = [](const WorkloadOptions& o) { return tokenize_workload(bench_zoo_tokenizer(), o.steps); },
@@ -603,14 +619,22 @@ TrainWorkload long_sequence_workload(const std::string& name) {
   return w;
 }
 
-ModelConfig bench_config(const std::string& name) {
+ModelConfig bench_config(const std::string& name, const std::vector<std::string>& overrides) {
   ModelConfig c = load_config(find_config(name));
   c.dropout = 0.0, c.attention_dropout = 0.0;  // the same work on both sides
+  apply_overrides(c, overrides, "bench");
   return c;
 }
 
+const std::vector<std::string>& qwen3_moe_overrides() {
+  static const std::vector<std::string> kOverrides = {"experts=4", "experts_per_token=2", "expert_d_ff=1536",
+                                                      "name=qwen3-0.6b-moe"};
+  return kOverrides;
+}
+
 int64_t matmul_parameters(const Model& model) {
-  int64_t n = count_parameters(*model.module());
+  int64_t n = count_parameters(*model.module()) -
+              (count_parameters(model.config) - count_active_parameters(model.config));  // experts not routed to
   for (const auto& p : model.module()->named_parameters())
     if (p.key().find("positions.") != std::string::npos) n -= p.value().numel();
   return n;

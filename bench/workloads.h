@@ -107,6 +107,7 @@ enum class Baseline {
   kOneStream,       // continuous batching against one stream: tokens/s
   kOneProcess,      // N ranks against one process holding the sequence, then one holding T / N
   kZooTokenizer,    // GPT-2's BPE against zoo's SentencePiece, per byte
+  kDenseSameActive, // a mixture of experts against the dense model of its active size: step time
 };
 
 // One row of zoo bench.
@@ -135,11 +136,19 @@ const Workload& find_workload(const std::string& name);
 // peak_rss_mb (on a GPU the caching allocator's peak).
 nlohmann::json run_workload(const std::string& name, const WorkloadOptions& options);
 
-// `name`'s shipped config with dropout off, so both sides do the same work.
-ModelConfig bench_config(const std::string& name);
+// `name`'s shipped config with dropout off, so both sides do the same work, and `overrides`
+// ("key=value") applied.
+ModelConfig bench_config(const std::string& name, const std::vector<std::string>& overrides = {});
+
+// A Qwen3-0.6B whose feed-forwards are mixtures of 4 experts of half its width, each token
+// routed to 2: the dense model's active parameters (and its attention) in a mixture of twice its
+// feed-forward weights, so that its step compares with the dense step, and with transformers'
+// Qwen3MoeForCausalLM of the same sizes. (8 experts would be 1.39 B parameters, whose AdamW
+// training needs 22 GB: more than this project's 24 GB machines leave.)
+const std::vector<std::string>& qwen3_moe_overrides();
 
 // The parameters a token's forward multiplies by: all but the learned position table, which is
-// looked up (nanoGPT's count).
+// looked up (nanoGPT's count), and the experts it is not routed to.
 int64_t matmul_parameters(const Model& model);
 
 // Training FLOPs per token at length `t`: 6N for the weights' forward and two backward matmuls

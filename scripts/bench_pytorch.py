@@ -11,7 +11,7 @@ attention is F.scaled_dot_product_attention as nanoGPT's is there, and peak_rss_
 torch.cuda.max_memory_allocated()). The models are written here the way a PyTorch user writes them
 (nanoGPT's GPT with its KV-cache decoding loop; BERT from torch.nn.TransformerEncoder), with
 zoo's configs' sizes: gpt2-small and gpt-tiny (pre-norm, GELU tanh, learned positions, tied
-head), bert-base (post-norm, exact GELU); the qwen3 rows use transformers' Qwen3ForCausalLM itself.
+head), bert-base (post-norm, exact GELU); the qwen3 rows use transformers' Qwen3ForCausalLM (and Qwen3MoeForCausalLM for -moe) itself.
 """
 import json
 import math
@@ -307,22 +307,37 @@ def qwen3_model():
     return Qwen3ForCausalLM(config).to(DEVICE)
 
 
-def train_qwen3(steps, b=1, t=256):
-    model = qwen3_model().train()
+# The same with a mixture of 4 experts of half the width in each layer, top 2 renormalised: the
+# dense model's active size (bench/workloads.h's qwen3_moe_overrides), in Qwen3MoeForCausalLM.
+def qwen3_moe_model():
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    config = Qwen3MoeConfig(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                            num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                            rope_theta=1000000.0, tie_word_embeddings=True, attention_dropout=0.0, num_experts=4,
+                            num_experts_per_tok=2, moe_intermediate_size=1536, norm_topk_prob=True,
+                            router_aux_loss_coef=0.001, output_router_logits=True)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return Qwen3MoeForCausalLM(config).to(DEVICE)
+
+
+def train_qwen3(steps, b=1, t=256, make=qwen3_model):
+    model = make().train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
     data = torch.randint(151936, (b, t)).to(DEVICE)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        model(input_ids=data, labels=data).loss.backward()  # labels shifted inside, as zoo's causal LM loss
+        # labels shifted inside, as zoo's causal LM loss; a mixture's loss holds its router's term
+        model(input_ids=data, labels=data).loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
 
     return "tokens/s", b * t / median_seconds(1, steps or 5, step)
 
 
-def generate_qwen3(steps, new_tokens=64):
-    model = qwen3_model().eval()
+def generate_qwen3(steps, new_tokens=64, make=qwen3_model):
+    model = make().eval()
     prompt = torch.tensor([[(i * 7919) % 151936 for i in range(16)]], device=DEVICE)
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
@@ -423,6 +438,8 @@ def main():
         "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
         "train-qwen3-0.6b": lambda: train_qwen3(steps),
         "generate-qwen3-0.6b": lambda: generate_qwen3(steps),
+        "train-qwen3-0.6b-moe": lambda: train_qwen3(steps, make=qwen3_moe_model),
+        "generate-qwen3-0.6b-moe": lambda: generate_qwen3(steps, make=qwen3_moe_model),
     }
     for row in ("serve-gpt2-small-1", "serve-gpt2-small-8", "serve-gpt2-small-16", "serve-ttft-gpt2-small"):
         workloads[row] = lambda row=row: serve(row, steps)

@@ -53,5 +53,17 @@ TEST(BenchReport, RatiosFromTheRowsMeasuredBefore) {
   EXPECT_DOUBLE_EQ(compared.fields["pytorch_mfu"].get<double>(), 80.0 * 1e9 / 100e9);
 }
 
+// A mixture of experts against the dense model of its active size: the dense tokens/s over the
+// mixture's is its time a token relative to the dense one.
+TEST(BenchReport, MixtureAgainstTheDenseModelOfItsActiveSize) {
+  MeasuredRows earlier;
+  earlier["train-qwen3-0.6b"] = {{"value", 20.0}, {"peak_rss_mb", 10000.0}};
+  const json moe = {{"unit", "tokens/s"}, {"value", 16.0}, {"peak_rss_mb", 14000.0}, {"flops_per_token", 1e9}};
+  const auto row = make_row(find_workload("train-qwen3-0.6b-moe"), moe, json(), earlier, false);
+  EXPECT_DOUBLE_EQ(row.fields["time_vs_dense"].get<double>(), 1.25);
+  EXPECT_NE(row.notes.find("1.25x the dense model's time a token at the same active size"), std::string::npos)
+      << row.notes;
+}
+
 }  // namespace
 }  // namespace zoo::bench

@@ -128,6 +128,14 @@ TEST(BenchMatmulParameters, TinyGptCountedByHand) {
   EXPECT_EQ(count_parameters(*model.module()), kTinyMatmulParameters + kTinyPositions);
 }
 
+// The mixture the -moe rows measure reads per token what Qwen3-0.6B does, plus its routers (4
+// by 1024 in each of 28 layers); it holds twice the feed-forward weights.
+TEST(BenchMatmulParameters, TheMixtureOfTheSameActiveSize) {
+  const ModelConfig dense = bench_config("qwen3-0.6b"), moe = bench_config("qwen3-0.6b", qwen3_moe_overrides());
+  EXPECT_EQ(count_active_parameters(moe), count_parameters(dense) + 28 * 4 * 1024);
+  EXPECT_EQ(count_parameters(moe) - count_parameters(dense), 28 * (4 * 1024 + 3 * 1024 * (4 * 1536 - 3072)));
+}
+
 // GPT-2 small has 124,439,808 parameters (Radford et al.; transformers' GPT2LMHeadModel), of
 // which its 1024 x 768 position table is looked up, not multiplied.
 TEST(BenchMatmulParameters, Gpt2SmallIsThePublishedCountLessItsPositions) {
