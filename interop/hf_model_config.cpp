@@ -106,14 +106,17 @@ enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3
 
 // The model types zoo reads (config.json's model_type).
 // zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
-enum class HfModelType { kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kZoo };
+enum class HfModelType {
+  kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kGemma2, kGemma3Text, kZoo
+};
 
 }  // namespace
 
 ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert", HfModelType::kBert},
                {"t5", HfModelType::kT5}, {"llama", HfModelType::kLlama}, {"mistral", HfModelType::kMistral},
                {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"phi3", HfModelType::kPhi3},
-               {"mixtral", HfModelType::kMixtral}, {"qwen3_moe", HfModelType::kQwen3Moe}, {"zoo", HfModelType::kZoo});
+               {"mixtral", HfModelType::kMixtral}, {"qwen3_moe", HfModelType::kQwen3Moe},
+               {"gemma2", HfModelType::kGemma2}, {"gemma3_text", HfModelType::kGemma3Text}, {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
                {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2},
@@ -587,6 +590,179 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
   return hf;
 }
 
+// Gemma 2 and Gemma 3 (text): the LLaMA family's tensors with a norm after each branch too, and
+// (1 + weight) RMSNorms, GeGLU, embeddings times sqrt(d_model), scores over query_pre_attn_scalar,
+// sliding and full layers by layer_types; Gemma 2 soft-caps scores and logits, Gemma 3 norms
+// queries and keys and gives its sliding layers a RoPE of their own.
+enum class GemmaType { kGemma2, kGemma3 };
+
+// Which layers slide: layer_types, else Gemma 2's alternation (sliding first) or Gemma 3's
+// sliding_window_pattern (every pattern-th layer full), as their configs fill it in.
+std::vector<bool> gemma_sliding_layers(const json& hf, GemmaType type, int64_t layers, const std::string& source) {
+  std::vector<bool> sliding;
+  if (present(hf, "layer_types")) {
+    const json& kinds = hf["layer_types"];
+    if (!kinds.is_array() || static_cast<int64_t>(kinds.size()) != layers) {
+      throw ConfigError(source + ": key 'layer_types' must list num_hidden_layers (" + std::to_string(layers) +
+                        ") kinds, got " + shown(kinds));
+    }
+    for (const auto& kind : kinds) {
+      if (kind != "full_attention" && kind != "sliding_attention") {
+        throw ConfigError(source + ": layer_types holds " + shown(kind) + " (full_attention or sliding_attention)");
+      }
+      sliding.push_back(kind == "sliding_attention");
+    }
+    return sliding;
+  }
+  const int64_t pattern = type == GemmaType::kGemma2 ? 2 : get_or<int64_t>(hf, "sliding_window_pattern", 6, source);
+  if (pattern < 1) throw ConfigError(source + ": key 'sliding_window_pattern' must be >= 1, got " + std::to_string(pattern));
+  for (int64_t i = 0; i < layers; ++i) sliding.push_back((i + 1) % pattern != 0);
+  return sliding;
+}
+
+// Gemma 3's RoPE: the full layers' (rope_parameters.full_attention, or rope_theta and rope_scaling)
+// and the sliding layers' base (rope_parameters.sliding_attention, unscaled, or rope_local_base_freq).
+void gemma3_rope_from_hf(const json& hf, ModelConfig& c, const std::string& source) {
+  const bool v5 = present(hf, "rope_parameters") && hf["rope_parameters"].is_object() &&
+                  (hf["rope_parameters"].contains("full_attention") || hf["rope_parameters"].contains("sliding_attention"));
+  if (!v5) {
+    json global = hf;
+    if (!present(hf, "rope_theta") && !present(hf, "rope_parameters")) global["rope_theta"] = 1000000.0;
+    rope_from_hf(global, LlamaType::kLlama, c, source);
+    c.window_rope_base = get_or<double>(hf, "rope_local_base_freq", 10000.0, source);
+    return;
+  }
+  const json& rope = hf["rope_parameters"];
+  for (const char* kind : {"full_attention", "sliding_attention"}) {
+    if (present(rope, kind) && !rope[kind].is_object()) {
+      throw ConfigError(source + ": key 'rope_parameters." + kind + "' must be an object, got " + shown(rope[kind]));
+    }
+  }
+  json global = {{"max_position_embeddings", c.max_positions},
+                 {"rope_parameters", present(rope, "full_attention") ? rope["full_attention"] : json::object()}};
+  if (!global["rope_parameters"].contains("rope_theta")) global["rope_parameters"]["rope_theta"] = 1000000.0;
+  rope_from_hf(global, LlamaType::kLlama, c, source + " (rope_parameters.full_attention)");
+  ModelConfig local = c;
+  local.rope_scaling = RopeScaling{};
+  json sliding = {{"max_position_embeddings", c.max_positions},
+                  {"rope_parameters", present(rope, "sliding_attention") ? rope["sliding_attention"] : json::object()}};
+  if (!sliding["rope_parameters"].contains("rope_theta")) sliding["rope_parameters"]["rope_theta"] = 10000.0;
+  rope_from_hf(sliding, LlamaType::kLlama, local, source + " (rope_parameters.sliding_attention)");
+  if (local.rope_scaling.kind != RopeScalingKind::kNone) {
+    throw ConfigError(source + ": rope_parameters.sliding_attention scaled by " + to_string(local.rope_scaling.kind) +
+                      " is not supported: zoo's sliding layers take a base of their own, unscaled");
+  }
+  c.window_rope_base = local.rope_base;
+}
+
+ModelConfig gemma_from_hf(const json& hf, GemmaType type, const std::string& arch, const std::string& source) {
+  const char* expected = type == GemmaType::kGemma2 ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM";
+  if (!arch.empty() && arch != expected) {
+    throw ConfigError(source + ": architecture '" + arch + "' is not supported (" + expected + ")");
+  }
+  ModelConfig c = family_defaults(Family::kGpt);
+  c.norm = NormKind::kRMSNormPlusOne, c.norm_position = NormPosition::kSandwich;
+  c.position = PositionKind::kRope, c.rope_layout = RopeLayout::kHalf;
+  c.bias = false, c.init = InitScheme::kNormal, c.dropout = 0.0, c.scale_embeddings = true;
+  c.qk_norm = type == GemmaType::kGemma3;
+  read_integers(hf, {{"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::d_model},
+                     {"num_hidden_layers", &ModelConfig::n_layers}, {"num_attention_heads", &ModelConfig::n_heads},
+                     {"intermediate_size", &ModelConfig::d_ff}},
+                c, source);
+  c.n_kv_heads = get_or<int64_t>(hf, "num_key_value_heads", c.n_heads, source);
+  c.head_dim = get_or<int64_t>(hf, "head_dim", 256, source);
+  if (c.n_heads > 0 && c.d_model % c.n_heads == 0 && c.head_dim == c.d_model / c.n_heads) c.head_dim = 0;
+  c.max_positions = get_or<int64_t>(hf, "max_position_embeddings", type == GemmaType::kGemma2 ? 8192 : 131072, source);
+  c.norm_eps = get_or<double>(hf, "rms_norm_eps", 1e-6, source);
+  const char* act_key = present(hf, "hidden_activation") ? "hidden_activation" : "hidden_act";
+  const auto act = get_or<std::string>(hf, act_key, "gelu_pytorch_tanh", source);
+  if (act != "gelu_pytorch_tanh" && act != "gelu") {
+    throw ConfigError(source + ": " + act_key + " '" + act + "' is not supported (gelu_pytorch_tanh or gelu gating "
+                      "zoo's GeGLU)");
+  }
+  c.activation = act == "gelu" ? Activation::kGeGLU : Activation::kGeGLUTanh;
+  if (get_or<bool>(hf, "attention_bias", false, source)) {
+    throw ConfigError(source + ": attention_bias true is not supported: zoo's Gemma has no biases");
+  }
+  if (get_or<bool>(hf, "use_bidirectional_attention", false, source)) {
+    throw ConfigError(source + ": use_bidirectional_attention true (an embedding model) is not supported: zoo's "
+                      "Gemma is a causal decoder");
+  }
+  const int64_t scale_dim = get_or<int64_t>(hf, "query_pre_attn_scalar", 256, source);
+  if (scale_dim <= 0) throw ConfigError(source + ": key 'query_pre_attn_scalar' must be positive, got " + std::to_string(scale_dim));
+  c.attention_scale_dim = scale_dim == c.resolved_head_dim() ? 0 : scale_dim;
+  c.attention_softcap = get_or<double>(hf, "attn_logit_softcapping", type == GemmaType::kGemma2 ? 50.0 : 0.0, source);
+  c.logit_softcap = get_or<double>(hf, "final_logit_softcapping", type == GemmaType::kGemma2 ? 30.0 : 0.0, source);
+  if (hf.contains("attn_logit_softcapping") && hf["attn_logit_softcapping"].is_null()) c.attention_softcap = 0.0;
+  if (hf.contains("final_logit_softcapping") && hf["final_logit_softcapping"].is_null()) c.logit_softcap = 0.0;
+  if (type == GemmaType::kGemma2) rope_from_hf(hf, LlamaType::kLlama, c, source);
+  const auto sliding = gemma_sliding_layers(hf, type, c.n_layers, source);
+  const auto window = sliding_window_from_hf(hf, 4096, source);
+  const auto count = std::count(sliding.begin(), sliding.end(), true);
+  if (window && count > 0) {
+    c.window = window;
+    for (int64_t i = 0; i < c.n_layers && count < c.n_layers; ++i) {
+      if (sliding[static_cast<size_t>(i)]) c.window_layers.push_back(i);
+    }
+  }
+  if (type == GemmaType::kGemma3) {
+    gemma3_rope_from_hf(hf, c, source);
+    if (!c.window) c.window_rope_base = 0.0;
+  }
+  c.tie_embeddings = get_or<bool>(hf, "tie_word_embeddings", true, source);
+  c.attention_dropout = get_or<double>(hf, "attention_dropout", 0.0, source);
+  c.init_std = get_or<double>(hf, "initializer_range", 0.02, source);
+  special_tokens_from_hf(hf, c, source);
+  return c;
+}
+
+// Gemma's config.json of a config in its layout (norm rmsnorm_plus_one, norm_position sandwich),
+// or `none` saying why it has none.
+json gemma_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
+  if (c.norm != NormKind::kRMSNormPlusOne || c.norm_position != NormPosition::kSandwich || c.position != PositionKind::kRope ||
+      c.rope_layout != RopeLayout::kHalf || !c.scale_embeddings || !c.scale_attention || c.bias || c.qkv_bias ||
+      (c.activation != Activation::kGeGLUTanh && c.activation != Activation::kGeGLU)) {
+    none("Gemma is sandwich-norm rmsnorm_plus_one with RoPE rotating half against half, a geglu or geglu_tanh "
+         "feed-forward, embeddings times sqrt(d_model), scaled attention and no biases");
+  }
+  if (c.has_moe_layers() || c.hf_fused_projections || c.rotary_dim != 0) {
+    none("Gemma has no experts, fused projections or partial rotation");
+  }
+  const bool gemma3 = c.qk_norm;
+  const bool own_local_rope = c.window && c.window_rope_base > 0.0 &&
+                              (c.window_rope_base != c.rope_base || c.rope_scaling.kind != RopeScalingKind::kNone);
+  if (!gemma3 && own_local_rope) none("Gemma 2 has one RoPE for every layer (Gemma 3's sliding layers have their own)");
+  json layer_types = json::array();
+  for (int64_t i = 0; i < c.n_layers; ++i) layer_types.push_back(c.window_of(i) ? "sliding_attention" : "full_attention");
+  json hf = {{"model_type", gemma3 ? "gemma3_text" : "gemma2"},
+             {"architectures", {gemma3 ? "Gemma3ForCausalLM" : "Gemma2ForCausalLM"}},
+             {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"intermediate_size", c.d_ff},
+             {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
+             {"num_key_value_heads", c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads}, {"head_dim", c.resolved_head_dim()},
+             {"max_position_embeddings", c.max_positions}, {"rms_norm_eps", c.norm_eps},
+             {"hidden_activation", c.activation == Activation::kGeGLU ? "gelu" : "gelu_pytorch_tanh"},
+             {"query_pre_attn_scalar", c.attention_scale_dim > 0 ? c.attention_scale_dim : c.resolved_head_dim()},
+             {"attn_logit_softcapping", c.attention_softcap > 0.0 ? json(c.attention_softcap) : json(nullptr)},
+             {"final_logit_softcapping", c.logit_softcap > 0.0 ? json(c.logit_softcap) : json(nullptr)},
+             {"sliding_window", c.window ? json(*c.window) : json(nullptr)}, {"layer_types", layer_types},
+             {"tie_word_embeddings", c.tie_embeddings}, {"attention_bias", false},
+             {"attention_dropout", c.attention_dropout}, {"initializer_range", c.init_std},
+             {"pad_token_id", c.pad_id}, {"bos_token_id", SpecialTokens::kBos}, {"eos_token_id", SpecialTokens::kEos},
+             {"torch_dtype", "float32"}};
+  json global = {{"rope_type", "default"}, {"rope_theta", c.rope_base}};
+  if (const json scaling = rope_scaling_to_hf(c); !scaling.is_null()) global.update(scaling);
+  if (!gemma3) {
+    hf["rope_parameters"] = global;
+  } else {
+    const double local_base = c.window_rope_base > 0.0 ? c.window_rope_base : c.rope_base;
+    json local = {{"rope_type", "default"}, {"rope_theta", local_base}};
+    // Without a base of their own the sliding layers rotate as the full ones, scaling included.
+    if (c.window_rope_base == 0.0) local = global;
+    hf["rope_parameters"] = {{"full_attention", global}, {"sliding_attention", local}};
+  }
+  return hf;
+}
+
 ModelConfig gpt2_from_hf(const json& hf, const std::string& source) {
   ModelConfig c = family_defaults(Family::kGpt);
   read_integers(hf, {{"vocab_size", &ModelConfig::vocab_size}, {"n_embd", &ModelConfig::d_model},
@@ -685,6 +861,8 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kPhi3: c = llama_from_hf(hf, LlamaType::kPhi3, arch, source); break;
     case HfModelType::kMixtral: c = llama_from_hf(hf, LlamaType::kMixtral, arch, source); break;
     case HfModelType::kQwen3Moe: c = llama_from_hf(hf, LlamaType::kQwen3Moe, arch, source); break;
+    case HfModelType::kGemma2: c = gemma_from_hf(hf, GemmaType::kGemma2, arch, source); break;
+    case HfModelType::kGemma3Text: c = gemma_from_hf(hf, GemmaType::kGemma3, arch, source); break;
     case HfModelType::kZoo:
       // zoo's own layout: the whole model config, as `zoo info --config` writes it.
       c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");
@@ -711,6 +889,15 @@ json config_to_hf(const ModelConfig& c) {
     return {{"model_type", "zoo"}, {"architectures", {"ZooForCausalLM"}}, {"zoo_config", to_yaml(c)},
             {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"num_hidden_layers", c.n_layers},
             {"num_attention_heads", c.n_heads}};
+  }
+  if (c.family == Family::kGpt && (c.norm == NormKind::kRMSNormPlusOne || c.norm_position == NormPosition::kSandwich)) {
+    return gemma_to_hf(c, none);
+  }
+  if (c.attention_softcap > 0.0 || c.logit_softcap > 0.0 || c.attention_scale_dim > 0) {
+    none("soft-capping and attention_scale_dim are Gemma's (norm rmsnorm_plus_one, norm_position sandwich)");
+  }
+  if (c.window_layers.size() > 0 || c.window_rope_base > 0.0) {
+    none("sliding windows in some layers only (window_layers, window_rope_base) are Gemma's");
   }
   if (c.family == Family::kGpt && c.position == PositionKind::kRope) return llama_to_hf(c, none);
   const bool mha = c.n_kv_heads == 0 || c.n_kv_heads == c.n_heads;

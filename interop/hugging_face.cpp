@@ -61,8 +61,9 @@ void experts_tensor_maps(const ModelConfig& c, const std::string& z, const std::
   m.maps.push_back(router), m.maps.push_back(gate_up), m.maps.push_back(down);
 }
 
-// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: separate q/k/v (k and v narrower
-// under grouped-query attention) into zoo's fused projection. Phi3ForCausalLM: q/k/v fused as
+// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
+// Gemma3ForCausalLM (a norm after each branch too): separate q/k/v (k and v narrower under
+// grouped-query attention) into zoo's fused projection. Phi3ForCausalLM: q/k/v fused as
 // zoo's are, gate and up fused where zoo's are apart.
 void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
   const bool phi3 = hf_phi3_layout(c);
@@ -85,7 +86,13 @@ void llama_tensor_maps(const ModelConfig& c, TensorMaps& m) {
     }
     m.weights(z + "self_attn.out", a + "o_proj", c.bias);
     if (c.qk_norm) m.weights(z + "self_attn.q_norm", a + "q_norm", false), m.weights(z + "self_attn.k_norm", a + "k_norm", false);
-    m.weights(z + "ff_norm", h + "post_attention_layernorm", false);
+    if (c.norm_position == NormPosition::kSandwich) {  // Gemma 2, 3
+      m.weights(z + "self_attn_post_norm", h + "post_attention_layernorm", false);
+      m.weights(z + "ff_norm", h + "pre_feedforward_layernorm", false);
+      m.weights(z + "ff_post_norm", h + "post_feedforward_layernorm", false);
+    } else {
+      m.weights(z + "ff_norm", h + "post_attention_layernorm", false);
+    }
     if (c.is_moe_layer(i)) {
       experts_tensor_maps(c, z + "moe.", h, m);
       continue;

@@ -124,8 +124,8 @@ std::string nonlinearity(Activation activation) {
 
 // The config's values the scripts read through `self`; each class gets those its files read.
 std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
-  switch (c.norm) { case NormKind::kLayerNorm: case NormKind::kRMSNorm: break; }
-  switch (c.norm_position) { case NormPosition::kPre: case NormPosition::kPost: break; }
+  switch (c.norm) { case NormKind::kLayerNorm: case NormKind::kRMSNorm: case NormKind::kRMSNormPlusOne: break; }
+  switch (c.norm_position) { case NormPosition::kPre: case NormPosition::kPost: case NormPosition::kSandwich: break; }
   switch (c.rope_layout) { case RopeLayout::kHalf: case RopeLayout::kInterleaved: break; }
   switch (c.head) {
     case BertHead::kNone: case BertHead::kMaskedLM: case BertHead::kNextSentence: case BertHead::kPretraining:
@@ -137,6 +137,10 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
           {"head_dim", c.resolved_head_dim()},
           {"max_positions", c.max_positions},
           {"window", c.window.value_or(0)},
+          {"mixed_windows", c.has_mixed_windows()},
+          {"attention_scale_dim", c.attention_scale_dim > 0 ? c.attention_scale_dim : c.resolved_head_dim()},
+          {"attention_softcap", c.attention_softcap},
+          {"logit_softcap", c.logit_softcap},
           {"rope_trained_positions", c.rope_scaling.original_max_positions},
           {"pad_id", c.pad_id},
           {"decoder_start_id", c.decoder_start_id},
@@ -166,9 +170,16 @@ std::map<std::string, torch::Tensor> position_tables(const ModelConfig& c, Posit
     case PositionKind::kSinusoidal: return {{"sinusoidal_table", positions.sinusoidal->forward(torch::arange(n))}};
     case PositionKind::kRope: {
       auto [cos, sin] = rotary_table(rotary_options(c), n);
-      if (c.rope_scaling.kind != RopeScalingKind::kLongrope) return {{"rope_cos", cos}, {"rope_sin", sin}};
-      auto [long_cos, long_sin] = rotary_table(rotary_options(c), n, /*long_factors=*/true);
-      return {{"rope_cos", cos}, {"rope_sin", sin}, {"rope_long_cos", long_cos}, {"rope_long_sin", long_sin}};
+      std::map<std::string, torch::Tensor> tables = {{"rope_cos", cos}, {"rope_sin", sin}};
+      if (c.rope_scaling.kind == RopeScalingKind::kLongrope) {
+        auto [long_cos, long_sin] = rotary_table(rotary_options(c), n, /*long_factors=*/true);
+        tables["rope_long_cos"] = long_cos, tables["rope_long_sin"] = long_sin;
+      }
+      if (c.window_rope_base > 0.0) {  // the sliding layers' own base, unscaled (layers/layer_options.cpp)
+        auto [local_cos, local_sin] = rotary_table(rotary_options(c).base(c.window_rope_base).scaling({}), n);
+        tables["rope_local_cos"] = local_cos, tables["rope_local_sin"] = local_sin;
+      }
+      return tables;
     }
     case PositionKind::kAlibi: return {{"alibi_slopes", positions.alibi->slopes()}};
     case PositionKind::kRelative: {
@@ -211,14 +222,14 @@ std::string mixer_prefix(AttentionKind kind) {
 // Whether a block's flattened tensor name is its token mixer's (self_attn_*), which the stack
 // files under the mixer's kind; self_attn_norm_* is the block's norm before the mixer.
 bool is_mixer_tensor(const std::string& key, const std::string& prefix = "self_attn_") {
-  return key.rfind(prefix, 0) == 0 && key.rfind("self_attn_norm_", 0) != 0;
+  return key.rfind(prefix, 0) == 0 && key.rfind("self_attn_norm_", 0) != 0 && key.rfind("self_attn_post_norm_", 0) != 0;
 }
 
 // Whether a block's flattened tensor name is its dense feed-forward's (ff_*, not ff_norm_*) or its
 // mixture of experts' (moe_*): each is stacked over the layers that have one.
 bool is_feed_forward_tensor(const std::string& key, bool moe) {
   if (moe) return key.rfind("moe_", 0) == 0;
-  return key.rfind("ff_", 0) == 0 && key.rfind("ff_norm_", 0) != 0;
+  return key.rfind("ff_", 0) == 0 && key.rfind("ff_norm_", 0) != 0 && key.rfind("ff_post_norm_", 0) != 0;
 }
 
 // Blocks as one class: the tensor `self_attn.qkv.weight` of each layer becomes a row of
@@ -233,6 +244,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
   std::map<AttentionKind, int64_t> per_kind;
   std::vector<bool> sparse;
   c10::List<std::string> ff_kinds;
+  c10::List<bool> windows;  // the layers a sliding window bounds
   int64_t dense_count = 0, sparse_count = 0;
   for (const auto& block : blocks) {
     const auto* b = block->as<TransformerBlockImpl>();
@@ -252,6 +264,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
     sparse.push_back(static_cast<bool>(b->moe));
     ff_kinds.push_back(b->moe ? "moe" : "dense");
     ff_rows.push_back(b->moe ? sparse_count++ : dense_count++);
+    windows.push_back(b->self_attn && b->self_attn->options.window().has_value());
   }
   // The layers that must hold `key`: those of its mixer's kind, or every layer.
   auto owners = [&](const std::string& key) {
@@ -289,6 +302,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
   stack.attributes["kind_rows"] = kind_rows;
   stack.attributes["ff_kinds"] = ff_kinds;
   stack.attributes["ff_rows"] = ff_rows;
+  stack.attributes["layer_windows"] = windows;
   return stack;
 }
 

@@ -8,6 +8,7 @@
 
 #include "kernels/bf16_dot.h"
 #include "kernels/f32_rows_dot.h"
+#include "kernels/math_attention.h"
 #include "kernels/parallel.h"
 
 namespace zoo {
@@ -42,7 +43,7 @@ torch::Tensor with_contiguous_rows(const torch::Tensor& t) { return rows_contigu
 }  // namespace
 
 torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
-                                       const torch::Tensor& bias, double scale) {
+                                       const torch::Tensor& bias, double scale, double softcap) {
   const auto k = with_contiguous_rows(keys), v = with_contiguous_rows(values);
   const DecodeHeads heads(q, k);
   const int64_t m = heads.m, d = heads.d, tk = heads.tk;
@@ -61,7 +62,7 @@ torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tens
                    score_data + head * m * tk, tk);
     }
   });
-  auto biased = scores * scale;
+  auto biased = soft_cap(scores * scale, softcap);
   if (bias.defined()) biased = biased + bias;
   const auto probs = torch::softmax(biased, -1).contiguous();
   const float* prob_data = probs.data_ptr<float>();
@@ -76,7 +77,7 @@ torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tens
 }
 
 torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
-                                    const torch::Tensor& bias, double scale) {
+                                    const torch::Tensor& bias, double scale, double softcap) {
   const auto k = with_contiguous_rows(keys), v = with_contiguous_rows(values);
   const DecodeHeads heads(q, k);
   const int64_t m = heads.m, d = heads.d, tk = heads.tk;
@@ -100,7 +101,7 @@ torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor&
   });
   // Rounded where LibTorch's bf16 attention rounds (scores, their scaling and bias, the
   // probabilities), so that decoding gives what the full pass and a bf16 TorchScript export give.
-  auto biased = scores * scale;
+  auto biased = soft_cap(scores * scale, softcap);
   if (bias.defined()) biased = biased + bias;
   const auto probs = torch::softmax(biased, -1, torch::kFloat).to(torch::kBFloat16).to(torch::kFloat);
   const float* prob_data = probs.data_ptr<float>();

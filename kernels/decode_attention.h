@@ -16,9 +16,10 @@ namespace zoo {
 //
 // q: (B, Hkv, M, D), the M query rows that share key/value head h (grouped query heads folded
 // into M); k, v: (B, Hkv, Tk, D); bias: additive, broadcastable to (B, Hkv, M, Tk), or undefined.
-// Returns softmax(scale * q k^T + bias) v as (B, Hkv, M, D) in bf16.
+// Returns softmax(soft_cap(scale * q k^T) + bias) v as (B, Hkv, M, D) in bf16 (softcap 0: none,
+// kernels/math_attention.h).
 torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const torch::Tensor& bias, double scale);
+                                    const torch::Tensor& bias, double scale, double softcap = 0.0);
 
 // The same step in float32, where LibTorch 2.15's fused CPU attention spends 0.4-0.6 ms a layer
 // on 16 decoding rows of gpt2-small (one query each against a few dozen keys): the scores and
@@ -27,6 +28,6 @@ torch::Tensor bf16_decode_attention(const torch::Tensor& q, const torch::Tensor&
 // math backend (which a caller asks for to get LibTorch's own products).
 // As bf16_decode_attention, in float32 throughout.
 torch::Tensor float32_decode_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const torch::Tensor& bias, double scale);
+                                       const torch::Tensor& bias, double scale, double softcap = 0.0);
 
 }  // namespace zoo

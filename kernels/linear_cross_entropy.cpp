@@ -20,7 +20,7 @@ c10::ScalarType product_type(const torch::Tensor& t) {
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                const torch::Tensor& weight, const torch::Tensor& labels, double smoothing,
-                               int64_t ignore_index, int64_t chunk_rows) {
+                               int64_t ignore_index, int64_t chunk_rows, double softcap) {
     const int64_t n = hidden.size(0), vocab = weight.size(0);
     const auto valid = labels.ne(ignore_index);
     const int64_t count = valid.sum().item<int64_t>();
@@ -45,6 +45,11 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
       const auto y = labels.narrow(0, start, rows);
       const auto keep = valid.narrow(0, start, rows).to(wide);
       auto z = torch::mm(h, w.t()).to(wide);  // (rows, V)
+      torch::Tensor capped;  // tanh(z / cap), for the cap's derivative 1 - tanh^2
+      if (softcap > 0.0) {
+        capped = z.div(softcap).tanh_();
+        z = capped * softcap;
+      }
       const auto lse = torch::logsumexp(z, 1);
       const auto target = z.gather(1, y.clamp_min(0).unsqueeze(1)).squeeze(1);
       const auto loss = (1.0 - smoothing) * (lse - target) + smoothing * (lse - z.mean(1));
@@ -56,6 +61,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
       dz.scatter_add_(1, y.clamp_min(0).unsqueeze(1),
                       torch::full({rows, 1}, -(1.0 - smoothing), dz.options()));
       dz.sub_(smoothing / static_cast<double>(vocab)).mul_((keep * scale).unsqueeze(1));
+      if (softcap > 0.0) dz.mul_(1.0 - capped.square_());
       const auto dz_products = dz.to(products);
       if (hidden_grad) grad_hidden.narrow(0, start, rows).copy_(torch::mm(dz_products, w));
       if (weight_grad) grad_weight.add_(torch::mm(dz_products.t(), h));
@@ -72,21 +78,23 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     torch::Tensor grad_hidden, grad_weight;
     if (saved[0].defined()) grad_hidden = saved[0] * g.to(saved[0].scalar_type());
     if (saved[1].defined()) grad_weight = saved[1] * g;
-    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                                   double label_smoothing, int64_t ignore_index, int64_t chunk_rows) {
+                                   double label_smoothing, int64_t ignore_index, int64_t chunk_rows, double softcap) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
               "linear_cross_entropy: hidden (N, d) and weight (V, d) expected, got ", hidden.sizes(), " and ",
               weight.sizes());
   TORCH_CHECK(labels.dim() == 1 && labels.size(0) == hidden.size(0), "linear_cross_entropy: labels (N) expected, got ",
               labels.sizes(), " for ", hidden.size(0), " rows");
   if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{8} << 20) / std::max<int64_t>(1, weight.size(0)));
-  return LinearCrossEntropy::apply(hidden, weight, labels, label_smoothing, ignore_index, chunk_rows);
+  TORCH_CHECK(softcap >= 0.0, "linear_cross_entropy: softcap must be >= 0, got ", softcap);
+  return LinearCrossEntropy::apply(hidden, weight, labels, label_smoothing, ignore_index, chunk_rows, softcap);
 }
 
 }  // namespace zoo

@@ -14,8 +14,10 @@ namespace zoo {
 // Mean over the rows whose label is not `ignore_index` of the cross-entropy of
 // logits = hidden weight^T against labels, with label smoothing as torch.nn.functional.
 // cross_entropy applies it. hidden (N, d), weight (V, d), labels (N). 0 (with zero gradients)
-// when no row has a label. `chunk_rows` 0 picks chunks of about 8M logits.
+// when no row has a label. `chunk_rows` 0 picks chunks of about 8M logits. `softcap` > 0: the
+// logits are cap * tanh(logit / cap) (Gemma 2's final_logit_softcapping, kernels/math_attention.h).
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                                   double label_smoothing = 0.0, int64_t ignore_index = -100, int64_t chunk_rows = 0);
+                                   double label_smoothing = 0.0, int64_t ignore_index = -100, int64_t chunk_rows = 0,
+                                   double softcap = 0.0);
 
 }  // namespace zoo

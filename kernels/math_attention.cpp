@@ -24,12 +24,17 @@ torch::Tensor unfold_query_heads(const torch::Tensor& out, int64_t heads) {
   return out.reshape({b, heads, rows * hkv / heads, d});
 }
 
+torch::Tensor soft_cap(const torch::Tensor& scores, double cap) {
+  if (cap == 0.0) return scores;
+  return torch::tanh(scores / cap) * cap;
+}
+
 std::tuple<torch::Tensor, torch::Tensor> math_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                         const torch::Tensor& v, const torch::Tensor& bias,
-                                                        double scale, double dropout) {
+                                                        double scale, double dropout, double softcap) {
   const int64_t h = q.size(1), tk = k.size(2);
   const auto folded = fold_query_heads(q, bias, k.size(1));
-  auto scores = torch::matmul(folded.q, k.transpose(-2, -1)) * scale;  // (B, Hkv, rep * T, Tk)
+  auto scores = soft_cap(torch::matmul(folded.q, k.transpose(-2, -1)) * scale, softcap);  // (B, Hkv, rep * T, Tk)
   if (folded.bias.defined()) scores = scores + folded.bias;
   // Half-precision scores are normalised in float32; float and double as they are.
   const auto dtype = q.scalar_type();

@@ -22,6 +22,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 struct Problem {
   int64_t batch = 0, heads = 0, kv_heads = 0, group = 0, queries = 0, keys = 0, head_dim = 0;
   float scale = 0;
+  float softcap = 0;  // 0: none
   bool causal = false;
   int64_t window = 0, query_start = 0, key_start = 0;
   torch::Tensor padding;  // (B, Tk) bool, contiguous; undefined: no padding
@@ -71,6 +72,7 @@ Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch
   TORCH_CHECK(q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu(),
               "tiled_attention: a CPU kernel, got q on ", q.device());
   TORCH_CHECK(o.window() >= 0, "tiled_attention: window must be >= 0, got ", o.window());
+  TORCH_CHECK(o.softcap() >= 0.0, "tiled_attention: softcap must be >= 0, got ", o.softcap());
   TORCH_CHECK(o.dropout() >= 0.0 && o.dropout() < 1.0, "tiled_attention: dropout must be in [0, 1), got ", o.dropout());
   // As kernels/masks.h's causal_mask: the window bounds a causal mask; no model uses one alone.
   TORCH_CHECK(o.window() == 0 || o.causal(), "tiled_attention: window (", o.window(), ") needs causal attention");
@@ -83,6 +85,7 @@ Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch
   p.keys = k.size(2);
   p.head_dim = q.size(3);
   p.scale = static_cast<float>(o.scale() > 0 ? o.scale() : 1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  p.softcap = static_cast<float>(o.softcap());
   p.causal = o.causal();
   p.window = o.window();
   p.query_start = o.query_start();
@@ -154,9 +157,7 @@ torch::Tensor float_rows(const torch::Tensor& head, int64_t start, int64_t n, co
   return t;
 }
 
-// One row of a score tile (query i, keys j0 .. j0 + n): scaled, the position term added, the
-// keys the masks hide set to -inf. The forward and the backward both call it, so the
-// recomputed probabilities are the forward's.
+// Sets the entries of one row of a tile (query i, keys j0 .. j0 + n) that the masks hide to `value`.
 void fill_masked(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n, const bool* padding_b, float value) {
   const int64_t lo = std::clamp<int64_t>(p.key_lo(i) - j0, 0, n);
   const int64_t hi = std::clamp<int64_t>(p.key_hi(i) - j0, 0, n);
@@ -169,13 +170,26 @@ void fill_masked(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n,
   }
 }
 
+// A tile of products q.k scaled, and soft-capped where asked: cap * tanh(scale q.k / cap). The
+// backward keeps the tanh in `tanh_of` for the cap's derivative, 1 - tanh^2.
+void scale_tile(const Problem& p, torch::Tensor& scores, torch::Tensor* tanh_of = nullptr) {
+  if (p.softcap == 0) {
+    scores.mul_(p.scale);
+    return;
+  }
+  scores.mul_(p.scale / p.softcap).tanh_();
+  if (tanh_of != nullptr) tanh_of->copy_(scores);
+  scores.mul_(p.softcap);
+}
+
+// One row of a scaled score tile (query i, keys j0 .. j0 + n): the position term added, the keys
+// the masks hide set to -inf. The forward and the backward both call it, so the recomputed
+// probabilities are the forward's.
 void bias_and_mask_row(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n, const float* position_h,
                        const bool* padding_b) {
   if (position_h != nullptr) {
     const float* term = position_h + (j0 - i + p.queries - 1);
-    for (int64_t c = 0; c < n; ++c) row[c] = row[c] * p.scale + term[c];
-  } else {
-    for (int64_t c = 0; c < n; ++c) row[c] *= p.scale;
+    for (int64_t c = 0; c < n; ++c) row[c] += term[c];
   }
   fill_masked(p, row, i, j0, n, padding_b, -kInf);
 }
@@ -282,6 +296,7 @@ TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch
         const auto kt = float_rows(kh, j0, nk, k_buffer), vt = float_rows(vh, j0, nk, v_buffer);
         auto s = tile(s_buffer, nq, nk);
         at::mm_out(s, qt, kt.t());  // (nq, nk)
+        scale_tile(p, s);
         float* sd = s.data_ptr<float>();
         for (int64_t r = 0; r < nq; ++r) {
           float* row = sd + r * nk;
@@ -331,6 +346,7 @@ struct BackwardHead {
   double* d_position = nullptr;     // its gradient, or null
   const bool* padding = nullptr;    // the batch row's key padding, or null
   torch::Tensor q_buffer, do_buffer, p_buffer, ds_buffer, dp_buffer;
+  torch::Tensor tanh_buffer;  // soft-capping: each score's tanh
 };
 
 // The tile of queries [i0, i0 + nq) and keys [j0, j0 + nk) (kt, vt as float32): P recomputed
@@ -340,6 +356,8 @@ void backward_tile(const Problem& p, BackwardHead& head, int64_t i0, int64_t nq,
   const auto qt = float_rows(head.qh, i0, nq, head.q_buffer), dot = float_rows(head.doh, i0, nq, head.do_buffer);
   auto pt = tile(head.p_buffer, nq, nk);
   at::mm_out(pt, qt, kt.t());
+  auto tanh_of = p.softcap > 0 ? tile(head.tanh_buffer, nq, nk) : torch::Tensor();
+  scale_tile(p, pt, p.softcap > 0 ? &tanh_of : nullptr);
   float* pd = pt.data_ptr<float>();
   for (int64_t r = 0; r < nq; ++r) {
     float* row = pd + r * nk;
@@ -374,6 +392,11 @@ void backward_tile(const Problem& p, BackwardHead& head, int64_t i0, int64_t nq,
       // bucket in the caller.
       double* slot = head.d_position + (j0 - (i0 + r) + p.queries - 1);
       for (int64_t c = 0; c < nk; ++c) slot[c] += ds_row[c];
+    }
+    if (p.softcap > 0) {
+      // Through the cap to the scaled product: d cap tanh(x / cap) / dx = 1 - tanh^2.
+      const float* t_row = tanh_of.data_ptr<float>() + r * nk;
+      for (int64_t c = 0; c < nk; ++c) ds_row[c] *= 1.0f - t_row[c] * t_row[c];
     }
   }
   head.dqh.narrow(0, i0, nq).addmm_(ds, kt, 1.0, p.scale);  // dQ += scale dS K
@@ -421,6 +444,7 @@ TiledAttentionGradients tiled_attention_backward(const torch::Tensor& d_out, con
       head.p_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
       head.ds_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
       if (p.dropout > 0) head.dp_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
+      if (p.softcap > 0) head.tanh_buffer = torch::empty({kTiledQueryBlock * kTiledKeyBlock}, f32);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / p.heads, h = bh % p.heads, hk = h / p.group;
         head.b = b, head.h = h;
@@ -481,6 +505,7 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     ctx->save_for_backward({q, k, v, table, result.out, result.lse});
     auto& saved = ctx->saved_data;
     saved["scale"] = options.scale();
+    saved["softcap"] = options.softcap();
     saved["causal"] = options.causal();
     saved["window"] = options.window();
     saved["query_start"] = options.query_start();
@@ -508,6 +533,7 @@ class TiledAttentionFunction : public torch::autograd::Function<TiledAttentionFu
     const auto& saved = ctx->saved_data;
     auto options = TiledAttentionOptions()
                        .scale(saved.at("scale").toDouble())
+                       .softcap(saved.at("softcap").toDouble())
                        .causal(saved.at("causal").toBool())
                        .window(saved.at("window").toInt())
                        .query_start(saved.at("query_start").toInt())

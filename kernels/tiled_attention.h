@@ -1,6 +1,6 @@
 #pragma once
 // Exact attention computed tile by tile on the CPU (FlashAttention, Dao et al. 2022; its
-// backward as in FlashAttention-2, Dao 2023): softmax(q k^T * scale + bias) v with an online
+// backward as in FlashAttention-2, Dao 2023): softmax(softcap(q k^T * scale) + bias) v with an online
 // softmax, keeping only the per-row log-sum-exp besides the output, so that no (Tq, Tk) tensor
 // exists in the forward or the backward. The bias terms (causal and sliding-window masks, key
 // padding, ALiBi, T5's relative position bias) are made inside each tile from their parameters,
@@ -41,6 +41,9 @@ enum class TiledPositionBias {
 struct TiledAttentionOptions {
   // 0 means 1 / sqrt(D).
   TORCH_ARG(double, scale) = 0.0;
+  // cap * tanh(scale q.k / cap) in place of the scaled score, before the position term and the masks
+  // (Gemma 2's soft-capping); 0 = none.
+  TORCH_ARG(double, softcap) = 0.0;
   // key <= query, at absolute positions: queries at query_start.., keys at key_start.. (a
   // decoder reading a cache has query_start = cached length, key_start = 0, or more once a
   // sliding-window cache has dropped its first keys).

@@ -40,6 +40,8 @@ void AttentionOptions::validate() const {
     }
   }
   if (causal_ && cross_attention_) fail("attention: causal does not apply to cross-attention");
+  if (scale_dim_ < 0) fail(c10::str("attention: scale_dim (", scale_dim_, ") must be positive (or 0 for head_dim)"));
+  if (!(softcap_ >= 0.0)) fail(c10::str("attention: softcap (", softcap_, ") must be positive (or 0 for none)"));
   if (dropout_ < 0.0 || dropout_ >= 1.0) {
     fail(c10::str("attention: dropout (", dropout_, ") must be in [0, 1)"));
   }
@@ -170,7 +172,9 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
   }
 
   // Attend, merge.
-  arguments.scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(hd)) : 1.0;
+  const int64_t scale_dim = options.scale_dim() > 0 ? options.scale_dim() : hd;
+  arguments.scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(scale_dim)) : 1.0;
+  arguments.softcap = options.softcap();
   arguments.dropout = is_training() ? options.dropout() : 0.0;
   auto [o, w] = attend(qh, kh, vh, bias, arguments);
   auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
@@ -191,6 +195,7 @@ AttentionBias attention_bias(const AttentionImpl& attention, const torch::Tensor
   call.grouped = o.resolved_n_kv_heads() != o.n_heads();
   call.dropout = attention.is_training() ? o.dropout() : 0.0;
   call.need_weights = need_weights;
+  call.softcap = o.softcap() > 0.0;
   return build_attention_bias(call, masks, x);
 }
 
@@ -216,7 +221,7 @@ TiledAttentionOptions tiled_terms_of_keys(const AttentionBias& bias, int64_t bat
                 batch, ", >= ", keys, "), got ", m.sizes());
     terms.key_padding_mask(m.narrow(1, m.size(1) - keys, keys));
   }
-  return terms.scale(arguments.scale).key_start(arguments.key_start).dropout(arguments.dropout);
+  return terms.scale(arguments.scale).softcap(arguments.softcap).key_start(arguments.key_start).dropout(arguments.dropout);
 }
 
 }  // namespace
@@ -230,8 +235,10 @@ std::tuple<torch::Tensor, torch::Tensor> attend(const torch::Tensor& q, const to
   switch (bias.choice.path) {
     case AttentionPath::kMath:
       return math_attention(q, keys, values, columns_of_keys(bias.additive, tk, dtype), arguments.scale,
-                            arguments.dropout);
+                            arguments.dropout, arguments.softcap);
     case AttentionPath::kLibTorch: {
+      TORCH_CHECK(arguments.softcap == 0.0, "attention: LibTorch's kernel has no soft-capping (the bias was built "
+                  "for a call without it)");
       const auto folded = fold_query_heads(q, columns_of_keys(bias.additive, tk, dtype), hkv);
       // The stack left a plain causal mask to the kernel: its queries and keys start together.
       TORCH_CHECK(!bias.kernel_causal || (h == hkv && arguments.query_start == arguments.key_start && t == tk),
@@ -246,8 +253,9 @@ std::tuple<torch::Tensor, torch::Tensor> attend(const torch::Tensor& q, const to
     case AttentionPath::kDecode: {
       const auto folded = fold_query_heads(q, columns_of_keys(bias.additive, tk, dtype), hkv);
       const auto o = dtype == torch::kBFloat16
-                         ? bf16_decode_attention(folded.q, keys, values, folded.bias, arguments.scale)
-                         : float32_decode_attention(folded.q, keys, values, folded.bias, arguments.scale);
+                         ? bf16_decode_attention(folded.q, keys, values, folded.bias, arguments.scale, arguments.softcap)
+                         : float32_decode_attention(folded.q, keys, values, folded.bias, arguments.scale,
+                                                    arguments.softcap);
       return {unfold_query_heads(o, h), torch::Tensor()};
     }
     case AttentionPath::kTiled:
@@ -258,7 +266,10 @@ std::tuple<torch::Tensor, torch::Tensor> attend(const torch::Tensor& q, const to
       TORCH_CHECK(arguments.query_start == 0 && arguments.key_start == 0, "attention: ring attention takes no cache (queries at ",
                   arguments.query_start, ", keys at ", arguments.key_start, ")");
       return {ring_attention(q, keys, values,
-                             TiledAttentionOptions(bias.terms).scale(arguments.scale).dropout(arguments.dropout),
+                             TiledAttentionOptions(bias.terms)
+                                 .scale(arguments.scale)
+                                 .softcap(arguments.softcap)
+                                 .dropout(arguments.dropout),
                              bias.ring),
               torch::Tensor()};
   }

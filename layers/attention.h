@@ -45,6 +45,11 @@ struct AttentionOptions {
   TORCH_ARG(std::optional<NormOptions>, qk_norm) = std::nullopt;
   // Multiply scores by 1/sqrt(head_dim). T5 does not (its initialisation absorbs it).
   TORCH_ARG(bool, scaled) = true;
+  // With scaled: 1/sqrt(scale_dim) instead (Gemma's query_pre_attn_scalar); 0 = head_dim.
+  TORCH_ARG(int64_t, scale_dim) = 0;
+  // Soft-capping of the scaled scores, cap * tanh(score / cap), before masks and softmax (Gemma 2's
+  // attn_logit_softcapping); 0 = none.
+  TORCH_ARG(double, softcap) = 0.0;
   TORCH_ARG(bool, causal) = false;
   // Sliding window (Mistral): query i sees keys i-window+1 .. i. Unset = unbounded. Causal only.
   TORCH_ARG(std::optional<int64_t>, window) = std::nullopt;
@@ -128,6 +133,7 @@ AttentionBias attention_bias(const AttentionImpl& attention, const torch::Tensor
 // Where a call's keys start and how its scores scale: what attend needs besides the heads.
 struct AttendArguments {
   double scale = 1.0;
+  double softcap = 0.0;    // cap * tanh(score / cap) of the scaled scores; 0 = none
   double dropout = 0.0;    // on the weights (0 outside training)
   int64_t query_start = 0;  // absolute position of the first query (the cache before it)
   int64_t key_start = 0;    // absolute position of the first key the caller holds

@@ -9,6 +9,7 @@ namespace {
 // kernel takes the call as it is: a plain causal mask (is_causal), or a key padding mask
 // broadcast as (B, 1, 1, Tk).
 std::string libtorch_needs_full_bias(const AttentionCall& call) {
+  if (call.softcap) return "its kernels do not soft-cap scores";
   if (call.dropout > 0.0) return "its CPU flash kernel takes no dropout: it falls back to the (T, Tk) math path";
   switch (call.position) {
     case AttentionPositionTerm::kNone: break;
@@ -78,6 +79,8 @@ AttentionChoice choose_attention_path(const AttentionCall& call) {
       return pick(AttentionPath::kMath, "attention_backend: math");
     case AttentionBackend::kFused:
       if (decode) return pick(AttentionPath::kDecode, "a decoding step");
+      if (call.softcap) throw std::invalid_argument("attention_backend: fused cannot soft-cap scores (LibTorch's kernels "
+                                                    "have no such term; auto takes zoo's tiled kernel)");
       return pick(AttentionPath::kLibTorch, "attention_backend: fused");
     case AttentionBackend::kTiled:
       if (!tiled_no.empty()) throw std::invalid_argument("attention_backend: tiled cannot run this call: " + tiled_no);
@@ -87,6 +90,13 @@ AttentionChoice choose_attention_path(const AttentionCall& call) {
   if (call.need_weights) {
     choice.refused = {"libtorch: the caller asks for the (T, Tk) weights", "tiled: " + tiled_no};
     return pick(AttentionPath::kMath, "the caller asks for the weights");
+  }
+  if (call.softcap && !(call.queries <= 1 && decode)) {
+    // Only zoo's kernels soft-cap: the tiled one where it runs (any length: no (T, Tk) tensor), else math.
+    choice.refused = {"libtorch: " + libtorch_needs_full_bias(call)};
+    if (tiled_no.empty()) return pick(AttentionPath::kTiled, "soft-capped scores, no (T, Tk) tensor");
+    choice.refused.push_back("tiled: " + tiled_no);
+    return pick(AttentionPath::kMath, "soft-capped scores");
   }
   if (!call.cpu) {
     choice.refused = {"tiled: " + tiled_no};

@@ -63,6 +63,7 @@ struct AttentionCall {
   bool need_weights = false;    // the caller wants the (T, Tk) weights
   bool differentiable = false;  // autograd records the call (grad mode on)
   bool ring = false;            // context parallelism: this rank's zigzag tokens around a ring
+  bool softcap = false;         // soft-capped scores (Gemma 2), which LibTorch's kernels do not take
 };
 
 // The facts of a call's masks: `queries` new tokens after `past` cached ones against `keys` keys

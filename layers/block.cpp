@@ -70,6 +70,16 @@ void TransformerBlockImpl::reset() {
     ff = register_module("ff", FeedForward(options.feed_forward()));
   }
   ff_norm = register_module("ff_norm", Norm(options.norm()));
+  self_attn_post_norm = cross_attn_post_norm = ff_post_norm = nullptr;
+  switch (options.norm_position()) {
+    case NormPosition::kPre:
+    case NormPosition::kPost: break;
+    case NormPosition::kSandwich:
+      self_attn_post_norm = register_module("self_attn_post_norm", Norm(options.norm()));
+      if (cross_attn) cross_attn_post_norm = register_module("cross_attn_post_norm", Norm(options.norm()));
+      ff_post_norm = register_module("ff_post_norm", Norm(options.norm()));
+      break;
+  }
   dropout = register_module("dropout", torch::nn::Dropout(options.dropout()));
 }
 
@@ -120,6 +130,10 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
       h = self_attn_norm->forward(h + self_branch(h));
       if (cross_attn) h = cross_attn_norm->forward(h + cross_branch(h));
       return ff_norm->forward(h + ff_branch(h));
+    case NormPosition::kSandwich:  // x + norm2(f(norm1(x)))
+      h = h + self_attn_post_norm->forward(self_branch(self_attn_norm->forward(h)));
+      if (cross_attn) h = h + cross_attn_post_norm->forward(cross_branch(cross_attn_norm->forward(h)));
+      return h + ff_post_norm->forward(ff_branch(ff_norm->forward(h)));
   }
   throw std::logic_error("unhandled norm position");
 }

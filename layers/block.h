@@ -1,7 +1,7 @@
 #pragma once
 // Transformer block: self-attention, optional cross-attention, feed-forward, each a residual
-// branch with its own norm, in post-norm (Vaswani et al.: Norm(x + f(x))) or pre-norm
-// (GPT-2, T5, LLaMA: x + f(Norm(x))) order. An encoder block is a non-causal one without
+// branch with its own norm, in post-norm (Vaswani et al.: Norm(x + f(x))), pre-norm
+// (GPT-2, T5, LLaMA: x + f(Norm(x))) or sandwich (Gemma 2, 3: x + Norm2(f(Norm1(x)))) order. An encoder block is a non-causal one without
 // cross-attention; a decoder block is causal, with cross-attention in encoder-decoders.
 
 #include <cstdint>
@@ -72,6 +72,9 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
   FeedForward ff{nullptr};               // a dense feed-forward, or
   MixtureOfExperts moe{nullptr};         // a mixture of experts (options.mixture_of_experts())
   Norm ff_norm{nullptr};
+  Norm self_attn_post_norm{nullptr};  // sandwich only: over each branch's output
+  Norm cross_attn_post_norm{nullptr};
+  Norm ff_post_norm{nullptr};
   torch::nn::Dropout dropout{nullptr};
 
  private:

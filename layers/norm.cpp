@@ -22,12 +22,13 @@ void NormImpl::reset() {
       if (options.bias()) bias = register_parameter("bias", torch::zeros({options.d_model()}));
       break;
     case NormKind::kRMSNorm: break;  // RMSNorm has no bias (Zhang & Sennrich, 2019)
+    case NormKind::kRMSNormPlusOne: weight.detach().zero_(); break;  // scale 1 + 0
   }
 }
 
 void NormImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
-  weight.fill_(1.0);
+  weight.fill_(options.kind() == NormKind::kRMSNormPlusOne ? 0.0 : 1.0);
   if (bias.defined()) bias.zero_();
 }
 
@@ -45,6 +46,13 @@ torch::Tensor NormImpl::forward(const torch::Tensor& x) {
       auto xf = low ? x.to(torch::kFloat) : x;
       auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());
       return weight * normed.to(x.scalar_type());
+    }
+    case NormKind::kRMSNormPlusOne: {
+      // Gemma: everything in float32 (float64 stays), rounded once at the end.
+      const auto wide = x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+      const auto xf = x.to(wide);
+      const auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());
+      return (normed * (1.0 + weight.to(wide))).to(x.scalar_type());
     }
   }
   throw std::logic_error("unhandled norm kind");

@@ -1,6 +1,6 @@
 #pragma once
 // Normalisation: LayerNorm (Ba et al., 2016; bias optional) and RMSNorm (Zhang & Sennrich,
-// 2019; T5, LLaMA), one module chosen by NormKind.
+// 2019; T5, LLaMA), plain or scaled by (1 + weight) (Gemma), one module chosen by NormKind.
 
 #include <cstdint>
 

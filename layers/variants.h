@@ -12,8 +12,11 @@
 
 namespace zoo {
 
-enum class NormKind { kLayerNorm, kRMSNorm };
-enum class NormPosition { kPre, kPost };
+// rmsnorm_plus_one: RMSNorm scaled by (1 + weight), the weight starting at 0, the product taken in
+// float32 before rounding to the input's type (Gemma).
+enum class NormKind { kLayerNorm, kRMSNorm, kRMSNormPlusOne };
+// sandwich: pre-norm with a second norm over each branch's output, x + norm2(f(norm1(x))) (Gemma 2, 3).
+enum class NormPosition { kPre, kPost, kSandwich };
 // Gated variants (SwiGLU, GeGLU) multiply act(x W_gate) by x W_up (Shazeer, 2020).
 // geglu_tanh is T5 v1.1's "gated-gelu" (its GELU is the tanh approximation).
 enum class Activation { kReLU, kGELU, kGELUTanh, kSiLU, kSwiGLU, kGeGLU, kGeGLUTanh };
@@ -44,8 +47,10 @@ enum class AttentionKind { kSoftmax, kLinear, kGatedLinear };
 // softmax kernel exp(q.k / sqrt(d)).
 enum class FeatureMap { kElu1, kRelu, kPerformer };
 
-ZOO_ENUM_NAMES(NormKind, "norm", {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRMSNorm});
-ZOO_ENUM_NAMES(NormPosition, "norm_position", {"pre", NormPosition::kPre}, {"post", NormPosition::kPost});
+ZOO_ENUM_NAMES(NormKind, "norm", {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRMSNorm},
+               {"rmsnorm_plus_one", NormKind::kRMSNormPlusOne});
+ZOO_ENUM_NAMES(NormPosition, "norm_position", {"pre", NormPosition::kPre}, {"post", NormPosition::kPost},
+               {"sandwich", NormPosition::kSandwich});
 ZOO_ENUM_NAMES(Activation, "activation",
                {"relu", Activation::kReLU}, {"gelu", Activation::kGELU}, {"gelu_tanh", Activation::kGELUTanh},
                {"silu", Activation::kSiLU}, {"swiglu", Activation::kSwiGLU}, {"geglu", Activation::kGeGLU},

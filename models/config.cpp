@@ -46,32 +46,54 @@ yaml::Field<C> enum_field(std::string name, E C::*member, std::string doc, bool 
           [member](const C& c) { return to_string(c.*member); }};
 }
 
-// A list of numbers, written back exactly (the shortest text that reads back the same double).
-template <typename C>
-yaml::Field<C> number_list_field(std::string name, std::vector<double> C::*member, std::string doc) {
-  return {std::move(name), "list of numbers", std::move(doc), false,
-          [member](C& c, const YAML::Node& n) {
-            if (!n.IsSequence()) throw BadValue{"a list of numbers"};
-            std::vector<double> values;
+// A list of `T` read item by item with `parse` (an item it refuses named by its place) and written
+// back with `format`; `what` names the items ("numbers", "layer indices").
+template <typename T, typename C>
+yaml::Field<C> list_field(std::string name, std::vector<T> C::*member, std::string type, std::string what,
+                          std::string doc, T (*parse)(const YAML::Node&), std::string (*format)(T)) {
+  return {std::move(name), std::move(type), std::move(doc), false,
+          [member, what, parse](C& c, const YAML::Node& n) {
+            if (!n.IsSequence()) throw BadValue{"a list of " + what};
+            std::vector<T> values;
             for (const auto& item : n) {
               try {
-                values.push_back(as_double(item));
+                values.push_back(parse(item));
               } catch (const BadValue&) {
-                throw BadValue{"a list of numbers (item " + std::to_string(values.size() + 1) + " is '" +
+                throw BadValue{"a list of " + what + " (item " + std::to_string(values.size() + 1) + " is '" +
                                scalar_text(item) + "')"};
               }
             }
             c.*member = std::move(values);
           },
-          [member](const C& c) {
+          [member, format](const C& c) {
             std::string out = "[";
-            for (const double v : c.*member) {
-              char text[32];
-              const auto end = std::to_chars(text, text + sizeof text, v).ptr;
-              out += (out.size() > 1 ? ", " : "") + std::string(text, end);
-            }
+            for (const T& v : c.*member) out += (out.size() > 1 ? ", " : "") + format(v);
             return out + "]";
           }};
+}
+
+// The shortest text that reads back the same double.
+std::string exact_number(double v) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  return std::string(text, end);
+}
+
+double parse_number(const YAML::Node& n) { return as_double(n); }
+int64_t parse_index(const YAML::Node& n) { return as_int(n); }
+std::string index_text(int64_t v) { return std::to_string(v); }
+
+// A list of numbers, written back exactly.
+template <typename C>
+yaml::Field<C> number_list_field(std::string name, std::vector<double> C::*member, std::string doc) {
+  return list_field<double, C>(std::move(name), member, "list of numbers", "numbers", std::move(doc), parse_number,
+                               exact_number);
+}
+
+// A list of layer indices (from 0).
+Field layer_list_field(std::string name, std::vector<int64_t> ModelConfig::*member, std::string doc) {
+  return list_field<int64_t, ModelConfig>(std::move(name), member, "list of integers", "layer indices", std::move(doc),
+                                          parse_index, index_text);
 }
 
 // A key of the RoPE scaling group, kept in ModelConfig::rope_scaling as the rotary layer takes it.
@@ -161,6 +183,20 @@ const std::vector<Field>& fields() {
                  [](const ModelConfig& c) {
                    return c.window ? std::to_string(*c.window) : std::string("null");
                  }});
+    f.push_back(layer_list_field("window_layers", &ModelConfig::window_layers,
+                                 "window: the layers (from 0) it bounds, the others attend to every key (Gemma's "
+                                 "sliding_attention layer_types); [] = every layer"));
+    f.push_back(double_field("window_rope_base", &ModelConfig::window_rope_base,
+                             "window_layers: their RoPE base, without rope_scaling (Gemma 3's rope_local_base_freq); "
+                             "0 = rope_base and rope_scaling as the others"));
+    f.push_back(int_field("attention_scale_dim", &ModelConfig::attention_scale_dim,
+                          "scale_attention: divide scores by sqrt(this) (Gemma's query_pre_attn_scalar); 0 = head_dim"));
+    f.push_back(double_field("attention_softcap", &ModelConfig::attention_softcap,
+                             "cap * tanh(score / cap) of the scaled attention scores (Gemma 2's "
+                             "attn_logit_softcapping); 0 = none"));
+    f.push_back(double_field("logit_softcap", &ModelConfig::logit_softcap,
+                             "gpt: cap * tanh(logit / cap) of the output logits (Gemma 2's final_logit_softcapping); "
+                             "0 = none"));
     f.push_back(enum_field("attention_backend", &ModelConfig::attention_backend,
                            "auto: LibTorch's flash kernel or zoo's tiled one, per call; fused, tiled: always "
                            "that one; math: the explicit (T, T) path"));
@@ -225,27 +261,8 @@ const std::vector<Field>& fields() {
                            "modeling; false: in float32, as Mixtral's); the same in float32"));
     f.push_back(int_field("moe_layer_step", &ModelConfig::moe_layer_step,
                           "experts: layer i is a mixture when (i + 1) % this == 0 (decoder_sparse_step)"));
-    f.push_back({"dense_layers", "list of integers",
-                 "experts: layers (from 0) that keep a dense feed-forward of d_ff (mlp_only_layers)", false,
-                 [](ModelConfig& c, const YAML::Node& n) {
-                   if (!n.IsSequence()) throw BadValue{"a list of layer indices"};
-                   std::vector<int64_t> layers;
-                   for (const auto& item : n) {
-                     try {
-                       layers.push_back(as_int(item));
-                     } catch (const BadValue&) {
-                       throw BadValue{"a list of layer indices (item " + std::to_string(layers.size() + 1) +
-                                      " is '" + scalar_text(item) + "')"};
-                     }
-                   }
-                   c.dense_layers = std::move(layers);
-                 },
-                 [](const ModelConfig& c) {
-                   std::string out = "[";
-                   for (size_t i = 0; i < c.dense_layers.size(); ++i)
-                     out += (i ? ", " : "") + std::to_string(c.dense_layers[i]);
-                   return out + "]";
-                 }});
+    f.push_back(layer_list_field("dense_layers", &ModelConfig::dense_layers,
+                                 "experts: layers (from 0) that keep a dense feed-forward of d_ff (mlp_only_layers)"));
     f.push_back(double_field("router_aux_loss_coef", &ModelConfig::router_aux_loss_coef,
                              "experts: training's loss adds this times the routers' load-balancing loss"));
     f.push_back(bool_field("tie_embeddings", &ModelConfig::tie_embeddings,
@@ -287,6 +304,35 @@ void validate_positions(const ModelConfig& c, const Fail& fail) {
       fail("window applies to causal decoders (family gpt), not family " + to_string(c.family));
     }
     if (*c.window < 1) fail("window (" + std::to_string(*c.window) + ") must be >= 1");
+  }
+  for (const int64_t layer : c.window_layers) {
+    if (!c.window) fail("window_layers applies to a sliding window: set window");
+    if (layer < 0 || layer >= c.n_layers) {
+      fail("window_layers holds " + std::to_string(layer) + ", not a layer of n_layers (" + std::to_string(c.n_layers) +
+           ")");
+    }
+  }
+  if (c.window_rope_base != 0.0) {
+    if (!c.window || c.position != PositionKind::kRope) fail("window_rope_base applies to a window with position rope");
+    if (!(c.window_rope_base > 1.0)) fail("window_rope_base (" + format_double(c.window_rope_base) + ") must be > 1");
+  }
+  if (c.attention_scale_dim < 0 || (c.attention_scale_dim > 0 && !c.scale_attention)) {
+    fail("attention_scale_dim (" + std::to_string(c.attention_scale_dim) +
+         ") must be positive, with scale_attention, or 0 for the head dimension");
+  }
+  if (!(c.attention_softcap >= 0.0) || !(c.logit_softcap >= 0.0)) {
+    fail("attention_softcap (" + format_double(c.attention_softcap) + ") and logit_softcap (" +
+         format_double(c.logit_softcap) + ") must be >= 0 (0: none)");
+  }
+  if (c.attention_softcap > 0.0 && c.attention_backend == AttentionBackend::kFused) {
+    fail("attention_softcap needs zoo's kernels (attention_backend auto, tiled or math): LibTorch's fused kernel "
+         "does not soft-cap");
+  }
+  if (c.norm_position == NormPosition::kSandwich && c.family != Family::kGpt) {
+    fail("norm_position sandwich applies to decoder-only models (family gpt), not family " + to_string(c.family));
+  }
+  if (c.logit_softcap > 0.0 && c.family != Family::kGpt) {
+    fail("logit_softcap applies to decoder-only models (family gpt), not family " + to_string(c.family));
   }
   if (c.position == PositionKind::kRope) {
     if (c.resolved_head_dim() % 2 != 0) {
@@ -427,6 +473,12 @@ void validate_experts(const ModelConfig& c, const Fail& fail) {
 }
 
 }  // namespace
+
+std::optional<int64_t> ModelConfig::window_of(int64_t layer) const {
+  if (!window || window_layers.empty()) return window;
+  const bool listed = std::find(window_layers.begin(), window_layers.end(), layer) != window_layers.end();
+  return listed ? window : std::nullopt;
+}
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   return experts > 0 && (layer + 1) % moe_layer_step == 0 &&
@@ -719,6 +771,10 @@ std::string context_parallel_refusal(const ModelConfig& config) {
   }
   if (config.has_recurrent_layers()) {
     return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";
+  }
+  if (config.attention_softcap > 0.0 || config.has_mixed_windows()) {
+    return "ring attention takes one window for every layer and no soft-capping (model.attention_softcap, "
+           "model.window_layers)";
   }
   switch (config.attention_backend) {
     case AttentionBackend::kAuto:

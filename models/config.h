@@ -71,6 +71,11 @@ struct ModelConfig {
   int64_t relative_max_distance = 128;
   Activation activation = Activation::kGELUTanh;
   std::optional<int64_t> window;  // sliding window, causal decoders only
+  std::vector<int64_t> window_layers;  // the layers `window` bounds (Gemma's sliding layers); empty = every layer
+  double window_rope_base = 0.0;       // those layers' RoPE base, without rope_scaling (Gemma 3); 0 = as the others
+  int64_t attention_scale_dim = 0;     // scores / sqrt(this) (Gemma's query_pre_attn_scalar); 0 = head_dim
+  double attention_softcap = 0.0;      // cap * tanh(score / cap) before masks and softmax (Gemma 2); 0 = none
+  double logit_softcap = 0.0;          // the same of the output logits (Gemma 2); 0 = none
   // Which attention kernel runs: auto chooses per call (layers/attention_path.h).
   AttentionBackend attention_backend = AttentionBackend::kAuto;
   // What mixes tokens in each decoder layer (gpt): `attention` for every layer, or one entry per
@@ -134,6 +139,10 @@ struct ModelConfig {
   AttentionKind attention_of(int64_t layer) const {
     return attention_layers.empty() ? attention : attention_layers[static_cast<size_t>(layer)];
   }
+  // The sliding window of layer `layer` (window, where window_layers lists it or is empty).
+  std::optional<int64_t> window_of(int64_t layer) const;
+  // Whether the window bounds some layers and not others.
+  bool has_mixed_windows() const { return window && !window_layers.empty(); }
   // Whether decoder layer `layer`'s feed-forward is a mixture of experts.
   bool is_moe_layer(int64_t layer) const;
   bool has_moe_layers() const { return experts > 0; }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "kernels/linear.h"
+#include "kernels/math_attention.h"
 #include "models/init.h"
 
 namespace zoo {
@@ -28,9 +29,10 @@ void GPTImpl::reset() {
     blocks->push_back(block_list_.back());
   }
   final_norm = nullptr;
-  if (c.norm_position == NormPosition::kPre) {
-    final_norm = register_module(
-        "final_norm", Norm(norm_options(c)));
+  switch (c.norm_position) {
+    case NormPosition::kPre:
+    case NormPosition::kSandwich: final_norm = register_module("final_norm", Norm(norm_options(c))); break;
+    case NormPosition::kPost: break;
   }
   lm_head = nullptr;
   if (!c.tie_embeddings) {
@@ -66,7 +68,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
                           .expand({b, t});
   }
   auto x = token_embedding->forward(input_ids);  // (B, T, d_model)
-  if (config.scale_embeddings) x = x * std::sqrt(static_cast<double>(config.d_model));
+  if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
   if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
   x = dropout->forward(x);
 
@@ -81,6 +83,11 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
                                                 past + t, x, is_training(), ring)
                           : AttentionBias{};
   if (attention_mask.defined() && config.has_recurrent_layers()) bias.token_mask = attention_mask.narrow(1, past, t);
+  // The layers window_layers leaves out (Gemma's global ones) attend to every key: a bias of their own.
+  const auto unbounded_bias = config.has_mixed_windows()
+                                  ? stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t,
+                                                         past, past + t, x, is_training(), ring, /*unbounded=*/true)
+                                  : AttentionBias{};
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
   const bool explicit_positions = position_ids.defined() || attention_mask.defined();
@@ -88,14 +95,21 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
       config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : block_list_) {
-    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions, router_logits)
-                  : block->forward(x, bias, {}, {}, cache, rope_positions, router_logits);
+    const auto& layer_bias = config.has_mixed_windows() && !config.window_of(block->options.layer_index())
+                                 ? unbounded_bias
+                                 : bias;
+    x = recompute ? forward_recomputing(block, x, layer_bias, {}, {}, rope_positions, router_logits)
+                  : block->forward(x, layer_bias, {}, {}, cache, rope_positions, router_logits);
   }
   return final_norm ? final_norm->forward(x) : x;
 }
 
 torch::Tensor GPTImpl::logits(const torch::Tensor& hidden) {
-  return lm_head ? project(lm_head, hidden) : project(hidden, token_embedding->weight);
+  return soft_cap(lm_head ? project(lm_head, hidden) : project(hidden, token_embedding->weight), config.logit_softcap);
+}
+
+torch::Tensor embedding_scale(const ModelConfig& config, torch::ScalarType dtype) {
+  return torch::scalar_tensor(std::sqrt(static_cast<double>(config.d_model)), torch::TensorOptions().dtype(dtype));
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,

@@ -70,6 +70,10 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
 };
 TORCH_MODULE(GPT);
 
+// sqrt(d_model) rounded to the embeddings' `dtype`, what scale_embeddings multiplies them by (as
+// transformers' Gemma does: 48 in bfloat16 is exact, sqrt(640) = 25.30 becomes 25.25).
+torch::Tensor embedding_scale(const ModelConfig& config, torch::ScalarType dtype);
+
 // Positions of the last T tokens given a (B, K) attention mask: real tokens count 0, 1, ...
 // from the first real one; padding gets 0. (B, T).
 torch::Tensor positions_from_mask(const torch::Tensor& attention_mask, int64_t t);

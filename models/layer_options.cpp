@@ -20,8 +20,10 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                                                                                 .bias(false))
                                                : std::nullopt)
                        .scaled(config.scale_attention)
+                       .scale_dim(config.attention_scale_dim)
+                       .softcap(config.attention_softcap)
                        .causal(causal)
-                       .window(causal && config.window ? std::optional<int64_t>(*config.window) : std::nullopt)
+                       .window(causal ? config.window_of(layer) : std::nullopt)
                        .dropout(config.attention_dropout)
                        .rope(config.position == PositionKind::kRope)
                        .rope_base(config.rope_base)
@@ -29,6 +31,9 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .rope_scaling(config.rope_scaling)
                        .rotary_dim(config.rotary_dim)
                        .backend(config.attention_backend);
+  if (causal && config.window_rope_base > 0.0 && config.window_of(layer)) {
+    attention.rope_base(config.window_rope_base).rope_scaling(RopeScaling{});  // Gemma 3's local layers
+  }
   auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
                           .activation(config.activation)
                           .bias(config.bias)
@@ -101,6 +106,7 @@ AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool 
   set_mask_facts(call, queries, past, keys, causal, config.window.value_or(0), key_padding, position);
   call.grouped = config.n_kv_heads != 0 && config.n_kv_heads != config.n_heads;
   call.dropout = training ? config.attention_dropout : 0.0;
+  call.softcap = config.attention_softcap > 0.0;
   return call;
 }
 
@@ -152,7 +158,7 @@ std::string describe_attention_paths(const ModelConfig& config) {
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
                                    int64_t keys, const torch::Tensor& like, bool training,
-                                   const std::shared_ptr<RingExchange>& ring) {
+                                   const std::shared_ptr<RingExchange>& ring, bool unbounded) {
   if (ring) {
     const std::string refusal = context_parallel_refusal(config);
     TORCH_CHECK(refusal.empty(), "context parallelism: ", refusal);
@@ -161,9 +167,10 @@ AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, Posit
   call.backend = config.attention_backend;
   call.grouped = config.n_kv_heads != 0 && config.n_kv_heads != config.n_heads;
   call.dropout = training ? config.attention_dropout : 0.0;
+  call.softcap = config.attention_softcap > 0.0;
   AttentionMasks masks;
   masks.queries = queries, masks.query_start = past, masks.keys = keys;
-  masks.causal = causal, masks.window = causal ? config.window.value_or(0) : 0;
+  masks.causal = causal, masks.window = causal && !unbounded ? config.window.value_or(0) : 0;
   masks.key_padding_mask = key_padding_mask;
   masks.positions = positions;
   masks.ring = ring;

@@ -130,8 +130,14 @@ std::string describe(const ModelConfig& c) {
     << ", max_positions: " << c.max_positions << "\n";
   s << "attention: " << c.n_heads << " heads of " << c.resolved_head_dim() << ", " << kv
     << " key/value heads (" << (kv == c.n_heads ? "MHA" : kv == 1 ? "MQA" : "GQA") << ")";
-  if (c.window) s << ", sliding window " << *c.window;
+  if (c.window) {
+    s << ", sliding window " << *c.window;
+    if (c.has_mixed_windows()) s << " in " << c.window_layers.size() << " of " << c.n_layers << " layers";
+    if (c.window_rope_base > 0.0) s << " (RoPE base " << c.window_rope_base << ")";
+  }
   if (!c.scale_attention) s << ", unscaled";
+  if (c.attention_scale_dim > 0) s << ", scaled by 1/sqrt(" << c.attention_scale_dim << ")";
+  if (c.attention_softcap > 0.0) s << ", scores soft-capped at " << c.attention_softcap;
   s << "\n";
   if (c.has_recurrent_layers()) s << describe_recurrent_layers(c);
   if (c.has_moe_layers()) {
@@ -151,7 +157,9 @@ std::string describe(const ModelConfig& c) {
     s << " on " << c.rotary_dim << " of " << c.resolved_head_dim() << " features";
   }
   s << ", activation: " << to_string(c.activation) << ", bias: " << (c.bias ? "yes" : c.qkv_bias ? "q/k/v only" : "no")
-    << (c.qk_norm ? ", q/k norms" : "") << ", head: " << (c.tie_embeddings ? "tied" : "untied") << "\n";
+    << (c.qk_norm ? ", q/k norms" : "") << ", head: " << (c.tie_embeddings ? "tied" : "untied");
+  if (c.logit_softcap > 0.0) s << ", logits soft-capped at " << c.logit_softcap;
+  s << "\n";
   return s.str();
 }
 

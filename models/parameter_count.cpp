@@ -17,9 +17,17 @@ template <typename N>
 N norm(const ModelConfig& c) {
   switch (c.norm) {
     case NormKind::kLayerNorm: return N(c.d_model) * N(c.bias ? 2 : 1);
-    case NormKind::kRMSNorm: return N(c.d_model);
+    case NormKind::kRMSNorm:
+    case NormKind::kRMSNormPlusOne: return N(c.d_model);
   }
   return N(0);
+}
+
+// The norms of one block: one per branch, two with sandwich norms.
+template <typename N>
+N block_norms(const ModelConfig& c, bool cross) {
+  const N per_branch = N(c.norm_position == NormPosition::kSandwich ? 2 : 1);
+  return per_branch * N(cross ? 3 : 2) * norm<N>(c);
 }
 
 template <typename N>
@@ -74,8 +82,8 @@ N experts(const ModelConfig& c) {
 
 template <typename N>
 N blocks(const ModelConfig& c, int64_t layers, bool cross) {
-  const N block = norm<N>(c) + attention<N>(c, false) + (cross ? norm<N>(c) + attention<N>(c, true) : N(0)) +
-                  norm<N>(c) + feed_forward<N>(c);
+  const N block = block_norms<N>(c, cross) + attention<N>(c, false) + (cross ? attention<N>(c, true) : N(0)) +
+                  feed_forward<N>(c);
   return N(layers) * block;
 }
 
@@ -85,7 +93,7 @@ N decoder_blocks(const ModelConfig& c) {
   if (!c.has_recurrent_layers() && !c.has_moe_layers()) return blocks<N>(c, c.n_layers, false);
   N sum = N(0);
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    sum += N(2) * norm<N>(c) + mixer<N>(c, i) + (c.is_moe_layer(i) ? experts<N>(c) : feed_forward<N>(c));
+    sum += block_norms<N>(c, false) + mixer<N>(c, i) + (c.is_moe_layer(i) ? experts<N>(c) : feed_forward<N>(c));
   }
   return sum;
 }
@@ -106,7 +114,7 @@ N positions(const ModelConfig& c) {
 template <typename N>
 std::vector<std::pair<std::string, N>> breakdown(const ModelConfig& c) {
   std::vector<std::pair<std::string, N>> rows;
-  const bool pre = c.norm_position == NormPosition::kPre;
+  const bool pre = c.norm_position != NormPosition::kPost;  // a final norm
   const N d = N(c.d_model);
   const N embedding = N(c.vocab_size) * d;
   switch (c.family) {
@@ -239,14 +247,18 @@ double kv_cache_bytes_lower_bound(const ModelConfig& config, int64_t rows, int64
   const double per_position =
       2.0 * kv_heads * static_cast<double>(config.resolved_head_dim()) * static_cast<double>(element_bytes) *
       static_cast<double>(rows);
-  const auto self = static_cast<double>(config.window ? std::min(positions, *config.window) : positions);
+  auto self_of = [&](int64_t layer) {
+    const auto window = config.window_of(layer);
+    return static_cast<double>(window ? std::min(positions, *window) : positions);
+  };
+  const auto self = self_of(0);
   double held = 0.0;
   if (config.is_encoder_decoder()) {
     held = static_cast<double>(config.resolved_decoder_layers()) * (self + static_cast<double>(memory_positions));
   } else {
     for (int64_t layer = 0; layer < config.n_layers; ++layer) {
       switch (config.attention_of(layer)) {
-        case AttentionKind::kSoftmax: held += self; break;
+        case AttentionKind::kSoftmax: held += self_of(layer); break;
         case AttentionKind::kLinear:
         case AttentionKind::kGatedLinear: break;
       }

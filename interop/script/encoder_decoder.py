@@ -72,7 +72,7 @@ def _decode(self, ids: Tensor, start: int, memory_kv: List[Tensor], memory_mask:
         "decode: {} tokens, more than max_positions ({})".format(start + t, self.max_positions)
     positions = torch.arange(start, start + t, device=ids.device).unsqueeze(0)  # (1, T)
     x = self.decoder_positions.embed(self._embed_tokens(ids), positions)
-    bias = self._mask_bias(self._causal_allowed(t, start + t, start, x.device), x)  # (1, 1, T, K)
+    bias = self._mask_bias(self._causal_allowed(t, start + t, start, x.device, self.window), x)  # (1, 1, T, K)
     position_bias = self.decoder_positions.attention_bias(t, start + t, start, x)
     if position_bias is not None:
         bias = bias + position_bias

@@ -14,7 +14,8 @@ def _embed_tokens(self, ids: Tensor) -> Tensor:
     # ids (B, T) -> (B, T, D); the Transformer scales them by sqrt(d_model) (Vaswani et al.)
     x = torch.embedding(self.token_embedding_weight, ids)
     if self.scale_embeddings:
-        x = x * self.d_model ** 0.5
+        # sqrt(d_model) rounded to the embeddings' dtype first, as models/gpt.cpp's embedding_scale
+        x = x * torch.full([], self.d_model ** 0.5, dtype=x.dtype, device=x.device)
     return x
 
 
@@ -23,10 +24,14 @@ def _logits(self, x: Tensor) -> Tensor:
     # scales its tied head's input by d_model^-0.5
     head = self.lm_head_weight
     if head is not None:
-        return self._project(x, head, None)
-    if self.scale_tied_head:
-        x = x * (1.0 / self.d_model ** 0.5)
-    return self._project(x, self.token_embedding_weight, None)
+        logits = self._project(x, head, None)
+    else:
+        if self.scale_tied_head:
+            x = x * (1.0 / self.d_model ** 0.5)
+        logits = self._project(x, self.token_embedding_weight, None)
+    if self.logit_softcap > 0.0:  # Gemma 2: cap * tanh(logit / cap)
+        logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
+    return logits
 
 
 def _next_token(self, logits: Tensor, temperature: float, top_k: int, top_p: float) -> Tensor:

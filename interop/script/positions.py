@@ -8,6 +8,7 @@
 #                                                 features of a head), float32
 #   rope_long_cos, rope_long_sin                  longrope's, for a call reaching past
 #                                                 rope_trained_positions
+#   rope_local_cos, rope_local_sin                the sliding layers' (window_rope_base), unscaled
 #   alibi_slopes (H)                              layers/position_bias.cpp's slopes, float32
 #   relative_buckets (2 * max_positions - 1)      T5's bucket of each distance key - query, from
 #   relative_relative_attention_bias_weight       -(max_positions - 1) on (position_bias.cpp);
@@ -41,7 +42,7 @@ def rotary(self, positions: Tensor) -> Optional[Tuple[Tensor, Tensor]]:
         return None
     b, t = positions.size()
     flat = positions.reshape(-1)
-    short = (cos.index_select(0, flat).view(b, 1, t, -1), sin.index_select(0, flat).view(b, 1, t, -1))
+    short = self._angles(cos, sin, positions)
     long_cos = self.rope_long_cos
     long_sin = self.rope_long_sin
     if long_cos is None or long_sin is None:
@@ -53,6 +54,23 @@ def rotary(self, positions: Tensor) -> Optional[Tuple[Tensor, Tensor]]:
         return short
     return (torch.where(row_long, long_cos.index_select(0, flat).view(b, 1, t, -1), short[0]),
             torch.where(row_long, long_sin.index_select(0, flat).view(b, 1, t, -1), short[1]))
+
+
+def rotary_local(self, positions: Tensor) -> Optional[Tuple[Tensor, Tensor]]:
+    # the sliding layers' own rotation (Gemma 3's local RoPE base, unscaled): as rotary, from
+    # rope_local_cos and rope_local_sin; None where they rotate as the others do
+    cos = self.rope_local_cos
+    sin = self.rope_local_sin
+    if cos is None or sin is None:
+        return None
+    return self._angles(cos, sin, positions)
+
+
+def _angles(self, cos: Tensor, sin: Tensor, positions: Tensor) -> Tuple[Tensor, Tensor]:
+    # the rows of a (max_positions, r / 2) table at positions (B, T) -> (B, 1, T, r / 2) each
+    b, t = positions.size()
+    flat = positions.reshape(-1)
+    return (cos.index_select(0, flat).view(b, 1, t, -1), sin.index_select(0, flat).view(b, 1, t, -1))
 
 
 def attention_bias(self, t: int, k: int, start: int, like: Tensor) -> Optional[Tensor]:

@@ -101,14 +101,24 @@ assert c["target_modules"] == ["q_proj"], c
 assert c["target_parameters"] == ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"], c
 PY
 
+# Gemma 2 (sandwich norms, soft-capped scores and logits, a window in layer 0 only): adapters on
+# q, out and down both ways.
+hf_dir gemma2 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/gemma2" --train "$work/slice.txt" --task lm $lora block_size=32 lora.targets=q,out,down \
+  --run-dir "$work/gemma2-lora" > /dev/null 2>&1
+peft_round_trip gemma2 "$work/gemma2-lora"
+
 # PEFT's own adapters (get_peft_model, save_pretrained) on GPT-2's c_attn, LLaMA's q, v and
 # down projections, Qwen3's (head norms, head_dim apart) k, o and up, Phi-3's fused qkv_proj
-# and gate_up_proj, and Qwen3-MoE's q, o and experts import onto zoo's
-# base and export merged to PEFT's merge.
+# and gate_up_proj, Qwen3-MoE's q, o and experts, and Gemma 3's (q/k norms, a sliding layer at its
+# own RoPE base) v, gate and up import onto zoo's base and export merged to PEFT's merge.
 hf_dir qwen3 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
 hf_dir qwen3_moe 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
+hf_dir gemma3 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
 for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj qwen3:k_proj,o_proj,up_proj \
-    phi3:qkv_proj,gate_up_proj qwen3_moe:q_proj,o_proj,mlp.experts.gate_up_proj,mlp.experts.down_proj; do
+    phi3:qkv_proj,gate_up_proj qwen3_moe:q_proj,o_proj,mlp.experts.gate_up_proj,mlp.experts.down_proj \
+    gemma3:v_proj,gate_proj,up_proj; do
   flavor="${flavor_targets%%:*}"
   "$python" "$peft" make "$work/$flavor-hf" "$work/$flavor-made-peft" "${flavor_targets#*:}" 4 8 > /dev/null
   "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | grep -q "LoRA adapters on"

@@ -105,6 +105,35 @@ TEST(Float32DecodeAttention, MatchesFloat64WithGroupedHeadsBiasAndCachedKeys) {
                            direct));
 }
 
+// Soft-capped scores (Gemma 2) on the decode path, float32 and bf16, equal the math path's
+// formula: cap * tanh(scale q.k / cap) + bias before the softmax.
+TEST(DecodeAttention, SoftCapsTheScaledScoresBeforeTheBias) {
+  torch::manual_seed(13);
+  const int64_t b = 2, h = 4, hkv = 2, d = 32, tk = 9;
+  auto q = torch::randn({b, h, 1, d}), k = torch::randn({b, hkv, tk, d}), v = torch::randn({b, hkv, tk, d});
+  auto bias = torch::randn({b, 1, 1, tk}) * 0.5;
+  const double scale = 0.25, cap = 1.5;
+  torch::NoGradGuard no_grad;
+  auto k_per_head = k.repeat_interleave(h / hkv, 1), v_per_head = v.repeat_interleave(h / hkv, 1);
+  auto scores = torch::matmul(q.to(torch::kDouble), k_per_head.to(torch::kDouble).transpose(-2, -1)) * scale;
+  auto exact = torch::matmul(torch::softmax(torch::tanh(scores / cap) * cap + bias.to(torch::kDouble), -1),
+                             v_per_head.to(torch::kDouble));
+  if (cpu_runs_f32_rows_dot()) {
+    auto [o, w] = attend(q, k, v, decode_path(bias), {.scale = scale, .softcap = cap});
+    EXPECT_LE((o.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
+  }
+  AttentionBias math_path = decode_path(bias);
+  math_path.choice.path = AttentionPath::kMath;
+  auto [math, weights] = attend(q, k, v, math_path, {.scale = scale, .softcap = cap});
+  EXPECT_LE((math.to(torch::kDouble) - exact).abs().max().item<double>(), 1e-5);
+  const auto to_bf16 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16); };
+  auto [o16, w16] = attend(to_bf16(q), to_bf16(k), to_bf16(v), decode_path(to_bf16(bias)), {.scale = scale, .softcap = cap});
+  EXPECT_LE((o16.to(torch::kDouble) - exact).abs().max().item<double>(), 5e-2);
+  // Uncapped differs.
+  auto [plain, pw] = attend(q, k, v, math_path, {.scale = scale});
+  EXPECT_GT((plain - math).abs().max().item<double>(), 1e-2);
+}
+
 // The decode path is chosen for a layer's call (attention_bias, as models build theirs) with one
 // bf16 query and grad mode off; a second query, dropout in training or grad mode refuse it.
 TEST(Bf16DecodeAttention, ChosenForOneBf16QueryWithoutGradients) {

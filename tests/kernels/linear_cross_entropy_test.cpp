@@ -17,23 +17,27 @@ namespace F = torch::nn::functional;
 TEST(LinearCrossEntropy, EqualsCrossEntropyOfTheWholeLogits) {
   torch::manual_seed(0);
   for (double smoothing : {0.0, 0.1}) {
+   for (double softcap : {0.0, 1.5}) {  // Gemma 2's final_logit_softcapping: cap * tanh(logit / cap)
     for (int64_t chunk : {0, 3, 64}) {
       auto hidden = torch::randn({10, 6}, torch::kDouble).requires_grad_();
       auto weight = torch::randn({13, 6}, torch::kDouble).requires_grad_();
       auto labels = torch::randint(13, {10}, torch::kLong);
       labels[2] = -100, labels[7] = -100;
+      auto logits = torch::mm(hidden, weight.t());
+      if (softcap > 0) logits = torch::tanh(logits / softcap) * softcap;
       const auto expected = F::cross_entropy(
-          torch::mm(hidden, weight.t()), labels,
+          logits, labels,
           F::CrossEntropyFuncOptions().ignore_index(-100).label_smoothing(smoothing));
       expected.backward();
       const auto grad_hidden = hidden.grad().clone(), grad_weight = weight.grad().clone();
       hidden.mutable_grad() = torch::Tensor(), weight.mutable_grad() = torch::Tensor();
-      const auto loss = linear_cross_entropy(hidden, weight, labels, smoothing, -100, chunk);
+      const auto loss = linear_cross_entropy(hidden, weight, labels, smoothing, -100, chunk, softcap);
       (loss * 3.0).backward();  // backward scales by the incoming gradient
       EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-12) << smoothing << " " << chunk;
       EXPECT_ALLCLOSE(hidden.grad(), grad_hidden * 3.0, 1e-12);
       EXPECT_ALLCLOSE(weight.grad(), grad_weight * 3.0, 1e-12);
     }
+   }
   }
 }
 

@@ -26,12 +26,14 @@ struct Case {
   bool bidirectional = true;  // T5's bucketing
   torch::ScalarType dtype = torch::kFloat;
   double dropout = 0.0;  // with a fixed mask seed, the same mask on both paths
+  double softcap = 0.0;  // cap * tanh(score / cap) of the scaled scores (Gemma 2)
 
   std::string name() const {
     return c10::str("B", batch, " H", heads, "/", kv_heads, " Tq", queries, " Tk", keys, " D", head_dim, " q@",
                     query_start, " k@", key_start, causal ? " causal" : "", window ? c10::str(" window ", window) : "",
                     padding ? " padding" : "", padded_sequence ? " padded-sequence" : "", position_name(),
-                    dtype == torch::kBFloat16 ? " bf16" : " fp32", dropout > 0 ? c10::str(" dropout ", dropout) : "");
+                    dtype == torch::kBFloat16 ? " bf16" : " fp32", dropout > 0 ? c10::str(" dropout ", dropout) : "",
+                    softcap > 0 ? c10::str(" softcap ", softcap) : "");
   }
   const char* position_name() const {
     switch (position) {
@@ -80,7 +82,8 @@ TiledAttentionOptions make_options(const Case& c, const Inputs& in) {
                .relative_bidirectional(c.bidirectional)
                .relative_max_distance(64)
                .dropout(c.dropout)
-               .dropout_seed(kDropoutSeed);
+               .dropout_seed(kDropoutSeed)
+               .softcap(c.softcap);
   switch (c.position) {
     case TiledPositionBias::kNone:
       break;
@@ -108,6 +111,7 @@ Outputs math_path(const Case& c, const Inputs& in) {
   const int64_t group = c.heads / c.kv_heads;
   auto kr = k.repeat_interleave(group, 1), vr = v.repeat_interleave(group, 1);
   auto scores = torch::matmul(q, kr.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  if (c.softcap > 0) scores = torch::tanh(scores / c.softcap) * c.softcap;  // before the position term, as Gemma 2
   RelativePositionBias relative{RelativePositionBiasOptions(c.heads).num_buckets(32).max_distance(64).bidirectional(
       c.bidirectional)};
   switch (c.position) {
@@ -240,6 +244,34 @@ TEST(TiledAttention, MatchesMathPathOnBlockEdgesForEveryMask) {
     base.queries = base.keys = t;
     for (const auto& c : mask_combinations(base)) expect_matches_math_path(c);
   }
+}
+
+// Gemma 2's soft-capping inside the tiles, forward and backward (through 1 - tanh^2), with every
+// mask, a cache before the queries, grouped heads, ALiBi, dropout and bf16: a cap of 1.5 bends
+// these unit-variance scores.
+TEST(TiledAttention, SoftCappedScoresMatchTheMathPath) {
+  for (int64_t t : {1, 65, 129}) {
+    Case base;
+    base.queries = base.keys = t;
+    base.softcap = 1.5;
+    for (const auto& c : mask_combinations(base)) expect_matches_math_path(c);
+  }
+  Case c;
+  c.softcap = 1.5, c.causal = true, c.window = 17;
+  c.queries = 5, c.keys = 150, c.key_start = 20, c.query_start = 165;
+  expect_matches_math_path(c);
+  c = Case{};
+  c.softcap = 1.5, c.kv_heads = 2, c.causal = true, c.position = TiledPositionBias::kAlibi, c.dropout = 0.2;
+  expect_matches_math_path(c);
+  c.dtype = torch::kBFloat16, c.dropout = 0.0;
+  expect_matches_math_path(c);
+  // The cap changes the result: the same case uncapped differs.
+  Case capped;
+  capped.causal = true, capped.softcap = 1.5;
+  Case uncapped = capped;
+  uncapped.softcap = 0;
+  const auto in = make_inputs(capped);
+  EXPECT_GT((tiled_path(capped, in).out - tiled_path(uncapped, in).out).abs().max().item<double>(), 1e-2);
 }
 
 TEST(TiledAttention, QueriesAfterACacheOfKeys) {

@@ -20,6 +20,33 @@ bool refused_with(const AttentionChoice& choice, const std::string& path, const 
   return false;
 }
 
+// Soft-capped scores (Gemma 2): LibTorch's kernels have no such term, so every length takes the
+// tiled kernel (no (T, Tk) tensor), a decoding step zoo's decoding kernel, and what neither can
+// take (weights asked for, CUDA) the math path; the fused backend refuses it by name.
+TEST(AttentionPath, SoftCappedScoresNeverTakeLibTorch) {
+  for (int64_t t : {7, 2048}) {
+    auto call = training_call(true);
+    call.queries = call.keys = t;
+    call.softcap = true;
+    const auto choice = choose_attention_path(call);
+    EXPECT_EQ(choice.path, AttentionPath::kTiled) << t;
+    EXPECT_TRUE(refused_with(choice, "libtorch", "do not soft-cap")) << describe(choice);
+  }
+  auto step = training_call(true);
+  step.softcap = true, step.queries = 1, step.keys = 40, step.aligned = false, step.bf16 = true;
+  EXPECT_EQ(choose_attention_path(step).path, AttentionPath::kDecode);
+  step.differentiable = true;  // the decoding kernel has no backward: tiled, not LibTorch
+  EXPECT_EQ(choose_attention_path(step).path, AttentionPath::kTiled);
+  auto cuda = training_call(true);
+  cuda.softcap = true, cuda.cpu = false;
+  EXPECT_EQ(choose_attention_path(cuda).path, AttentionPath::kMath);
+  auto fused = training_call(true);
+  fused.softcap = true, fused.backend = AttentionBackend::kFused;
+  EXPECT_THROW(choose_attention_path(fused), std::invalid_argument);
+  fused.backend = AttentionBackend::kMath;
+  EXPECT_EQ(choose_attention_path(fused).path, AttentionPath::kMath);
+}
+
 TEST(AttentionPath, LibTorchFlashTakesPlainCausalAndPaddingOnly) {
   auto causal = choose_attention_path(training_call(true));
   EXPECT_EQ(causal.path, AttentionPath::kLibTorch);

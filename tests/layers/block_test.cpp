@@ -110,6 +110,32 @@ TEST(TransformerBlock, PreAndPostNormFollowTheirFormulas) {
   }
 }
 
+// Gemma's sandwich: a norm before and after each branch, x + post(f(pre(x))), with norms of
+// their own (random here) that the block's state holds as self_attn_post_norm and ff_post_norm.
+TEST(TransformerBlock, SandwichNormsWrapEachBranch) {
+  auto options = TransformerBlockOptions(AttentionOptions(kD, kHeads).causal(true).bias(false),
+                                         FeedForwardOptions(kD, kFF).activation(Activation::kGeGLUTanh).bias(false),
+                                         NormOptions(kD).kind(NormKind::kRMSNormPlusOne))
+                     .norm_position(NormPosition::kSandwich);
+  TransformerBlock block(options);
+  const auto names = block->named_parameters();
+  for (const char* name : {"self_attn_norm.weight", "self_attn_post_norm.weight", "ff_norm.weight", "ff_post_norm.weight"}) {
+    EXPECT_TRUE(names.contains(name)) << name;
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : block->parameters()) p.normal_(0.0, 0.3);
+  }
+  auto x = torch::randn({2, 5, kD});
+  const auto a = block->self_attn->forward(block->self_attn_norm->forward(x), attention_bias(*block->self_attn, x));
+  const auto h = x + block->self_attn_post_norm->forward(a);
+  const auto expected = h + block->ff_post_norm->forward(block->ff->forward(block->ff_norm->forward(h)));
+  EXPECT_LE(max_abs_diff(run(block, x), expected), 1e-6);
+  // Without the post norms (pre-norm's formula over the same weights) the output differs.
+  const auto pre_norm = h - block->self_attn_post_norm->forward(a) + a;
+  EXPECT_GT(max_abs_diff(run(block, x), pre_norm + block->ff->forward(block->ff_norm->forward(pre_norm))), 1e-2);
+}
+
 TEST(TransformerBlock, CachedDecoderEqualsFullPass) {
   for (bool pre : {false, true}) {
     auto opts = torch_like(true, pre, Activation::kGeGLUTanh);

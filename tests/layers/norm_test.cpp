@@ -46,6 +46,29 @@ TEST(Norm, RmsNormByHand) {
   EXPECT_LE(max_abs_diff(y, torch::tensor({{2.0 * 3.0 / r, 0.5 * 4.0 / r}})), 1e-6);
 }
 
+TEST(Norm, RmsNormPlusOneScalesByOnePlusItsWeightInFloat32) {
+  // Gemma's: y = x / sqrt(12.5 + eps) * (1 + weight), the weight starting at 0 (y = x / rms).
+  Norm norm(NormOptions(2).kind(NormKind::kRMSNormPlusOne).eps(1e-6));
+  EXPECT_EQ(norm->parameters().size(), 1u);
+  EXPECT_TRUE(norm->weight.eq(0).all().item<bool>());
+  const double r = std::sqrt(12.5 + 1e-6);
+  EXPECT_LE(max_abs_diff(norm->forward(torch::tensor({{3.0f, 4.0f}})), torch::tensor({{3.0 / r, 4.0 / r}})), 1e-6);
+  {
+    torch::NoGradGuard no_grad;
+    norm->weight.copy_(torch::tensor({1.0, -0.5}));
+  }
+  EXPECT_LE(max_abs_diff(norm->forward(torch::tensor({{3.0f, 4.0f}})), torch::tensor({{2.0 * 3.0 / r, 0.5 * 4.0 / r}})),
+            1e-6);
+  // bf16: the product in float32, rounded once (LLaMA's RMSNorm rounds before the weight).
+  norm->to(torch::kBFloat16);
+  const auto x = torch::randn({3, 2}).to(torch::kBFloat16);
+  const auto xf = x.to(torch::kFloat);
+  const auto once = (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + 1e-6) * torch::tensor({2.0f, 0.5f})).to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(norm->forward(x), once));
+  norm->reset_parameters();
+  EXPECT_TRUE(norm->weight.eq(0).all().item<bool>());
+}
+
 TEST(Norm, RmsNormInHalfPrecisionDoesNotOverflow) {
   Norm norm(NormOptions(4).kind(NormKind::kRMSNorm));
   norm->to(torch::kHalf);

@@ -59,7 +59,7 @@ TEST(ModelConfig, WrongTypesSayWhatWasExpected) {
   EXPECT_EQ(error_of(std::string(kGood) + "bias: maybe\n"), "x.yaml:7: bias: expected true or false, got 'maybe'");
   EXPECT_EQ(error_of(std::string(kGood) + "dropout: [0.1]\n"), "x.yaml:7: dropout: expected a number, got 'a list'");
   EXPECT_EQ(error_of(std::string(kGood) + "norm: batchnorm\n"),
-            "x.yaml:7: norm: expected one of: layernorm, rmsnorm, got 'batchnorm'");
+            "x.yaml:7: norm: expected one of: layernorm, rmsnorm, rmsnorm_plus_one, got 'batchnorm'");
   EXPECT_EQ(error_of("family: lstm\n"),
             "x.yaml:1: family: expected one of: bert, gpt, t5, transformer, got 'lstm'");
 }
@@ -228,6 +228,39 @@ TEST(ModelConfig, MixtureOfExpertsKeysAreCheckedAndNamed) {
       {"family: bert\nvocab_size: 100\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\nactivation: swiglu\n"
        "bias: false\nexperts: 4\n",
        "x.yaml: experts applies to decoder-only models (family gpt), not family bert"},
+  };
+  for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
+}
+
+// Gemma's keys: windows in some layers only, their RoPE base, the scores' scale and the caps,
+// each refusal named.
+TEST(ModelConfig, GemmaKeysAreCheckedAndNamed) {
+  const std::string gemma = std::string(kGood) + "position: rope\nactivation: geglu_tanh\nbias: false\n";
+  auto c = parse_config(gemma + "window: 4\nwindow_layers: [1]\nwindow_rope_base: 100\nattention_scale_dim: 12\n"
+                                "attention_softcap: 50\nlogit_softcap: 30\nnorm: rmsnorm_plus_one\nnorm_position: sandwich\n",
+                        "x.yaml");
+  EXPECT_EQ(c.window_of(0), std::nullopt);
+  EXPECT_EQ(c.window_of(1), 4);
+  EXPECT_TRUE(c.has_mixed_windows());
+  EXPECT_EQ(to_yaml(parse_config(to_yaml(c))), to_yaml(c));
+  EXPECT_NE(to_yaml(c).find("window_layers: [1]"), std::string::npos);
+  EXPECT_EQ(parse_config(gemma + "window: 4\n").window_of(1), 4);  // no list: every layer
+  const std::pair<std::string, std::string> refused[] = {
+      {gemma + "window_layers: [0]\n", "x.yaml: window_layers applies to a sliding window: set window"},
+      {gemma + "window: 4\nwindow_layers: [2]\n", "x.yaml: window_layers holds 2, not a layer of n_layers (2)"},
+      {gemma + "window_rope_base: 100\n", "x.yaml: window_rope_base applies to a window with position rope"},
+      {gemma + "window: 4\nwindow_rope_base: 1\n", "x.yaml: window_rope_base (1) must be > 1"},
+      {gemma + "attention_scale_dim: -1\n",
+       "x.yaml: attention_scale_dim (-1) must be positive, with scale_attention, or 0 for the head dimension"},
+      {gemma + "attention_softcap: -1\n",
+       "x.yaml: attention_softcap (-1) and logit_softcap (0) must be >= 0 (0: none)"},
+      {gemma + "attention_softcap: 50\nattention_backend: fused\n",
+       "x.yaml: attention_softcap needs zoo's kernels (attention_backend auto, tiled or math): LibTorch's fused kernel "
+       "does not soft-cap"},
+      {"family: bert\nvocab_size: 100\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\nnorm_position: sandwich\n",
+       "x.yaml: norm_position sandwich applies to decoder-only models (family gpt), not family bert"},
+      {"family: t5\nvocab_size: 100\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\nlogit_softcap: 30\n",
+       "x.yaml: logit_softcap applies to decoder-only models (family gpt), not family t5"},
   };
   for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message);
 }

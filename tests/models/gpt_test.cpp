@@ -127,6 +127,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"Qwen3MoeExperts", {"position=rope", "norm=rmsnorm", "activation=swiglu", "qk_norm=true",
                                                   "bias=false", "experts=8", "experts_per_token=1", "expert_d_ff=16",
                                                   "normalize_expert_weights=false", "dense_layers=[0]"}},
+                      // Gemma: sandwich (1 + weight) norms, scaled embeddings, scores over 12 soft-capped
+                      // at 2, logits at 3, a window of 3 in layer 0 with its own RoPE base, q/k norms.
+                      Variant{"GemmaCapsAndWindows", {"position=rope", "norm=rmsnorm_plus_one", "norm_position=sandwich",
+                                                      "activation=geglu_tanh", "n_kv_heads=2", "bias=false",
+                                                      "scale_embeddings=true", "qk_norm=true", "attention_scale_dim=12",
+                                                      "attention_softcap=2", "logit_softcap=3", "window=3",
+                                                      "window_layers=[0]", "window_rope_base=1000"}},
                       Variant{"PostNorm", {"norm_position=post"}},
                       Variant{"LinearElu", {"attention=linear"}},
                       Variant{"LinearPerformer", {"attention=linear", "feature_map=performer", "performer_features=32"}},

@@ -8,7 +8,7 @@ Usage:
       bfloat16 or float16 and stored so), then has transformers load DIR (from_pretrained, in
       float32) and saves the inputs and its outputs into OUT.pt: logits (and BERT's hidden
       states), the loss transformers computes from `labels` (saved too, in its convention: a
-      causal LM's are its inputs) for every model with a head, and for the generative families the 8 tokens transformers' generate() picks
+      causal LM's are its inputs) for every model with a head, and for the generative families the 32 tokens transformers' generate() picks
       greedily after each input (T5: after its decoder start), end-of-sequence ignored; for a
       bf16 directory also logits_bf16, transformers computing in bf16 throughout. For the LLaMA family, OUT.pt also
       holds logits_plain: the same model without its flavor's feature (rope scaling, sliding
@@ -43,6 +43,13 @@ FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
   qwen3_moe   qwen3 with 8 experts of width 24, top 1 at its raw probability (norm_topk_prob
               false), layer 1 dense (mlp_only_layers), in the fused layout transformers 5 keeps
               in memory (mlp.experts.gate_up_proj, down_proj; its logits_plain: renormalised)
+  gemma2      (1 + weight) norms before and after each branch, GeGLU, embeddings times
+              sqrt(hidden_size), scores over query_pre_attn_scalar 12 (head_dim 16), attention
+              and final logits soft-capped at 1 and 2, a window of 3 in layer 0 only, tied head
+              (its logits_plain: no capping)
+  gemma3      gemma2's layout without capping, with q/k norms, transformers 4's spelling of Gemma 3's
+              RoPE: full layers at 1e6 scaled linearly by 4, the sliding layer at its own 1e4
+              (its logits_plain: one RoPE, unscaled), untied head
 For the mixtures OUT.pt also holds transformers' output_router_logits: router_logits (one (N, E)
 per sparse layer, stacked), aux_loss (load_balancing_loss_func) and loss_with_router (the loss
 plus router_aux_loss_coef times aux_loss).
@@ -63,13 +70,14 @@ from tensor_file import save_tensors
 VOCAB = int(os.environ.get("ZOO_HF_VOCAB", "96"))  # larger to pair the model with a zoo tokenizer
 D, HEADS, FF, LAYERS, POSITIONS = 32, 4, 64, 2, 64
 BATCH, T, T_DEC = 2, 7, 5
-GREEDY_TOKENS = 8
+GREEDY_TOKENS = 32
 
 
 # --- configs and random weights in Hugging Face naming ---------------------------------------
 
 LLAMA_FAMILY = ("llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_yarn", "phi3", "phi3_long", "mixtral",
-                "qwen3_moe")
+                "qwen3_moe", "gemma2", "gemma3")
+GEMMA = ("gemma2", "gemma3_text")  # model types
 # LongRoPE's divisors for Phi-3's 6 rotated pairs: the long ones far apart from the short ones.
 PHI3_SHORT = [1.0, 1.05, 1.1, 1.3, 1.6, 2.0]
 PHI3_LONG = [1.5, 3.0, 6.0, 12.0, 24.0, 48.0]
@@ -117,6 +125,23 @@ def llama_config(flavor):
         return {**qwen3, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 8,
                 "num_experts_per_tok": 1, "moe_intermediate_size": 24, "norm_topk_prob": False,
                 "decoder_sparse_step": 1, "mlp_only_layers": [1], "router_aux_loss_coef": 0.05}
+    if flavor == "gemma2":
+        # Caps small enough to bend these scores and logits; a window of 3 in layer 0 (Gemma 2's
+        # alternation, layer_types unsaid); scores over query_pre_attn_scalar 12, not head_dim 16.
+        gemma = {k: v for k, v in base.items() if k != "hidden_act"}
+        return {**gemma, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "head_dim": 16,
+                "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 12, "sliding_window": 3,
+                "attn_logit_softcapping": 1.0, "final_logit_softcapping": 2.0, "tie_word_embeddings": True,
+                "pad_token_id": 0, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+    if flavor == "gemma3":
+        # transformers 4's spelling: rope_theta and rope_scaling for the full layers, rope_local_base_freq
+        # for the sliding ones, sliding_window_pattern 2 (layer 0 slides, window 3, layer 1 is full).
+        gemma = {k: v for k, v in base.items() if k != "hidden_act"}
+        return {**gemma, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "head_dim": 16,
+                "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 16, "sliding_window": 3,
+                "sliding_window_pattern": 2, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                "rope_scaling": {"rope_type": "linear", "factor": 4.0}, "tie_word_embeddings": False,
+                "pad_token_id": 0}
     if flavor == "qwen3":
         return {**base, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 16,
                 "rope_theta": 1000000.0, "tie_word_embeddings": True, "attention_bias": False,
@@ -160,10 +185,15 @@ def random_weights(flavor, cfg):
         n, nkv, hd = llama_heads(cfg)
         bias = llama_biases(cfg)
         rand("model.embed_tokens.weight", VOCAB, D)
+        gemma = cfg["model_type"] in GEMMA
+        norm_offset = 0.0 if gemma else 1.0  # Gemma scales by 1 + weight
         for i in range(LAYERS):
             p = f"model.layers.{i}."
-            rand(p + "input_layernorm.weight", D, offset=1.0)
-            rand(p + "post_attention_layernorm.weight", D, offset=1.0)
+            rand(p + "input_layernorm.weight", D, offset=norm_offset)
+            rand(p + "post_attention_layernorm.weight", D, offset=norm_offset)
+            if gemma:
+                rand(p + "pre_feedforward_layernorm.weight", D)
+                rand(p + "post_feedforward_layernorm.weight", D)
             phi3 = cfg["model_type"] == "phi3"
             if phi3:  # q, k, v in one projection; gate then up in another
                 rand(p + "self_attn.qkv_proj.weight", (n + 2 * nkv) * hd, D)
@@ -175,9 +205,9 @@ def random_weights(flavor, cfg):
                 rand(p + f"self_attn.{m}_proj.weight", rows, cols)
                 if bias[m]:
                     rand(p + f"self_attn.{m}_proj.bias", rows)
-            if cfg["model_type"] in ("qwen3", "qwen3_moe"):
-                rand(p + "self_attn.q_norm.weight", hd, offset=1.0)
-                rand(p + "self_attn.k_norm.weight", hd, offset=1.0)
+            if cfg["model_type"] in ("qwen3", "qwen3_moe", "gemma3_text"):
+                rand(p + "self_attn.q_norm.weight", hd, offset=norm_offset)
+                rand(p + "self_attn.k_norm.weight", hd, offset=norm_offset)
             if moe_layer(cfg, i):
                 experts, width = moe_experts(cfg), cfg.get("moe_intermediate_size", FF)
                 if cfg["model_type"] == "mixtral":  # one tensor per expert and projection
@@ -194,7 +224,7 @@ def random_weights(flavor, cfg):
                 rand(p + f"mlp.{m}_proj.weight", rows, cols)
                 if bias["mlp"]:
                     rand(p + f"mlp.{m}_proj.bias", rows)
-        rand("model.norm.weight", D, offset=1.0)
+        rand("model.norm.weight", D, offset=norm_offset)
         if not cfg["tie_word_embeddings"]:
             rand("lm_head.weight", VOCAB, D)
         if flavor == "llama":  # a buffer older LLaMA files carry; an importer must ignore it
@@ -332,7 +362,7 @@ def hf_outputs(flavor, directory, dtype=torch.float32):
     model = model_class(cfg).from_pretrained(directory, dtype=dtype).eval()
     ids, mask, types, dec_ids = inputs()
     if not flavor.startswith("bert"):
-        # Greedy decoding through transformers' generate, 8 new tokens whatever they are.
+        # Greedy decoding through transformers' generate, 32 new tokens whatever they are.
         model.generation_config.eos_token_id = None
         model.generation_config.pad_token_id = 0
     with torch.no_grad():
@@ -379,6 +409,10 @@ def without_feature(flavor, cfg, w):
         return {**cfg, "num_experts_per_tok": 1}, w
     if flavor == "qwen3_moe":
         return {**cfg, "norm_topk_prob": True}, w
+    if flavor == "gemma2":
+        return {**cfg, "attn_logit_softcapping": None, "final_logit_softcapping": None}, w
+    if flavor == "gemma3":
+        return {**cfg, "rope_local_base_freq": 1000000.0, "rope_scaling": None}, w
     if flavor == "qwen3":
         llama = {k: v for k, v in cfg.items() if k not in ("use_sliding_window", "sliding_window", "max_window_layers")}
         return {**llama, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}, \

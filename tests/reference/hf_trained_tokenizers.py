@@ -8,7 +8,7 @@ Usage:
   hf_trained_tokenizers.py encode TOKENIZER.json IN.json OUT.json
       IN is a JSON array of texts; OUT gets, for each, {"ids": ids with the post-processor's
       special tokens, "type_ids", "decoded": the ids decoded keeping special tokens,
-      "decoded_skip": decoded without them}.
+      "decoded_skip": decoded without them}. Any tokenizer.json (Qwen3's reference too).
 
 The tokenizers:
   bpe_byte_level       GPT-2's recipe: ByteLevel pre-tokenizer, post-processor and decoder, BPE,

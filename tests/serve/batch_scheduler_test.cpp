@@ -226,6 +226,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // A mixture of experts: a token's experts do not depend on its batch mates.
                       Variant{"MixtralExperts", {"position=rope", "norm=rmsnorm", "activation=swiglu", "n_kv_heads=2",
                                                  "bias=false", "experts=4", "experts_per_token=2"}},
+                      // Gemma: sandwich (1 + weight) norms, scaled embeddings, scores over 12 soft-capped
+                      // at 2, logits at 3, a window of 3 in layer 0 with its own RoPE base, q/k norms.
+                      Variant{"GemmaCapsAndWindows", {"position=rope", "norm=rmsnorm_plus_one", "norm_position=sandwich",
+                                                      "activation=geglu_tanh", "n_kv_heads=2", "bias=false",
+                                                      "scale_embeddings=true", "qk_norm=true", "attention_scale_dim=12",
+                                                      "attention_softcap=2", "logit_softcap=3", "window=5",
+                                                      "window_layers=[0]", "window_rope_base=1000"}},
                       // Encoder-decoders: the prompt is the source; rows hold their memories too.
                       Variant{"T5", {}, "t5"},
                       Variant{"TransformerSinusoidal", {}, "transformer"}),

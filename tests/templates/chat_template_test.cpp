@@ -358,5 +358,93 @@ TEST(ChatTemplate, RealModelsTemplatesRenderAsTransformersDoes) {
   expect_same_as_transformers(cases);
 }
 
+// A function tool in the OpenAI form transformers passes templates.
+json function_tool(const char* name, const char* description, const json& properties) {
+  const json parameters = {
+      {"type", "object"}, {"properties", properties}, {"required", json::array({properties.begin().key()})}};
+  return {{"type", "function"},
+          {"function", {{"name", name}, {"description", description}, {"parameters", parameters}}}};
+}
+
+// Qwen3's template (trl's copy of Qwen3's, the chat template of the qwen3-json reference
+// directory) past what every template gets: enable_thinking, reasoning kept for the turns after the
+// last user query (from reasoning_content or from <think> in the content), tools, tool calls with
+// arguments as objects and as strings, runs of tool responses, a user turn that is a tool response,
+// a system turn not first, and content that is not a string.
+std::vector<Case> qwen3_cases() {
+  const std::string source = read_file(testing::reference_file("chat-templates/qwen3.jinja"));
+  const json tools = json::array({function_tool("get_weather", "Current weather in a city, «quoted» & <escaped>?",
+                                                {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}),
+                                  function_tool("search", "Search the web.", {{"query", {{"type", "string"}}}})});
+  json thinking = conversation({{"system", "Think first."}, {"user", "2+2?"}});
+  thinking.push_back({{"role", "assistant"}, {"content", "4."}, {"reasoning_content", "\nTwo and two make four.\n"}});
+  thinking.push_back({{"role", "user"}, {"content", "And 3+3?"}});
+  thinking.push_back({{"role", "assistant"}, {"content", "<think>\nThree and three.\n</think>\n\n6."}});
+  json calls = conversation({{"system", "Use tools."}, {"user", "Weather in Zürich, and news?"}});
+  const json weather_call = {{"type", "function"},
+                             {"function", {{"name", "get_weather"}, {"arguments", {{"city", "Zürich"}, {"days", 2}}}}}};
+  // Without the "function" wrapper, and the arguments as a JSON string.
+  const json search_call = {{"name", "search"}, {"arguments", "{\"query\": \"news\"}"}};
+  calls.push_back({{"role", "assistant"}, {"content", "Let me look."}, {"reasoning_content", "Two tools."},
+                   {"tool_calls", json::array({weather_call, search_call})}});
+  calls.push_back({{"role", "tool"}, {"content", "12°C, cloudy"}});
+  calls.push_back({{"role", "tool"}, {"content", "{\"headline\": \"none\"}"}});
+  const json empty_call = {{"function", {{"name", "search"}, {"arguments", json::object()}}}};
+  calls.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({empty_call})}});
+  calls.push_back({{"role", "tool"}, {"content", "nothing"}});
+  calls.push_back({{"role", "assistant"}, {"content", "12°C and cloudy; no news."}});
+  json odd = conversation({{"user", "<tool_response>\nold\n</tool_response>"}, {"system", "A late system turn."}});
+  odd.push_back({{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "a list"}}})}});
+  odd.push_back({{"role", "assistant"}, {"content", "\n\nleading newlines</think>after"}});
+  const std::vector<std::pair<std::string, json>> conversations = {
+      {"thinking", thinking}, {"calls", calls}, {"odd", odd}, {"user", conversation({{"user", "Hi"}})}};
+  std::vector<Case> cases;
+  for (const auto& [name, messages] : conversations) {
+    for (const json& t : {json(nullptr), tools}) {
+      for (const json& thinking_flag : {json(), json(false), json(true)}) {
+        json variables = {{"messages", messages}, {"tools", t}, {"add_generation_prompt", true}};
+        if (!thinking_flag.is_null()) variables["enable_thinking"] = thinking_flag;
+        cases.push_back({"qwen3 / " + name + (t.is_null() ? "" : "+tools") + " enable_thinking=" + thinking_flag.dump(),
+                         source, variables});
+      }
+      cases.push_back({"qwen3 / " + name + (t.is_null() ? "" : "+tools") + " no generation prompt", source,
+                       {{"messages", messages}, {"tools", t}, {"add_generation_prompt", false}}});
+    }
+  }
+  return cases;
+}
+
+// Gemma 3's template (trl's copy) past what every template gets: content as lists of text and
+// image parts (the system turn's too), and content that is neither a string nor a list, which it
+// refuses.
+std::vector<Case> gemma3_cases() {
+  const std::string source = read_file(testing::reference_file("chat-templates/gemma3.jinja"));
+  const json text_part = {{"type", "text"}, {"text", "  You see images.  "}};
+  json parts = json::array({{{"role", "system"}, {"content", json::array({text_part})}}});
+  const json image = {{"type", "image"}}, question = {{"type", "text"}, {"text", " What is this? "}};
+  parts.push_back({{"role", "user"}, {"content", json::array({image, question, image})}});
+  parts.push_back({{"role", "assistant"}, {"content", json::array({{{"type", "text"}, {"text", "Two cats.\n"}}})}});
+  parts.push_back({{"role", "user"}, {"content", "\tAnd now?\n"}});
+  json number = conversation({{"user", "a"}});
+  number.push_back({{"role", "assistant"}, {"content", 42}});
+  json null_content = json::array({{{"role", "user"}, {"content", nullptr}}});
+  std::vector<Case> cases;
+  for (const auto& [name, messages] : std::vector<std::pair<std::string, json>>{
+           {"parts", parts}, {"number content", number}, {"null content", null_content}}) {
+    for (bool generation : {false, true}) {
+      cases.push_back({"gemma3 / " + name + (generation ? "+generation" : ""), source,
+                       {{"messages", messages}, {"add_generation_prompt", generation}, {"bos_token", "<bos>"}}});
+    }
+  }
+  return cases;
+}
+
+// Qwen3's and Gemma 3's templates with what their models' conversations hold beyond plain turns.
+TEST(ChatTemplate, Qwen3AndGemma3FeaturesRenderAsTransformersDoes) {
+  auto cases = qwen3_cases();
+  for (auto& c : gemma3_cases()) cases.push_back(std::move(c));
+  expect_same_as_transformers(cases);
+}
+
 }  // namespace
 }  // namespace zoo

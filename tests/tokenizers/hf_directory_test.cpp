@@ -139,6 +139,37 @@ TEST(HfDirectory, LlamaSentencePieceDirectory) {
   EXPECT_EQ(d.engine->decode(expected, true), "Hello world");
 }
 
+// Qwen3's directory in the Hub's layout (tokenizer.json and a tokenizer_config.json with null
+// bos and unk tokens, made by tests/reference/fetch_references.py): its roles, vocabulary size,
+// length and chat template as the config gives them, and transformers' AutoTokenizer
+// (Qwen2Tokenizer) reading the same directory gives the same ids, no special tokens added.
+TEST(HfDirectory, Qwen3Directory) {
+  const HfDirectory d = read_dir(testing::reference_file("qwen3-json"));
+  EXPECT_EQ(d.kind, TokenizerBackend::kTokenizerJson);
+  EXPECT_EQ(d.special.eos, 151645);  // <|im_end|>
+  EXPECT_EQ(d.special.pad, 151643);  // <|endoftext|>
+  EXPECT_FALSE(d.special.bos);
+  EXPECT_FALSE(d.special.unk);
+  EXPECT_EQ(d.special_token_texts.at("eos"), "<|im_end|>");
+  EXPECT_EQ(d.special_token_texts.count("bos"), 0u);
+  EXPECT_EQ(d.engine->vocab_size(), 151669);
+  EXPECT_EQ(d.model_max_length, 131072);
+  ASSERT_TRUE(d.chat_template.has_value());
+  EXPECT_EQ(*d.chat_template, read_file(testing::reference_file("chat-templates/qwen3.jinja")));
+  const std::vector<std::string> texts = {
+      "Hello, world! 12345",
+      "<|im_start|>user\nGr\xC3\xBC\xC3\x9F" "e<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+      "e\xCC\x81 \xE4\xB8\xAD\xE6\x96\x87  \n\n", ""};
+  const auto expected = testing::run_reference(testing::hf_tokenize("transformers", "qwen3-json"), texts);
+  ASSERT_EQ(expected.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(d.engine->encode(texts[i], true).ids, expected[i].get<Ids>()) << "text " << i << ": '" << texts[i] << "'";
+  }
+  // Without special tokens: ChatML's markers go, the think tags (not special) stay.
+  EXPECT_EQ(d.engine->decode(d.engine->encode(texts[1], true).ids, true),
+            "user\nGr\xC3\xBC\xC3\x9F" "e\nassistant\n<think>\n\n</think>\n\n");
+}
+
 TEST(HfDirectory, ZooModelInACheckpointDirectory) {
   // A directory of zoo's (a tokenizer.model with zoo's layout, no transformers config) is zoo's own.
   // An HF model without config keeps LLaMA's conventions.

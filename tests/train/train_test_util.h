@@ -21,7 +21,7 @@ const Slice& slice();
 
 // Tiny models of 512 tokens: gpt, bert (mlm), t5, a gated-linear gpt, a linear/softmax hybrid gpt
 // with performer features.
-extern const char* const kModels[7];
+extern const char* const kModels[8];
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes = "");

@@ -33,8 +33,11 @@ class Resume : public ::testing::TestWithParam<int> {};
 
 TEST_P(Resume, StopAndResumeEqualsStraightRun) {
   // 0, 1, 2: the families in fp32; 3: GPT in bf16 mixed precision (CPU autocast); 4: Phi-3's
-  // layout with LongRoPE; 5: a mixture of experts, its blocks recomputed in backward.
-  const std::string model = GetParam() == 4 ? kModels[5] : GetParam() == 5 ? kModels[6] : kModels[GetParam() % 3];
+  // layout with LongRoPE; 5: a mixture of experts, its blocks recomputed in backward; 6: Gemma's layout.
+  const std::string model = GetParam() == 4   ? kModels[5]
+                            : GetParam() == 5 ? kModels[6]
+                            : GetParam() == 6 ? kModels[7]
+                                              : kModels[GetParam() % 3];
   const std::string extra = std::string("grad_accum: 2\nlabel_smoothing: 0.1\ngrad_clip: 0.5\nseed: 3\n") +
                             (GetParam() == 3 ? "precision: bf16\n" : "") +
                             (GetParam() == 5 ? "activation_checkpointing: true\n" : "");
@@ -54,11 +57,12 @@ TEST_P(Resume, StopAndResumeEqualsStraightRun) {
 }
 
 std::string resume_case_name(const ::testing::TestParamInfo<int>& info) {
-  static const char* const kNames[] = {"gpt", "bert", "t5", "gpt_bf16", "phi3_longrope", "qwen3_moe_recomputed"};
+  static const char* const kNames[] = {"gpt", "bert", "t5", "gpt_bf16", "phi3_longrope", "qwen3_moe_recomputed",
+                                       "gemma"};
   return kNames[info.param];
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Resume, ::testing::Values(0, 1, 2, 3, 4, 5), resume_case_name);
+INSTANTIATE_TEST_SUITE_P(Families, Resume, ::testing::Values(0, 1, 2, 3, 4, 5, 6), resume_case_name);
 
 // The same for linear attention: a gated model in fp32 and bf16, and a hybrid whose performer
 // features (a buffer) must come back with the checkpoint.
@@ -79,7 +83,7 @@ TEST(Trainer, LinearAttentionStopAndResumeEqualsStraightRun) {
 // figure PyTorch's autocast gives nanoGPT in the performance issue is about 1e-2 over 6), and
 // differ from them, so the autocast was at work; the weights stay fp32. Evaluation likewise.
 TEST(Trainer, Bf16MixedPrecisionTracksFp32) {
-  for (int family = 0; family < 7; ++family) {
+  for (int family = 0; family < 8; ++family) {
     SCOPED_TRACE(kModels[family]);
     std::ostringstream log;
     auto fp32 = tiny_run(kModels[family], "steps: 8\neval_every: 0\nprecision: fp32\n");
