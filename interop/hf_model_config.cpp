@@ -483,7 +483,7 @@ LlamaType llama_type_to_hf(const ModelConfig& c, const std::function<void(const 
     none("Mixtral's every layer is a mixture of d_ff-wide experts with renormalised weights; sparse steps, dense "
          "layers, other widths and raw weights are Qwen3-MoE's, which has q/k norms (qk_norm)");
   }
-  return moe          ? (c.qk_norm ? LlamaType::kQwen3Moe : LlamaType::kMixtral)
+  return moe          ? (hf_mixtral_layout(c) ? LlamaType::kMixtral : LlamaType::kQwen3Moe)
          : phi3       ? LlamaType::kPhi3
          : c.qk_norm  ? LlamaType::kQwen3
          : c.qkv_bias ? LlamaType::kQwen2
@@ -879,6 +879,8 @@ bool hf_phi3_layout(const ModelConfig& c) {
          (c.hf_fused_projections || (c.rotary_dim > 0 && c.rotary_dim < c.resolved_head_dim()) ||
           c.rope_scaling.kind == RopeScalingKind::kLongrope);
 }
+
+bool hf_mixtral_layout(const ModelConfig& c) { return c.has_moe_layers() && !c.qk_norm; }
 
 json config_to_hf(const ModelConfig& c) {
   auto none = [&](const std::string& what) {

@@ -24,4 +24,10 @@ nlohmann::json config_to_hf(const ModelConfig& config);
 // table both ask this.
 bool hf_phi3_layout(const ModelConfig& config);
 
+// Whether a config's mixture of experts is laid out as Mixtral's (block_sparse_moe.experts.E.w1,
+// w3, w2) rather than Qwen3-MoE's (mlp.experts.E.gate_proj, up_proj, down_proj): Qwen3-MoE's
+// models norm their query and key heads, Mixtral's do not. Export's model type and tensor table
+// both ask this.
+bool hf_mixtral_layout(const ModelConfig& config);
+
 }  // namespace zoo

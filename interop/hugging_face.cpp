@@ -46,7 +46,7 @@ struct TensorMaps {
 // up_proj, down_proj. Files transformers 5 wrote from memory hold the fused experts.gate_up_proj
 // and experts.down_proj under mlp (Mixtral's renamed).
 void experts_tensor_maps(const ModelConfig& c, const std::string& z, const std::string& h, TensorMaps& m) {
-  const bool mixtral = !c.qk_norm;
+  const bool mixtral = hf_mixtral_layout(c);
   const std::string moe = h + (mixtral ? "block_sparse_moe." : "mlp."), fused = h + "mlp.";
   HfTensorMap router{z + "router", {moe + "gate.weight"}}, gate_up{z + "gate_up", {}}, down{z + "down", {}};
   router.whole = fused + "gate.weight";
