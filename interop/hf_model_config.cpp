@@ -898,7 +898,7 @@ json config_to_hf(const ModelConfig& c) {
   if (c.attention_softcap > 0.0 || c.logit_softcap > 0.0 || c.attention_scale_dim > 0) {
     none("soft-capping and attention_scale_dim are Gemma's (norm rmsnorm_plus_one, norm_position sandwich)");
   }
-  if (c.window_layers.size() > 0 || c.window_rope_base > 0.0) {
+  if (!c.window_layers.empty() || c.window_rope_base > 0.0) {
     none("sliding windows in some layers only (window_layers, window_rope_base) are Gemma's");
   }
   if (c.family == Family::kGpt && c.position == PositionKind::kRope) return llama_to_hf(c, none);

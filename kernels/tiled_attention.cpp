@@ -170,26 +170,27 @@ void fill_masked(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n,
   }
 }
 
-// A tile of products q.k scaled, and soft-capped where asked: cap * tanh(scale q.k / cap). The
-// backward keeps the tanh in `tanh_of` for the cap's derivative, 1 - tanh^2.
-void scale_tile(const Problem& p, torch::Tensor& scores, torch::Tensor* tanh_of = nullptr) {
-  if (p.softcap == 0) {
-    scores.mul_(p.scale);
-    return;
-  }
+// Soft-capping, where asked, of a tile of products q.k: cap * tanh(scale q.k / cap), scaled here
+// (bias_and_mask_row scales the uncapped ones in its own pass). The backward keeps the tanh in
+// `tanh_of` for the cap's derivative, 1 - tanh^2.
+void cap_tile(const Problem& p, torch::Tensor& scores, torch::Tensor* tanh_of = nullptr) {
+  if (p.softcap == 0) return;
   scores.mul_(p.scale / p.softcap).tanh_();
   if (tanh_of != nullptr) tanh_of->copy_(scores);
   scores.mul_(p.softcap);
 }
 
-// One row of a scaled score tile (query i, keys j0 .. j0 + n): the position term added, the keys
-// the masks hide set to -inf. The forward and the backward both call it, so the recomputed
-// probabilities are the forward's.
+// One row of a score tile (query i, keys j0 .. j0 + n): scaled (unless cap_tile did), the position
+// term added, the keys the masks hide set to -inf. The forward and the backward both call it, so
+// the recomputed probabilities are the forward's.
 void bias_and_mask_row(const Problem& p, float* row, int64_t i, int64_t j0, int64_t n, const float* position_h,
                        const bool* padding_b) {
+  const float scale = p.softcap > 0 ? 1.0f : p.scale;
   if (position_h != nullptr) {
     const float* term = position_h + (j0 - i + p.queries - 1);
-    for (int64_t c = 0; c < n; ++c) row[c] += term[c];
+    for (int64_t c = 0; c < n; ++c) row[c] = row[c] * scale + term[c];
+  } else if (scale != 1.0f) {
+    for (int64_t c = 0; c < n; ++c) row[c] *= scale;
   }
   fill_masked(p, row, i, j0, n, padding_b, -kInf);
 }
@@ -296,7 +297,7 @@ TiledAttentionResult tiled_attention_forward(const torch::Tensor& q, const torch
         const auto kt = float_rows(kh, j0, nk, k_buffer), vt = float_rows(vh, j0, nk, v_buffer);
         auto s = tile(s_buffer, nq, nk);
         at::mm_out(s, qt, kt.t());  // (nq, nk)
-        scale_tile(p, s);
+        cap_tile(p, s);
         float* sd = s.data_ptr<float>();
         for (int64_t r = 0; r < nq; ++r) {
           float* row = sd + r * nk;
@@ -357,7 +358,7 @@ void backward_tile(const Problem& p, BackwardHead& head, int64_t i0, int64_t nq,
   auto pt = tile(head.p_buffer, nq, nk);
   at::mm_out(pt, qt, kt.t());
   auto tanh_of = p.softcap > 0 ? tile(head.tanh_buffer, nq, nk) : torch::Tensor();
-  scale_tile(p, pt, p.softcap > 0 ? &tanh_of : nullptr);
+  cap_tile(p, pt, p.softcap > 0 ? &tanh_of : nullptr);
   float* pd = pt.data_ptr<float>();
   for (int64_t r = 0; r < nq; ++r) {
     float* row = pd + r * nk;
