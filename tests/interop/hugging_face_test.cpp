@@ -179,15 +179,17 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
     const bool capped = bf16.config.attention_softcap > 0.0;
     const auto tiled_bf16 = outputs(bf16, ref).at("logits").to(torch::kFloat);
     // Soft-capped scores take zoo's tiled kernel, which sums in float32 where transformers' eager
-    // attention rounds the scores to bf16 (measured: 0.034 from float32 against transformers' 0.041);
-    // the math path takes transformers' steps.
+    // attention rounds the scores to bf16 (measured on Zen 4: 0.034 from float32 against
+    // transformers' 0.041); the math path takes transformers' steps. The tiled path is held to
+    // twice transformers' own bf16 error: both round the same bf16 projections, whose error moves
+    // with the CPU's bf16 kernels, and a wrong cap is off by the logits' size (about 1).
     if (capped) bf16.gpt->config.attention_backend = AttentionBackend::kMath;
     const auto got_bf16 = outputs(bf16, ref).at("logits").to(torch::kFloat);
     const double to_hf = testing::max_abs_diff(got_bf16, ref.at("logits_bf16"));
     const double hf_to_fp32 = testing::max_abs_diff(ref.at("logits_bf16"), ref.at("logits"));
     EXPECT_GT(hf_to_fp32, 0.01);
     EXPECT_LE(to_hf, hf_to_fp32 / 10) << "zoo in bf16 against transformers in bf16";
-    if (capped) EXPECT_LE(testing::max_abs_diff(tiled_bf16, ref.at("logits")), hf_to_fp32) << "the tiled kernel in bf16";
+    if (capped) EXPECT_LE(testing::max_abs_diff(tiled_bf16, ref.at("logits")), 2 * hf_to_fp32) << "the tiled kernel in bf16";
   }
   // Greedy generation picks transformers' generate()'s tokens.
   if (ref.count("greedy")) EXPECT_TRUE(greedy_tokens(model, ref).equal(ref.at("greedy"))) << greedy_tokens(model, ref) << ref.at("greedy");
