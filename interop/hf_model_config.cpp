@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -107,7 +108,7 @@ enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3
 // The model types zoo reads (config.json's model_type).
 // zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
 enum class HfModelType {
-  kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kGemma2, kGemma3Text, kZoo
+  kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kGemma2, kGemma3Text, kModernBert, kZoo
 };
 
 }  // namespace
@@ -116,7 +117,8 @@ ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert",
                {"t5", HfModelType::kT5}, {"llama", HfModelType::kLlama}, {"mistral", HfModelType::kMistral},
                {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"phi3", HfModelType::kPhi3},
                {"mixtral", HfModelType::kMixtral}, {"qwen3_moe", HfModelType::kQwen3Moe},
-               {"gemma2", HfModelType::kGemma2}, {"gemma3_text", HfModelType::kGemma3Text}, {"zoo", HfModelType::kZoo});
+               {"gemma2", HfModelType::kGemma2}, {"gemma3_text", HfModelType::kGemma3Text},
+               {"modernbert", HfModelType::kModernBert}, {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
                {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2},
@@ -596,9 +598,10 @@ json llama_to_hf(const ModelConfig& c, const std::function<void(const std::strin
 // queries and keys and gives its sliding layers a RoPE of their own.
 enum class GemmaType { kGemma2, kGemma3 };
 
-// Which layers slide: layer_types, else Gemma 2's alternation (sliding first) or Gemma 3's
-// sliding_window_pattern (every pattern-th layer full), as their configs fill it in.
-std::vector<bool> gemma_sliding_layers(const json& hf, GemmaType type, int64_t layers, const std::string& source) {
+// Which layers slide: layer_types (full_attention or sliding_attention each), else the model
+// type's rule `slides` of a layer, as its config class fills layer_types in.
+std::vector<bool> sliding_layers_from_hf(const json& hf, int64_t layers, const std::function<bool(int64_t)>& slides,
+                                         const std::string& source) {
   std::vector<bool> sliding;
   if (present(hf, "layer_types")) {
     const json& kinds = hf["layer_types"];
@@ -614,10 +617,43 @@ std::vector<bool> gemma_sliding_layers(const json& hf, GemmaType type, int64_t l
     }
     return sliding;
   }
+  for (int64_t i = 0; i < layers; ++i) sliding.push_back(slides(i));
+  return sliding;
+}
+
+// Which layers slide: layer_types, else Gemma 2's alternation (sliding first) or Gemma 3's
+// sliding_window_pattern (every pattern-th layer full), as their configs fill it in.
+std::vector<bool> gemma_sliding_layers(const json& hf, GemmaType type, int64_t layers, const std::string& source) {
   const int64_t pattern = type == GemmaType::kGemma2 ? 2 : get_or<int64_t>(hf, "sliding_window_pattern", 6, source);
   if (pattern < 1) throw ConfigError(source + ": key 'sliding_window_pattern' must be >= 1, got " + std::to_string(pattern));
-  for (int64_t i = 0; i < layers; ++i) sliding.push_back((i + 1) % pattern != 0);
-  return sliding;
+  return sliding_layers_from_hf(hf, layers, [&](int64_t i) { return (i + 1) % pattern != 0; }, source);
+}
+
+// transformers 5's rope_parameters by layer kind (Gemma 3's, ModernBERT's): the full layers' RoPE
+// (scaled or not) into c, the sliding layers' base (unscaled) into window_rope_base; each theta
+// defaults to the model type's.
+void layered_rope_from_hf(const json& rope, ModelConfig& c, double full_theta, double sliding_theta,
+                          const std::string& source) {
+  for (const char* kind : {"full_attention", "sliding_attention"}) {
+    if (present(rope, kind) && !rope[kind].is_object()) {
+      throw ConfigError(source + ": key 'rope_parameters." + kind + "' must be an object, got " + shown(rope[kind]));
+    }
+  }
+  json global = {{"max_position_embeddings", c.max_positions},
+                 {"rope_parameters", present(rope, "full_attention") ? rope["full_attention"] : json::object()}};
+  if (!global["rope_parameters"].contains("rope_theta")) global["rope_parameters"]["rope_theta"] = full_theta;
+  rope_from_hf(global, LlamaType::kLlama, c, source + " (rope_parameters.full_attention)");
+  ModelConfig local = c;
+  local.rope_scaling = RopeScaling{};
+  json sliding = {{"max_position_embeddings", c.max_positions},
+                  {"rope_parameters", present(rope, "sliding_attention") ? rope["sliding_attention"] : json::object()}};
+  if (!sliding["rope_parameters"].contains("rope_theta")) sliding["rope_parameters"]["rope_theta"] = sliding_theta;
+  rope_from_hf(sliding, LlamaType::kLlama, local, source + " (rope_parameters.sliding_attention)");
+  if (local.rope_scaling.kind != RopeScalingKind::kNone) {
+    throw ConfigError(source + ": rope_parameters.sliding_attention scaled by " + to_string(local.rope_scaling.kind) +
+                      " is not supported: zoo's sliding layers take a base of their own, unscaled");
+  }
+  c.window_rope_base = local.rope_base;
 }
 
 // Gemma 3's RoPE: the full layers' (rope_parameters.full_attention, or rope_theta and rope_scaling)
@@ -632,27 +668,7 @@ void gemma3_rope_from_hf(const json& hf, ModelConfig& c, const std::string& sour
     c.window_rope_base = get_or<double>(hf, "rope_local_base_freq", 10000.0, source);
     return;
   }
-  const json& rope = hf["rope_parameters"];
-  for (const char* kind : {"full_attention", "sliding_attention"}) {
-    if (present(rope, kind) && !rope[kind].is_object()) {
-      throw ConfigError(source + ": key 'rope_parameters." + kind + "' must be an object, got " + shown(rope[kind]));
-    }
-  }
-  json global = {{"max_position_embeddings", c.max_positions},
-                 {"rope_parameters", present(rope, "full_attention") ? rope["full_attention"] : json::object()}};
-  if (!global["rope_parameters"].contains("rope_theta")) global["rope_parameters"]["rope_theta"] = 1000000.0;
-  rope_from_hf(global, LlamaType::kLlama, c, source + " (rope_parameters.full_attention)");
-  ModelConfig local = c;
-  local.rope_scaling = RopeScaling{};
-  json sliding = {{"max_position_embeddings", c.max_positions},
-                  {"rope_parameters", present(rope, "sliding_attention") ? rope["sliding_attention"] : json::object()}};
-  if (!sliding["rope_parameters"].contains("rope_theta")) sliding["rope_parameters"]["rope_theta"] = 10000.0;
-  rope_from_hf(sliding, LlamaType::kLlama, local, source + " (rope_parameters.sliding_attention)");
-  if (local.rope_scaling.kind != RopeScalingKind::kNone) {
-    throw ConfigError(source + ": rope_parameters.sliding_attention scaled by " + to_string(local.rope_scaling.kind) +
-                      " is not supported: zoo's sliding layers take a base of their own, unscaled");
-  }
-  c.window_rope_base = local.rope_base;
+  layered_rope_from_hf(hf["rope_parameters"], c, 1000000.0, 10000.0, source);
 }
 
 ModelConfig gemma_from_hf(const json& hf, GemmaType type, const std::string& arch, const std::string& source) {
@@ -763,6 +779,137 @@ json gemma_to_hf(const ModelConfig& c, const std::function<void(const std::strin
   return hf;
 }
 
+// ModernBERT's heads, by architecture: what zoo's bert config takes of each.
+const std::map<std::string, BertHead> kModernBertHeads = {
+    {"", BertHead::kNone}, {"ModernBertModel", BertHead::kNone}, {"ModernBertForMaskedLM", BertHead::kMaskedLM},
+    {"ModernBertForSequenceClassification", BertHead::kSequenceClassification},
+    {"ModernBertForTokenClassification", BertHead::kTokenClassification}};
+
+// ModernBERT (a bert config: rotary positions, pre-norm without layer 0's attention norm, no
+// segments, a gated feed-forward, local layers with a two-sided window of local_attention / 2
+// keys to each side, and a head transform before its classifiers).
+ModelConfig modernbert_from_hf(const json& hf, const std::string& arch, const std::string& source) {
+  const auto head = kModernBertHeads.find(arch);
+  if (head == kModernBertHeads.end()) {
+    throw ConfigError(source + ": architecture '" + arch + "' is not supported for modernbert (ModernBertModel, "
+                      "ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertForTokenClassification)");
+  }
+  ModelConfig c = family_defaults(Family::kBert);
+  read_integers(hf, {{"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::d_model},
+                     {"num_hidden_layers", &ModelConfig::n_layers}, {"num_attention_heads", &ModelConfig::n_heads},
+                     {"intermediate_size", &ModelConfig::d_ff}},
+                c, source);
+  c.max_positions = get_or<int64_t>(hf, "max_position_embeddings", 8192, source);
+  c.norm = NormKind::kLayerNorm, c.norm_position = NormPosition::kPre, c.first_attention_norm = false;
+  c.norm_eps = get_or<double>(hf, "norm_eps", 1e-5, source);
+  c.position = PositionKind::kRope, c.rope_layout = RopeLayout::kHalf, c.type_vocab_size = 0;
+  c.bias = get_or<bool>(hf, "attention_bias", false, source);
+  for (const char* key : {"mlp_bias", "norm_bias", "classifier_bias"}) {
+    if (get_or<bool>(hf, key, false, source) != c.bias) {
+      throw ConfigError(source + ": " + key + " differs from attention_bias: zoo's bias covers every linear and norm");
+    }
+  }
+  if (!get_or<bool>(hf, "decoder_bias", true, source)) {
+    throw ConfigError(source + ": decoder_bias false is not supported: zoo's masked-LM head has its output bias");
+  }
+  if (!get_or<bool>(hf, "tie_word_embeddings", true, source)) {
+    throw ConfigError(source + ": tie_word_embeddings false is not supported: zoo's masked-LM decoder is the embeddings");
+  }
+  const auto act = get_or<std::string>(hf, "hidden_activation", "gelu", source);
+  const Activation gate = activation_from_hf(act, "hidden_activation", source);
+  if (get_or<std::string>(hf, "classifier_activation", "gelu", source) != act) {
+    throw ConfigError(source + ": classifier_activation differs from hidden_activation ('" + act +
+                      "'): zoo's heads take the feed-forward's");
+  }
+  switch (gate) {
+    case Activation::kGELU: c.activation = Activation::kGeGLU; break;
+    case Activation::kGELUTanh: c.activation = Activation::kGeGLUTanh; break;
+    case Activation::kReLU:
+    case Activation::kSiLU:
+    case Activation::kSwiGLU:
+    case Activation::kGeGLU:
+    case Activation::kGeGLUTanh: throw ConfigError(source + ": hidden_activation '" + act + "' has no zoo GLU (gelu, gelu_new)");
+  }
+  const int64_t every = get_or<int64_t>(hf, "global_attn_every_n_layers", 3, source);
+  if (every < 1) throw ConfigError(source + ": key 'global_attn_every_n_layers' must be >= 1, got " + std::to_string(every));
+  const auto sliding = sliding_layers_from_hf(hf, c.n_layers, [&](int64_t i) { return i % every != 0; }, source);
+  const int64_t local = get_or<int64_t>(hf, "local_attention", 128, source);
+  if (local < 0) throw ConfigError(source + ": key 'local_attention' must be >= 0, got " + std::to_string(local));
+  const auto count = std::count(sliding.begin(), sliding.end(), true);
+  if (count > 0) {
+    c.window = local / 2 + 1;  // |i - j| <= local_attention / 2
+    for (int64_t i = 0; i < c.n_layers && count < c.n_layers; ++i) {
+      if (sliding[static_cast<size_t>(i)]) c.window_layers.push_back(i);
+    }
+  }
+  if (present(hf, "rope_scaling")) throw ConfigError(source + ": rope_scaling is not supported for modernbert");
+  if (present(hf, "rope_parameters")) {
+    if (!hf["rope_parameters"].is_object()) {
+      throw ConfigError(source + ": key 'rope_parameters' must be an object, got " + shown(hf["rope_parameters"]));
+    }
+    layered_rope_from_hf(hf["rope_parameters"], c, 160000.0, 10000.0, source);
+  } else {
+    c.rope_base = get_or<double>(hf, "global_rope_theta", 160000.0, source);
+    c.window_rope_base = get_or<double>(hf, "local_rope_theta", 10000.0, source);
+  }
+  if (!c.window || c.window_rope_base == c.rope_base) c.window_rope_base = 0.0;
+  c.dropout = get_or<double>(hf, "mlp_dropout", 0.0, source);
+  c.attention_dropout = get_or<double>(hf, "attention_dropout", 0.0, source);
+  c.init_std = get_or<double>(hf, "initializer_range", 0.02, source);
+  c.pad_id = get_or<int64_t>(hf, "pad_token_id", 0, source);
+  c.head = head->second;
+  c.pooler = false;
+  c.head_transform = c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification;
+  const auto pooling = get_or<std::string>(hf, "classifier_pooling", "cls", source);
+  if (pooling != "cls" && pooling != "mean") {
+    throw ConfigError(source + ": classifier_pooling '" + pooling + "' is not supported (cls or mean)");
+  }
+  c.pooling = pooling == "mean" ? Pooling::kMean : Pooling::kCls;
+  if (hf.contains("id2label")) c.num_labels = static_cast<int64_t>(hf["id2label"].size());
+  c.num_labels = get_or<int64_t>(hf, "num_labels", c.num_labels, source);
+  return c;
+}
+
+// ModernBERT's config.json of a bert config in its layout (position rope), or `none` saying why it has none.
+json modernbert_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
+  const bool gelu = c.activation == Activation::kGeGLU, gelu_tanh = c.activation == Activation::kGeGLUTanh;
+  if (c.norm != NormKind::kLayerNorm || c.norm_position != NormPosition::kPre || c.first_attention_norm ||
+      c.type_vocab_size != 0 || (!gelu && !gelu_tanh) || c.rope_layout != RopeLayout::kHalf || c.rotary_dim != 0 ||
+      c.rope_scaling.kind != RopeScalingKind::kNone || c.head_dim != 0 || c.scale_embeddings || !c.scale_attention ||
+      (c.n_kv_heads != 0 && c.n_kv_heads != c.n_heads) || c.pooler || c.qkv_bias || c.attention_softcap > 0.0 ||
+      c.logit_softcap > 0.0 || c.attention_scale_dim > 0) {
+    none("ModernBERT is pre-norm LayerNorm without layer 0's attention norm, unscaled RoPE rotating half against half, "
+         "no segments (type_vocab_size 0), a geglu or geglu_tanh feed-forward, head_dim = d_model / n_heads, "
+         "scaled attention over every head (no soft-capping, no attention_scale_dim), and no pooler");
+  }
+  const bool classifier = c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification;
+  if (c.head_transform != classifier) none("ModernBERT's classifiers, and only they, read a head transform");
+  std::string arch;
+  for (const auto& [name, head] : kModernBertHeads) {
+    if (head == c.head && !name.empty()) arch = name;
+  }
+  if (arch.empty()) none("ModernBERT has no head " + to_string(c.head));
+  if (c.window && *c.window < 1) none("a window of at least 1");
+  json layer_types = json::array();
+  for (int64_t i = 0; i < c.n_layers; ++i) layer_types.push_back(c.window_of(i) ? "sliding_attention" : "full_attention");
+  const double local_base = c.window_rope_base > 0.0 ? c.window_rope_base : c.rope_base;
+  const char* act = gelu ? "gelu" : "gelu_new";
+  json hf = {{"model_type", "modernbert"}, {"architectures", {arch}}, {"vocab_size", c.vocab_size},
+             {"hidden_size", c.d_model}, {"intermediate_size", c.d_ff}, {"num_hidden_layers", c.n_layers},
+             {"num_attention_heads", c.n_heads}, {"max_position_embeddings", c.max_positions}, {"norm_eps", c.norm_eps},
+             {"hidden_activation", act}, {"classifier_activation", act}, {"layer_types", layer_types},
+             {"local_attention", c.window ? 2 * (*c.window - 1) : 128},
+             {"rope_parameters", {{"full_attention", {{"rope_type", "default"}, {"rope_theta", c.rope_base}}},
+                                  {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", local_base}}}}},
+             {"attention_bias", c.bias}, {"mlp_bias", c.bias}, {"norm_bias", c.bias}, {"classifier_bias", c.bias},
+             {"decoder_bias", true}, {"tie_word_embeddings", true}, {"attention_dropout", c.attention_dropout},
+             {"mlp_dropout", c.dropout}, {"embedding_dropout", c.dropout}, {"classifier_dropout", c.dropout},
+             {"classifier_pooling", c.pooling == Pooling::kMean ? "mean" : "cls"}, {"initializer_range", c.init_std},
+             {"pad_token_id", c.pad_id}};
+  if (classifier) hf["num_labels"] = c.num_labels;
+  return hf;
+}
+
 ModelConfig gpt2_from_hf(const json& hf, const std::string& source) {
   ModelConfig c = family_defaults(Family::kGpt);
   read_integers(hf, {{"vocab_size", &ModelConfig::vocab_size}, {"n_embd", &ModelConfig::d_model},
@@ -863,6 +1010,7 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kQwen3Moe: c = llama_from_hf(hf, LlamaType::kQwen3Moe, arch, source); break;
     case HfModelType::kGemma2: c = gemma_from_hf(hf, GemmaType::kGemma2, arch, source); break;
     case HfModelType::kGemma3Text: c = gemma_from_hf(hf, GemmaType::kGemma3, arch, source); break;
+    case HfModelType::kModernBert: c = modernbert_from_hf(hf, arch, source); break;
     case HfModelType::kZoo:
       // zoo's own layout: the whole model config, as `zoo info --config` writes it.
       c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");
@@ -882,6 +1030,8 @@ bool hf_phi3_layout(const ModelConfig& c) {
 
 bool hf_mixtral_layout(const ModelConfig& c) { return c.has_moe_layers() && !c.qk_norm; }
 
+bool hf_modernbert_layout(const ModelConfig& c) { return c.family == Family::kBert && c.position == PositionKind::kRope; }
+
 json config_to_hf(const ModelConfig& c) {
   auto none = [&](const std::string& what) {
     throw ConfigError("config '" + c.name + "' has no Hugging Face equivalent: " + what);
@@ -895,6 +1045,7 @@ json config_to_hf(const ModelConfig& c) {
   if (c.family == Family::kGpt && (c.norm == NormKind::kRMSNormPlusOne || c.norm_position == NormPosition::kSandwich)) {
     return gemma_to_hf(c, none);
   }
+  if (hf_modernbert_layout(c)) return modernbert_to_hf(c, none);
   if (c.attention_softcap > 0.0 || c.logit_softcap > 0.0 || c.attention_scale_dim > 0) {
     none("soft-capping and attention_scale_dim are Gemma's (norm rmsnorm_plus_one, norm_position sandwich)");
   }

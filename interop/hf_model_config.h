@@ -29,5 +29,7 @@ bool hf_phi3_layout(const ModelConfig& config);
 // models norm their query and key heads, Mixtral's do not. Export's model type and tensor table
 // both ask this.
 bool hf_mixtral_layout(const ModelConfig& config);
+// Whether a bert config is ModernBERT's (rotary positions) rather than BERT's.
+bool hf_modernbert_layout(const ModelConfig& config);
 
 }  // namespace zoo

@@ -21,7 +21,9 @@ using nlohmann::json;
 std::string base_prefix(const ModelConfig& c, const std::map<std::string, torch::Tensor>& weights) {
   switch (c.family) {
     case Family::kGpt: return weights.count("transformer.wte.weight") ? "transformer." : "";
-    case Family::kBert: return weights.count("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+    case Family::kBert:
+      if (hf_modernbert_layout(c)) return weights.count("model.embeddings.tok_embeddings.weight") ? "model." : "";
+      return weights.count("bert.embeddings.word_embeddings.weight") ? "bert." : "";
     case Family::kT5:
     case Family::kTransformer: break;
   }
@@ -170,6 +172,36 @@ void bert_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps&
   }
 }
 
+// ModernBERT: Wqkv is zoo's qkv as it is; Wi holds the gated half first (act(input) * gate), so
+// zoo's gate then up; layer 0 has no attention norm.
+void modernbert_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps& m) {
+  m.add("token_embedding.weight", {base + "embeddings.tok_embeddings.weight"});
+  m.weights("embedding_norm", base + "embeddings.norm", c.bias);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string z = "blocks." + std::to_string(i) + ".", h = base + "layers." + std::to_string(i) + ".";
+    if (i > 0 || c.first_attention_norm) m.weights(z + "self_attn_norm", h + "attn_norm", c.bias);
+    m.weights(z + "self_attn.qkv", h + "attn.Wqkv", c.bias);
+    m.weights(z + "self_attn.out", h + "attn.Wo", c.bias);
+    m.weights(z + "ff_norm", h + "mlp_norm", c.bias);
+    for (const char* part : {"weight", "bias"}) {
+      if (std::string(part) == "bias" && !c.bias) continue;
+      m.maps.push_back({z + "ff.gate." + part, {h + "mlp.Wi." + part}, false, {}, 0, 2});
+      m.maps.push_back({z + "ff.up." + part, {h + "mlp.Wi." + part}, false, {}, 1, 2});
+    }
+    m.weights(z + "ff.down", h + "mlp.Wo", c.bias);
+  }
+  m.weights("final_norm", base + "final_norm", c.bias);
+  const std::string transform = c.head_transform ? "head_transform" : "mlm_head";
+  if (c.head_transform || c.head == BertHead::kMaskedLM) {
+    m.weights(transform + ".dense", "head.dense", c.bias);
+    m.weights(transform + ".norm", "head.norm", c.bias);
+  }
+  if (c.head == BertHead::kMaskedLM) m.add("mlm_head.bias", {"decoder.bias"});
+  if (c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification) {
+    m.weights("classifier", "classifier", true);
+  }
+}
+
 void t5_tensor_maps(const ModelConfig& c, TensorMaps& m) {
   m.add("token_embedding.weight", {"shared.weight"});
   m.add("encoder_positions.relative.relative_attention_bias.weight",
@@ -219,7 +251,10 @@ std::vector<HfTensorMap> tensor_maps(const ModelConfig& c, const std::string& ba
       if (c.position == PositionKind::kRope) llama_tensor_maps(c, m);
       else gpt2_tensor_maps(c, base, m);
       break;
-    case Family::kBert: bert_tensor_maps(c, base, m); break;
+    case Family::kBert:
+      if (hf_modernbert_layout(c)) modernbert_tensor_maps(c, base, m);
+      else bert_tensor_maps(c, base, m);
+      break;
     case Family::kT5: t5_tensor_maps(c, m); break;
     case Family::kTransformer: throw std::logic_error("the original Transformer has no Hugging Face layout");
   }
@@ -235,7 +270,7 @@ bool ignorable(const std::string& name, const ModelConfig& c) {
              ends_with(name, ".rotary_emb.inv_freq") || (c.tie_embeddings && name == "lm_head.weight");
     case Family::kBert:
       return ends_with(name, "embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
-             name == "cls.predictions.decoder.bias";
+             name == "cls.predictions.decoder.bias" || (hf_modernbert_layout(c) && name == "decoder.weight");
     case Family::kT5:
     case Family::kTransformer: break;
   }
@@ -429,10 +464,12 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
 }
 
 std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c) {
-  // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head.
-  const std::string base = c.family == Family::kGpt                                  ? "transformer."
-                           : c.family == Family::kBert && c.head != BertHead::kNone ? "bert."
-                                                                                     : "";
+  // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head
+  // ("model." in ModernBERT's).
+  const bool headed_bert = c.family == Family::kBert && c.head != BertHead::kNone;
+  const std::string base = c.family == Family::kGpt ? "transformer."
+                           : headed_bert            ? (hf_modernbert_layout(c) ? "model." : "bert.")
+                                                    : "";
   return tensor_maps(c, base);
 }
 
@@ -468,7 +505,7 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
   }
   for (const auto& [name, parts] : blocks) out[name] = torch::cat(parts, 0).contiguous();
   // Readers that expect the tied decoder of a BERT masked-LM head find it.
-  if (model.config.family == Family::kBert &&
+  if (model.config.family == Family::kBert && !hf_modernbert_layout(model.config) &&
       (model.config.head == BertHead::kMaskedLM || model.config.head == BertHead::kPretraining)) {
     out["cls.predictions.decoder.weight"] = out.at("bert.embeddings.word_embeddings.weight").clone();
     out["cls.predictions.decoder.bias"] = out.at("cls.predictions.bias").clone();

@@ -94,9 +94,15 @@ std::vector<AttachedAdapter> attached_adapters(const Model& model) {
   return out;
 }
 
-// The Hugging Face module each trained base-model tensor belongs to, for modules_to_save: the
-// zoo module's first name (classifier, pooler), which PEFT matches as a suffix.
-std::string module_to_save(const std::string& zoo_name) { return zoo_name.substr(0, zoo_name.find('.')); }
+// The Hugging Face module each trained base-model tensor belongs to, for modules_to_save: its file
+// name's first part under the base model (classifier, pooler; ModernBERT's head), which PEFT
+// matches as a suffix.
+std::string module_to_save(std::string hf_name) {
+  for (const std::string base : {"bert.", "model."}) {
+    if (hf_name.rfind(base, 0) == 0) hf_name = hf_name.substr(base.size());
+  }
+  return hf_name.substr(0, hf_name.find('.'));
+}
 
 // PEFT's target_modules name a module by its name or a dotted suffix of it. Each adapted module
 // is named by its shortest suffix that matches no module left without an adapter: GPT-2's
@@ -462,7 +468,7 @@ ModelConfig adapted_model_config(ModelConfig c, const AdapterConfig& config, con
   }
   c.head = BertHead::kSequenceClassification;
   c.num_labels = head->second.size(0);
-  c.pooler = true;
+  set_sequence_classifier_pooling(c);
   return c;
 }
 
@@ -612,7 +618,7 @@ void export_peft(const Model& model, const std::string& dir) {
     }
     tensors[kPrefix + found->second->hf[0]] =
         model.module()->named_parameters()[zoo_name].detach().cpu().to(torch::kFloat).contiguous();
-    to_save.insert(module_to_save(zoo_name));
+    to_save.insert(module_to_save(found->second->hf[0]));
   }
   json config = adapter_config(model, maps, module_rank, exported.transposed, to_save);
   if (!target_parameters.empty()) config["target_parameters"] = target_parameters;
@@ -630,7 +636,15 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
   Model model = build_model(adapted_model_config(base.model.config, config, weights));
   const auto maps = hf_tensor_maps(model.config);
   auto params = model.module()->named_parameters();
-  const auto trained = trained_base_tensors(weights, maps, params);
+  auto trained = trained_base_tensors(weights, maps, params);
+  // A classifier's head transform the adapter does not bring starts from the base's masked LM
+  // (PEFT's SEQ_CLS on ModernBERT, whose base class loads `head` from it); the LoRA checkpoint
+  // then holds it, as the base's file has no such tensor.
+  const auto base_params = base.model.module()->named_parameters();
+  for (const auto& p : params) {
+    const auto* source = base_params.find(masked_lm_source(p.key()));
+    if (source != nullptr && !trained.count(p.key())) trained.emplace(p.key(), source->detach().clone());
+  }
   // The base's tensors, but those the adapter brings.
   load_weights((fs::path(base_dir) / "model.pt").string(), *model.module(),
                [&](const std::string& name) { return trained.count(name) == 0; }, /*extra_allowed=*/true);

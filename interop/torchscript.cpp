@@ -131,6 +131,7 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
     case BertHead::kNone: case BertHead::kMaskedLM: case BertHead::kNextSentence: case BertHead::kPretraining:
     case BertHead::kSequenceClassification: case BertHead::kTokenClassification: break;
   }
+  switch (c.pooling) { case Pooling::kCls: case Pooling::kMean: break; }
   return {{"d_model", c.d_model},
           {"n_heads", c.n_heads},
           {"n_kv_heads", c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads},
@@ -150,6 +151,7 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
           {"activation", nonlinearity(c.activation)},
           {"rope_layout", to_string(c.rope_layout)},
           {"head", to_string(c.head)},
+          {"pooling", to_string(c.pooling)},
           {"scale_attention", c.scale_attention},
           {"scale_embeddings", c.scale_embeddings},
           {"scale_tied_head", c.scales_tied_head()},
@@ -245,6 +247,9 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
   std::vector<bool> sparse;
   c10::List<std::string> ff_kinds;
   c10::List<bool> windows;  // the layers a sliding window bounds
+  std::vector<bool> attention_norms;  // the layers with a norm before the self-attention (not ModernBERT's first)
+  c10::List<int64_t> attention_norm_rows;  // layer i's row of the stacked norms, -1 without one
+  int64_t norm_count = 0;
   int64_t dense_count = 0, sparse_count = 0;
   for (const auto& block : blocks) {
     const auto* b = block->as<TransformerBlockImpl>();
@@ -265,6 +270,8 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
     ff_kinds.push_back(b->moe ? "moe" : "dense");
     ff_rows.push_back(b->moe ? sparse_count++ : dense_count++);
     windows.push_back(b->self_attn && b->self_attn->options.window().has_value());
+    attention_norms.push_back(static_cast<bool>(b->self_attn_norm));
+    attention_norm_rows.push_back(b->self_attn_norm ? norm_count++ : -1);
   }
   // The layers that must hold `key`: those of its mixer's kind, or every layer.
   auto owners = [&](const std::string& key) {
@@ -275,6 +282,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
         if (is_mixer_tensor(key, mixer_prefix(k))) own = kinds[i] == k;
       for (const bool moe : {false, true})
         if (is_feed_forward_tensor(key, moe)) own = sparse[i] == moe;
+      if (key.rfind("self_attn_norm_", 0) == 0) own = attention_norms[i];
       if (own) out.push_back(i);
     }
     return out;
@@ -286,12 +294,12 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
       for (const auto& [key, tensor] : layer.*member) keys.insert(key);
     for (const auto& key : keys) {
       std::vector<torch::Tensor> rows;
-      std::string holder;  // a layer that has it
+      const ScriptClass* holder = nullptr;  // a layer that has it
       for (const size_t i : owners(key))
-        if (holder.empty() && (layers[i].*member).count(key)) holder = layers[i].name;
+        if (holder == nullptr && (layers[i].*member).count(key)) holder = &layers[i];
       for (const size_t i : owners(key)) {
         TORCH_CHECK((layers[i].*member).count(key), "TorchScript export: ", layers[i].name, " has no ", key, " but ",
-                    holder, " has");
+                    holder != nullptr ? holder->name : std::string("no layer"), " has");
         rows.push_back((layers[i].*member).at(key));
       }
       (stack.*member)[key] = torch::stack(rows);
@@ -303,6 +311,7 @@ ScriptClass stacked_blocks(const std::string& name, const torch::nn::ModuleListI
   stack.attributes["ff_kinds"] = ff_kinds;
   stack.attributes["ff_rows"] = ff_rows;
   stack.attributes["layer_windows"] = windows;
+  stack.attributes["attention_norm_rows"] = attention_norm_rows;
   return stack;
 }
 

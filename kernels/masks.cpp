@@ -20,6 +20,16 @@ torch::Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t q_start, int64_t
   return allowed;
 }
 
+torch::Tensor band_mask(int64_t q_len, int64_t k_len, int64_t q_start, int64_t k_start, int64_t window,
+                        torch::Device device) {
+  TORCH_CHECK(q_len >= 0 && k_len >= 0, "band_mask: negative length (q_len ", q_len, ", k_len ", k_len, ")");
+  TORCH_CHECK(window >= 1, "band_mask: window must be >= 1, got ", window);
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  auto q = torch::arange(q_start, q_start + q_len, opts).unsqueeze(1);  // (Tq, 1)
+  auto k = torch::arange(k_start, k_start + k_len, opts).unsqueeze(0);  // (1, Tk)
+  return (k - q).abs() < window;
+}
+
 torch::Tensor padding_mask(const torch::Tensor& key_padding_mask) {
   TORCH_CHECK(key_padding_mask.dim() == 2, "key padding mask must be (batch, keys), got shape ",
               key_padding_mask.sizes());
@@ -40,6 +50,7 @@ AdditiveBias additive_attention_bias(const AttentionBiasInputs& in, torch::Scala
   }
   torch::Tensor allowed;
   if (in.causal) allowed = causal_mask(in.queries, in.keys, in.query_start, in.key_start, in.window, device);
+  else if (in.window > 0) allowed = band_mask(in.queries, in.keys, in.query_start, in.key_start, in.window, device);
   if (kpm.defined()) {
     TORCH_CHECK(kpm.dim() == 2 && kpm.size(1) >= in.keys, "attention: key padding mask must be (B, K) with K >= ",
                 in.keys, " keys, got ", kpm.sizes());

@@ -15,6 +15,11 @@ namespace zoo {
 torch::Tensor causal_mask(int64_t q_len, int64_t k_len, int64_t q_start = 0, int64_t k_start = 0,
                           int64_t window = 0, torch::Device device = torch::kCPU);
 
+// The same for a bidirectional encoder's window (ModernBERT's local layers): |key - query| <
+// window, so query i sees keys i-window+1 .. i+window-1. window must be >= 1.
+torch::Tensor band_mask(int64_t q_len, int64_t k_len, int64_t q_start, int64_t k_start, int64_t window,
+                        torch::Device device = torch::kCPU);
+
 // (B, K) key padding mask -> (B, 1, 1, K) boolean, broadcastable over heads and queries.
 torch::Tensor padding_mask(const torch::Tensor& key_padding_mask);
 
@@ -32,7 +37,7 @@ struct AttentionBiasInputs {
   int64_t query_start = 0;
   int64_t key_start = 0;
   bool causal = false;
-  int64_t window = 0;             // sliding window of a causal mask; 0 = unbounded
+  int64_t window = 0;             // sliding window: causal_mask's, or band_mask's without causal; 0 = unbounded
   torch::Tensor key_padding_mask;  // (B, >= K), true at real tokens; its last K columns are used
   torch::Tensor position_bias;     // additive, (..., T, >= K); its last K columns are used
   // The kernel may apply a plain causal mask itself (the fused backend, as many key heads as

@@ -50,6 +50,8 @@ RingLayouts check_ring_call(const torch::Tensor& q, const torch::Tensor& k, cons
                             const RingExchange& ring) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4, "ring_attention: q and k must be (B, H, T, D), got ", q.sizes(), ", ",
               k.sizes());
+  // A two-sided window (an encoder's) would need the chunks after a query chunk too: not skipped here, not tested.
+  TORCH_CHECK(terms.window() == 0 || terms.causal(), "ring_attention: a window needs causal attention");
   TORCH_CHECK(!terms.causal() || q.size(2) == k.size(2),
               "ring_attention: causal attention needs q and k to hold the same local tokens, got ", q.size(2), " and ",
               k.size(2));

@@ -34,23 +34,26 @@ struct Problem {
   uint64_t seed = 0;
   int64_t dropout_queries = 0, dropout_keys = 0;  // the mask's index space (absolute positions)
 
-  // Keys [key_lo(i), key_hi(i)) pass the causal and window masks for query i; both are
-  // non-decreasing in i, so a block of queries needs the keys key_lo(first)..key_hi(last).
+  // Keys [key_lo(i), key_hi(i)) pass the causal and window masks for query i (a window without
+  // causal reaches window - 1 keys to each side); both are non-decreasing in i, so a block of
+  // queries needs the keys key_lo(first)..key_hi(last).
   int64_t key_lo(int64_t i) const {
-    if (!causal || window == 0) return 0;
+    if (window == 0) return 0;
     return std::clamp<int64_t>(query_start + i - window + 1 - key_start, 0, keys);
   }
   int64_t key_hi(int64_t i) const {
-    if (!causal) return keys;
-    return std::clamp<int64_t>(query_start + i + 1 - key_start, 0, keys);
+    if (causal) return std::clamp<int64_t>(query_start + i + 1 - key_start, 0, keys);
+    if (window == 0) return keys;
+    return std::clamp<int64_t>(query_start + i + window - key_start, 0, keys);
   }
   // Queries [query_lo(j), query_hi(j)) see key j (the inverse of the above).
   int64_t query_lo(int64_t j) const {
-    if (!causal) return 0;
-    return std::clamp<int64_t>(key_start + j - query_start, 0, queries);
+    if (causal) return std::clamp<int64_t>(key_start + j - query_start, 0, queries);
+    if (window == 0) return 0;
+    return std::clamp<int64_t>(key_start + j - window + 1 - query_start, 0, queries);
   }
   int64_t query_hi(int64_t j) const {
-    if (!causal || window == 0) return queries;
+    if (window == 0) return queries;
     return std::clamp<int64_t>(key_start + j + window - query_start, 0, queries);
   }
 };
@@ -74,8 +77,6 @@ Problem make_problem(const torch::Tensor& q, const torch::Tensor& k, const torch
   TORCH_CHECK(o.window() >= 0, "tiled_attention: window must be >= 0, got ", o.window());
   TORCH_CHECK(o.softcap() >= 0.0, "tiled_attention: softcap must be >= 0, got ", o.softcap());
   TORCH_CHECK(o.dropout() >= 0.0 && o.dropout() < 1.0, "tiled_attention: dropout must be in [0, 1), got ", o.dropout());
-  // As kernels/masks.h's causal_mask: the window bounds a causal mask; no model uses one alone.
-  TORCH_CHECK(o.window() == 0 || o.causal(), "tiled_attention: window (", o.window(), ") needs causal attention");
   Problem p;
   p.batch = q.size(0);
   p.heads = q.size(1);

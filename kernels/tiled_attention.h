@@ -48,7 +48,8 @@ struct TiledAttentionOptions {
   // decoder reading a cache has query_start = cached length, key_start = 0, or more once a
   // sliding-window cache has dropped its first keys).
   TORCH_ARG(bool, causal) = false;
-  // With causal: also key > query - window (Mistral's sliding window); 0 = unbounded.
+  // With causal: also key > query - window (Mistral's sliding window); without: |key - query| <
+  // window (ModernBERT's local layers, kernels/masks.h's band_mask); 0 = unbounded.
   TORCH_ARG(int64_t, window) = 0;
   TORCH_ARG(int64_t, query_start) = 0;
   TORCH_ARG(int64_t, key_start) = 0;

@@ -35,8 +35,8 @@ void AttentionOptions::validate() const {
   }
   if (window_.has_value()) {
     if (*window_ < 1) fail(c10::str("attention: window (", *window_, ") must be >= 1"));
-    if (!causal_ || cross_attention_) {
-      fail(c10::str("attention: window (", *window_, ") needs causal self-attention"));
+    if (cross_attention_) {
+      fail(c10::str("attention: window (", *window_, ") needs self-attention"));
     }
   }
   if (causal_ && cross_attention_) fail("attention: causal does not apply to cross-attention");

@@ -51,7 +51,8 @@ struct AttentionOptions {
   // attn_logit_softcapping); 0 = none.
   TORCH_ARG(double, softcap) = 0.0;
   TORCH_ARG(bool, causal) = false;
-  // Sliding window (Mistral): query i sees keys i-window+1 .. i. Unset = unbounded. Causal only.
+  // Sliding window, self-attention only: causal, query i sees keys i-window+1 .. i (Mistral); not
+  // causal, keys i-window+1 .. i+window-1 (ModernBERT's local layers). Unset = unbounded.
   TORCH_ARG(std::optional<int64_t>, window) = std::nullopt;
   TORCH_ARG(double, dropout) = 0.0;  // on the attention weights, in training only
   // Rotary positions applied to queries and keys (self-attention only).

@@ -27,7 +27,7 @@ torch::ScalarType compute_dtype_of(const torch::Tensor& like) {
 
 // The tiled kernel's terms: the masks and the position term's parameters.
 TiledAttentionOptions tiled_terms(const AttentionMasks& masks) {
-  auto terms = TiledAttentionOptions().causal(masks.causal).window(masks.causal ? masks.window : 0);
+  auto terms = TiledAttentionOptions().causal(masks.causal).window(masks.window);
   const auto* positions = masks.positions;
   if (positions != nullptr && positions->alibi) {
     terms.position_bias(TiledPositionBias::kAlibi).alibi_slopes(positions->alibi->slopes());

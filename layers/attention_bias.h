@@ -39,7 +39,7 @@ struct AttentionMasks {
   int64_t query_start = 0;  // the tokens before them in the cache
   int64_t keys = 0;         // K keys from position 0: query_start + T for self-attention, S for cross
   bool causal = false;
-  int64_t window = 0;              // sliding window of a causal mask; 0 = unbounded
+  int64_t window = 0;              // sliding window (two-sided without causal); 0 = unbounded
   torch::Tensor key_padding_mask;  // (B, >= K) true at real tokens (ring: the whole sequence's)
   PositionEncodingImpl* positions = nullptr;  // ALiBi's or T5's terms: parameters or a tensor
   torch::Tensor position_bias;     // or an additive tensor (..., T, >= K) the caller built

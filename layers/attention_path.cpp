@@ -34,7 +34,7 @@ void set_mask_facts(AttentionCall& call, int64_t queries, int64_t past, int64_t 
   call.queries = queries, call.keys = keys;
   call.aligned = past == 0 && queries == keys;
   call.causal = causal;
-  call.window = causal ? window : 0;
+  call.window = window;
   call.key_padding = key_padding;
   call.position = position;
 }

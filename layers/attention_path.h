@@ -55,7 +55,7 @@ struct AttentionCall {
   // causal mask is the kernel's own is_causal.
   bool aligned = true;
   bool causal = false;
-  int64_t window = 0;  // sliding window; 0 = none
+  int64_t window = 0;  // sliding window (two-sided without causal); 0 = none
   bool key_padding = false;
   AttentionPositionTerm position = AttentionPositionTerm::kNone;
   bool grouped = false;         // fewer key/value heads than query heads
@@ -67,7 +67,7 @@ struct AttentionCall {
 };
 
 // The facts of a call's masks: `queries` new tokens after `past` cached ones against `keys` keys
-// from position 0; causal with a sliding `window` (0: none) or not; with key padding or not.
+// from position 0; causal or not, with a sliding `window` (0: none; two-sided without causal); with key padding or not.
 void set_mask_facts(AttentionCall& call, int64_t queries, int64_t past, int64_t keys, bool causal, int64_t window,
                     bool key_padding, AttentionPositionTerm position);
 

@@ -36,6 +36,9 @@ void TransformerBlockOptions::validate() const {
   if (dropout_ < 0.0 || dropout_ >= 1.0) {
     throw std::invalid_argument(c10::str("block: dropout (", dropout_, ") must be in [0, 1)"));
   }
+  if (!attention_norm_ && norm_position_ != NormPosition::kPre) {
+    throw std::invalid_argument("block: attention_norm false needs norm_position pre");
+  }
   if (layer_index_ < 0) {
     throw std::invalid_argument(c10::str("block: layer_index (", layer_index_, ") must be >= 0"));
   }
@@ -55,7 +58,7 @@ void TransformerBlockImpl::reset() {
   } else {
     self_attn = register_module("self_attn", Attention(options.attention()));
   }
-  self_attn_norm = register_module("self_attn_norm", Norm(options.norm()));
+  self_attn_norm = options.attention_norm() ? register_module("self_attn_norm", Norm(options.norm())) : nullptr;
   cross_attn = nullptr;
   cross_attn_norm = nullptr;
   if (options.cross_attention()) {
@@ -123,7 +126,7 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
   torch::Tensor h = x;
   switch (options.norm_position()) {
     case NormPosition::kPre:  // x + f(norm(x))
-      h = h + self_branch(self_attn_norm->forward(h));
+      h = h + self_branch(self_attn_norm ? self_attn_norm->forward(h) : h);
       if (cross_attn) h = h + cross_branch(cross_attn_norm->forward(h));
       return h + ff_branch(ff_norm->forward(h));
     case NormPosition::kPost:  // norm(x + f(x))

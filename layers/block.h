@@ -40,6 +40,9 @@ struct TransformerBlockOptions {
   // then only gives d_model).
   TORCH_ARG(std::optional<MixtureOfExpertsOptions>, mixture_of_experts) = std::nullopt;
   TORCH_ARG(NormOptions, norm);  // every norm of the block
+  // false: no norm before the self-attention (pre-norm only): ModernBERT's first layer, which the
+  // embeddings' norm precedes.
+  TORCH_ARG(bool, attention_norm) = true;
   TORCH_ARG(NormPosition, norm_position) = NormPosition::kPre;
   TORCH_ARG(double, dropout) = 0.0;  // residual dropout, on each branch's output
   // Which entries of a KVCache this block reads and writes.
@@ -66,7 +69,7 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
   TransformerBlockOptions options;
   Attention self_attn{nullptr};          // softmax attention, or
   LinearAttention linear_attn{nullptr};  // a recurrent mixer (options.linear_attention())
-  Norm self_attn_norm{nullptr};
+  Norm self_attn_norm{nullptr};  // none without options.attention_norm()
   Attention cross_attn{nullptr};
   Norm cross_attn_norm{nullptr};
   FeedForward ff{nullptr};               // a dense feed-forward, or

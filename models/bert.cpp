@@ -7,18 +7,40 @@
 
 namespace zoo {
 
+torch::Tensor transform_features(torch::nn::Linear& dense, Norm& norm, const torch::Tensor& x, Activation activation) {
+  return norm->forward(activate(dense->forward(x), activation));
+}
+
+std::string masked_lm_source(const std::string& name) {
+  const std::string transform = "head_transform.";
+  return name.rfind(transform, 0) == 0 ? "mlm_head." + name.substr(transform.size()) : "";
+}
+
+BertHeadTransformImpl::BertHeadTransformImpl(const ModelConfig& config) : config(config) { reset(); }
+
+void BertHeadTransformImpl::reset() {
+  dense = register_module("dense", torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.d_model)
+                                                          .bias(config.bias)));
+  norm = register_module("norm", Norm(norm_options(config)));
+}
+
+torch::Tensor BertHeadTransformImpl::forward(const torch::Tensor& x) {
+  return transform_features(dense, norm, x, config.activation);
+}
+
 BertMaskedLMHeadImpl::BertMaskedLMHeadImpl(const ModelConfig& config) : config(config) { reset(); }
 
 void BertMaskedLMHeadImpl::reset() {
-  dense = register_module("dense", torch::nn::Linear(config.d_model, config.d_model));
+  dense = register_module("dense", torch::nn::Linear(torch::nn::LinearOptions(config.d_model, config.d_model)
+                                                          .bias(config.bias)));
   norm = register_module("norm", Norm(norm_options(config)));
   bias = register_parameter("bias", torch::zeros({config.vocab_size}));
 }
 
 torch::Tensor BertMaskedLMHeadImpl::forward(const torch::Tensor& sequence_output,
                                             const torch::Tensor& word_embeddings) {
-  auto h = norm->forward(activate(dense->forward(sequence_output), config.activation));
-  return torch::nn::functional::linear(h, word_embeddings, bias);
+  return torch::nn::functional::linear(transform_features(dense, norm, sequence_output, config.activation),
+                                       word_embeddings, bias);
 }
 
 BertImpl::BertImpl(ModelConfig config) : config(std::move(config)) { reset(); }
@@ -29,7 +51,9 @@ void BertImpl::reset() {
   token_embedding = register_module("token_embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
   positions = register_module("positions", PositionEncoding(position_options(c, /*bidirectional=*/true)));
   token_type_embedding =
-      register_module("token_type_embedding", torch::nn::Embedding(c.type_vocab_size, c.d_model));
+      c.type_vocab_size > 0
+          ? register_module("token_type_embedding", torch::nn::Embedding(c.type_vocab_size, c.d_model))
+          : nullptr;
   embedding_norm = register_module(
       "embedding_norm", Norm(norm_options(c)));
   dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
@@ -45,6 +69,7 @@ void BertImpl::reset() {
         "final_norm", Norm(norm_options(c)));
   }
   pooler = c.pooler ? register_module("pooler", torch::nn::Linear(c.d_model, c.d_model)) : nullptr;
+  head_transform = c.head_transform ? register_module("head_transform", BertHeadTransform(c)) : nullptr;
   mlm_head = nullptr;
   nsp_head = nullptr;
   classifier = nullptr;
@@ -86,19 +111,27 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
                  : torch::arange(t, input_ids.options().dtype(torch::kLong)).unsqueeze(0).expand({b, t});
   auto x = token_embedding->forward(input_ids);
   if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
-  x = x + token_type_embedding->forward(token_type_ids.defined() ? token_type_ids
-                                                                 : torch::zeros_like(input_ids));
+  if (token_type_embedding) {
+    x = x + token_type_embedding->forward(token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids));
+  }
   x = dropout->forward(embedding_norm->forward(x));
 
-  // One bias for every layer; rotary attention numbers positions 0..T-1 by itself, or around a
+  // One bias for every layer, and one without the window for the layers window_layers leaves out
+  // (ModernBERT's global ones); rotary attention numbers positions 0..T-1 by itself, or around a
   // ring takes the global ones.
   const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
                                          is_training(), ring);
+  const auto unbounded_bias = config.has_mixed_windows()
+                                  ? stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0,
+                                                         t, x, is_training(), ring, /*unbounded=*/true)
+                                  : AttentionBias{};
   const auto& rope_positions = ring && config.position == PositionKind::kRope ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : block_list_) {
-    x = recompute ? forward_recomputing(block, x, bias, {}, {}, rope_positions)
-                  : block->forward(x, bias, {}, {}, nullptr, rope_positions);
+    const auto& layer_bias =
+        config.has_mixed_windows() && !config.window_of(block->options.layer_index()) ? unbounded_bias : bias;
+    x = recompute ? forward_recomputing(block, x, layer_bias, {}, {}, rope_positions)
+                  : block->forward(x, layer_bias, {}, {}, nullptr, rope_positions);
   }
   if (final_norm) x = final_norm->forward(x);
   if (ring) {
@@ -111,7 +144,9 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
 
   BertOutput out;
   out.sequence_output = x;
-  if (pooler) out.pooled_output = torch::tanh(pooler->forward(x.select(1, 0)));
+  const bool pooled_head = pooler || config.head == BertHead::kSequenceClassification;
+  const auto pooled_tokens = pooled_head ? pool(x, attention_mask) : torch::Tensor();
+  if (pooler) out.pooled_output = torch::tanh(pooler->forward(pooled_tokens));
   if (mlm_head) out.logits = mlm_head->forward(x, token_embedding->weight);
   if (nsp_head) {
     auto nsp = nsp_head->forward(out.pooled_output);
@@ -119,10 +154,24 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
     else out.nsp_logits = nsp;
   }
   if (classifier) {
-    auto features = config.head == BertHead::kSequenceClassification ? out.pooled_output : x;
+    // A sequence is classified by its pooled tokens, tokens each by their own output.
+    auto features = config.head != BertHead::kSequenceClassification ? x : pooler ? out.pooled_output : pooled_tokens;
+    if (head_transform) features = head_transform->forward(features);
     out.logits = classifier->forward(dropout->forward(features));
   }
   return out;
+}
+
+torch::Tensor BertImpl::pool(const torch::Tensor& x, const torch::Tensor& attention_mask) const {
+  switch (config.pooling) {
+    case Pooling::kCls: return x.select(1, 0);
+    case Pooling::kMean: {
+      if (!attention_mask.defined()) return x.mean(1);
+      const auto real = attention_mask.ne(0).to(x.scalar_type()).unsqueeze(-1);  // (B, T, 1)
+      return (x * real).sum(1) / real.sum(1);
+    }
+  }
+  throw std::logic_error("unhandled pooling");
 }
 
 }  // namespace zoo

@@ -127,7 +127,7 @@ const std::vector<Field>& fields() {
     f.push_back(int_field("max_positions", &ModelConfig::max_positions,
                           "longest sequence; the table size of learned/sinusoidal positions"));
     f.push_back(int_field("type_vocab_size", &ModelConfig::type_vocab_size,
-                          "bert: segment (token type) embeddings"));
+                          "bert: segment (token type) embeddings; 0 = none"));
     f.push_back(enum_field("norm", &ModelConfig::norm, "normalisation"));
     f.push_back(double_field("norm_eps", &ModelConfig::norm_eps, "epsilon of every norm"));
     f.push_back(enum_field("norm_position", &ModelConfig::norm_position,
@@ -175,7 +175,8 @@ const std::vector<Field>& fields() {
                           "relative: distance beyond which buckets stop growing"));
     f.push_back(enum_field("activation", &ModelConfig::activation, "feed-forward activation"));
     f.push_back({"window", "integer or null",
-                 "sliding attention window (causal decoders); null = unbounded", false,
+                 "sliding attention window: gpt, a query sees itself and window - 1 keys before; bert, window - 1 "
+                 "keys to each side; null = unbounded", false,
                  [](ModelConfig& c, const YAML::Node& n) {
                    if (n.IsNull()) c.window = std::nullopt;
                    else c.window = as_int(n);
@@ -271,7 +272,13 @@ const std::vector<Field>& fields() {
                            "multiply token embeddings by sqrt(d_model)"));
     f.push_back(bool_field("scale_attention", &ModelConfig::scale_attention,
                            "divide attention scores by sqrt(head_dim)"));
-    f.push_back(bool_field("pooler", &ModelConfig::pooler, "bert: dense + tanh on the first token"));
+    f.push_back(bool_field("pooler", &ModelConfig::pooler, "bert: dense + tanh on the pooled tokens"));
+    f.push_back(enum_field("pooling", &ModelConfig::pooling,
+                           "bert: what a sequence head reads: the first token (cls) or the mean of the real tokens"));
+    f.push_back(bool_field("head_transform", &ModelConfig::head_transform,
+                           "bert classification heads: dense, activation and norm before the classifier (ModernBERT)"));
+    f.push_back(bool_field("first_attention_norm", &ModelConfig::first_attention_norm,
+                           "bert, pre-norm: a norm before layer 0's self-attention (ModernBERT has none)"));
     f.push_back(enum_field("head", &ModelConfig::head, "bert: task head"));
     f.push_back(int_field("num_labels", &ModelConfig::num_labels, "classification heads: classes"));
     f.push_back(double_field("dropout", &ModelConfig::dropout,
@@ -296,12 +303,40 @@ void set_field(ModelConfig& config, const Field& field, const YAML::Node& value,
   yaml::set_field<ConfigError>(config, field, value, location);
 }
 
+// BERT's heads and the keys only an encoder has.
+template <typename Fail>
+void validate_bert_heads(const ModelConfig& c, const Fail& fail) {
+  const bool bert = c.family == Family::kBert;
+  for (const auto& [key, set] : {std::pair<const char*, bool>{"head", c.head != BertHead::kNone},
+                                 {"pooling", c.pooling != Pooling::kCls},
+                                 {"head_transform", c.head_transform},
+                                 {"first_attention_norm", !c.first_attention_norm}}) {
+    if (!bert && set) fail(std::string(key) + " applies to family bert, not " + to_string(c.family));
+  }
+  if ((c.head == BertHead::kNextSentence || c.head == BertHead::kPretraining) && !c.pooler) {
+    fail("head " + to_string(c.head) + " reads the pooled output: set pooler: true");
+  }
+  const bool classifier = c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification;
+  if (c.head == BertHead::kSequenceClassification && !c.pooler && !c.head_transform) {
+    fail("head sequence_classification reads the pooled tokens through a pooler or a head_transform: set one");
+  }
+  if (c.head_transform && !classifier) {
+    fail("head_transform applies to heads sequence_classification and token_classification, not " + to_string(c.head));
+  }
+  if (!c.first_attention_norm && c.norm_position != NormPosition::kPre) {
+    fail("first_attention_norm: false applies to norm_position pre");
+  }
+  if (bert && c.type_vocab_size == 0 && (c.head == BertHead::kPretraining || c.head == BertHead::kNextSentence)) {
+    fail("head " + to_string(c.head) + " reads sentence pairs by their token types: type_vocab_size must be positive");
+  }
+}
+
 // The position kind's and the sliding window's keys.
 template <typename Fail>
 void validate_positions(const ModelConfig& c, const Fail& fail) {
   if (c.window.has_value()) {
-    if (c.family != Family::kGpt) {
-      fail("window applies to causal decoders (family gpt), not family " + to_string(c.family));
+    if (c.family != Family::kGpt && c.family != Family::kBert) {
+      fail("window applies to family gpt (causal) and bert (two-sided), not family " + to_string(c.family));
     }
     if (*c.window < 1) fail("window (" + std::to_string(*c.window) + ") must be >= 1");
   }
@@ -474,6 +509,12 @@ void validate_experts(const ModelConfig& c, const Fail& fail) {
 
 }  // namespace
 
+void set_sequence_classifier_pooling(ModelConfig& c) {
+  if (c.pooler || c.head_transform) return;
+  if (c.norm_position == NormPosition::kPre) c.head_transform = true;
+  else c.pooler = true;
+}
+
 std::optional<int64_t> ModelConfig::window_of(int64_t layer) const {
   if (!window || window_layers.empty()) return window;
   const bool listed = std::find(window_layers.begin(), window_layers.end(), layer) != window_layers.end();
@@ -575,18 +616,10 @@ void ModelConfig::validate(const std::string& source) const {
   if (qkv_bias && bias) {
     fail("qkv_bias adds query/key/value biases to a model without biases; bias: true has them already");
   }
-  if (family == Family::kBert) {
-    positive("type_vocab_size", type_vocab_size);
-  }
+  if (type_vocab_size < 0) fail("type_vocab_size (" + std::to_string(type_vocab_size) + ") must be >= 0 (0: none)");
+  validate_bert_heads(*this, fail);
   validate_attention_kinds(*this, fail);
   validate_experts(*this, fail);
-  if (head != BertHead::kNone && family != Family::kBert) {
-    fail("head applies to family bert, not " + fam);
-  }
-  if ((head == BertHead::kNextSentence || head == BertHead::kPretraining ||
-       head == BertHead::kSequenceClassification) && !pooler) {
-    fail("head " + to_string(head) + " reads the pooled output: set pooler: true");
-  }
   positive("num_labels", num_labels);
   if (!(init_std > 0.0)) fail("init_std (" + format_double(init_std) + ") must be positive");
   if (pad_id < 0 || pad_id >= vocab_size) {
@@ -771,6 +804,9 @@ std::string context_parallel_refusal(const ModelConfig& config) {
   }
   if (config.has_recurrent_layers()) {
     return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";
+  }
+  if (config.family == Family::kBert && config.window) {
+    return "ring attention bounds causal windows only, not an encoder's two-sided one (model.window)";
   }
   if (config.attention_softcap > 0.0 || config.has_mixed_windows()) {
     return "ring attention takes one window for every layer and no soft-capping (model.attention_softcap, "

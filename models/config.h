@@ -29,6 +29,11 @@ enum class InitScheme { kNormal, kGpt2, kT5, kXavier };
 enum class BertHead { kNone, kMaskedLM, kNextSentence, kPretraining, kSequenceClassification,
                       kTokenClassification };
 
+// Which tokens a BERT sequence head reads: the first ([CLS]) or the mean over the real tokens
+// (ModernBERT's classifier_pooling mean).
+enum class Pooling { kCls, kMean };
+
+ZOO_ENUM_NAMES(Pooling, "pooling", {"cls", Pooling::kCls}, {"mean", Pooling::kMean});
 ZOO_ENUM_NAMES(Family, "family",
                {"bert", Family::kBert}, {"gpt", Family::kGpt}, {"t5", Family::kT5},
                {"transformer", Family::kTransformer});
@@ -56,7 +61,7 @@ struct ModelConfig {
   int64_t head_dim = 0;    // 0 = d_model / n_heads (T5 calls it d_kv)
   int64_t d_ff = 0;
   int64_t max_positions = 0;  // table size for learned/sinusoidal; longest sequence otherwise
-  int64_t type_vocab_size = 2;  // bert's segment embeddings
+  int64_t type_vocab_size = 2;  // bert's segment embeddings; 0 = none (ModernBERT)
 
   // Architecture.
   NormKind norm = NormKind::kLayerNorm;
@@ -70,7 +75,8 @@ struct ModelConfig {
   int64_t relative_buckets = 32;
   int64_t relative_max_distance = 128;
   Activation activation = Activation::kGELUTanh;
-  std::optional<int64_t> window;  // sliding window, causal decoders only
+  // Sliding window: gpt, query i sees keys i-window+1 .. i; bert, keys i-window+1 .. i+window-1.
+  std::optional<int64_t> window;
   std::vector<int64_t> window_layers;  // the layers `window` bounds (Gemma's sliding layers); empty = every layer
   double window_rope_base = 0.0;       // those layers' RoPE base, without rope_scaling (Gemma 3); 0 = as the others
   int64_t attention_scale_dim = 0;     // scores / sqrt(this) (Gemma's query_pre_attn_scalar); 0 = head_dim
@@ -111,7 +117,14 @@ struct ModelConfig {
   bool tie_embeddings = true;     // output head shares the token embedding
   bool scale_embeddings = false;  // token embeddings times sqrt(d_model) (Vaswani et al.)
   bool scale_attention = true;    // scores / sqrt(head_dim); T5 folds it into its init
-  bool pooler = true;             // bert: dense + tanh over the first token
+  bool pooler = true;             // bert: dense + tanh over the pooled tokens
+  Pooling pooling = Pooling::kCls;  // bert: the tokens a sequence head reads
+  // bert: dense, activation and norm before the classifier, over the pooled tokens or each token
+  // (ModernBERT's head; BERT's masked LM has the same transform of its own).
+  bool head_transform = false;
+  // bert, pre-norm: a norm before layer 0's self-attention; false: the embeddings' norm stands for
+  // it (ModernBERT).
+  bool first_attention_norm = true;
   BertHead head = BertHead::kNone;
   int64_t num_labels = 2;  // classification heads
 
@@ -156,6 +169,11 @@ struct ModelConfig {
   // Throws ConfigError naming `source` (a file name) and the offending key.
   void validate(const std::string& source = "config") const;
 };
+
+// What a bert made a sequence classifier reads its pooled tokens through: BERT's pooler, or the
+// head transform of a pre-norm encoder without a pooler (ModernBERT, as transformers'
+// ModernBertForSequenceClassification, which starts from its masked LM's head).
+void set_sequence_classifier_pooling(ModelConfig& config);
 
 // A config problem: the message names the file (or source), the key and what was expected.
 class ConfigError : public std::runtime_error {

@@ -23,7 +23,7 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .scale_dim(config.attention_scale_dim)
                        .softcap(config.attention_softcap)
                        .causal(causal)
-                       .window(causal ? config.window_of(layer) : std::nullopt)
+                       .window(config.window_of(layer))
                        .dropout(config.attention_dropout)
                        .rope(config.position == PositionKind::kRope)
                        .rope_base(config.rope_base)
@@ -31,8 +31,8 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .rope_scaling(config.rope_scaling)
                        .rotary_dim(config.rotary_dim)
                        .backend(config.attention_backend);
-  if (causal && config.window_rope_base > 0.0 && config.window_of(layer)) {
-    attention.rope_base(config.window_rope_base).rope_scaling(RopeScaling{});  // Gemma 3's local layers
+  if (config.window_rope_base > 0.0 && config.window_of(layer)) {
+    attention.rope_base(config.window_rope_base).rope_scaling(RopeScaling{});  // Gemma 3's and ModernBERT's local layers
   }
   auto feed_forward = FeedForwardOptions(config.d_model, config.d_ff)
                           .activation(config.activation)
@@ -42,7 +42,8 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                      .cross_attention(cross_attention)
                      .norm_position(config.norm_position)
                      .dropout(config.dropout)
-                     .layer_index(layer);
+                     .layer_index(layer)
+                     .attention_norm(layer > 0 || config.first_attention_norm);
   if (causal && !cross_attention && config.family == Family::kGpt) {
     options.linear_attention(linear_attention_options(config, layer));
     if (config.is_moe_layer(layer)) {
@@ -170,7 +171,7 @@ AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, Posit
   call.softcap = config.attention_softcap > 0.0;
   AttentionMasks masks;
   masks.queries = queries, masks.query_start = past, masks.keys = keys;
-  masks.causal = causal, masks.window = causal && !unbounded ? config.window.value_or(0) : 0;
+  masks.causal = causal, masks.window = unbounded ? 0 : config.window.value_or(0);
   masks.key_padding_mask = key_padding_mask;
   masks.positions = positions;
   masks.ring = ring;

@@ -131,7 +131,7 @@ std::string describe(const ModelConfig& c) {
   s << "attention: " << c.n_heads << " heads of " << c.resolved_head_dim() << ", " << kv
     << " key/value heads (" << (kv == c.n_heads ? "MHA" : kv == 1 ? "MQA" : "GQA") << ")";
   if (c.window) {
-    s << ", sliding window " << *c.window;
+    s << (c.family == Family::kGpt ? ", sliding window " : ", two-sided window ") << *c.window;
     if (c.has_mixed_windows()) s << " in " << c.window_layers.size() << " of " << c.n_layers << " layers";
     if (c.window_rope_base > 0.0) s << " (RoPE base " << c.window_rope_base << ")";
   }

@@ -125,16 +125,19 @@ std::vector<std::pair<std::string, N>> breakdown(const ModelConfig& c) {
       if (!c.tie_embeddings) rows.emplace_back("lm_head", embedding);
       break;
     case Family::kBert:
-      rows = {{"token_embedding", embedding}, {"positions", positions<N>(c)},
-              {"token_type_embedding", N(c.type_vocab_size) * d}, {"embedding_norm", norm<N>(c)},
-              {"dropout", N(0)}, {"blocks", blocks<N>(c, c.n_layers, false)}};
+      rows = {{"token_embedding", embedding}, {"positions", positions<N>(c)}};
+      if (c.type_vocab_size > 0) rows.emplace_back("token_type_embedding", N(c.type_vocab_size) * d);
+      rows.emplace_back("embedding_norm", norm<N>(c));
+      rows.emplace_back("dropout", N(0));
+      rows.emplace_back("blocks", blocks<N>(c, c.n_layers, false) - (c.first_attention_norm ? N(0) : norm<N>(c)));
       if (pre) rows.emplace_back("final_norm", norm<N>(c));
       if (c.pooler) rows.emplace_back("pooler", linear(d, d, true));
+      if (c.head_transform) rows.emplace_back("head_transform", linear(d, d, c.bias) + norm<N>(c));
       switch (c.head) {
         case BertHead::kMaskedLM:
         case BertHead::kPretraining:
           // dense + norm + the output bias; the output matrix is the tied token embedding.
-          rows.emplace_back("mlm_head", linear(d, d, true) + norm<N>(c) + N(c.vocab_size));
+          rows.emplace_back("mlm_head", linear(d, d, c.bias) + norm<N>(c) + N(c.vocab_size));
           if (c.head == BertHead::kPretraining) rows.emplace_back("nsp_head", linear(d, N(2), true));
           break;
         case BertHead::kNextSentence: rows.emplace_back("nsp_head", linear(d, N(2), true)); break;

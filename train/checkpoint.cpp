@@ -299,8 +299,9 @@ std::vector<std::string> initialize_from_checkpoint(Model& model, const std::str
   torch::NoGradGuard no_grad;
   auto copy = [&](const std::string& name, torch::Tensor& target) {
     auto it = available.find(name);
+    if (it == available.end()) it = available.find(masked_lm_source(name));  // ModernBERT's head transform
     if (it == available.end()) return fresh.push_back(name);
-    used.insert(name);
+    used.insert(it->first);
     if (it->second.sizes() != target.sizes()) {
       if (is_head(name)) return fresh.push_back(name);
       throw std::runtime_error(dir + ": tensor '" + name + "' has shape " + c10::str(it->second.sizes()) +

@@ -233,9 +233,10 @@ void set_objective_head(Objective objective, int64_t num_labels, ModelConfig& mo
     case Objective::kClassification:
       model.head = BertHead::kSequenceClassification;
       model.num_labels = num_labels;
-      // It classifies the pooled [CLS]: a masked-LM checkpoint has no pooler, which starts fresh
-      // (as Hugging Face's BertForSequenceClassification from BertForMaskedLM weights).
-      model.pooler = true;
+      // It classifies the pooled tokens: BERT through its pooler (a masked-LM checkpoint has none,
+      // which starts fresh, as Hugging Face's BertForSequenceClassification from BertForMaskedLM
+      // weights); a pre-norm encoder without a pooler (ModernBERT) through a head transform.
+      set_sequence_classifier_pooling(model);
       break;
     case Objective::kMaskedLM:
       if (model.head != BertHead::kPretraining) model.head = BertHead::kMaskedLM;

@@ -108,8 +108,8 @@ void prepare_objective_and_data(TrainingRun& run, std::ostream& log) {
 }
 
 // The run's adapters: a resumed run's as its last checkpoint says, a new one's on init_from with
-// the fresh tensors (and a classifier's whole head, as PEFT's modules_to_save for SEQ_CLS)
-// trained in full.
+// the fresh tensors (and a classifier's whole head, as PEFT's modules_to_save for SEQ_CLS, with
+// the head transform before it, which the base's masked LM only lent its start) trained in full.
 void set_up_lora(TrainingRun& run, bool resume, const std::vector<std::string>& fresh, std::ostream& log) {
   LoraState state;
   if (resume) {
@@ -121,7 +121,7 @@ void set_up_lora(TrainingRun& run, bool resume, const std::vector<std::string>& 
     std::vector<std::string> trained = fresh;
     if (run.objective == Objective::kClassification) {
       for (const auto& p : run.model.module()->named_parameters()) {
-        const bool head = p.key().rfind("classifier.", 0) == 0;
+        const bool head = p.key().rfind("classifier.", 0) == 0 || p.key().rfind("head_transform.", 0) == 0;
         if (head && std::find(fresh.begin(), fresh.end(), p.key()) == fresh.end()) trained.push_back(p.key());
       }
     }

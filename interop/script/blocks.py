@@ -32,7 +32,8 @@ def forward(self, x: Tensor, bias: Optional[Tensor], rope: Optional[Tuple[Tensor
     #   memory_bias (B, 1, 1, S) masking its padding; empty outside decoders
     # token_mask (B, T): 1 at x's real tokens, what linear attention layers read; None: all real
     # window_bias, window_rope: the bias and rotation of the layers layer_windows marks (Gemma's
-    #   sliding layers: their window, their own RoPE base) where they differ from the others'
+    #   and ModernBERT's sliding layers: their window, their own RoPE base) where they differ from
+    #   the others'
     for i in range(self.n_layers):
         layer_bias, layer_rope = bias, rope
         if self.layer_windows[i]:
@@ -48,15 +49,18 @@ def _block(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optional[Tuple
            start: int, cache: List[Tensor], memory: List[Tensor], memory_bias: Optional[Tensor],
            token_mask: Optional[Tensor]) -> Tensor:
     cross_norm = self.cross_attn_norm_weight  # None but in decoders of encoder-decoders
+    a = self.attention_norm_rows[i]  # the row of self_attn_norm_* for layer i, -1 without one
     post_attention, post_ff = self.self_attn_post_norm_weight, self.ff_post_norm_weight
     if post_attention is not None and post_ff is not None:
         # sandwich (Gemma 2, 3): x + norm2(f(norm1(x))) around each branch; decoder-only models
-        h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
+        h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, a)
         x = x + self._norm_at(self._self_attention(h, i, bias, rope, start, cache, token_mask), post_attention, None, i)
         h = self._norm_at(x, self.ff_norm_weight, self.ff_norm_bias, i)
         return x + self._norm_at(self._feed_forward(h, i), post_ff, None, i)
     if self.norm_position == "pre":
-        h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
+        h = x
+        if a >= 0:  # ModernBERT's first layer has no norm before its attention
+            h = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, a)
         x = x + self._self_attention(h, i, bias, rope, start, cache, token_mask)
         if cross_norm is not None:
             h = self._norm_at(x, cross_norm, self.cross_attn_norm_bias, i)
@@ -65,7 +69,7 @@ def _block(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optional[Tuple
         return x + self._feed_forward(h, i)
     assert self.norm_position == "post", "unknown norm_position " + self.norm_position
     x = x + self._self_attention(x, i, bias, rope, start, cache, token_mask)
-    x = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, i)
+    x = self._norm_at(x, self.self_attn_norm_weight, self.self_attn_norm_bias, a)
     if cross_norm is not None:
         x = x + self._cross_attention(x, i, memory, memory_bias)
         x = self._norm_at(x, cross_norm, self.cross_attn_norm_bias, i)

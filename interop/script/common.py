@@ -87,6 +87,14 @@ def _causal_allowed(self, t: int, k: int, start: int, device: Device, window: in
     return allowed.unsqueeze(0).unsqueeze(0)
 
 
+def _band_allowed(self, t: int, device: Device, window: int) -> Tensor:
+    # (1, 1, T, T), true where query i may see key j in an encoder's two-sided window
+    # (kernels/masks.cpp's band_mask): |i - j| < window
+    q = torch.arange(0, t, device=device).unsqueeze(1)  # (T, 1)
+    j = torch.arange(0, t, device=device).unsqueeze(0)  # (1, T)
+    return ((j - q).abs() < window).unsqueeze(0).unsqueeze(0)
+
+
 def _key_allowed(self, attention_mask: Tensor, k: int) -> Tensor:
     # attention_mask (B, >= K), non-zero at real tokens -> (B, 1, 1, K) over the last K keys
     return (attention_mask[:, attention_mask.size(1) - k:] != 0).unsqueeze(1).unsqueeze(2)

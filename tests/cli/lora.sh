@@ -137,6 +137,37 @@ grep -q '"SEQ_CLS"' "$work/bert-lora-peft/adapter_config.json"
 "$zoo" generate "$work/bert-lora" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)\s"
 "$zoo" generate "$work/bert-lora-back" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  [01]\s"
 
+# ModernBERT masked-LM base fine-tuned as a classifier: adapters on q and v (parts of the fused
+# Wqkv) and gate (half of Wi); the head transform (started from the masked LM's head, as
+# transformers' ModernBertForSequenceClassification does) and the fresh classifier trained in full.
+hf_dir modernbert_mlm 30522 "$references/bert-vocab/vocab.txt"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/modernbert_mlm" --train "$work/cls.csv" $lora lora.targets=q,v,gate \
+  --run-dir "$work/modernbert-lora" > "$work/modernbert.out" 2>&1
+grep -q "trained in full: classifier.weight, classifier.bias, head_transform.dense.weight, head_transform.dense.bias, head_transform.norm.weight, head_transform.norm.bias$" "$work/modernbert.out"
+peft_round_trip modernbert_mlm "$work/modernbert-lora"
+"$python" - "$work/modernbert-lora-peft/adapter_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["task_type"] == "SEQ_CLS" and c["target_modules"] == ["Wi", "Wqkv"], c
+PY
+"$zoo" generate "$work/modernbert-lora-back" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  [01]\s"
+# A SEQ_CLS adapter saving the classifier alone (PEFT's default modules_to_save): the head
+# transform comes from the base's masked LM, as transformers loads `head` from it.
+cp -r "$work/modernbert-lora-peft" "$work/modernbert-classifier-peft"
+"$python" - "$work/modernbert-classifier-peft" <<'PY'
+import json, sys
+from safetensors.torch import load_file, save_file
+d = sys.argv[1]
+c = json.load(open(f"{d}/adapter_config.json"))
+json.dump({**c, "modules_to_save": ["classifier"]}, open(f"{d}/adapter_config.json", "w"))
+w = load_file(f"{d}/adapter_model.safetensors")
+save_file({k: v for k, v in w.items() if ".head." not in k}, f"{d}/adapter_model.safetensors", metadata={"format": "pt"})
+PY
+"$zoo" import-hf "$work/modernbert-classifier-peft" --base "$work/modernbert_mlm" --out "$work/modernbert-classifier" > /dev/null
+"$zoo" export-hf "$work/modernbert-classifier" --out "$work/modernbert-classifier-merged" > /dev/null
+"$python" "$peft" check "$work/modernbert_mlm-hf" "$work/modernbert-classifier-peft" "$work/modernbert-classifier-merged" > /dev/null
+
 # T5 sequence to sequence: adapters on the encoder's and decoder's self-attention and the
 # decoder's cross-attention (PEFT's q and v of every T5Attention), evaluated and resumed.
 hf_dir t5 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_config.json"

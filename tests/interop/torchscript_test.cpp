@@ -115,6 +115,8 @@ torch::Tensor archived(const torch::jit::Module& module, const std::string& name
       if (kind == "linear") key = "linear_attn_" + key.substr(10);
       if (kind == "gated_linear") key = "gla_attn_" + key.substr(10);
     }
+    // The norms before the attention over the layers that have one (not ModernBERT's first).
+    if (key.rfind("self_attn_norm_", 0) == 0) row = blocks.attr("attention_norm_rows").toList().get(layer).toInt();
     // A feed-forward's over the dense or the mixture-of-experts layers.
     if ((key.rfind("ff_", 0) == 0 && key.rfind("ff_norm_", 0) != 0) || key.rfind("moe_", 0) == 0) {
       row = blocks.attr("ff_rows").toList().get(layer).toInt();
@@ -414,6 +416,12 @@ std::vector<Variant> variants() {
   // Gemma 2 with caps that bend these scores and logits, scores over 12, and Gemma 3's local RoPE base.
   v.push_back({"gemma2_small_caps_local_rope", "gemma-2-2b",
                {"attention_softcap=1", "logit_softcap=2", "attention_scale_dim=12", "window_rope_base=100"}});
+  // ModernBERT's classifiers: a head transform over the mean of the real tokens, or over each token
+  // (the masked LM, without layer 0's attention norm and with a two-sided window, is configs/').
+  v.push_back({"modernbert_mean_sequence_classification", "modernbert-base",
+               {"head=sequence_classification", "head_transform=true", "num_labels=3"}});
+  v.push_back({"modernbert_token_classification", "modernbert-base",
+               {"head=token_classification", "head_transform=true", "pooling=cls"}});
   // Mixtures of experts (layers/mixture_of_experts.h): Qwen3-MoE's raw top-1 weights with a dense
   // layer between (each kind's feed-forward stacked apart), Mixtral's renormalised top 2.
   v.push_back({"llama_experts_top1_dense_layer", "llama-tiny",

@@ -20,6 +20,16 @@ TEST(Masks, SlidingWindowIsABand) {
   EXPECT_TRUE(m.equal(expected));
 }
 
+TEST(Masks, TwoSidedWindowIsASymmetricBand) {
+  // window 2 without causal: query i sees keys i-1, i and i+1 (ModernBERT's local_attention 2).
+  auto m = band_mask(4, 4, 0, 0, 2);
+  auto expected = torch::tensor({{1, 1, 0, 0}, {1, 1, 1, 0}, {0, 1, 1, 1}, {0, 0, 1, 1}}).to(torch::kBool);
+  EXPECT_TRUE(m.equal(expected));
+  // Offsets: query 3 against keys 0..5 with window 3 sees keys 1..5.
+  EXPECT_TRUE(band_mask(1, 6, 3, 0, 3).equal(torch::tensor({{0, 1, 1, 1, 1, 1}}).to(torch::kBool)));
+  EXPECT_THROW(band_mask(2, 2, 0, 0, 0), c10::Error);
+}
+
 TEST(Masks, OffsetsPlaceQueriesAfterCachedKeys) {
   // One new query at position 5 against kept keys 2..5 with window 3: sees 3, 4, 5.
   auto m = causal_mask(1, 4, 5, 2, 3);

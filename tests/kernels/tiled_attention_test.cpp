@@ -129,6 +129,7 @@ Outputs math_path(const Case& c, const Inputs& in) {
   }
   torch::Tensor allowed;
   if (c.causal) allowed = causal_mask(c.queries, c.keys, c.query_start, c.key_start, c.window);
+  else if (c.window > 0) allowed = band_mask(c.queries, c.keys, c.query_start, c.key_start, c.window);
   if (in.mask.defined()) allowed = allowed.defined() ? allowed & padding_mask(in.mask) : padding_mask(in.mask);
   // Dropout after the softmax, with the mask the kernel draws, built whole.
   auto dropped = [&](const torch::Tensor& probs) {
@@ -222,16 +223,17 @@ void expect_matches_math_path(const Case& c) {
               e_dk, e_dv, e_table);
 }
 
-// The mask combinations: none, causal, causal + window (narrower and wider than a query
-// block), padding, and each of those with padding.
+// The mask combinations: none, causal, causal + window and a two-sided window (ModernBERT's),
+// each narrower and wider than a query block, and each of those with padding.
 std::vector<Case> mask_combinations(Case base) {
   std::vector<Case> cases;
   for (bool padding : {false, true}) {
-    for (int64_t window : {-1, 0, 17, 70}) {  // -1: not causal
+    for (auto [causal, window] : std::vector<std::pair<bool, int64_t>>{
+             {false, 0}, {true, 0}, {true, 17}, {true, 70}, {false, 17}, {false, 70}}) {
       Case c = base;
       c.padding = padding;
-      c.causal = window >= 0;
-      c.window = std::max<int64_t>(window, 0);
+      c.causal = causal;
+      c.window = window;
       cases.push_back(c);
     }
   }
@@ -485,6 +487,18 @@ TEST(TiledAttention, KeysOutsideEveryWindowAreNeverRead) {
   const auto got = tiled_path(c, in);
   for (const auto& t : {got.out, got.dq}) EXPECT_FALSE(t.isnan().any().item<bool>());
   EXPECT_FALSE(got.dk.narrow(2, 869, 95).isnan().any().item<bool>());
+
+  // A two-sided window: queries 500..563 see keys 469..594 only.
+  Case band = c;
+  band.causal = false, band.query_start = 500;
+  auto band_in = make_inputs(band);
+  band_in.v.narrow(2, 0, 469).fill_(std::numeric_limits<float>::quiet_NaN());
+  band_in.v.narrow(2, 595, 405).fill_(std::numeric_limits<float>::quiet_NaN());
+  band_in.k.narrow(2, 595, 405).fill_(std::numeric_limits<float>::quiet_NaN());
+  const auto band_got = tiled_path(band, band_in);
+  for (const auto& t : {band_got.out, band_got.dq}) EXPECT_FALSE(t.isnan().any().item<bool>());
+  EXPECT_FALSE(band_got.dk.narrow(2, 469, 126).isnan().any().item<bool>());
+  expect_matches_math_path(band);
 }
 
 TEST(TiledAttention, DropoutInsideTilesMatchesTheMathPathWithItsMask) {
@@ -533,7 +547,6 @@ TEST(TiledAttention, RefusesWhatItCannotCompute) {
   auto q = torch::randn({1, 3, 8, 16}), k = torch::randn({1, 2, 8, 16});
   EXPECT_THROW(tiled_attention_forward(q, k, k, TiledAttentionOptions()), c10::Error);  // 3 heads over 2
   auto q4 = torch::randn({1, 4, 8, 16});
-  EXPECT_THROW(tiled_attention_forward(q4, k, k, TiledAttentionOptions().window(4)), c10::Error);  // not causal
   EXPECT_THROW(tiled_attention_forward(q4.to(torch::kDouble), k.to(torch::kDouble), k.to(torch::kDouble),
                                        TiledAttentionOptions()),
                c10::Error);

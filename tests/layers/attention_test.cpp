@@ -441,8 +441,9 @@ TEST(Attention, BadOptionsNameTheOptionAndValues) {
             "attention: window (0) must be >= 1");
   EXPECT_EQ(message(AttentionOptions(64, 8).causal(true).window(-4)),
             "attention: window (-4) must be >= 1");
-  EXPECT_EQ(message(AttentionOptions(64, 8).window(4)),
-            "attention: window (4) needs causal self-attention");
+  EXPECT_EQ(message(AttentionOptions(64, 8).cross_attention(true).window(4)),
+            "attention: window (4) needs self-attention");
+  EXPECT_EQ(message(AttentionOptions(64, 8).window(4)), "no error");  // an encoder's two-sided window
   EXPECT_EQ(message(AttentionOptions(64, 8).dropout(1.5)), "attention: dropout (1.5) must be in [0, 1)");
   EXPECT_EQ(message(AttentionOptions(30, 2).rope(true)), "attention: rope needs an even head_dim, got 15");
   EXPECT_EQ(message(AttentionOptions(64, 8).n_kv_heads(2)), "no error");

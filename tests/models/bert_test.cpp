@@ -12,7 +12,7 @@ using testing::max_abs_diff;
 
 Bert tiny_bert(const std::vector<std::string>& overrides = {}) {
   auto config = testing::tiny_config("bert", {"vocab_size=50", "max_positions=32"});
-  for (const auto& o : overrides) apply_override(config, o);
+  apply_overrides(config, overrides);
   Bert model(config);
   model->eval();
   return model;
@@ -46,6 +46,47 @@ TEST(Bert, PaddedBatchEqualsEachSequenceAlone) {
     EXPECT_LE(max_abs_diff(batch.sequence_output[1].narrow(0, 0, 5), alone_b.sequence_output[0]), 1e-5);
     EXPECT_LE(max_abs_diff(batch.pooled_output[1], alone_b.pooled_output[0]), 1e-5);
   }
+}
+
+// ModernBERT's layout (a config of the same layers): no segments, no norm before layer 0's
+// attention, a two-sided window in layer 1, mean pooling through a head transform. Its parity
+// with transformers is tests/interop/hugging_face_test.cpp's; here each piece is its plain maths.
+TEST(Bert, ModernBertLayoutIsItsPlainMaths) {
+  auto model = tiny_bert({"norm_position=pre", "first_attention_norm=false", "type_vocab_size=0", "position=rope",
+                          "activation=geglu", "bias=false", "window=3", "window_layers=[1]", "window_rope_base=100",
+                          "pooler=false", "head=sequence_classification", "head_transform=true", "pooling=mean",
+                          "num_labels=3", "max_positions=300"});
+  EXPECT_FALSE(model->blocks[0]->as<TransformerBlockImpl>()->self_attn_norm);
+  EXPECT_TRUE(model->blocks[1]->as<TransformerBlockImpl>()->self_attn_norm);
+  EXPECT_FALSE(model->token_type_embedding);
+  EXPECT_EQ(model->blocks[0]->as<TransformerBlockImpl>()->self_attn->options.window(), std::nullopt);
+  EXPECT_EQ(model->blocks[1]->as<TransformerBlockImpl>()->self_attn->options.window(), 3);
+  torch::NoGradGuard no_grad;
+  auto ids = torch::randint(1, 50, {2, 9}, torch::kLong);
+  auto mask = torch::ones({2, 9}, torch::kLong);
+  mask[1].narrow(0, 6, 3).fill_(0);
+  const auto out = model->forward(ids, mask, torch::ones_like(ids));  // segments are ignored
+  EXPECT_FALSE(out.pooled_output.defined());
+  const auto& x = out.sequence_output;
+  const auto mean = torch::stack({x[0].mean(0), x[1].narrow(0, 0, 6).mean(0)});
+  auto h = model->head_transform->norm->forward(torch::gelu(model->head_transform->dense->forward(mean)));
+  EXPECT_LE(max_abs_diff(out.logits, model->classifier->forward(h)), 1e-5);
+
+  // Layer 0's attention reads the embeddings' output as it is: the first block is x + attn(x) + ff.
+  auto& first = *model->blocks[0]->as<TransformerBlockImpl>();
+  const auto e = model->embedding_norm->forward(model->token_embedding->forward(ids.narrow(0, 0, 1)));
+  const auto bias = build_attention_bias(AttentionCall{}, AttentionMasks{.queries = 9, .keys = 9}, e);
+  const auto after_attention = e + first.self_attn->forward(e, bias);
+  const auto expected = after_attention + first.ff->forward(first.ff_norm->forward(after_attention));
+  EXPECT_LE(max_abs_diff(first.forward(e, bias), expected), 1e-5);
+
+  // On a long input the tiled kernel's two-sided window agrees with the math path's band mask.
+  auto long_ids = torch::randint(1, 50, {1, 260}, torch::kLong);
+  model->config.attention_backend = AttentionBackend::kTiled;
+  const auto tiled = model->forward(long_ids).sequence_output;
+  model->config.attention_backend = AttentionBackend::kMath;
+  const auto math = model->forward(long_ids).sequence_output;
+  EXPECT_LE(max_abs_diff(tiled, math), 1e-4);
 }
 
 TEST(Bert, PoolerIsTanhDenseOfTheFirstToken) {

@@ -74,8 +74,8 @@ TEST(ModelConfig, InconsistentValuesAreNamed) {
   EXPECT_EQ(error_of("family: gpt\nvocab_size: 10\nd_model: 1000\nn_layers: 1\nn_heads: 12\nd_ff: 16\n"),
             "x.yaml: n_heads (12) must divide d_model (1000), or set head_dim");
   EXPECT_EQ(error_of(std::string(kGood) + "n_kv_heads: 3\n"), "x.yaml: n_kv_heads (3) must divide n_heads (4)");
-  EXPECT_EQ(error_of("family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nwindow: 4\n"),
-            "x.yaml: window applies to causal decoders (family gpt), not family bert");
+  EXPECT_EQ(error_of("family: t5\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nwindow: 4\n"),
+            "x.yaml: window applies to family gpt (causal) and bert (two-sided), not family t5");
   EXPECT_EQ(error_of(std::string(kGood) + "window: 0\n"), "x.yaml: window (0) must be >= 1");
   EXPECT_EQ(error_of(std::string(kGood) + "dropout: 1.5\n"), "x.yaml: dropout (1.5) must be in [0, 1)");
   EXPECT_EQ(error_of(std::string(kGood) + "head: mlm\n"), "x.yaml: head applies to family bert, not gpt");
@@ -267,6 +267,35 @@ TEST(ModelConfig, GemmaKeysAreCheckedAndNamed) {
 
 // LongRoPE's factors and a partial rotation read as written and write back exactly: a factor as a
 // float32 checkpoint stores it keeps every digit.
+// ModernBERT's keys (a bert config): where each applies.
+TEST(ModelConfig, ModernBertKeysAreCheckedAndNamed) {
+  const std::string bert = "family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 2\nn_heads: 2\nd_ff: 16\n";
+  const std::pair<std::string, std::string> refused[] = {
+      {std::string(kGood) + "pooling: mean\n", "x.yaml: pooling applies to family bert, not gpt"},
+      {std::string(kGood) + "first_attention_norm: false\n", "x.yaml: first_attention_norm applies to family bert, not gpt"},
+      {bert + "first_attention_norm: false\n", "x.yaml: first_attention_norm: false applies to norm_position pre"},
+      {bert + "head: mlm\nhead_transform: true\n",
+       "x.yaml: head_transform applies to heads sequence_classification and token_classification, not mlm"},
+      {bert + "head: sequence_classification\npooler: false\n",
+       "x.yaml: head sequence_classification reads the pooled tokens through a pooler or a head_transform: set one"},
+      {bert + "type_vocab_size: 0\nhead: pretraining\n",
+       "x.yaml: head pretraining reads sentence pairs by their token types: type_vocab_size must be positive"},
+      {bert + "type_vocab_size: -1\n", "x.yaml: type_vocab_size (-1) must be >= 0 (0: none)"},
+      {bert + "pooling: max\n", "x.yaml:7: pooling: expected one of: cls, mean, got 'max'"},
+  };
+  for (const auto& [yaml, message] : refused) EXPECT_EQ(error_of(yaml), message) << yaml;
+  // Accepted: a two-sided window in some layers with their own RoPE base, no segments, mean
+  // pooling through a head transform, no norm before layer 0's attention.
+  const auto c = parse_config(bert + "norm_position: pre\nfirst_attention_norm: false\ntype_vocab_size: 0\n"
+                                     "position: rope\nwindow: 3\nwindow_layers: [1]\nwindow_rope_base: 100\n"
+                                     "head: sequence_classification\npooler: false\nhead_transform: true\n"
+                                     "pooling: mean\n");
+  EXPECT_EQ(c.window_of(0), std::nullopt);
+  EXPECT_EQ(c.window_of(1), 3);
+  EXPECT_EQ(parse_config(to_yaml(c)).pooling, Pooling::kMean);
+  EXPECT_NE(context_parallel_refusal(parse_config(bert + "head: mlm\nwindow: 3\n")).find("two-sided"), std::string::npos);
+}
+
 TEST(ModelConfig, LongropeFactorsAndPartialRotationRoundTrip) {
   const std::string yaml = std::string(kGood) +
                            "position: rope\nrotary_dim: 4\nrope_scaling: longrope\nrope_original_max_positions: 16\n"

@@ -17,7 +17,16 @@ Usage:
       Has transformers load DIR (as written by zoo export-hf) and saves its outputs on the same
       inputs into OUT.pt.
 
-FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, and the LLaMA family:
+FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, ModernBERT:
+  modernbert      ModernBertModel in transformers 5's spelling (layer_types, rope_parameters):
+                  layer 0 global at RoPE base 160000, layer 1 local (local_attention 4: keys
+                  within 2 to each side) at its own base 10000, no biases
+  modernbert_mlm  ModernBertForMaskedLM in the Hub's older spelling (global_attn_every_n_layers 2,
+                  global_rope_theta, local_rope_theta), every bias on (attention, mlp, norm,
+                  classifier)
+  modernbert_cls  ModernBertForSequenceClassification over the mean of the real tokens, 3 labels
+  (each with logits_plain: the same weights with a window wider than the inputs)
+and the LLaMA family:
   llama       grouped-query attention, head_dim apart from hidden_size / heads, untied head,
               LLaMA 3.1 rope scaling, and the inv_freq buffer older files carry
   llama_tied  multi-query attention, tied head (with the tied copy in the file), linear rope
@@ -150,9 +159,68 @@ def llama_config(flavor):
             "tie_word_embeddings": True, "use_sliding_window": False, "sliding_window": 4, "max_window_layers": 28}
 
 
+def modernbert_config(flavor):
+    arch = {"modernbert": "ModernBertModel", "modernbert_mlm": "ModernBertForMaskedLM",
+            "modernbert_cls": "ModernBertForSequenceClassification"}[flavor]
+    c = {"model_type": "modernbert", "architectures": [arch], "vocab_size": VOCAB, "hidden_size": D,
+         "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "intermediate_size": FF,
+         "max_position_embeddings": POSITIONS, "norm_eps": 1e-5, "hidden_activation": "gelu",
+         "local_attention": 4, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
+         "sep_token_id": 2}
+    if flavor == "modernbert":
+        c.update({"layer_types": ["full_attention", "sliding_attention"],
+                  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+                                      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})
+    else:
+        c.update({"global_attn_every_n_layers": 2, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0})
+    if flavor == "modernbert_mlm":
+        c.update({"attention_bias": True, "mlp_bias": True, "norm_bias": True, "classifier_bias": True})
+    if flavor == "modernbert_cls":
+        c.update({"classifier_pooling": "mean", "id2label": {"0": "neg", "1": "neutral", "2": "pos"}})
+    return c
+
+
+def modernbert_weights(flavor, cfg, rand):
+    base = "" if flavor == "modernbert" else "model."
+    bias = cfg.get("attention_bias", False)
+
+    def linear(name, out, inp):
+        rand(name + ".weight", out, inp)
+        if bias:
+            rand(name + ".bias", out)
+
+    def norm(name):
+        rand(name + ".weight", D, offset=1.0)
+        if bias:
+            rand(name + ".bias", D)
+
+    rand(base + "embeddings.tok_embeddings.weight", VOCAB, D)
+    norm(base + "embeddings.norm")
+    for i in range(LAYERS):
+        p = f"{base}layers.{i}."
+        if i > 0:  # layer 0's attn_norm is an Identity
+            norm(p + "attn_norm")
+        linear(p + "attn.Wqkv", 3 * D, D)
+        linear(p + "attn.Wo", D, D)
+        norm(p + "mlp_norm")
+        linear(p + "mlp.Wi", 2 * FF, D)
+        linear(p + "mlp.Wo", D, FF)
+    norm(base + "final_norm")
+    if flavor != "modernbert":
+        linear("head.dense", D, D)
+        norm("head.norm")
+    if flavor == "modernbert_mlm":
+        rand("decoder.bias", VOCAB)  # decoder.weight is the tied embeddings: absent, as transformers saves it
+    if flavor == "modernbert_cls":
+        rand("classifier.weight", 3, D)
+        rand("classifier.bias", 3)
+
+
 def config_for(flavor):
     if flavor in LLAMA_FAMILY:
         return llama_config(flavor)
+    if flavor.startswith("modernbert"):
+        return modernbert_config(flavor)
     if flavor == "gpt2":
         return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": VOCAB, "n_embd": D,
                 "n_layer": LAYERS, "n_head": HEADS, "n_inner": FF, "n_positions": POSITIONS,
@@ -253,6 +321,9 @@ def random_weights(flavor, cfg):
         rand("transformer.ln_f.weight", D, offset=1.0)
         rand("transformer.ln_f.bias", D)
         return w  # lm_head.weight is tied: absent, as in Hugging Face's files
+    if flavor.startswith("modernbert"):
+        modernbert_weights(flavor, cfg, rand)
+        return w
     if flavor.startswith("bert"):
         base = "" if flavor == "bert" else "bert."
         rand(base + "embeddings.word_embeddings.weight", VOCAB, D)
@@ -361,7 +432,7 @@ def hf_outputs(flavor, directory, dtype=torch.float32):
         cfg = json.load(f)
     model = model_class(cfg).from_pretrained(directory, dtype=dtype).eval()
     ids, mask, types, dec_ids = inputs()
-    if not flavor.startswith("bert"):
+    if not flavor.startswith(("bert", "modernbert")):
         # Greedy decoding through transformers' generate, 32 new tokens whatever they are.
         model.generation_config.eos_token_id = None
         model.generation_config.pad_token_id = 0
@@ -384,6 +455,13 @@ def hf_outputs(flavor, directory, dtype=torch.float32):
                 out["pooled_output"] = body.pooler_output
             if flavor != "bert":
                 head = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels_for(flavor))
+                out["logits"], out["loss"] = head.logits, head.loss
+            return out
+        if flavor.startswith("modernbert"):
+            body = (model if flavor == "modernbert" else model.model)(input_ids=ids, attention_mask=mask)
+            out = {"sequence_output": body.last_hidden_state}
+            if flavor != "modernbert":
+                head = model(input_ids=ids, attention_mask=mask, labels=labels_for(flavor))
                 out["logits"], out["loss"] = head.logits, head.loss
             return out
         # Without its cache: transformers 5.23 sizes T5's decoder cache by num_layers, and these
@@ -413,6 +491,8 @@ def without_feature(flavor, cfg, w):
         return {**cfg, "attn_logit_softcapping": None, "final_logit_softcapping": None}, w
     if flavor == "gemma3":
         return {**cfg, "rope_local_base_freq": 1000000.0, "rope_scaling": None}, w
+    if flavor.startswith("modernbert"):
+        return {**cfg, "local_attention": 4 * T}, w
     if flavor == "qwen3":
         llama = {k: v for k, v in cfg.items() if k not in ("use_sliding_window", "sliding_window", "max_window_layers")}
         return {**llama, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}, \
@@ -439,12 +519,12 @@ def labels_for(flavor):
     g = torch.Generator().manual_seed(11)
     if flavor in LLAMA_FAMILY or flavor == "gpt2":
         return ids
-    if flavor == "bert_mlm":
+    if flavor in ("bert_mlm", "modernbert_mlm"):
         labels = torch.full_like(ids, -100)
         for b, t in ((0, 1), (0, 5), (1, 2)):
             labels[b, t] = int(torch.randint(4, VOCAB, (1,), generator=g))
         return labels
-    if flavor == "bert_cls":
+    if flavor in ("bert_cls", "modernbert_cls"):
         return torch.tensor([2, 0])
     labels = torch.randint(4, VOCAB, (BATCH, T_DEC), generator=g)  # T5: the decoder's targets
     labels[1, -1] = -100
@@ -488,12 +568,13 @@ def main(out_path, command, flavor, directory, *flags):
         # The same model computing in bf16 (weights, activations and products), as transformers
         # runs a bf16 checkpoint loaded with dtype=torch.bfloat16.
         out["logits_bf16"] = hf_outputs(flavor, directory, torch.bfloat16)["logits"].float()
-    if command == "write" and flavor in LLAMA_FAMILY:
+    if command == "write" and (flavor in LLAMA_FAMILY or flavor.startswith("modernbert")):
         # The same weights without the flavor's feature, through transformers too.
         plain_cfg, plain_w = without_feature(flavor, cfg, w)
         plain = directory + "-plain"
         write_dir(plain, plain_cfg, plain_w)
-        out["logits_plain"] = hf_outputs(flavor, plain)["logits"]
+        plain_out = hf_outputs(flavor, plain)
+        out["logits_plain"] = plain_out["logits"] if "logits" in plain_out else plain_out["sequence_output"]
     ids, mask, types, dec_ids = inputs()
     out.update({"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "decoder_input_ids": dec_ids})
     if "loss" in out:
