@@ -3,12 +3,35 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/op_profile.h"
+
 namespace zoo::bench {
 namespace {
 
 using json = nlohmann::json;
 
 double number(const json& result, const char* key) { return result.at(key).get<double>(); }
+
+// A training step's ATen ops and host synchronisations (core/op_profile.h), zoo's from its
+// op_calls and PyTorch's from its op_events, counted by the same rules; into `row`, and the note
+// ("; ops/step 1520 (pytorch 1796), syncs 0 (pytorch 1)").
+std::string op_notes(const json& zoo, const json& pytorch, json& row) {
+  if (!zoo.contains("op_calls")) return {};
+  std::vector<OpTime> ours;
+  for (const auto& [name, calls] : zoo["op_calls"].items()) ours.push_back({name, calls.get<int64_t>()});
+  row["zoo_ops"] = aten_calls(ours), row["zoo_syncs"] = synchronizing_calls(ours);
+  std::string notes = "; ops/step " + std::to_string(aten_calls(ours));
+  std::string syncs = ", syncs " + std::to_string(synchronizing_calls(ours));
+  if (!pytorch.is_null() && pytorch.contains("op_events")) {
+    std::vector<ProfiledOp> events;
+    for (const auto& e : pytorch["op_events"]) events.push_back({e.at(0).get<std::string>(), e.at(1).get<int64_t>()});
+    const auto theirs = count_ops(events);
+    row["pytorch_ops"] = aten_calls(theirs), row["pytorch_syncs"] = synchronizing_calls(theirs);
+    notes += " (pytorch " + std::to_string(aten_calls(theirs)) + ")";
+    syncs += " (pytorch " + std::to_string(synchronizing_calls(theirs)) + ")";
+  }
+  return notes + syncs;
+}
 
 // The ratios of `workload`'s baseline into `row`, and the notes that say them. `memory` names
 // peak memory (resident, or the GPU's).
@@ -183,7 +206,7 @@ Row make_row(const Workload& workload, const json& zoo, const json& pytorch, con
   }
   const std::string compared = baseline_notes(workload, zoo, earlier, row, memory) +
                                rate_notes(workload, zoo, pytorch, earlier, row);
-  const std::string notes = family_notes(workload, zoo, pytorch, row, memory, compared);
+  const std::string notes = family_notes(workload, zoo, pytorch, row, memory, compared) + op_notes(zoo, pytorch, row);
   if (zoo.contains("split_ms")) {
     row["zoo_split_ms"] = zoo["split_ms"];
     if (pytorch.contains("split_ms")) row["pytorch_split_ms"] = pytorch["split_ms"];

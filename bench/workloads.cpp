@@ -45,13 +45,18 @@ Batch random_batch(int64_t vocab_size, int64_t b, int64_t t, const c10::Device& 
 // `rows` ops with the most self time in one more run of `step` under LibTorch's profiler (it
 // slows every op a little, so it runs after the timed steps), after a first entry for the whole
 // step.
-json profile_step(const std::function<void()>& step, int64_t rows) {
+// With `op_calls`, every op's calls in that step by name, for the op counts beside PyTorch's.
+json profile_step(const std::function<void()>& step, int64_t rows, json* op_calls = nullptr) {
   json profile = json::array();
   const auto start = Clock::now();
   const auto ops = profile_ops(step);
   profile.push_back({{"name", "(whole step)"}, {"calls", 1}, {"self_ms", 1000.0 * seconds_since(start)}});
   for (size_t i = 0; i < ops.size() && static_cast<int64_t>(i) < rows; ++i) {
     profile.push_back({{"name", ops[i].name}, {"calls", ops[i].calls}, {"self_ms", ops[i].self_ms}});
+  }
+  if (op_calls != nullptr) {
+    *op_calls = json::object();
+    for (const auto& op : ops) (*op_calls)[op.name] = op.calls;
   }
   return profile;
 }
@@ -193,6 +198,10 @@ constexpr TrainShape kTrainShapes[] = {
     {"finetune-gpt2-small-lora-recompute", "gpt2-small", 4, 256, Precision::kFp32, 8, true, false,
      Baseline::kFullFineTuning, "train-gpt2-small"},
     {"train-gpt2-small-1024", "gpt2-small", 1, 1024, Precision::kFp32, 0, false, false, Baseline::kNone, ""},
+    // The size people fine-tune: Qwen2-0.5B's shape (random weights), LoRA rank 8 on q and v,
+    // against transformers + peft's same step.
+    {"finetune-qwen2-0.5b-lora", "qwen2-0.5b", 2, 256, Precision::kFp32, 8, false, true, Baseline::kNone, "", false},
+    {"finetune-qwen2-0.5b-lora-bf16", "qwen2-0.5b", 2, 256, Precision::kBf16, 8, false, true, Baseline::kNone, "", false},
     {"train-gpt2-small-1024-recompute", "gpt2-small", 1, 1024, Precision::kFp32, 0, true, false,
      Baseline::kPlainTraining, "train-gpt2-small-1024"},
     // Qwen3-0.6B's shapes (random weights): head norms, head_dim 128, a 151936-token vocabulary.
@@ -207,6 +216,7 @@ json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   w.config = bench_config(shape.model, shape.experts ? qwen3_moe_overrides() : std::vector<std::string>{});
   w.b = shape.b, w.t = shape.t, w.precision = shape.precision, w.lora_rank = shape.lora_rank;
   w.recompute = shape.recompute;
+  w.count_ops = true;
   if (!shape.default_run) w.warmup = 1;  // the large rows: a step takes seconds
   // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
   if (o.device.is_cuda() && std::string(shape.model) == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;
@@ -683,8 +693,8 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
     if (w.parallel != nullptr) w.parallel->finish_gradients();
     synchronize(device);
     auto t2 = Clock::now();
-    torch::nn::utils::clip_grad_norm_(params, 1.0);
-    optimizer->step();
+    clip_gradients(params, 1.0);
+    optimizer->update();
     synchronize(device);
     forward_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     backward_s.push_back(std::chrono::duration<double>(t2 - t1).count());
@@ -700,8 +710,10 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
   int64_t trainable = 0;
   for (const auto& p : params) trainable += p.numel();
   // Taken before the split's medians, which therefore count the profiled step too.
-  const json profile = profile_rows > 0 ? profile_step(step, profile_rows) : json::array();
-  return {{"unit", "tokens/s"},
+  json op_calls;
+  json profile = profile_rows > 0 || w.count_ops ? profile_step(step, profile_rows, &op_calls) : json::array();
+  if (profile_rows == 0) profile = json::array();
+  json result = {{"unit", "tokens/s"},
           {"profile", profile},
           {"value", static_cast<double>(w.b * w.t) / s},
           {"step_ms", 1000.0 * s},
@@ -710,6 +722,8 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
           {"flops_per_token", flops_per_token},
           {"split_ms", {{"forward", median_ms(forward_s)}, {"backward", median_ms(backward_s)},
                         {"optimizer", median_ms(optimizer_s)}}}};
+  if (!op_calls.is_null()) result["op_calls"] = op_calls;
+  return result;
 }
 
 }  // namespace zoo::bench

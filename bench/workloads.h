@@ -165,6 +165,7 @@ struct TrainWorkload {
   int64_t lora_rank = 0;   // > 0: LoRA on q and v, the rest frozen
   bool recompute = false;  // activation checkpointing
   int64_t warmup = 2;      // steps before the timed ones
+  bool count_ops = false;  // one more step under LibTorch's profiler: its ATen ops and host synchronisations
   // Context parallelism: this rank's ring and the group that averages the gradients (the batch
   // is then each rank's zigzag share of the sequence).
   std::shared_ptr<RingExchange> ring;

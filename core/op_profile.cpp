@@ -2,14 +2,35 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 namespace zoo {
+namespace {
+
+namespace profiler = torch::autograd::profiler;
+
+// Ops whose CPU kernels read values back with ops of their own where their CUDA kernels read
+// them on the device: ATen's fused AdamW reads each step count with item() on the CPU only.
+bool reads_on_the_device_on_cuda(const std::string& name) {
+  return name == "aten::_fused_adamw_" || name == "aten::_fused_adam_" || name == "aten::_amp_update_scale_" ||
+         name == "aten::_amp_foreach_non_finite_check_and_unscale_";
+}
+
+// An op's name, or, for one such a CPU kernel called, its name and the op's ("aten::item (in
+// aten::_fused_adamw_)"), which synchronizes() does not count: the step a GPU runs has no such op.
+std::string name_in_context(const std::string& name, const std::vector<std::string>& enclosing) {
+  for (const auto& outer : enclosing) {
+    if (reads_on_the_device_on_cuda(outer)) return name + " (in " + outer + ")";
+  }
+  return name;
+}
+
+}  // namespace
 
 std::vector<OpTime> profile_ops(const std::function<void()>& work) {
-  namespace profiler = torch::autograd::profiler;
   profiler::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
   try {
     work();
@@ -43,8 +64,11 @@ std::vector<OpTime> profile_ops(const std::function<void()>& work) {
           const Open ended = *it;
           open.erase(std::next(it).base(), open.end());
           const double elapsed = ended.push->cpuElapsedUs(event);
-          OpTime& row = by_name[ended.push->name()];
-          row.name = ended.push->name();
+          std::vector<std::string> enclosing;
+          for (const auto& o : open) enclosing.emplace_back(o.push->name());
+          const std::string name = name_in_context(ended.push->name(), enclosing);
+          OpTime& row = by_name[name];
+          row.name = name;
           row.calls += 1;
           row.self_ms += (elapsed - ended.children_us) / 1000.0;
           const bool recursive = std::any_of(open.begin(), open.end(), [&](const Open& o) {
@@ -61,6 +85,58 @@ std::vector<OpTime> profile_ops(const std::function<void()>& work) {
   for (auto& [name, row] : by_name) rows.push_back(std::move(row));
   std::sort(rows.begin(), rows.end(), [](const OpTime& a, const OpTime& b) { return a.self_ms > b.self_ms; });
   return rows;
+}
+
+std::vector<OpTime> count_ops(const std::vector<ProfiledOp>& ops) {
+  std::map<std::string, OpTime> by_name;
+  for (const auto& op : ops) {
+    std::vector<std::string> enclosing;
+    for (int64_t up = op.parent, hops = 0; up >= 0 && up < static_cast<int64_t>(ops.size()) && hops < 1000; ++hops) {
+      enclosing.push_back(ops[up].name);
+      up = ops[up].parent;
+    }
+    const std::string name = name_in_context(op.name, enclosing);
+    OpTime& row = by_name[name];
+    row.name = name;
+    row.calls += 1;
+  }
+  std::vector<OpTime> rows;
+  for (auto& [name, row] : by_name) rows.push_back(std::move(row));
+  return rows;
+}
+
+bool synchronizes(const std::string& name) {
+  static const std::set<std::string> kSynchronizing = {
+      "aten::item",          "aten::_local_scalar_dense", "aten::is_nonzero",     "aten::equal",
+      "aten::allclose",      "aten::nonzero",             "aten::nonzero_static", "aten::masked_select",
+      "aten::unique",        "aten::_unique",             "aten::_unique2",       "aten::unique_consecutive",
+      "aten::unique_dim",    "aten::bincount",            "aten::repeat_interleave",
+      "aten::argwhere"};
+  return kSynchronizing.count(name) > 0;
+}
+
+int64_t synchronizing_calls(const std::vector<OpTime>& ops) {
+  int64_t calls = 0;
+  for (const auto& op : ops) {
+    if (synchronizes(op.name)) calls += op.calls;
+  }
+  return calls;
+}
+
+std::string describe_synchronizing(const std::vector<OpTime>& ops) {
+  std::string text;
+  for (const auto& op : ops) {
+    if (synchronizes(op.name)) text += (text.empty() ? "" : ", ") + op.name + " x" + std::to_string(op.calls);
+  }
+  return text.empty() ? "none" : text;
+}
+
+int64_t aten_calls(const std::vector<OpTime>& ops) {
+  int64_t calls = 0;
+  for (const auto& op : ops) {
+    if (op.name.rfind("aten::", 0) == 0) calls += op.calls;
+  }
+  return calls;
 }
 
 }  // namespace zoo

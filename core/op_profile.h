@@ -23,4 +23,29 @@ struct OpTime {
 // any op.
 std::vector<OpTime> profile_ops(const std::function<void()>& work);
 
+// Whether op `name` makes the host wait for the device when its tensors live on a GPU: it reads
+// a value back (item, _local_scalar_dense, is_nonzero, equal, allclose), or the size of its
+// output depends on the values (nonzero, masked_select, unique, bincount, repeat_interleave with
+// tensor repeats, a boolean index). The CPU runs the same ops without waiting, but its profiler
+// sees them all the same: a CPU step's count is a GPU step's. (What a CPU kernel alone calls,
+// as ATen's fused AdamW reads its step counts, profile_ops names after the op it ran in.)
+bool synchronizes(const std::string& name);
+
+// The ops of a profile taken elsewhere (PyTorch's torch.profiler in scripts/bench_pytorch.py),
+// each with the index of the op it ran in (-1: none), counted under the names profile_ops gives
+// (no times).
+struct ProfiledOp {
+  std::string name;
+  int64_t parent = -1;
+};
+std::vector<OpTime> count_ops(const std::vector<ProfiledOp>& ops);
+
+// The calls of such ops in `ops`, and their names ("aten::item x2, ...").
+int64_t synchronizing_calls(const std::vector<OpTime>& ops);
+std::string describe_synchronizing(const std::vector<OpTime>& ops);
+
+// The calls of every op in `ops` ("aten::" ops only: what ATen dispatches, not the autograd
+// engine's or the profiler's own ranges).
+int64_t aten_calls(const std::vector<OpTime>& ops);
+
 }  // namespace zoo

@@ -463,15 +463,16 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
   return model;
 }
 
-std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c) {
+std::string hf_base_prefix(const ModelConfig& c) {
   // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head
   // ("model." in ModernBERT's).
   const bool headed_bert = c.family == Family::kBert && c.head != BertHead::kNone;
-  const std::string base = c.family == Family::kGpt ? "transformer."
-                           : headed_bert            ? (hf_modernbert_layout(c) ? "model." : "bert.")
-                                                    : "";
-  return tensor_maps(c, base);
+  return c.family == Family::kGpt ? "transformer."
+         : headed_bert            ? (hf_modernbert_layout(c) ? "model." : "bert.")
+                                  : "";
 }
+
+std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c) { return tensor_maps(c, hf_base_prefix(c)); }
 
 void export_hf(const Model& model, const std::string& dir, const Tokenizer* tokenizer, torch::ScalarType dtype) {
   TORCH_CHECK(dtype == torch::kFloat || dtype == torch::kBFloat16, "export_hf writes float32 or bfloat16, not ", dtype);

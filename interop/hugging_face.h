@@ -43,6 +43,10 @@ struct HfTensorMap {
 // "transformer.", BERT's "bert." with a head).
 std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& config);
 
+// The prefix hf_tensor_maps puts the base model's tensors under ("transformer.", "bert.",
+// "model.", or none).
+std::string hf_base_prefix(const ModelConfig& config);
+
 // Every tensor of DIR/model.safetensors, or of the shards DIR/model.safetensors.index.json lists.
 std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir);
 

@@ -97,10 +97,8 @@ std::vector<AttachedAdapter> attached_adapters(const Model& model) {
 // The Hugging Face module each trained base-model tensor belongs to, for modules_to_save: its file
 // name's first part under the base model (classifier, pooler; ModernBERT's head), which PEFT
 // matches as a suffix.
-std::string module_to_save(std::string hf_name) {
-  for (const std::string base : {"bert.", "model."}) {
-    if (hf_name.rfind(base, 0) == 0) hf_name = hf_name.substr(base.size());
-  }
+std::string module_to_save(std::string hf_name, const std::string& base_prefix) {
+  if (!base_prefix.empty() && hf_name.rfind(base_prefix, 0) == 0) hf_name = hf_name.substr(base_prefix.size());
   return hf_name.substr(0, hf_name.find('.'));
 }
 
@@ -618,7 +616,7 @@ void export_peft(const Model& model, const std::string& dir) {
     }
     tensors[kPrefix + found->second->hf[0]] =
         model.module()->named_parameters()[zoo_name].detach().cpu().to(torch::kFloat).contiguous();
-    to_save.insert(module_to_save(found->second->hf[0]));
+    to_save.insert(module_to_save(found->second->hf[0], hf_base_prefix(model.config)));
   }
   json config = adapter_config(model, maps, module_rank, exported.transposed, to_save);
   if (!target_parameters.empty()) config["target_parameters"] = target_parameters;

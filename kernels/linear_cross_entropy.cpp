@@ -23,7 +23,6 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
                                int64_t ignore_index, int64_t chunk_rows, double softcap) {
     const int64_t n = hidden.size(0), vocab = weight.size(0);
     const auto valid = labels.ne(ignore_index);
-    const int64_t count = valid.sum().item<int64_t>();
     const bool hidden_grad = hidden.requires_grad(), weight_grad = weight.requires_grad();
     const bool gradients = hidden_grad || weight_grad;
     // Logits and sums in float32, or float64 for float64 inputs (bf16 logits under autocast are
@@ -32,8 +31,10 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     torch::Tensor grad_hidden = hidden_grad ? torch::empty_like(hidden) : torch::Tensor();
     torch::Tensor grad_weight = weight_grad ? torch::zeros_like(weight, wide) : torch::Tensor();
     auto total = torch::zeros({}, hidden.options().dtype(wide));
-    const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
     torch::NoGradGuard no_grad;
+    // Each kept row's weight in the mean, 1 / count, counted on the device: nothing is read back
+    // (with no kept row every weight is 0, and so are the loss and its gradients).
+    const auto weights = valid.to(wide) / valid.sum().clamp_min(1).to(wide);
     // The weight in the products' type once (autocast would cast its transpose, not a leaf, for
     // every chunk).
     const auto products = product_type(hidden);
@@ -43,7 +44,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
       const int64_t rows = std::min(chunk_rows, n - start);
       const auto h = h_all.narrow(0, start, rows);
       const auto y = labels.narrow(0, start, rows);
-      const auto keep = valid.narrow(0, start, rows).to(wide);
+      const auto keep = weights.narrow(0, start, rows);
       auto z = torch::mm(h, w.t()).to(wide);  // (rows, V)
       torch::Tensor capped;  // tanh(z / cap), for the cap's derivative 1 - tanh^2
       if (softcap > 0.0) {
@@ -52,23 +53,32 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
       }
       const auto lse = torch::logsumexp(z, 1);
       const auto target = z.gather(1, y.clamp_min(0).unsqueeze(1)).squeeze(1);
-      const auto loss = (1.0 - smoothing) * (lse - target) + smoothing * (lse - z.mean(1));
-      total += (loss * keep).sum();
-      if (!gradients || count == 0) continue;
+      // Without smoothing, no pass over the chunk's logits for their mean.
+      const auto loss = smoothing == 0.0 ? lse - target : (1.0 - smoothing) * (lse - target) + smoothing * (lse - z.mean(1));
+      total.add_(loss.dot(keep));
+      if (!gradients) continue;
       // d loss / d z = softmax(z) - (1 - smoothing) onehot(y) - smoothing / V, on kept rows.
       // In place: LibTorch 1.13's out-of-place (rows, V) - (rows, 1) is 30x slower than sub_.
       auto dz = z.sub_(lse.unsqueeze(1)).exp_();
       dz.scatter_add_(1, y.clamp_min(0).unsqueeze(1),
                       torch::full({rows, 1}, -(1.0 - smoothing), dz.options()));
-      dz.sub_(smoothing / static_cast<double>(vocab)).mul_((keep * scale).unsqueeze(1));
+      if (smoothing != 0.0) dz.sub_(smoothing / static_cast<double>(vocab));
+      dz.mul_(keep.unsqueeze(1));
       if (softcap > 0.0) dz.mul_(1.0 - capped.square_());
       const auto dz_products = dz.to(products);
-      if (hidden_grad) grad_hidden.narrow(0, start, rows).copy_(torch::mm(dz_products, w));
-      if (weight_grad) grad_weight.add_(torch::mm(dz_products.t(), h));
+      // Products written in place where the types allow (no (rows, d) or (V, d) temporary).
+      if (hidden_grad) {
+        auto rows_grad = grad_hidden.narrow(0, start, rows);
+        if (rows_grad.scalar_type() == products) torch::mm_out(rows_grad, dz_products, w);
+        else rows_grad.copy_(torch::mm(dz_products, w));
+      }
+      if (weight_grad) {
+        if (products == wide) grad_weight.addmm_(dz_products.t(), h);
+        else grad_weight.add_(torch::mm(dz_products.t(), h));
+      }
     }
-    if (hidden_grad && count == 0) grad_hidden.zero_();
     ctx->save_for_backward({grad_hidden, grad_weight});
-    return total * scale;
+    return total;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -85,6 +95,27 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
 
 }  // namespace
 
+int64_t loss_chunk_rows(const torch::Device& device, int64_t rows, int64_t vocab, int64_t budget_bytes) {
+  TORCH_CHECK(rows >= 0 && vocab > 0, "loss_chunk_rows: rows (", rows, ") and vocab (", vocab, ") out of range");
+  rows = std::max<int64_t>(rows, 1);
+  const int64_t row_bytes = vocab * static_cast<int64_t>(sizeof(float));  // a row of float32 logits
+  if (device.is_cpu()) {
+    // About 8M logits (32 MB): a chunk's passes stay near the caches, and the products are still
+    // large enough for the CPU's GEMM (measured best on the CPUs of docs/performance.md).
+    return std::min(rows, std::max<int64_t>(1, (int64_t{8} << 20) / vocab));
+  }
+  // On a GPU few large products are what is fast: one chunk when the float32 logits fit the
+  // budget, else the fewest chunks of equal size that do, in multiples of 128 rows (the tiles
+  // of the GEMMs).
+  if (budget_bytes <= 0) budget_bytes = kGpuLossBudgetBytes;
+  const int64_t fit = std::max<int64_t>(1, budget_bytes / row_bytes);
+  if (rows <= fit) return rows;
+  const int64_t chunks = (rows + fit - 1) / fit;
+  const int64_t even = (rows + chunks - 1) / chunks;  // <= fit
+  if (fit < 128) return even;
+  return std::min((even + 127) / 128 * 128, fit / 128 * 128);
+}
+
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
                                    double label_smoothing, int64_t ignore_index, int64_t chunk_rows, double softcap) {
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
@@ -92,7 +123,7 @@ torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Ten
               weight.sizes());
   TORCH_CHECK(labels.dim() == 1 && labels.size(0) == hidden.size(0), "linear_cross_entropy: labels (N) expected, got ",
               labels.sizes(), " for ", hidden.size(0), " rows");
-  if (chunk_rows <= 0) chunk_rows = std::max<int64_t>(1, (int64_t{8} << 20) / std::max<int64_t>(1, weight.size(0)));
+  if (chunk_rows <= 0) chunk_rows = loss_chunk_rows(hidden.device(), hidden.size(0), weight.size(0));
   TORCH_CHECK(softcap >= 0.0, "linear_cross_entropy: softcap must be >= 0, got ", softcap);
   return LinearCrossEntropy::apply(hidden, weight, labels, label_smoothing, ignore_index, chunk_rows, softcap);
 }

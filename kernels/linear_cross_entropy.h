@@ -11,10 +11,18 @@
 
 namespace zoo {
 
+// The rows of a chunk on `device` for `rows` rows of `vocab` logits (linear_cross_entropy's
+// chunk_rows = 0): on the CPU about 8M logits (32 MB of float32), where a chunk stays near the
+// caches; on a GPU one chunk when the float32 logits fit `budget_bytes` (0: kGpuLossBudgetBytes),
+// else the fewest equal chunks that fit, in multiples of 128 rows where the budget allows.
+constexpr int64_t kGpuLossBudgetBytes = int64_t{1} << 30;
+int64_t loss_chunk_rows(const torch::Device& device, int64_t rows, int64_t vocab, int64_t budget_bytes = 0);
+
 // Mean over the rows whose label is not `ignore_index` of the cross-entropy of
 // logits = hidden weight^T against labels, with label smoothing as torch.nn.functional.
 // cross_entropy applies it. hidden (N, d), weight (V, d), labels (N). 0 (with zero gradients)
-// when no row has a label. `chunk_rows` 0 picks chunks of about 8M logits. `softcap` > 0: the
+// when no row has a label. `chunk_rows` 0 picks loss_chunk_rows(hidden's device, N, V). Nothing
+// is read back to the host. `softcap` > 0: the
 // logits are cap * tanh(logit / cap) (Gemma 2's final_logit_softcapping, kernels/math_attention.h).
 torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
                                    double label_smoothing = 0.0, int64_t ignore_index = -100, int64_t chunk_rows = 0,

@@ -44,6 +44,15 @@ torch::Tensor PositionEncodingImpl::embedding(const torch::Tensor& positions, to
   return {};
 }
 
+torch::Tensor PositionEncodingImpl::embedding(int64_t start, int64_t length, torch::ScalarType dtype,
+                                              const torch::Device& device) {
+  if (!learned && !sinusoidal) return {};
+  TORCH_CHECK(start >= 0 && start + length <= options.max_positions(), "cannot use positions ", start, "..",
+              start + length - 1, ": max_positions is ", options.max_positions());
+  if (learned) return learned->embedding->weight.narrow(0, start, length).unsqueeze(0).to(dtype);
+  return sinusoidal->table(device).narrow(0, start, length).unsqueeze(0).to(dtype);
+}
+
 torch::Tensor PositionEncodingImpl::attention_bias(int64_t q_len, int64_t k_len, int64_t q_start,
                                                    int64_t k_start, torch::Device device,
                                                    torch::ScalarType dtype) {

@@ -35,6 +35,9 @@ class PositionEncodingImpl : public torch::nn::Cloneable<PositionEncodingImpl> {
   // To add to token embeddings: positions (B, T) -> (B, T, d_model) of `dtype`; undefined when
   // the kind has no absolute embedding.
   torch::Tensor embedding(const torch::Tensor& positions, torch::ScalarType dtype);
+  // The same for positions start..start+length-1 of every row, (1, length, d_model): a slice of
+  // the table, with no gather and nothing read back to check the positions.
+  torch::Tensor embedding(int64_t start, int64_t length, torch::ScalarType dtype, const torch::Device& device);
   // To add to attention scores: (1, H, q_len, k_len) of `dtype` for queries at q_start.. and keys
   // at k_start..; undefined when the kind has no score bias.
   torch::Tensor attention_bias(int64_t q_len, int64_t k_len, int64_t q_start, int64_t k_start,

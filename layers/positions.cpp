@@ -41,13 +41,17 @@ void SinusoidalPositionsImpl::reset() {
 
 torch::Tensor SinusoidalPositionsImpl::forward(const torch::Tensor& positions) {
   check_positions(positions, options.max_positions());
-  if (table_.device() != positions.device()) table_ = table_.to(positions.device());
-  return table_.index_select(0, positions.reshape(-1))
+  return table(positions.device()).index_select(0, positions.reshape(-1))
       .view([&] {
         auto s = positions.sizes().vec();
         s.push_back(options.d_model());
         return s;
       }());
+}
+
+const torch::Tensor& SinusoidalPositionsImpl::table(const torch::Device& device) {
+  if (table_.device() != device) table_ = table_.to(device);
+  return table_;
 }
 
 LearnedPositionsImpl::LearnedPositionsImpl(const LearnedPositionsOptions& options)

@@ -26,6 +26,8 @@ class SinusoidalPositionsImpl : public torch::nn::Cloneable<SinusoidalPositionsI
   void reset() override;
   // positions: integer tensor of any shape (...) -> (..., d_model) in float32.
   torch::Tensor forward(const torch::Tensor& positions);
+  // The whole table (max_positions, d_model) on `device`.
+  const torch::Tensor& table(const torch::Device& device);
 
   SinusoidalPositionsOptions options;
 

@@ -110,7 +110,9 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
                  ? position_ids
                  : torch::arange(t, input_ids.options().dtype(torch::kLong)).unsqueeze(0).expand({b, t});
   auto x = token_embedding->forward(input_ids);
-  if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
+  const auto pe = position_ids.defined() ? positions->embedding(ids, x.scalar_type())
+                                         : positions->embedding(0, t, x.scalar_type(), x.device());
+  if (pe.defined()) x = x + pe;
   if (token_type_embedding) {
     x = x + token_type_embedding->forward(token_type_ids.defined() ? token_type_ids : torch::zeros_like(input_ids));
   }
@@ -119,17 +121,12 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   // One bias for every layer, and one without the window for the layers window_layers leaves out
   // (ModernBERT's global ones); rotary attention numbers positions 0..T-1 by itself, or around a
   // ring takes the global ones.
-  const auto bias = stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
-                                         is_training(), ring);
-  const auto unbounded_bias = config.has_mixed_windows()
-                                  ? stack_attention_bias(config, /*causal=*/false, positions.get(), attention_mask, t, 0,
-                                                         t, x, is_training(), ring, /*unbounded=*/true)
-                                  : AttentionBias{};
+  const auto biases = stack_attention_biases(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
+                                             is_training(), ring);
   const auto& rope_positions = ring && config.position == PositionKind::kRope ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : block_list_) {
-    const auto& layer_bias =
-        config.has_mixed_windows() && !config.window_of(block->options.layer_index()) ? unbounded_bias : bias;
+    const auto& layer_bias = biases.of(block->options.layer_index());
     x = recompute ? forward_recomputing(block, x, layer_bias, {}, {}, rope_positions)
                   : block->forward(x, layer_bias, {}, {}, nullptr, rope_positions);
   }

@@ -59,17 +59,18 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
                 "GPT: attention_mask must be (", b, ", ", past + t,
                 ") covering cached and new tokens, got ", attention_mask.sizes());
   }
-  torch::Tensor ids = position_ids;
-  if (!ids.defined()) {
-    ids = attention_mask.defined()
-                    ? positions_from_mask(attention_mask, t)
-                    : torch::arange(past, past + t, input_ids.options().dtype(torch::kLong))
-                          .unsqueeze(0)
-                          .expand({b, t});
-  }
+  // Explicit positions, or each row's own from the mask (left padding); otherwise every row's are
+  // past.., which no layer needs as a tensor.
+  const bool explicit_positions = position_ids.defined() || attention_mask.defined();
+  const torch::Tensor ids = position_ids.defined()    ? position_ids
+                            : attention_mask.defined() ? positions_from_mask(attention_mask, t)
+                                                       : torch::Tensor();
   auto x = token_embedding->forward(input_ids);  // (B, T, d_model)
   if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
-  if (auto pe = positions->embedding(ids, x.scalar_type()); pe.defined()) x = x + pe;
+  // Positions past.. of every row: a slice of the table, nothing to check on the device.
+  const auto pe = explicit_positions ? positions->embedding(ids, x.scalar_type())
+                                     : positions->embedding(past, t, x.scalar_type(), x.device());
+  if (pe.defined()) x = x + pe;
   x = dropout->forward(x);
 
   // One bias for every layer (masks and position terms): queries at past.., keys from position 0;
@@ -79,25 +80,20 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   // A stack of linear attention layers only needs no bias at all (building one costs O(keys)).
   bool any_softmax = false;
   for (int64_t i = 0; i < config.n_layers; ++i) any_softmax = any_softmax || config.attention_of(i) == AttentionKind::kSoftmax;
-  auto bias = ring || any_softmax ? stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t, past,
-                                                past + t, x, is_training(), ring)
-                          : AttentionBias{};
-  if (attention_mask.defined() && config.has_recurrent_layers()) bias.token_mask = attention_mask.narrow(1, past, t);
   // The layers window_layers leaves out (Gemma's global ones) attend to every key: a bias of their own.
-  const auto unbounded_bias = config.has_mixed_windows()
-                                  ? stack_attention_bias(config, /*causal=*/true, positions.get(), attention_mask, t,
-                                                         past, past + t, x, is_training(), ring, /*unbounded=*/true)
-                                  : AttentionBias{};
+  auto biases = ring || any_softmax ? stack_attention_biases(config, /*causal=*/true, positions.get(), attention_mask, t,
+                                                             past, past + t, x, is_training(), ring)
+                                    : StackBiases{};
+  if (attention_mask.defined() && config.has_recurrent_layers()) {
+    biases.windowed.token_mask = attention_mask.narrow(1, past, t);
+  }
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
-  const bool explicit_positions = position_ids.defined() || attention_mask.defined();
   const auto& rope_positions =
       config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : block_list_) {
-    const auto& layer_bias = config.has_mixed_windows() && !config.window_of(block->options.layer_index())
-                                 ? unbounded_bias
-                                 : bias;
+    const auto& layer_bias = biases.of(block->options.layer_index());
     x = recompute ? forward_recomputing(block, x, layer_bias, {}, {}, rope_positions, router_logits)
                   : block->forward(x, layer_bias, {}, {}, cache, rope_positions, router_logits);
   }

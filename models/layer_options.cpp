@@ -156,10 +156,12 @@ std::string describe_attention_paths(const ModelConfig& config) {
   return text;
 }
 
-AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
-                                   const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
-                                   int64_t keys, const torch::Tensor& like, bool training,
-                                   const std::shared_ptr<RingExchange>& ring, bool unbounded) {
+namespace {
+
+AttentionBias stack_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                         const torch::Tensor& key_padding_mask, int64_t queries, int64_t past, int64_t keys,
+                         const torch::Tensor& like, bool training, const std::shared_ptr<RingExchange>& ring,
+                         bool unbounded) {
   if (ring) {
     const std::string refusal = context_parallel_refusal(config);
     TORCH_CHECK(refusal.empty(), "context parallelism: ", refusal);
@@ -176,6 +178,29 @@ AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, Posit
   masks.positions = positions;
   masks.ring = ring;
   return build_attention_bias(call, masks, like);
+}
+
+}  // namespace
+
+AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                   const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
+                                   int64_t keys, const torch::Tensor& like, bool training,
+                                   const std::shared_ptr<RingExchange>& ring) {
+  return stack_bias(config, causal, positions, key_padding_mask, queries, past, keys, like, training, ring, false);
+}
+
+StackBiases stack_attention_biases(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                   const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
+                                   int64_t keys, const torch::Tensor& like, bool training,
+                                   const std::shared_ptr<RingExchange>& ring) {
+  StackBiases biases;
+  biases.config = &config;
+  biases.mixed = config.has_mixed_windows();
+  biases.windowed = stack_bias(config, causal, positions, key_padding_mask, queries, past, keys, like, training, ring, false);
+  if (biases.mixed) {
+    biases.unbounded = stack_bias(config, causal, positions, key_padding_mask, queries, past, keys, like, training, ring, true);
+  }
+  return biases;
 }
 
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional) {

@@ -50,12 +50,25 @@ std::string describe_attention_paths(const ModelConfig& config);
 // in training, in `like`'s dtype and device. With `ring` (context parallelism, which the config
 // must allow: context_parallel_refusal, models/config.h), every layer runs ring attention with
 // the terms at the global positions of the zigzag layout and the keys' padding of the whole
-// sequence in global order. `unbounded`: without the sliding window, for the layers window_layers
-// leaves out (ModelConfig::window_of).
+// sequence in global order.
 AttentionBias stack_attention_bias(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
                                    const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
                                    int64_t keys, const torch::Tensor& like, bool training,
-                                   const std::shared_ptr<RingExchange>& ring = nullptr, bool unbounded = false);
+                                   const std::shared_ptr<RingExchange>& ring = nullptr);
+
+// A self-attention stack's biases: stack_attention_bias's for every layer, and where window_layers
+// leaves some layers without the window (Gemma's and ModernBERT's global layers), a second one
+// without it for those; of(layer) is the one a layer takes.
+struct StackBiases {
+  AttentionBias windowed, unbounded;
+  bool mixed = false;
+  const ModelConfig* config = nullptr;
+  const AttentionBias& of(int64_t layer) const { return mixed && !config->window_of(layer) ? unbounded : windowed; }
+};
+StackBiases stack_attention_biases(const ModelConfig& config, bool causal, PositionEncodingImpl* positions,
+                                   const torch::Tensor& key_padding_mask, int64_t queries, int64_t past,
+                                   int64_t keys, const torch::Tensor& like, bool training,
+                                   const std::shared_ptr<RingExchange>& ring = nullptr);
 
 // The options of a stack's position encoding; relative buckets look both ways in encoders.
 PositionEncodingOptions position_options(const ModelConfig& config, bool bidirectional);

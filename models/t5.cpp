@@ -51,10 +51,9 @@ torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
               " tokens, max_positions is ", config.max_length());
   auto x = token_embedding->forward(ids);
   if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
-  auto position_ids = explicit_positions.defined()
-                          ? explicit_positions
-                          : torch::arange(start, start + t, ids.options().dtype(torch::kLong)).unsqueeze(0);
-  if (auto pe = positions->embedding(position_ids, x.scalar_type()); pe.defined()) x = x + pe;
+  const auto pe = explicit_positions.defined() ? positions->embedding(explicit_positions, x.scalar_type())
+                                              : positions->embedding(start, t, x.scalar_type(), x.device());
+  if (pe.defined()) x = x + pe;
   return dropout->forward(x);
 }
 

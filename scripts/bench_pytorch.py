@@ -125,7 +125,8 @@ def train(name, b, t, steps, bf16=False):
         b, t = 8, 1024  # as zoo bench: the size that keeps a GPU busy
     torch.manual_seed(0)
     eager = GPT(**GPT_SIZES[name]).to(DEVICE)
-    optimizer = torch.optim.AdamW(eager.parameters(), lr=6e-4, weight_decay=0.1)
+    # The fused kernel, as PyTorch's users run AdamW when they care for speed (CPU and CUDA).
+    optimizer = torch.optim.AdamW(eager.parameters(), lr=6e-4, weight_decay=0.1, fused=True)
     model = compiled(eager)
     data = torch.randint(GPT_SIZES[name]["vocab"], (b, t + 1)).to(DEVICE)
     x, y = data[:, :t].contiguous(), data[:, 1:].contiguous()
@@ -152,7 +153,26 @@ def train(name, b, t, steps, bf16=False):
 
     rate = b * t / median_seconds(2, steps or 5, step)
     extra = {k: 1000 * sorted(v[2:])[len(v[2:]) // 2] for k, v in split.items()}
-    return "tokens/s", rate, {"split_ms": extra}
+    return "tokens/s", rate, {"split_ms": extra, "op_events": op_events(step)}
+
+
+def op_events(step):
+    """One more run of `step` under torch.profiler: each op's name and the index of the op it ran
+    in (-1: none), which zoo bench counts as it counts its own (core/op_profile.h)."""
+    from torch.profiler import ProfilerActivity, profile
+    # Kineto logs its start and stop (and a missing GPU) on file descriptor 2: not the bench's.
+    saved = os.dup(2)
+    with open(os.devnull, "w") as quiet:
+        os.dup2(quiet.fileno(), 2)
+        try:
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                step()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    events = list(prof.events())
+    index = {id(e): i for i, e in enumerate(events)}
+    return [[e.name, index.get(id(e.cpu_parent), -1) if e.cpu_parent is not None else -1] for e in events]
 
 
 # long-KIND-T[-gpt2]: one training step of a GPT with gpt-tiny's sizes (gpt2-small's) at batch 1 and T tokens, its
@@ -336,6 +356,33 @@ def train_qwen3(steps, b=1, t=256, make=qwen3_model):
     return "tokens/s", b * t / median_seconds(1, steps or 5, step)
 
 
+def finetune_qwen2_lora(steps, bf16=False, b=2, t=256):
+    """Qwen2-0.5B's shape (random weights) in transformers with peft's LoRA, rank 8 on q_proj and
+    v_proj, as a user fine-tunes it: the loss from labels, clipping, fused AdamW on the adapters."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=131072,
+                         rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, attention_dropout=0.0)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"])
+    model = get_peft_model(Qwen2ForCausalLM(config), lora).to(DEVICE).train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-4, weight_decay=0.1, fused=True)
+    data = torch.randint(151936, (b, t)).to(DEVICE)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=data, labels=data).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        optimizer.step()
+
+    return "tokens/s", b * t / median_seconds(1, steps or 3, step)
+
+
 def generate_qwen3(steps, new_tokens=64, make=qwen3_model):
     model = make().eval()
     prompt = torch.tensor([[(i * 7919) % 151936 for i in range(16)]], device=DEVICE)
@@ -438,6 +485,8 @@ def main():
         "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
         "train-qwen3-0.6b": lambda: train_qwen3(steps),
         "generate-qwen3-0.6b": lambda: generate_qwen3(steps),
+        "finetune-qwen2-0.5b-lora": lambda: finetune_qwen2_lora(steps),
+        "finetune-qwen2-0.5b-lora-bf16": lambda: finetune_qwen2_lora(steps, bf16=True),
         "train-qwen3-0.6b-moe": lambda: train_qwen3(steps, make=qwen3_moe_model),
         "generate-qwen3-0.6b-moe": lambda: generate_qwen3(steps, make=qwen3_moe_model),
     }

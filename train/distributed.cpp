@@ -476,24 +476,27 @@ void DataParallel::discard_gradients() {}
 
 #endif
 
-GlobalLoss reduce_loss(DataParallel* parallel, double value, int64_t targets, int64_t tokens) {
-  if (parallel == nullptr) return {value, 1.0, tokens};
-  const bool finite = std::isfinite(value);
-  auto sums = torch::tensor({finite ? value * static_cast<double>(targets) : 0.0, static_cast<double>(targets),
-                             finite ? 0.0 : 1.0, static_cast<double>(tokens)},
-                            torch::kDouble);
+GlobalLoss reduce_loss(DataParallel* parallel, const torch::Tensor& loss, int64_t targets, int64_t tokens) {
+  torch::NoGradGuard no_grad;
+  const auto value = loss.detach().to(torch::kDouble);
+  if (parallel == nullptr) return {value, {}, {}};
+  const auto finite = torch::isfinite(value);
+  const auto counts = torch::tensor({static_cast<double>(targets), static_cast<double>(tokens)},
+                                    value.options());
+  auto sums = torch::cat({torch::where(finite, value * static_cast<double>(targets), 0.0).view({1}),
+                          counts.narrow(0, 0, 1), finite.logical_not().to(torch::kDouble).view({1}),
+                          counts.narrow(0, 1, 1)});
   parallel->all_reduce_sum(sums);
-  const double all_targets = sums[1].item<double>();
+  const auto all_targets = sums[1];
   GlobalLoss global;
-  global.tokens = static_cast<int64_t>(sums[3].item<double>());
-  if (sums[2].item<double>() > 0) {
-    global.value = finite ? NAN : value;
-  } else if (all_targets > 0) {
-    global.value = sums[0].item<double>() / all_targets;
-    global.share = static_cast<double>(targets) * static_cast<double>(parallel->world_size()) / all_targets;
-  } else {
-    global.value = value;
-  }
+  global.tokens = sums[3];
+  // Any rank's non-finite loss is everyone's; no target anywhere keeps the local loss (0).
+  global.value = torch::where(sums[2] > 0, torch::full({}, NAN, value.options()),
+                              torch::where(all_targets > 0, sums[0] / all_targets.clamp_min(1.0), value));
+  global.share = torch::where(all_targets > 0,
+                              static_cast<double>(targets) * static_cast<double>(parallel->world_size()) /
+                                  all_targets.clamp_min(1.0),
+                              torch::ones_like(all_targets));
   return global;
 }
 

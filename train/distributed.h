@@ -115,13 +115,14 @@ std::unique_ptr<DataParallel> join_data_parallel(const RunConfig& config, DataPa
 // targets, as one process with the global batch would. Ranks with more targets (MLM masks vary)
 // weigh more: `share` is this rank's weight in that mean (backward scales its loss by it). One
 // small all-reduce per micro-step, which also makes a non-finite loss on any rank everyone's
-// (value is then NaN). Without a group (nullptr) the local loss is returned as it is.
+// (value is then NaN). Without a group (nullptr) the local loss is returned as it is. Nothing is
+// read back to the host: the values stay tensors on the loss's device.
 struct GlobalLoss {
-  double value = 0;   // the global mean loss (non-finite when any rank's was)
-  double share = 1;   // this rank's weight
-  int64_t tokens = 0; // input tokens of the global micro-batch
+  torch::Tensor value;   // float64 scalar: the global mean loss (non-finite when any rank's was)
+  torch::Tensor share;   // float64 scalar: this rank's weight (undefined without a group: 1)
+  torch::Tensor tokens;  // float64 scalar: input tokens of the global micro-batch (undefined without a group)
 };
-GlobalLoss reduce_loss(DataParallel* parallel, double value, int64_t targets, int64_t tokens);
+GlobalLoss reduce_loss(DataParallel* parallel, const torch::Tensor& loss, int64_t targets, int64_t tokens);
 
 // A context-parallel evaluation as one process would score it: each rank scored its chunks of
 // every sequence, so the sums run over the whole world, in which each data-parallel group (of

@@ -1,103 +1,89 @@
 #include "train/optimizer.h"
 
-#include <cmath>
+#include <array>
+#include <optional>
 #include <set>
 
-#include <ATen/cpu/vec/vec.h>
 #include <torch/torch.h>
 
-#include "kernels/parallel.h"
 #include "layers/norm.h"
 
 namespace zoo {
-namespace {
 
-// torch::optim::AdamW with each parameter's update done in one pass over its memory: decay,
-// both moments and the step read and write p, m and v once, instead of the eight tensor-wide
-// operations (and their temporaries) of LibTorch's implementation. Same state, same checkpoints,
-// same arithmetic up to rounding; CUDA, other dtypes or amsgrad take LibTorch's update.
-class FusedAdamW : public torch::optim::AdamW {
- public:
-  using torch::optim::AdamW::AdamW;
-
-  torch::Tensor step(LossClosure closure = nullptr) override {
-    for (const auto& group : param_groups()) {
-      const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-      for (const auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        const bool fusable = !o.amsgrad() && p.device().is_cpu() && p.scalar_type() == torch::kFloat &&
-                             p.is_contiguous() && !p.grad().is_sparse() && p.grad().is_contiguous() &&
-                             p.grad().scalar_type() == torch::kFloat;
-        if (!fusable) return torch::optim::AdamW::step(closure);
+void FusedAdamW::update(const torch::Tensor& found_inf) {
+  torch::NoGradGuard no_grad;
+  const std::optional<torch::Tensor> skip = found_inf.defined() ? std::optional<torch::Tensor>(found_inf) : std::nullopt;
+  for (auto& group : param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    TORCH_CHECK(!o.amsgrad(), "FusedAdamW: amsgrad is not supported");
+    // ATen's kernels take one dtype and device per call, as torch.optim groups them.
+    std::map<std::pair<c10::ScalarType, std::string>, std::array<std::vector<torch::Tensor>, 5>> lists;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(!p.grad().is_sparse(), "FusedAdamW: sparse gradients are not supported");
+      void* const key = p.unsafeGetTensorImpl();  // how LibTorch's optimizers key their state
+      auto found = state_.find(key);
+      if (found == state_.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+        found = state_.emplace(key, std::move(fresh)).first;
       }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      auto& step = steps_[key];
+      if (!step.defined()) step = torch::full({}, static_cast<double>(state.step()), p.options().dtype(torch::kFloat));
+      auto& l = lists[{p.scalar_type(), p.device().str()}];
+      l[0].push_back(p), l[1].push_back(p.grad()), l[2].push_back(state.exp_avg()), l[3].push_back(state.exp_avg_sq());
+      l[4].push_back(step);
     }
-    torch::NoGradGuard no_grad;
-    torch::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable(true);
-      loss = closure();
+    const auto [beta1, beta2] = o.betas();
+    for (auto& [kind, l] : lists) {
+      torch::_foreach_add_(l[4], 1);
+      torch::_fused_adamw_(l[0], l[1], l[2], l[3], {}, l[4], o.lr(), beta1, beta2, o.weight_decay(), o.eps(),
+                           /*amsgrad=*/false, /*maximize=*/false, std::nullopt, skip);
+      if (skip) torch::_foreach_sub_(l[4], std::vector<torch::Tensor>(l[4].size(), *skip));
     }
-    for (auto& group : param_groups()) {
-      const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        void* const key = p.unsafeGetTensorImpl();  // how LibTorch's optimizers key their state
-        auto found = state_.find(key);
-        if (found == state_.end()) {
-          auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-          fresh->step(0);
-          fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-          fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-          found = state_.emplace(key, std::move(fresh)).first;
-        }
-        auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
-        state.step(state.step() + 1);
-        update(p, p.grad(), state.exp_avg(), state.exp_avg_sq(), o, state.step());
-      }
-    }
-    return loss;
   }
+}
 
- private:
-  // LibTorch's order of operations: p *= 1 - lr wd; m = b1 m + (1 - b1) g;
-  // v = b2 v + (1 - b2) g^2; p += -lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
-  static void update(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
-                     const torch::optim::AdamWOptions& o, int64_t step) {
-    using Vec = at::vec::Vectorized<float>;
-    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-    const float decay = static_cast<float>(1.0 - o.lr() * o.weight_decay());
-    const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-    const float a1 = static_cast<float>(1.0 - beta1), a2 = static_cast<float>(1.0 - beta2);
-    const float root_bc2 = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, static_cast<double>(step))));
-    const float neg_step = static_cast<float>(-o.lr() / (1.0 - std::pow(beta1, static_cast<double>(step))));
-    const float eps = static_cast<float>(o.eps());
-    float* pp = p.data_ptr<float>();
-    const float* gp = g.data_ptr<float>();
-    float* mp = m.data_ptr<float>();
-    float* vp = v.data_ptr<float>();
-    parallel_for(0, p.numel(), 32768, [&](int64_t begin, int64_t end) {
-      int64_t i = begin;
-      for (; i + Vec::size() <= end; i += Vec::size()) {
-        const Vec gi = Vec::loadu(gp + i);
-        const Vec mi = Vec::loadu(mp + i) * Vec(b1) + gi * Vec(a1);
-        const Vec vi = Vec::loadu(vp + i) * Vec(b2) + gi * gi * Vec(a2);
-        const Vec denom = vi.sqrt() / Vec(root_bc2) + Vec(eps);
-        const Vec pi = Vec::loadu(pp + i) * Vec(decay) + Vec(neg_step) * (mi / denom);
-        mi.store(mp + i);
-        vi.store(vp + i);
-        pi.store(pp + i);
-      }
-      for (; i < end; ++i) {
-        const float gi = gp[i];
-        mp[i] = mp[i] * b1 + gi * a1;
-        vp[i] = vp[i] * b2 + gi * gi * a2;
-        pp[i] = pp[i] * decay + neg_step * (mp[i] / (std::sqrt(vp[i]) / root_bc2 + eps));
-      }
-    });
+torch::Tensor FusedAdamW::step(LossClosure closure) {
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable(true);
+    loss = closure();
   }
-};
+  update();
+  return loss;
+}
 
-}  // namespace
+void FusedAdamW::save(torch::serialize::OutputArchive& archive) const {
+  for (const auto& [key, step] : steps_) {
+    const auto found = state_.find(key);
+    if (found == state_.end()) continue;
+    static_cast<torch::optim::AdamWParamState&>(*found->second).step(static_cast<int64_t>(step.item<float>()));
+  }
+  torch::optim::AdamW::save(archive);
+}
+
+void FusedAdamW::load(torch::serialize::InputArchive& archive) {
+  torch::optim::AdamW::load(archive);
+  steps_.clear();  // made again from the loaded state's counts
+}
+
+torch::Tensor clip_gradients(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  TORCH_CHECK(!grads.empty(), "clip_gradients: no parameter has a gradient");
+  const auto norms = torch::_foreach_norm(grads, 2, torch::kFloat);
+  const auto total = torch::linalg_vector_norm(torch::stack(norms), 2);
+  const auto coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  torch::_foreach_mul_(grads, coefficient);
+  return total;
+}
 
 ParameterGroups parameter_groups(const torch::nn::Module& model) {
   ParameterGroups groups;
@@ -126,7 +112,7 @@ ParameterGroups parameter_groups(const torch::nn::Module& model) {
   return groups;
 }
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::nn::Module& model, const OptimizerOptions& o) {
+std::unique_ptr<FusedAdamW> make_adamw(const torch::nn::Module& model, const OptimizerOptions& o) {
   auto groups = parameter_groups(model);
   auto options = [&](double decay) {
     return std::make_unique<torch::optim::AdamWOptions>(

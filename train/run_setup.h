@@ -18,6 +18,7 @@
 
 #include "models/model.h"
 #include "tokenizers/tokenizer.h"
+#include "train/optimizer.h"
 #include "train/precision.h"
 #include "train/run_config.h"
 #include "train/run_directory.h"
@@ -58,7 +59,7 @@ struct TrainingRun {
   Objective objective = Objective::kAuto;
   std::unique_ptr<TaskData> data;
   Model model;
-  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::unique_ptr<FusedAdamW> optimizer;
   ScheduleOptions schedule;
   std::unique_ptr<ShuffledSampler> sampler;  // at the resumed position on resume
   std::shared_ptr<RingExchange> ring;        // context parallelism: this rank's ring (nullptr: none)

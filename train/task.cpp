@@ -1,5 +1,6 @@
 #include "train/task.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <ostream>
 
@@ -23,11 +24,30 @@ torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& la
                           F::CrossEntropyFuncOptions().ignore_index(kIgnoreIndex).label_smoothing(label_smoothing));
 }
 
-void count_targets(const torch::Tensor& logits, const torch::Tensor& labels, bool with_accuracy, LossOutput& out) {
+// How many elements of `host` differ from `value`. A batch is built on the host: counted there
+// from its own memory, with no ATen op, a count costs the device nothing to wait on (a tensor on
+// a device is counted there and read back).
+int64_t count_not_equal(const torch::Tensor& host, int64_t value) {
+  const auto count = [&](const auto* data) {
+    return static_cast<int64_t>(std::count_if(data, data + host.numel(), [&](auto x) { return static_cast<int64_t>(x) != value; }));
+  };
+  if (host.is_cpu() && host.is_contiguous()) {
+    if (host.scalar_type() == torch::kLong) return count(host.data_ptr<int64_t>());
+    if (host.scalar_type() == torch::kInt) return count(host.data_ptr<int32_t>());
+    if (host.scalar_type() == torch::kBool) return count(host.data_ptr<bool>());
+  }
   torch::NoGradGuard no_grad;
-  const auto valid = labels.ne(kIgnoreIndex);
-  out.targets += valid.sum().item<int64_t>();
-  if (with_accuracy) out.correct += (logits.argmax(-1).eq(labels) & valid).sum().item<int64_t>();
+  return host.ne(value).sum().item<int64_t>();
+}
+
+// The targets among `host_labels` (the batch's, before they moved to the device); with accuracy
+// (evaluation), the argmax hits among them too, from `logits` against the device's `labels`.
+void count_targets(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& host_labels,
+                   bool with_accuracy, LossOutput& out) {
+  out.targets += count_not_equal(host_labels, kIgnoreIndex);
+  if (!with_accuracy) return;
+  torch::NoGradGuard no_grad;
+  out.correct += (logits.argmax(-1).eq(labels) & labels.ne(kIgnoreIndex)).sum().item<int64_t>();
 }
 
 torch::Tensor on(const torch::Tensor& t, const torch::Device& device) {
@@ -40,10 +60,10 @@ bool has_token_files(const std::string& dir) { return fs::exists(fs::path(dir) /
 // for a mixture of experts, plus router_aux_loss_coef times the routers' load-balancing loss over
 // every sparse layer's real tokens (transformers' loss with output_router_logits).
 void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch::Tensor& labels,
-                          double label_smoothing, LossOutput& out,
+                          const torch::Tensor& host_labels, double label_smoothing, LossOutput& out,
                           const std::vector<torch::Tensor>& router_logits = {},
                           const torch::Tensor& token_mask = {}) {
-  count_targets({}, labels, false, out);
+  count_targets({}, labels, host_labels, false, out);
   out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
                                   labels.reshape({-1}), label_smoothing, kIgnoreIndex, /*chunk_rows=*/0,
                                   model.config.logit_softcap);
@@ -66,7 +86,7 @@ void chunked_causal_lm_evaluation(Model& model, const torch::Tensor& hidden, con
     const int64_t n = std::min(kRows, rows.size(0) - start);
     const auto logits = model.gpt->logits(rows.narrow(0, start, n));  // the model's own head, LoRA included
     const auto block = targets.narrow(0, start, n);
-    count_targets(logits, block, true, out);
+    count_targets(logits, block, block, true, out);
     loss_sum += F::cross_entropy(logits.to(torch::kFloat), block,
                                  F::CrossEntropyFuncOptions()
                                      .ignore_index(kIgnoreIndex)
@@ -122,23 +142,28 @@ LossOutput ring_loss(Model& model, const Batch& unpadded, Objective objective, d
   const auto ids = local(batch.input_ids, layout);
   const auto mask = on(batch.attention_mask, device);  // the whole sequence's: every key's padding
   LossOutput out;
-  out.tokens = mask.defined() ? local(mask, layout).sum().item<int64_t>() : ids.numel();
-  torch::Tensor logits, labels;
+  const auto host_local = [&](const torch::Tensor& x, const ZigzagLayout& cut) {
+    return x.defined() ? zigzag_split(x, 1, cut, rank).contiguous() : x;
+  };
+  out.tokens = batch.attention_mask.defined() ? count_not_equal(host_local(batch.attention_mask, layout), 0) : ids.numel();
+  torch::Tensor logits, labels, host_labels;
   switch (objective) {
     case Objective::kCausalLM: {
       labels = local(batch.labels, layout);
+      host_labels = host_local(batch.labels, layout);
       std::vector<torch::Tensor> router_logits;
       const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, positions(layout), ring, &router_logits);
       if (with_accuracy) {
         chunked_causal_lm_evaluation(model, hidden, labels, label_smoothing, out);
       } else {
-        fused_causal_lm_loss(model, hidden, labels, label_smoothing, out, router_logits,
+        fused_causal_lm_loss(model, hidden, labels, host_labels, label_smoothing, out, router_logits,
                              mask.defined() ? local(mask, layout) : torch::Tensor());
       }
       return out;
     }
     case Objective::kMaskedLM:
       labels = local(batch.labels, layout);
+      host_labels = host_local(batch.labels, layout);
       logits = model.bert->forward(ids, mask, local(batch.token_type_ids, layout), positions(layout), ring).logits;
       TORCH_CHECK(logits.defined() && logits.dim() == 3, "masked LM needs a bert model with head mlm or pretraining");
       break;
@@ -146,6 +171,7 @@ LossOutput ring_loss(Model& model, const Batch& unpadded, Objective objective, d
     case Objective::kSeq2Seq: {
       const auto decoder = ZigzagLayout::of(batch.decoder_input_ids.size(1), ranks);
       labels = local(batch.labels, decoder);
+      host_labels = host_local(batch.labels, decoder);
       const auto memory = model.seq2seq->encode(ids, mask, positions(layout), ring);
       logits = model.seq2seq->decode(local(batch.decoder_input_ids, decoder), memory, mask, nullptr, {},
                                      positions(decoder), ring);
@@ -156,7 +182,7 @@ LossOutput ring_loss(Model& model, const Batch& unpadded, Objective objective, d
       TORCH_CHECK(false, "context parallelism trains causal LM, masked LM and seq2seq objectives, not ",
                   to_string(objective));
   }
-  count_targets(logits, labels, with_accuracy, out);
+  count_targets(logits, labels, host_labels, with_accuracy, out);
   // A rank whose share holds no target still runs its backward: the others' gradients pass it.
   out.loss = out.targets > 0 ? cross_entropy(logits, labels, label_smoothing) : logits.sum() * 0.0;
   return out;
@@ -173,7 +199,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, c
   const auto ids = on(batch.input_ids, device);
   const auto mask = on(batch.attention_mask, device);
   const auto labels = on(batch.labels, device);
-  out.tokens = mask.defined() ? mask.sum().item<int64_t>() : ids.numel();
+  out.tokens = batch.attention_mask.defined() ? count_not_equal(batch.attention_mask, 0) : ids.numel();
   torch::Tensor logits, extra_loss;
   switch (objective) {
     case Objective::kCausalLM:
@@ -183,7 +209,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, c
       } else {
         std::vector<torch::Tensor> router_logits;
         const auto hidden = model.gpt->hidden_states(ids, {}, nullptr, {}, nullptr, &router_logits);
-        fused_causal_lm_loss(model, hidden, labels, label_smoothing, out, router_logits, mask);
+        fused_causal_lm_loss(model, hidden, labels, batch.labels, label_smoothing, out, router_logits, mask);
       }
       return out;
     case Objective::kMaskedLM:
@@ -205,7 +231,7 @@ LossOutput compute_loss(Model& model, const Batch& batch, Objective objective, c
       break;
     case Objective::kAuto: TORCH_CHECK(false, "compute_loss: resolve the objective first");
   }
-  count_targets(logits, labels, with_accuracy, out);
+  count_targets(logits, labels, batch.labels, with_accuracy, out);
   // A batch without targets (nothing masked) contributes nothing, rather than 0/0.
   out.loss = out.targets > 0 ? cross_entropy(logits, labels, label_smoothing) : logits.sum() * 0.0;
   if (extra_loss.defined()) out.loss = out.loss + extra_loss;

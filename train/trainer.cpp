@@ -121,11 +121,10 @@ void Trainer::throw_step_out_of_memory(const std::string& cause) const {
                     "the tokens per step), or set activation_checkpointing=true");
 }
 
-double Trainer::accumulate_gradients(int64_t& tokens) {
+void Trainer::accumulate_gradients(QueuedStep& queued) {
   const RunConfig& config = run_->config;
   const double micro_steps = static_cast<double>(config.grad_accum);
   const LossOptions loss_options{.label_smoothing = config.label_smoothing, .ring = run_->ring};
-  double loss = 0;
   try {
     for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
       LossOutput out;
@@ -133,12 +132,19 @@ double Trainer::accumulate_gradients(int64_t& tokens) {
         AutocastScope autocast(run_->precision, run_->device);
         out = compute_loss(run_->model, next_batch(), run_->objective, run_->device, loss_options);
       }
-      const GlobalLoss global = reduce_loss(run_->parallel, out.loss.item<double>(), out.targets, out.tokens);
-      if (!std::isfinite(global.value)) return global.value;
+      // A non-finite loss still runs its backward: the update it spoils is skipped on the device.
+      const GlobalLoss global = reduce_loss(run_->parallel, out.loss, out.targets, out.tokens);
       if (run_->parallel) run_->parallel->set_sync(micro + 1 == config.grad_accum);
-      (out.loss * (global.share * scaler_.scale() / micro_steps)).backward();
-      loss += global.value / micro_steps;
-      tokens += global.tokens;
+      auto scaled = out.loss / micro_steps;
+      if (global.share.defined()) scaled = scaled * global.share.to(scaled.scalar_type());
+      if (scaler_.enabled()) scaled = scaled * scaler_.scale(run_->device).view({});
+      scaled.backward();
+      const auto part = global.value / micro_steps;
+      queued.loss = queued.loss.defined() ? queued.loss + part : part;
+      queued.tokens += out.tokens;
+      if (global.tokens.defined()) {
+        queued.global_tokens = queued.global_tokens.defined() ? queued.global_tokens + global.tokens : global.tokens;
+      }
     }
   } catch (const c10::OutOfMemoryError& e) {
     throw_step_out_of_memory(e.what_without_backtrace());
@@ -151,25 +157,39 @@ double Trainer::accumulate_gradients(int64_t& tokens) {
     if (what.find("DefaultCPUAllocator: can't allocate memory") == std::string::npos) throw;
     throw_step_out_of_memory(what.substr(what.find("DefaultCPUAllocator")));
   }
-  return loss;
 }
 
-StepReport Trainer::step() {
-  const auto started = Clock::now();
+QueuedStep Trainer::queue_step() {
+  QueuedStep queued;
+  queued.started = Clock::now();
+  const RunConfig& config = run_->config;
+  queued.lr = learning_rate(run_->schedule, step_);
+  set_learning_rate(*run_->optimizer, queued.lr);
+  clear_gradients(*run_->optimizer);
+  accumulate_gradients(queued);
+  if (run_->parallel) run_->parallel->finish_gradients();
+  ++step_;
+  torch::NoGradGuard no_grad;
+  const auto params = trainable_parameters(*run_->model.module());
+  // The update is skipped on the device when the loss is not finite or fp16 gradients overflowed.
+  auto found_inf = torch::isfinite(queued.loss).logical_not().to(torch::kFloat);
+  scaler_.unscale(params, found_inf);
+  if (config.grad_clip > 0) queued.grad_norm = clip_gradients(params, config.grad_clip);
+  run_->optimizer->update(found_inf);
+  scaler_.update(found_inf);
+  queued.found_inf = found_inf;
+  return queued;
+}
+
+StepReport Trainer::step() { return read_step(queue_step()); }
+
+StepReport Trainer::read_step(const QueuedStep& queued) {
   const RunConfig& config = run_->config;
   StepReport report;
-  report.lr = learning_rate(run_->schedule, step_);
-  set_learning_rate(*run_->optimizer, report.lr);
-  clear_gradients(*run_->optimizer);
-  const double loss = accumulate_gradients(report.tokens);
-  const bool finite = std::isfinite(loss);
-  if (run_->parallel) {
-    if (finite) run_->parallel->finish_gradients();
-    else run_->parallel->discard_gradients();
-  }
-  ++step_;
-  if (!finite) {
-    clear_gradients(*run_->optimizer);
+  report.lr = queued.lr;
+  const double loss = queued.loss.item<double>();
+  report.tokens = queued.global_tokens.defined() ? static_cast<int64_t>(queued.global_tokens.item<double>()) : queued.tokens;
+  if (!std::isfinite(loss)) {
     switch (config.on_nonfinite) {
       case NonFinitePolicy::kStop:
         throw NonFiniteLoss("non-finite loss (" + std::to_string(loss) + ") at step " + std::to_string(step_) +
@@ -183,19 +203,15 @@ StepReport Trainer::step() {
                           std::to_string(config.max_skipped) + ")");
     }
     report.tokens = 0;
-    report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    report.seconds = std::chrono::duration<double>(Clock::now() - queued.started).count();
     return report;
   }
   skipped_in_a_row_ = 0;
   report.loss = loss;
-  const auto params = trainable_parameters(*run_->model.module());
-  scaler_.unscale(params);
-  const double max_norm = config.grad_clip > 0 ? config.grad_clip : std::numeric_limits<double>::infinity();
-  report.grad_norm = torch::nn::utils::clip_grad_norm_(params, max_norm);
-  report.updated = scaler_.update(report.grad_norm);  // an fp16 overflow skips the update
-  if (report.updated) run_->optimizer->step();
+  report.grad_norm = queued.grad_norm.defined() ? queued.grad_norm.item<double>() : NAN;
+  report.updated = queued.found_inf.item<float>() == 0.0f;  // false: an fp16 overflow skipped it
   tokens_seen_ += report.tokens;
-  report.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  report.seconds = std::chrono::duration<double>(Clock::now() - queued.started).count();
   return report;
 }
 
@@ -223,7 +239,7 @@ std::string Trainer::save(bool is_best) {
   state.rng = cpu_generator_state();
   state.skipped = skipped_;
   state.tokens_seen = tokens_seen_;
-  state.loss_scale = scaler_.scale();
+  state.loss_scale = scaler_.value();
   state.objective = to_string(run_->objective);
   state.best = best_;
   std::map<std::string, std::string> extra = {{"run.yaml", to_yaml(run_->config)}};

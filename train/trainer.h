@@ -7,6 +7,7 @@
 // precision and loss scaling (train/precision.h, train/loss_scaler.h), the data-parallel group
 // (train/distributed.h), evaluation (train/evaluation.h), the stop on a signal (core/stop_signals.h).
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,17 @@ struct StepReport {
   double seconds = 0;
 };
 
+// One update as queued on the device, nothing of it read back yet (Trainer::queue_step).
+struct QueuedStep {
+  double lr = 0;
+  torch::Tensor loss;       // float64 scalar: the global batch's mean loss
+  torch::Tensor grad_norm;  // float32 scalar, before clipping; undefined when grad_clip <= 0
+  torch::Tensor found_inf;  // float32 scalar: 1 when the update was skipped (non-finite loss, fp16 overflow)
+  int64_t tokens = 0;       // input tokens of this rank's batch
+  torch::Tensor global_tokens;  // float64 scalar: the global batch's, under data parallelism
+  std::chrono::steady_clock::time_point started;
+};
+
 // Thrown when a non-finite loss stops the run (on_nonfinite: stop); names the step.
 class NonFiniteLoss : public std::runtime_error {
  public:
@@ -62,7 +74,15 @@ class Trainer {
   ~Trainer();
 
   TrainSummary run();
+  // One update: queue_step, then read_step.
   StepReport step();
+  // Queues one update (the micro-steps' forward and backward, unscaling, clipping, AdamW) with no
+  // host synchronisation: the loss, the gradient norm and whether the update was skipped stay on
+  // the device, and a skipped update (a non-finite loss, an fp16 overflow) changes nothing there.
+  QueuedStep queue_step();
+  // Reads a queued update's values back (waiting for the device), applies on_nonfinite and
+  // max_skipped, and counts its tokens.
+  StepReport read_step(const QueuedStep& queued);
   EvalResult evaluate();
   // Saves RUN_DIR/checkpoints/step-N, updates `last` (and `best` when is_best) and prunes.
   std::string save(bool is_best = false);
@@ -77,9 +97,9 @@ class Trainer {
 
  private:
   [[noreturn]] void throw_step_out_of_memory(const std::string& cause) const;
-  // The micro-steps' losses and gradients, accumulated; returns the global mean loss (non-finite
-  // when any micro-step's was) and counts the global batch's tokens into `tokens`.
-  double accumulate_gradients(int64_t& tokens);
+  // The micro-steps' losses and gradients, accumulated into `queued`: the global mean loss
+  // (non-finite when any micro-step's was) and the batch's tokens.
+  void accumulate_gradients(QueuedStep& queued);
   Batch next_batch();
   bool better(const EvalResult& result) const;
   bool stop_agreed() const;  // a stop requested or signalled on any rank

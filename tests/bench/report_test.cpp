@@ -53,6 +53,30 @@ TEST(BenchReport, RatiosFromTheRowsMeasuredBefore) {
   EXPECT_DOUBLE_EQ(compared.fields["pytorch_mfu"].get<double>(), 80.0 * 1e9 / 100e9);
 }
 
+// A training row's ops per step and host synchronisations beside PyTorch's, counted by the same
+// rules: ATen ops only, and what ATen's CPU AdamW kernel alone reads (its step counts, read on the
+// device on CUDA) left out on both sides.
+TEST(BenchReport, OpsAndSynchronisationsBesidePyTorchs) {
+  const json zoo = {{"unit", "tokens/s"},
+                    {"value", 10.0},
+                    {"peak_rss_mb", 100.0},
+                    {"flops_per_token", 1e6},
+                    {"op_calls", {{"aten::mm", 5}, {"aten::add_", 3}, {"autograd::engine::evaluate_function: MmBackward0", 2},
+                                  {"aten::item (in aten::_fused_adamw_)", 4}, {"aten::_fused_adamw_", 2}}}};
+  // PyTorch's events as torch.profiler gives them: name and the index of the op each ran in.
+  const json pytorch = {{"value", 8.0},
+                        {"peak_rss_mb", 120.0},
+                        {"op_events", json::array({json::array({"aten::mm", -1}), json::array({"aten::_fused_adamw_", -1}),
+                                                   json::array({"aten::item", 1}), json::array({"aten::_local_scalar_dense", 2}),
+                                                   json::array({"aten::item", -1}), json::array({"aten::_local_scalar_dense", 4})})}};
+  const auto row = make_row(find_workload("train-gpt-tiny"), zoo, pytorch, {}, false);
+  EXPECT_EQ(row.fields["zoo_ops"].get<int64_t>(), 14);  // 5 + 3 + 4 + 2: the autograd node is not an op
+  EXPECT_EQ(row.fields["zoo_syncs"].get<int64_t>(), 0);
+  EXPECT_EQ(row.fields["pytorch_ops"].get<int64_t>(), 6);
+  EXPECT_EQ(row.fields["pytorch_syncs"].get<int64_t>(), 2);  // the item outside the optimizer, and its dense read
+  EXPECT_NE(row.notes.find("ops/step 14 (pytorch 6), syncs 0 (pytorch 2)"), std::string::npos) << row.notes;
+}
+
 // A mixture of experts against the dense model of its active size: the dense tokens/s over the
 // mixture's is its time a token relative to the dense one.
 TEST(BenchReport, MixtureAgainstTheDenseModelOfItsActiveSize) {

@@ -207,6 +207,26 @@ TEST(OpProfile, FollowsBackward) {
   EXPECT_EQ(find_op(rows, "aten::mm")->calls, 2);
 }
 
+// Reading a value back counts as a synchronisation (item and the _local_scalar_dense it calls),
+// as does an op whose output size depends on the values; what ATen's CPU AdamW kernel alone
+// reads (its step counts, which CUDA's reads on the device) is named after it and does not count.
+TEST(OpProfile, CountsWhatWouldMakeTheHostWait) {
+  const auto x = torch::tensor({1.0f, 0.0f, 2.0f});
+  auto rows = profile_ops([&] { (void)x.sum().item<float>(); });
+  EXPECT_EQ(synchronizing_calls(rows), 2) << describe_synchronizing(rows);
+  rows = profile_ops([&] { (void)x.nonzero(); });
+  EXPECT_EQ(synchronizing_calls(rows), 1) << describe_synchronizing(rows);
+  rows = profile_ops([&] { (void)(x * 2).exp(); });
+  EXPECT_EQ(synchronizing_calls(rows), 0);
+  EXPECT_EQ(describe_synchronizing(rows), "none");
+  EXPECT_GE(aten_calls(rows), 2);  // mul and exp, and what they call
+  std::vector<torch::Tensor> p = {torch::randn({4})}, g = {torch::randn({4})}, m = {torch::zeros({4})},
+                             v = {torch::zeros({4})}, steps = {torch::ones({})};
+  rows = profile_ops([&] { torch::_fused_adamw_(p, g, m, v, {}, steps, 1e-3, 0.9, 0.99, 0.1, 1e-8, false, false); });
+  EXPECT_EQ(synchronizing_calls(rows), 0) << describe_synchronizing(rows);
+  EXPECT_NE(find_op(rows, "aten::item (in aten::_fused_adamw_)"), nullptr);
+}
+
 // Work that throws leaves the profiler off, and the error reaches the caller.
 TEST(OpProfile, ThrowingWorkLeavesTheProfilerOff) {
   EXPECT_THROW(profile_ops([] { throw std::runtime_error("boom"); }), std::runtime_error);

@@ -84,5 +84,24 @@ TEST(LinearCrossEntropy, NoTargetsGiveZeroAndFrozenWeightsNoGradient) {
   EXPECT_FALSE(weight.grad().defined());
 }
 
+// The chunk is one function of the device, the sizes and a budget: on the CPU about 8M logits;
+// on a GPU the whole batch when its float32 logits fit the budget, else the fewest equal chunks
+// that fit, in multiples of 128 rows.
+TEST(LinearCrossEntropy, ChunkRowsFollowTheDeviceAndTheBudget) {
+  const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
+  EXPECT_EQ(loss_chunk_rows(cpu, 8192, 50257), (int64_t{8} << 20) / 50257);  // 166 rows of GPT-2's vocabulary
+  EXPECT_EQ(loss_chunk_rows(cpu, 100, 50257), 100);
+  EXPECT_EQ(loss_chunk_rows(cpu, 10, 100000000), 1);
+  // gpt2-small at B=8, T=1024: 1.6 GB of float32 logits against 1 GiB: two chunks of 4096 rows.
+  const int64_t rows = loss_chunk_rows(cuda, 8192, 50257);
+  EXPECT_EQ(rows, 4096);
+  EXPECT_LE(rows * 50257 * 4, kGpuLossBudgetBytes);
+  EXPECT_EQ(loss_chunk_rows(cuda, 2048, 50257), 2048);  // 412 MB: one chunk
+  EXPECT_EQ(loss_chunk_rows(cuda, 8192, 50257, int64_t{4} << 30), 8192);
+  // 10000 rows where 3000 fit: 4 chunks of 2500, rounded up to 2560 rows.
+  EXPECT_EQ(loss_chunk_rows(cuda, 10000, 1000, 3000 * 1000 * 4), 2560);
+  EXPECT_EQ(loss_chunk_rows(cuda, 100, 1000, 50 * 1000 * 4), 50);  // a budget under 128 rows: equal chunks
+}
+
 }  // namespace
 }  // namespace zoo

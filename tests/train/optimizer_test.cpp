@@ -83,7 +83,7 @@ TEST(AdamW, ClearGradientsLeavesThemUndefined) {
 }
 
 TEST(AdamW, FusedUpdateEqualsLibTorchsAdamW) {
-  // make_adamw's one-pass CPU update against torch::optim::AdamW with the same groups, fed the
+  // make_adamw's update (ATen's fused kernel) against torch::optim::AdamW with the same groups, fed the
   // same gradients (Adam divides by the gradient's scale, so gradients recomputed from weights
   // that differ by rounding would not compare), over steps that include the first steps' bias
   // corrections, tiny and large gradients, and odd sizes (the vector loop's scalar tail).
@@ -130,6 +130,106 @@ TEST(AdamW, FusedUpdateEqualsLibTorchsAdamW) {
   in.load_from(buffer);
   reloaded.load(in);
   EXPECT_EQ(reloaded.state().size(), fused->state().size());
+}
+
+// Four parameters of odd sizes, decayed by their rank as parameter_groups decides (matrices and a
+// 3-d tensor decay, vectors do not), started from `start`.
+struct FourTensors : torch::nn::Module {
+  explicit FourTensors(const std::vector<torch::Tensor>& start) {
+    for (size_t i = 0; i < start.size(); ++i) params.push_back(register_parameter("p" + std::to_string(i), start[i].clone()));
+  }
+  std::vector<torch::Tensor> params;
+};
+
+TEST(AdamW, FusedStepEqualsTorchOptimAdamWFusedAndForeach) {
+  // Six steps of tests/reference/optimizer_reference.py: gradients from 1 to 1e-6, a learning
+  // rate that changes each step, clipping to a global norm of 1 (the first steps' bias
+  // corrections, weight decay in one group only).
+  auto ref = testing::python_reference("optimizer_reference.py");
+  std::vector<torch::Tensor> start;
+  for (int i = 0; i < 4; ++i) start.push_back(ref.at("start." + std::to_string(i)));
+  auto module = std::make_shared<FourTensors>(start);
+  auto& net = *module;
+  OptimizerOptions o;
+  o.lr = 0.01, o.weight_decay = 0.1, o.beta1 = 0.9, o.beta2 = 0.95, o.eps = 1e-8;
+  auto adamw = make_adamw(net, o);
+  const auto lrs = ref.at("lr");
+  for (int step = 0; step < 6; ++step) {
+    for (int i = 0; i < 4; ++i) net.params[i].mutable_grad() = ref.at("grad." + std::to_string(step) + "." + std::to_string(i)).clone();
+    const auto norm = clip_gradients(net.params, 1.0);
+    EXPECT_NEAR(norm.item<double>(), ref.at("norm")[step].item<double>(), 1e-6 * ref.at("norm")[step].item<double>());
+    set_learning_rate(*adamw, lrs[step].item<double>());
+    adamw->update();
+  }
+  for (const std::string kind : {"fused", "foreach"}) {
+    SCOPED_TRACE(kind);
+    for (int i = 0; i < 4; ++i) {
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*adamw->state().at(net.params[i].unsafeGetTensorImpl()));
+      const auto n = std::to_string(i);
+      EXPECT_ALLCLOSE(net.params[i], ref.at(kind + ".param." + n), 1e-6) << i;
+      EXPECT_ALLCLOSE(state.exp_avg(), ref.at(kind + ".exp_avg." + n), 1e-7) << i;
+      EXPECT_ALLCLOSE(state.exp_avg_sq(), ref.at(kind + ".exp_avg_sq." + n), 1e-9) << i;
+    }
+  }
+}
+
+TEST(AdamW, SkippedUpdateChangesNothingAndStepCountsAreSaved) {
+  torch::manual_seed(3);
+  const std::vector<torch::Tensor> start = {torch::randn({6, 5}), torch::randn({5})};
+  auto a_module = std::make_shared<FourTensors>(start), b_module = std::make_shared<FourTensors>(start);
+  auto &a = *a_module, &b = *b_module;
+  OptimizerOptions o;
+  o.lr = 0.05;
+  auto skipping = make_adamw(a, o), plain = make_adamw(b, o);
+  const auto found_inf = torch::ones({}), clean = torch::zeros({});
+  for (int step = 0; step < 4; ++step) {
+    std::vector<torch::Tensor> grads = {torch::randn({6, 5}), torch::randn({5})};
+    for (int i = 0; i < 2; ++i) a.params[i].mutable_grad() = grads[i].clone(), b.params[i].mutable_grad() = grads[i].clone();
+    if (step == 1) {
+      // A skipped update: parameters, moments and step counts stay; the run goes on as if the
+      // step had not been.
+      const auto before = a.params[0].detach().clone();
+      skipping->update(found_inf);
+      EXPECT_TRUE(torch::equal(a.params[0], before));
+      for (int i = 0; i < 2; ++i) a.params[i].mutable_grad() = grads[i].clone();
+    }
+    skipping->update(clean);
+    plain->update();
+    for (int i = 0; i < 2; ++i) EXPECT_TRUE(torch::equal(a.params[i], b.params[i])) << "step " << step;
+  }
+  // Saved, the state holds the device step counts (4, not the 5 calls); loaded, the next update
+  // is the one the saved optimizer would make.
+  std::stringstream buffer;
+  torch::serialize::OutputArchive out;
+  skipping->save(out);
+  out.save_to(buffer);
+  for (const auto& p : a.params) {
+    EXPECT_EQ(static_cast<const torch::optim::AdamWParamState&>(*skipping->state().at(p.unsafeGetTensorImpl())).step(), 4);
+  }
+  auto c_module = std::make_shared<FourTensors>(std::vector<torch::Tensor>{a.params[0].detach(), a.params[1].detach()});
+  auto& c = *c_module;
+  auto reloaded = make_adamw(c, o);
+  torch::serialize::InputArchive in;
+  in.load_from(buffer);
+  reloaded->load(in);
+  for (int i = 0; i < 2; ++i) {
+    const auto g = torch::randn_like(a.params[i]);
+    a.params[i].mutable_grad() = g.clone(), c.params[i].mutable_grad() = g.clone();
+  }
+  skipping->update();
+  reloaded->update();
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(torch::equal(a.params[i], c.params[i]));
+}
+
+TEST(AdamW, NoClippingBelowTheNorm) {
+  // Under max_norm the coefficient is 1 (min(max / (norm + 1e-6), 1)): gradients unchanged, the
+  // norm still returned.
+  torch::nn::Linear net(3, 2);
+  net->weight.mutable_grad() = torch::full({2, 3}, 0.1);
+  net->bias.mutable_grad() = torch::full({2}, 0.2);
+  const auto norm = clip_gradients(net->parameters(), 10.0);
+  EXPECT_NEAR(norm.item<double>(), std::sqrt(6 * 0.01 + 2 * 0.04), 1e-6);
+  EXPECT_TRUE(torch::equal(net->weight.grad(), torch::full({2, 3}, 0.1)));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "models/config.h"
 #include "test_util.h"
 #include "train/autocast.h"
+#include "train/loss_scaler.h"
 
 namespace zoo {
 namespace {
@@ -58,6 +59,42 @@ TEST(Precision, CpuAutocastScopeRunsMatmulsInBf16) {
     AutocastScope scope(Precision::kFp32, torch::kCPU);
     EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
   }
+}
+
+// fp16's dynamic loss scale as torch.amp.GradScaler keeps it, all on the device: gradients
+// divided by the scale, an overflow flagged (and the scale halved), `growth_interval` clean
+// updates in a row doubling it; value() reads it for checkpoints, restore() starts from a saved one.
+TEST(LossScaler, UnscalesFlagsOverflowsAndAdjustsTheScale) {
+  LossScaler scaler(true, 1024.0, /*growth_interval=*/3);
+  torch::nn::Linear net(2, 1);
+  const auto params = net->parameters();
+  const auto clean_step = [&] {
+    net->weight.mutable_grad() = torch::full({1, 2}, 2048.0);
+    net->bias.mutable_grad() = torch::full({1}, -1024.0);
+    auto found_inf = torch::zeros({});
+    scaler.unscale(params, found_inf);
+    EXPECT_EQ(found_inf.item<float>(), 0.0f);
+    scaler.update(found_inf);
+  };
+  EXPECT_EQ(scaler.scale(torch::kCPU).item<float>(), 1024.0f);
+  clean_step();
+  EXPECT_TRUE(torch::equal(net->weight.grad(), torch::full({1, 2}, 2048.0 / 1024.0)));
+  EXPECT_TRUE(torch::equal(net->bias.grad(), torch::full({1}, -1.0)));
+  net->weight.mutable_grad() = torch::tensor({{1.0f, INFINITY}});
+  auto found_inf = torch::zeros({});
+  scaler.unscale(params, found_inf);
+  EXPECT_EQ(found_inf.item<float>(), 1.0f);
+  scaler.update(found_inf);
+  EXPECT_EQ(scaler.value(), 512.0);  // halved; the clean count starts again
+  clean_step(), clean_step();
+  EXPECT_EQ(scaler.value(), 512.0);
+  clean_step();
+  EXPECT_EQ(scaler.value(), 1024.0);  // three clean updates in a row
+  scaler.restore(64.0);
+  EXPECT_EQ(scaler.scale(torch::kCPU).item<float>(), 64.0f);
+  LossScaler off(false);
+  EXPECT_FALSE(off.scale(torch::kCPU).defined());
+  EXPECT_EQ(off.value(), 1.0);
 }
 
 }  // namespace
