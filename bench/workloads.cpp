@@ -216,7 +216,7 @@ json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   w.config = bench_config(shape.model, shape.experts ? qwen3_moe_overrides() : std::vector<std::string>{});
   w.b = shape.b, w.t = shape.t, w.precision = shape.precision, w.lora_rank = shape.lora_rank;
   w.recompute = shape.recompute;
-  w.count_ops = true;
+  w.count_ops = shape.pytorch_twin;  // beside PyTorch's count
   if (!shape.default_run) w.warmup = 1;  // the large rows: a step takes seconds
   // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
   if (o.device.is_cuda() && std::string(shape.model) == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;

@@ -12,8 +12,8 @@
 namespace zoo {
 
 // The rows of a chunk on `device` for `rows` rows of `vocab` logits (linear_cross_entropy's
-// chunk_rows = 0): on the CPU about 8M logits (32 MB of float32), where a chunk stays near the
-// caches; on a GPU one chunk when the float32 logits fit `budget_bytes` (0: kGpuLossBudgetBytes),
+// chunk_rows = 0): on the CPU at least 8M logits and at least 512 rows while they stay within
+// 256 MB of float32 (large enough products for the CPU's GEMM); on a GPU one chunk when the float32 logits fit `budget_bytes` (0: kGpuLossBudgetBytes),
 // else the fewest equal chunks that fit, in multiples of 128 rows where the budget allows.
 constexpr int64_t kGpuLossBudgetBytes = int64_t{1} << 30;
 int64_t loss_chunk_rows(const torch::Device& device, int64_t rows, int64_t vocab, int64_t budget_bytes = 0);

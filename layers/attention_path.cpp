@@ -112,6 +112,11 @@ AttentionChoice choose_attention_path(const AttentionCall& call) {
     return pick(AttentionPath::kLibTorch, "one query row (decoding)");
   }
   const std::string libtorch_no = libtorch_needs_full_bias(call);
+  if (call.bf16 && call.differentiable && call.queries * call.keys <= kMathMaximumScoresBf16Training) {
+    choice.refused = {"libtorch: its CPU flash kernel's bfloat16 backward is slower up to 128 x 128 scores",
+                      "tiled: the (T, Tk) scores are small"};
+    return pick(AttentionPath::kMath, "bfloat16 training of a short sequence");
+  }
   if (libtorch_no.empty()) {
     choice.refused = {"tiled: LibTorch's flash kernel takes this call and is as fast or faster"};
     return pick(AttentionPath::kLibTorch, call.causal ? "flash kernel, its own causal mask"

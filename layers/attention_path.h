@@ -34,6 +34,14 @@ enum class AttentionPath { kMath, kLibTorch, kTiled, kDecode, kRing };
 // measured on AMD EPYC Zen 3, one thread, 12 heads of 64, forward and backward (docs/models.md).
 constexpr int64_t kTiledMinimumScores = 512 * 512;
 
+// Up to this many scores a bfloat16 training call on the CPU is faster on the math path than in
+// LibTorch's flash kernel, whose bfloat16 backward is slow there: forward and backward of 16 x 4
+// heads of 64 at 128 tokens took 7.6 ms against 23 ms (gpt-tiny's bf16 row: 1.09x faster), 4 x 12
+// at 256 tokens 18.7 against 25.2 but gpt2-small's bf16 row gained 2% for 580 MB more memory
+// (the saved weights), and 8 x 12 at 512 tokens 343 against 158 (2-core AMD Zen 4, avx512f
+// avx512_bf16). In float32 the flash kernel is as fast or faster at every length.
+constexpr int64_t kMathMaximumScoresBf16Training = 128 * 128;
+
 // The position term of the scores: none, one the tiled kernel computes from its parameters
 // (ALiBi's slopes, T5's table), or an additive tensor someone built (only the math and
 // LibTorch paths take one).

@@ -380,7 +380,8 @@ def finetune_qwen2_lora(steps, bf16=False, b=2, t=256):
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         optimizer.step()
 
-    return "tokens/s", b * t / median_seconds(1, steps or 3, step)
+    rate = b * t / median_seconds(1, steps or 3, step)
+    return "tokens/s", rate, {"op_events": op_events(step)}
 
 
 def generate_qwen3(steps, new_tokens=64, make=qwen3_model):

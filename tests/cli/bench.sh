@@ -19,6 +19,9 @@ for r in rows:
     assert r["zoo"] > 0 and r["pytorch"] > 0 and abs(r["ratio"] - r["zoo"] / r["pytorch"]) < 1e-9, r
 train = rows[2]
 assert train["unit"] == "tokens/s" and 0 < train["mfu"] < 1.5 and 0 < train["pytorch_mfu"] < 1.5, train
+# Ops and host synchronisations per step, both sides counted by the same rules; zoo's step
+# reads nothing back.
+assert train["zoo_ops"] > 100 and train["pytorch_ops"] > 100 and train["zoo_syncs"] == 0, train
 PY
 # A serve row: zoo serve and PyTorch + transformers' one-request-at-a-time server, each measured by
 # zoo's load generator, with the latencies the README's table shows.

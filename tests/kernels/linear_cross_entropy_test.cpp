@@ -84,12 +84,17 @@ TEST(LinearCrossEntropy, NoTargetsGiveZeroAndFrozenWeightsNoGradient) {
   EXPECT_FALSE(weight.grad().defined());
 }
 
-// The chunk is one function of the device, the sizes and a budget: on the CPU about 8M logits;
+// The chunk is one function of the device, the sizes and a budget: on the CPU at least 8M logits
+// and 512 rows within 256 MB;
 // on a GPU the whole batch when its float32 logits fit the budget, else the fewest equal chunks
 // that fit, in multiples of 128 rows.
 TEST(LinearCrossEntropy, ChunkRowsFollowTheDeviceAndTheBudget) {
   const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
-  EXPECT_EQ(loss_chunk_rows(cpu, 8192, 50257), (int64_t{8} << 20) / 50257);  // 166 rows of GPT-2's vocabulary
+  EXPECT_EQ(loss_chunk_rows(cpu, 8192, 50257), 512);  // GPT-2's vocabulary: 103 MB
+  EXPECT_EQ(loss_chunk_rows(cpu, 8192, 256000), 256);  // Gemma's: 32 equal chunks within 262 rows (256 MB)
+  EXPECT_EQ(loss_chunk_rows(cpu, 512, 151936), 256);   // Qwen2's: 441 rows fit, so two of 256
+  EXPECT_EQ(loss_chunk_rows(cpu, 8192, 4096), 2048);  // 8M logits of a small vocabulary
+  EXPECT_EQ(loss_chunk_rows(cpu, 1000, 50257), 500);  // two equal chunks, not 512 and 488
   EXPECT_EQ(loss_chunk_rows(cpu, 100, 50257), 100);
   EXPECT_EQ(loss_chunk_rows(cpu, 10, 100000000), 1);
   // gpt2-small at B=8, T=1024: 1.6 GB of float32 logits against 1 GiB: two chunks of 4096 rows.

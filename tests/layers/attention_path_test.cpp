@@ -47,6 +47,22 @@ TEST(AttentionPath, SoftCappedScoresNeverTakeLibTorch) {
   EXPECT_EQ(choose_attention_path(fused).path, AttentionPath::kMath);
 }
 
+// bfloat16 training on the CPU up to 128 x 128 scores takes the math path (LibTorch's flash
+// backward in bfloat16 is slower there); longer, float32, or without gradients, the flash kernel.
+TEST(AttentionPath, ShortBf16TrainingTakesTheMathPath) {
+  auto call = training_call(true);
+  call.bf16 = true, call.differentiable = true, call.queries = call.keys = 128;
+  const auto short_choice = choose_attention_path(call);
+  EXPECT_EQ(short_choice.path, AttentionPath::kMath) << describe(short_choice);
+  EXPECT_TRUE(refused_with(short_choice, "libtorch", "bfloat16 backward"));
+  call.queries = call.keys = 129;
+  EXPECT_EQ(choose_attention_path(call).path, AttentionPath::kLibTorch);
+  call.queries = call.keys = 128, call.differentiable = false;
+  EXPECT_EQ(choose_attention_path(call).path, AttentionPath::kLibTorch);
+  call.differentiable = true, call.bf16 = false;
+  EXPECT_EQ(choose_attention_path(call).path, AttentionPath::kLibTorch);
+}
+
 TEST(AttentionPath, LibTorchFlashTakesPlainCausalAndPaddingOnly) {
   auto causal = choose_attention_path(training_call(true));
   EXPECT_EQ(causal.path, AttentionPath::kLibTorch);
