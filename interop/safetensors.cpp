@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 
@@ -28,7 +32,12 @@ torch::Dtype dtype_of(const std::string& name) {
   throw SafetensorsError("unknown dtype " + name);
 }
 
-// A read-only mapping of a whole file, unmapped when it goes out of scope.
+// The byte ranges of the live mappings, for release_file_pages.
+std::mutex g_mapped_mutex;
+std::vector<std::pair<const uint8_t*, size_t>> g_mapped;
+
+// A private mapping of a whole file (copy on write: a tensor on it may be changed in place without
+// changing the file), unmapped when it goes out of scope.
 class Mapping {
  public:
   explicit Mapping(const std::string& path) {
@@ -41,17 +50,24 @@ class Mapping {
     }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
         ::close(fd);
         throw SafetensorsError(path + ": cannot map (" + std::strerror(errno) + ")");
       }
       data_ = static_cast<const uint8_t*>(p);
+      std::lock_guard<std::mutex> lock(g_mapped_mutex);
+      g_mapped.emplace_back(data_, size_);
     }
     ::close(fd);
   }
   ~Mapping() {
-    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_ == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(g_mapped_mutex);
+      std::erase(g_mapped, std::pair<const uint8_t*, size_t>(data_, size_));
+    }
+    ::munmap(const_cast<uint8_t*>(data_), size_);
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -66,19 +82,45 @@ class Mapping {
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  Mapping file(path);
+  auto file = std::make_shared<Mapping>(path);
   static const uint8_t kEmpty[1] = {0};
-  const SafetensorsHeader header = parse_safetensors(file.size() ? file.data() : kEmpty, file.size(), path);
+  const SafetensorsHeader header = parse_safetensors(file->size() ? file->data() : kEmpty, file->size(), path);
   SafetensorsFile out;
   out.metadata = header.metadata;
   for (const auto& e : header.entries) {
     const auto dtype = dtype_of(e.dtype);
-    auto tensor = torch::empty(e.shape, torch::TensorOptions().dtype(dtype));
-    // memcpy rather than from_blob: the data need not be aligned for its dtype.
-    if (e.end > e.begin) std::memcpy(tensor.data_ptr(), file.data() + header.data_offset + e.begin, e.end - e.begin);
+    const uint8_t* at = file->data() + header.data_offset + e.begin;
+    torch::Tensor tensor;
+    if (e.end > e.begin && reinterpret_cast<uintptr_t>(at) % c10::elementSize(dtype) == 0) {
+      // A view of the mapping, which lives as long as the tensor: nothing is copied, and a page
+      // is read when it is first touched.
+      tensor = torch::from_blob(const_cast<uint8_t*>(at), e.shape, [file](void*) {}, torch::TensorOptions().dtype(dtype));
+    } else {
+      // Data not aligned for its dtype (or none): copied.
+      tensor = torch::empty(e.shape, torch::TensorOptions().dtype(dtype));
+      if (e.end > e.begin) std::memcpy(tensor.data_ptr(), at, e.end - e.begin);
+    }
     out.tensors.emplace(e.name, std::move(tensor));
   }
   return out;
+}
+
+void release_file_pages(const torch::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  // A contiguous view's own bytes, else its whole storage's.
+  const bool own = tensor.is_contiguous();
+  const auto* begin = static_cast<const uint8_t*>(own ? tensor.data_ptr() : tensor.storage().data());
+  const size_t size = own ? static_cast<size_t>(tensor.numel()) * tensor.element_size() : tensor.storage().nbytes();
+  if (begin == nullptr || size == 0) return;
+  std::lock_guard<std::mutex> lock(g_mapped_mutex);
+  const bool mapped = std::any_of(g_mapped.begin(), g_mapped.end(), [&](const auto& m) {
+    return begin >= m.first && begin + size <= m.first + m.second;
+  });
+  if (!mapped) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + size) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,

@@ -145,5 +145,29 @@ TEST(Safetensors, RefusesUnrepresentableDtypesWithoutLeavingAFile) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+// Loaded tensors are views of a private mapping: changed in place, the file stays as it was;
+// their pages given back, they read the file again; other tensors are left alone.
+TEST(Safetensors, MappedTensorsCopyOnWriteAndGiveBackTheirPages) {
+  const auto path = testing::scratch_path("mapped.safetensors").string();
+  const auto big = torch::arange(1 << 20, torch::kFloat).reshape({1024, 1024});
+  save_safetensors(path, {{"big", big}, {"small", torch::ones({3})}});
+  {
+    auto loaded = load_safetensors(path);
+    auto& t = loaded.tensors.at("big");
+    EXPECT_TRUE(torch::equal(t, big));
+    t[600][0] = -1.0f;  // a private copy of that page
+    EXPECT_EQ(t[600][0].item<float>(), -1.0f);
+    release_file_pages(t.narrow(0, 0, 512));  // a contiguous view: its own whole pages, not row 600's
+    EXPECT_EQ(t[600][0].item<float>(), -1.0f);
+    EXPECT_TRUE(torch::equal(t.narrow(0, 0, 512), big.narrow(0, 0, 512)));
+    release_file_pages(t);  // the change is given back with its page: the file's value again
+    EXPECT_TRUE(torch::equal(t, big));
+    auto own = big.clone();
+    release_file_pages(own);  // not a mapping: untouched
+    EXPECT_TRUE(torch::equal(own, big));
+  }
+  EXPECT_TRUE(torch::equal(load_safetensors(path).tensors.at("big"), big));
+}
+
 }  // namespace
 }  // namespace zoo
