@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 namespace zoo {
@@ -105,13 +106,18 @@ std::vector<OpTime> count_ops(const std::vector<ProfiledOp>& ops) {
   return rows;
 }
 
+at::Tensor read_to_host(const at::Tensor& tensor) {
+  RECORD_USER_SCOPE(kHostRead);
+  return tensor.cpu();
+}
+
 bool synchronizes(const std::string& name) {
   static const std::set<std::string> kSynchronizing = {
       "aten::item",          "aten::_local_scalar_dense", "aten::is_nonzero",     "aten::equal",
       "aten::allclose",      "aten::nonzero",             "aten::nonzero_static", "aten::masked_select",
       "aten::unique",        "aten::_unique",             "aten::_unique2",       "aten::unique_consecutive",
       "aten::unique_dim",    "aten::bincount",            "aten::repeat_interleave",
-      "aten::argwhere"};
+      "aten::argwhere",      kHostRead};
   return kSynchronizing.count(name) > 0;
 }
 

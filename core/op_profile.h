@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 namespace zoo {
 
 struct OpTime {
@@ -39,6 +41,13 @@ struct ProfiledOp {
   int64_t parent = -1;
 };
 std::vector<OpTime> count_ops(const std::vector<ProfiledOp>& ops);
+
+// The one way a decoding loop reads a tensor back from its device (the tokens it chose, whether
+// each row's logits were finite): a copy to the host inside the profiler range kHostRead, which
+// synchronizes() counts, so that a decoding step profiled on the CPU (where the copy is no op at
+// all) counts the reads a GPU would make the host wait for.
+inline constexpr const char* kHostRead = "zoo::read_to_host";
+at::Tensor read_to_host(const at::Tensor& tensor);
 
 // The calls of such ops in `ops`, and their names ("aten::item x2, ...").
 int64_t synchronizing_calls(const std::vector<OpTime>& ops);

@@ -38,10 +38,14 @@ void PositionEncodingImpl::reset() {
   }
 }
 
-torch::Tensor PositionEncodingImpl::embedding(const torch::Tensor& positions, torch::ScalarType dtype) {
-  if (learned) return learned->forward(positions).to(dtype);
-  if (sinusoidal) return sinusoidal->forward(positions).to(dtype);
-  return {};
+torch::Tensor PositionEncodingImpl::embedding(const torch::Tensor& positions, torch::ScalarType dtype,
+                                              int64_t below) {
+  if (!learned && !sinusoidal) return {};
+  if (below <= 0) return (learned ? learned->forward(positions) : sinusoidal->forward(positions)).to(dtype);
+  TORCH_CHECK(below <= options.max_positions(), "cannot use position ", below - 1, ": max_positions is ",
+              options.max_positions());
+  const auto& table = learned ? learned->embedding->weight : sinusoidal->table(positions.device());
+  return torch::embedding(table, positions).to(dtype);
 }
 
 torch::Tensor PositionEncodingImpl::embedding(int64_t start, int64_t length, torch::ScalarType dtype,

@@ -33,8 +33,9 @@ class PositionEncodingImpl : public torch::nn::Cloneable<PositionEncodingImpl> {
   void reset() override;
 
   // To add to token embeddings: positions (B, T) -> (B, T, d_model) of `dtype`; undefined when
-  // the kind has no absolute embedding.
-  torch::Tensor embedding(const torch::Tensor& positions, torch::ScalarType dtype);
+  // the kind has no absolute embedding. `below` > 0: every position is known on the host to be
+  // under it (counted from a mask), which is checked here instead of reading the positions back.
+  torch::Tensor embedding(const torch::Tensor& positions, torch::ScalarType dtype, int64_t below = 0);
   // The same for positions start..start+length-1 of every row, (1, length, d_model): a slice of
   // the table, with no gather and nothing read back to check the positions.
   torch::Tensor embedding(int64_t start, int64_t length, torch::ScalarType dtype, const torch::Device& device);

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "core/op_profile.h"
+
 namespace zoo {
 namespace {
 
@@ -44,50 +46,94 @@ struct Rows {
   std::vector<bool> done;
 };
 
-// Left-pads (GPT) or right-pads (encoder) token lists into (B, L) ids and a mask.
-std::pair<torch::Tensor, torch::Tensor> pad(const std::vector<std::vector<int64_t>>& rows,
-                                            int64_t pad_id, bool left, torch::Device device) {
-  int64_t longest = 0;
-  for (const auto& r : rows) longest = std::max<int64_t>(longest, r.size());
-  const auto n = static_cast<int64_t>(rows.size());
-  auto ids = torch::full({n, longest}, pad_id, torch::kLong);
-  auto mask = torch::zeros({n, longest}, torch::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto len = static_cast<int64_t>(rows[i].size());
-    const int64_t start = left ? longest - len : 0;
-    ids[i].narrow(0, start, len).copy_(torch::tensor(rows[i], torch::kLong));
-    mask[i].narrow(0, start, len).fill_(1);
+// Every token of each row so far, in a buffer of room for `capacity` positions written in place
+// (no concatenation per token): left-padded prompts (GPT) or the decoder's start token (an
+// encoder-decoder), then one column a step. Its mask (1 at real tokens) exists only when some row
+// is padded: rows of one length need none, and the model then builds no mask at any step.
+class TokenBuffer {
+ public:
+  TokenBuffer(const std::vector<std::vector<int64_t>>& rows, int64_t copies, int64_t pad_id, int64_t capacity,
+              torch::Device device) {
+    for (const auto& r : rows) length_ = std::max<int64_t>(length_, static_cast<int64_t>(r.size()));
+    const auto n = static_cast<int64_t>(rows.size());
+    bool padded = false;
+    auto ids = torch::full({n, std::max(capacity, length_)}, pad_id, torch::kLong);
+    auto mask = torch::ones({n, ids.size(1)}, torch::kLong);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto len = static_cast<int64_t>(rows[i].size());
+      ids[i].narrow(0, length_ - len, len).copy_(torch::tensor(rows[i], torch::kLong));
+      mask[i].narrow(0, 0, length_ - len).fill_(0);
+      padded = padded || len < length_;
+      for (int64_t c = 0; c < copies; ++c) real_.push_back(len);
+    }
+    // Each row `copies` times in a row (beam search's beams).
+    const auto repeated = [&](const torch::Tensor& t) {
+      return t.unsqueeze(1).expand({n, copies, t.size(1)}).reshape({n * copies, t.size(1)}).to(device);
+    };
+    ids_ = repeated(ids);
+    if (padded) mask_ = repeated(mask);
+    refresh();
   }
-  return {ids.to(device), mask.to(device)};
-}
+  // Appends `tokens` (rows, 1) as every row's next real token.
+  void append(const torch::Tensor& tokens) {
+    if (length_ == ids_.size(1)) {  // past the room asked for: double it
+      ids_ = torch::cat({ids_, torch::zeros_like(ids_)}, 1);
+      if (mask_.defined()) mask_ = torch::cat({mask_, torch::ones_like(mask_)}, 1);
+    }
+    ids_.narrow(1, length_++, 1).copy_(tokens);
+    for (auto& r : real_) ++r;
+    refresh();
+  }
+  // Row i becomes what row sources[i] was. Beam search reorders among the copies of one row, whose
+  // real lengths are the same.
+  void reorder(const torch::Tensor& sources) {
+    ids_ = ids_.index_select(0, sources);
+    if (mask_.defined()) mask_ = mask_.index_select(0, sources);
+    refresh();
+  }
+  const torch::Tensor& tokens() const { return tokens_; }  // (rows, length)
+  const torch::Tensor& mask() const { return visible_mask_; }  // (rows, length); undefined: unpadded
+  // Real tokens per row (its prompt and every token since), known on the host.
+  const std::vector<int64_t>& real_lengths() const { return real_; }
+
+ private:
+  void refresh() {
+    tokens_ = ids_.narrow(1, 0, length_);
+    if (mask_.defined()) visible_mask_ = mask_.narrow(1, 0, length_);
+  }
+  torch::Tensor ids_, mask_;  // (rows, capacity)
+  torch::Tensor tokens_, visible_mask_;
+  int64_t length_ = 0;
+  std::vector<int64_t> real_;
+};
 
 class GptDecoding : public DecodingModel {
  public:
   GptDecoding(GPT& model, const std::vector<std::vector<int64_t>>& prompts, int64_t copies, bool use_cache,
               int64_t positions)
-      : model_(model), use_cache_(use_cache), cache_(model->make_cache()) {
-    std::tie(sequence_, mask_) = pad(prompts, model->config.pad_id, /*left=*/true, device());
-    if (copies > 1) sequence_ = sequence_.repeat_interleave(copies, 0), mask_ = mask_.repeat_interleave(copies, 0);
+      : model_(model),
+        use_cache_(use_cache),
+        cache_(model->make_cache()),
+        sequence_(prompts, copies, model->config.pad_id, positions, device()) {
     if (use_cache_) cache_.reserve(positions);
   }
-  int64_t rows() const override { return sequence_.size(0); }
+  int64_t rows() const override { return sequence_.tokens().size(0); }
   torch::Device device() const override { return model_->token_embedding->weight.device(); }
-  torch::Tensor start() override { return model_->next_token_logits(sequence_, mask_, cache()); }
+  torch::Tensor start() override { return model_->next_token_logits(sequence_.tokens(), sequence_.mask(), cache()); }
   torch::Tensor step(const torch::Tensor& tokens) override {
-    sequence_ = torch::cat({sequence_, tokens}, 1);
-    mask_ = torch::cat({mask_, torch::ones({rows(), 1}, mask_.options())}, 1);
+    sequence_.append(tokens);
     if (use_cache_ && rereads()) {
       cache_.clear();
-      return model_->next_token_logits(sequence_, mask_, cache());
+      return model_->next_token_logits(sequence_.tokens(), sequence_.mask(), cache());
     }
-    return model_->next_token_logits(use_cache_ ? tokens : sequence_, mask_, cache());
+    return model_->next_token_logits(use_cache_ ? tokens : sequence_.tokens(), sequence_.mask(), cache());
   }
   void reorder(const torch::Tensor& sources) override {
     if (use_cache_) cache_.reorder(sources);
-    sequence_ = sequence_.index_select(0, sources), mask_ = mask_.index_select(0, sources);
+    sequence_.reorder(sources);
   }
-  const torch::Tensor& context() const override { return sequence_; }
-  const torch::Tensor& context_mask() const override { return mask_; }
+  const torch::Tensor& context() const override { return sequence_.tokens(); }
+  const torch::Tensor& context_mask() const override { return sequence_.mask(); }
 
  private:
   KVCache* cache() { return use_cache_ ? &cache_ : nullptr; }
@@ -96,51 +142,69 @@ class GptDecoding : public DecodingModel {
   bool rereads() const {
     const auto& scaling = model_->config.rope_scaling;
     if (scaling.kind != RopeScalingKind::kLongrope) return false;
-    const auto lengths = mask_.sum(1).cpu();
-    for (int64_t i = 0; i < lengths.size(0); ++i)
-      if (rereads_at(scaling, lengths[i].item<int64_t>())) return true;
-    return false;
+    const auto& lengths = sequence_.real_lengths();
+    return std::any_of(lengths.begin(), lengths.end(), [&](int64_t length) { return rereads_at(scaling, length); });
   }
   GPT& model_;
   bool use_cache_;
   KVCache cache_;
-  torch::Tensor sequence_, mask_;  // every token so far, left-padded; 1 at real tokens
+  TokenBuffer sequence_;
 };
 
 class EncoderDecoderDecoding : public DecodingModel {
  public:
   EncoderDecoderDecoding(EncoderDecoder& model, const std::vector<std::vector<int64_t>>& sources, int64_t copies,
                          bool use_cache, int64_t positions)
-      : model_(model), use_cache_(use_cache), cache_(model->make_cache()) {
-    auto [ids, mask] = pad(sources, model->config.pad_id, /*left=*/false, device());
+      : model_(model),
+        use_cache_(use_cache),
+        cache_(model->make_cache()),
+        sequence_(std::vector<std::vector<int64_t>>(sources.size(), {model->config.decoder_start_id}), copies,
+                  model->config.pad_id, positions, device()) {
+    auto [ids, mask] = right_padded(sources, model->config.pad_id);
+    ids = ids.to(device()), mask = mask.to(device());
     memory_ = model->encode(ids, mask), memory_mask_ = mask;
     if (copies > 1) memory_ = memory_.repeat_interleave(copies, 0), memory_mask_ = mask.repeat_interleave(copies, 0);
-    sequence_ = torch::full({memory_.size(0), 1}, model->config.decoder_start_id, torch::kLong).to(device());
     if (use_cache_) cache_.reserve(positions);
   }
-  int64_t rows() const override { return sequence_.size(0); }
+  int64_t rows() const override { return sequence_.tokens().size(0); }
   torch::Device device() const override { return model_->token_embedding->weight.device(); }
-  torch::Tensor start() override { return model_->decode(sequence_, memory_, memory_mask_, cache()).select(1, -1); }
+  torch::Tensor start() override {
+    return model_->decode(sequence_.tokens(), memory_, memory_mask_, cache()).select(1, -1);
+  }
   torch::Tensor step(const torch::Tensor& tokens) override {
-    sequence_ = torch::cat({sequence_, tokens}, 1);
-    return model_->decode(use_cache_ ? tokens : sequence_, memory_, memory_mask_, cache()).select(1, -1);
+    sequence_.append(tokens);
+    return model_->decode(use_cache_ ? tokens : sequence_.tokens(), memory_, memory_mask_, cache()).select(1, -1);
   }
   // Beams reorder among the copies of one source: the memory rows they read are the same.
   void reorder(const torch::Tensor& sources) override {
     if (use_cache_) cache_.reorder(sources);
-    sequence_ = sequence_.index_select(0, sources);
+    sequence_.reorder(sources);
   }
-  const torch::Tensor& context() const override { return sequence_; }
-  const torch::Tensor& context_mask() const override { return no_mask_; }
+  const torch::Tensor& context() const override { return sequence_.tokens(); }
+  const torch::Tensor& context_mask() const override { return sequence_.mask(); }  // undefined: all real
 
  private:
+  // The sources as (B, L) ids and a mask, right-padded.
+  static std::pair<torch::Tensor, torch::Tensor> right_padded(const std::vector<std::vector<int64_t>>& rows,
+                                                              int64_t pad_id) {
+    int64_t longest = 0;
+    for (const auto& r : rows) longest = std::max<int64_t>(longest, r.size());
+    const auto n = static_cast<int64_t>(rows.size());
+    auto ids = torch::full({n, longest}, pad_id, torch::kLong);
+    auto mask = torch::zeros({n, longest}, torch::kLong);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto len = static_cast<int64_t>(rows[i].size());
+      ids[i].narrow(0, 0, len).copy_(torch::tensor(rows[i], torch::kLong));
+      mask[i].narrow(0, 0, len).fill_(1);
+    }
+    return {ids, mask};
+  }
   KVCache* cache() { return use_cache_ ? &cache_ : nullptr; }
   EncoderDecoder& model_;
   bool use_cache_;
   KVCache cache_;
+  TokenBuffer sequence_;  // the start token and every token so far
   torch::Tensor memory_, memory_mask_;
-  torch::Tensor sequence_;  // the start token and every token so far
-  torch::Tensor no_mask_;   // every token of the decoder's is real
 };
 
 }  // namespace
@@ -161,18 +225,35 @@ GenerationResult decode_rows(DecodingModel& model, const GenerationOptions& o, i
   const int64_t n = model.rows();
   Rows rows(n);
   GenerationResult result;
+  // Greedy decoding without a penalty takes the argmax of the logits as they come (a bf16
+  // model's in bf16: the same token).
+  const bool processes = o.sample || o.repetition_penalty != 1.0 || o.output_scores;
+  torch::Tensor idle;  // (n) bool on the device: the finished rows, which read padding; undefined while none is
   auto logits = model.start();
   for (int64_t step = 0; step < o.max_new_tokens && !rows.all_done(); ++step) {
-    check_logits(logits, step);
-    auto processed = process_logits(logits.to(torch::kFloat), model.context(), model.context_mask(), o);
-    if (o.output_scores) result.scores.push_back(processed.cpu());
-    auto next = choose_tokens(processed, o, generator).cpu();
-    for (int64_t r = 0; r < n; ++r) {
-      if (rows.done[r]) next[r] = pad_id;  // finished rows idle on padding
-      else rows.add(r, next[r].item<int64_t>(), o);
+    const auto processed = processes ? process_logits(logits.to(torch::kFloat), model.context(), model.context_mask(), o)
+                                     : logits;
+    if (o.output_scores) result.scores.push_back(read_to_host(processed));
+    torch::Tensor next;  // (n) on the device
+    try {
+      next = choose_tokens(processed, o, generator);
+    } catch (const c10::Error&) {  // sampling refuses probabilities made from NaN: name the step
+      check_logits(logits, step);
+      throw;
     }
+    // One read a step: every row's token and whether its logits were finite (NaN compares false).
+    const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).to(torch::kLong);
+    const auto host = read_to_host(torch::stack({next, finite}));
+    const auto* tokens = host.data_ptr<int64_t>();
+    if (std::any_of(tokens + n, tokens + 2 * n, [](int64_t f) { return f == 0; })) check_logits(logits, step);
+    bool finished = false;
+    for (int64_t r = 0; r < n; ++r) finished = rows.add(r, tokens[r], o) || finished;
     if (rows.all_done() || step + 1 == o.max_new_tokens) break;
-    logits = model.step(next.to(model.device()).view({n, 1}));
+    if (finished) {  // a row's status changes once: the only copy to the device
+      std::vector<int64_t> done(rows.done.begin(), rows.done.end());
+      idle = torch::tensor(done, torch::kLong).gt(0).to(model.device());
+    }
+    logits = model.step((idle.defined() ? next.masked_fill(idle, pad_id) : next).view({n, 1}));
   }
   result.tokens = std::move(rows.tokens);
   result.finish_reasons = std::move(rows.reasons);
@@ -182,26 +263,28 @@ GenerationResult decode_rows(DecodingModel& model, const GenerationOptions& o, i
 std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::vector<DecodingRow>& rows) {
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<RowToken> out(n);
-  const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).cpu();  // (n); NaN is false
-  torch::Tensor argmax;  // the rows that neither sample nor penalise share one argmax
+  // One read for every row: whether its logits are finite (NaN compares false), and the argmax that
+  // the rows which neither sample nor penalise share.
+  const auto finite = (logits < std::numeric_limits<float>::infinity()).all(-1).to(torch::kLong);
+  const auto host = read_to_host(torch::stack({finite, logits.argmax(-1)}));
+  const auto* read = host.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     const auto& row = rows[i];
     const auto& o = *row.options;
-    if (!finite[i].item<bool>()) {
+    if (read[i] == 0) {
       out[i].error = "the model's logits for token " + std::to_string(row.generated + 1) +
                      " of this sequence hold NaN or infinity (corrupt weights, or activations overflowing their type)";
       continue;
     }
     try {
       if (!o.sample && o.repetition_penalty == 1.0) {
-        if (!argmax.defined()) argmax = logits.argmax(-1).cpu();
-        out[i].token = argmax[i].item<int64_t>();
+        out[i].token = read[n + i];
         continue;
       }
       torch::Tensor context;
       if (o.repetition_penalty != 1.0) context = torch::tensor(*row.context, torch::kLong).unsqueeze(0).to(logits.device());
       const auto processed = process_logits(logits.narrow(0, i, 1), context, {}, o);
-      out[i].token = choose_tokens(processed, o, *row.generator).item<int64_t>();
+      out[i].token = read_to_host(choose_tokens(processed, o, *row.generator)).data_ptr<int64_t>()[0];
     } catch (const c10::Error& e) {
       out[i].error = e.what_without_backtrace();  // LibTorch's backtrace means nothing to a client
     } catch (const std::exception& e) {
@@ -235,13 +318,18 @@ GenerationResult beam_search(DecodingModel& model, const GenerationOptions& o, i
   auto logits = model.start();
   for (int64_t t = 0; t < o.max_new_tokens; ++t) {
     logits = logits.to(torch::kFloat);
-    check_logits(logits, t);
-    auto logprobs =
-        torch::log_softmax(process_logits(logits, model.context(), model.context_mask(), o), -1).to(torch::kDouble).cpu();
+    // One read a step: the log-probabilities, NaN where a logit was NaN or infinite.
+    auto logprobs = read_to_host(
+        torch::log_softmax(process_logits(logits, model.context(), model.context_mask(), o), -1).to(torch::kDouble));
+    const auto* read = logprobs.data_ptr<double>();
+    if (std::any_of(read, read + logprobs.numel(), [](double v) { return std::isnan(v); })) check_logits(logits, t);
     auto total = (scores.view({n * k, 1}) + logprobs).view({n, k * vocab});
-    auto [top_scores, top_ids] = total.topk(2 * k, -1);
+    const auto [top_scores, top_ids] = total.topk(2 * k, -1);
+    const auto top_score = top_scores.accessor<double, 2>();  // on the host: read without ops
+    const auto top_id = top_ids.accessor<int64_t, 2>();
     std::vector<int64_t> next_tokens(n * k, pad_id), source_beams(n * k, 0);
     auto new_scores = torch::full({n, k}, kNegInf, torch::kDouble);
+    auto new_score = new_scores.accessor<double, 2>();
     std::vector<std::vector<int64_t>> new_beams(n * k);
     for (int64_t row = 0; row < n; ++row) {
       if (done[row]) {
@@ -250,9 +338,9 @@ GenerationResult beam_search(DecodingModel& model, const GenerationOptions& o, i
       }
       int64_t filled = 0;
       for (int64_t cand = 0; cand < 2 * k && filled < k; ++cand) {
-        const double s = top_scores[row][cand].item<double>();
+        const double s = top_score[row][cand];
         if (s == kNegInf) break;
-        const int64_t id = top_ids[row][cand].item<int64_t>();
+        const int64_t id = top_id[row][cand];
         const int64_t beam = row * k + id / vocab, token = id % vocab;
         const bool is_eos = std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end();
         if (is_eos) {
@@ -263,12 +351,12 @@ GenerationResult beam_search(DecodingModel& model, const GenerationOptions& o, i
         new_beams[slot] = beams[beam];
         new_beams[slot].push_back(token);
         next_tokens[slot] = token, source_beams[slot] = beam;
-        new_scores[row][slot - row * k] = s;
+        new_score[row][slot - row * k] = s;
       }
       // Done when full and the best running beam cannot beat the worst finished one.
       const auto& hyps = finished[row];
       if (static_cast<int64_t>(hyps.size()) == k) {
-        double best_running = penalised(new_scores[row][0].item<double>(), t + 1);
+        double best_running = penalised(new_score[row][0], t + 1);
         done[row] = best_running <= hyps.back().score;
       }
     }
@@ -288,7 +376,7 @@ GenerationResult beam_search(DecodingModel& model, const GenerationOptions& o, i
   for (int64_t row = 0; row < n; ++row) {
     if (!done[row]) {  // ran out of length: running beams compete too
       for (int64_t j = 0; j < k; ++j) {
-        double s = scores[row][j].item<double>();
+        double s = scores.accessor<double, 2>()[row][j];
         if (s == kNegInf) continue;
         auto& hyps = finished[row];
         hyps.push_back({penalised(s, beams[row * k + j].size()), beams[row * k + j]});

@@ -9,6 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "core/op_profile.h"
 #include "core/runtime.h"
 #include "core/strings.h"
 #include "models/decoding.h"
@@ -18,7 +19,8 @@ namespace zoo {
 
 torch::Tensor choose_tokens(const torch::Tensor& logits, const GenerationOptions& o, at::Generator& gen) {
   if (!o.sample) return logits.argmax(-1);
-  auto probs = torch::softmax(logits.to(torch::kFloat), -1).cpu();
+  // Drawn on the host from the CPU generator: the same tokens on every device.
+  auto probs = read_to_host(torch::softmax(logits.to(torch::kFloat), -1));
   return at::multinomial(probs, 1, /*replacement=*/false, gen).squeeze(1).to(logits.device());
 }
 

@@ -68,7 +68,8 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   auto x = token_embedding->forward(input_ids);  // (B, T, d_model)
   if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
   // Positions past.. of every row: a slice of the table, nothing to check on the device.
-  const auto pe = explicit_positions ? positions->embedding(ids, x.scalar_type())
+  // Positions counted from a mask are below past + t: nothing to read back to check them.
+  const auto pe = explicit_positions ? positions->embedding(ids, x.scalar_type(), position_ids.defined() ? 0 : past + t)
                                      : positions->embedding(past, t, x.scalar_type(), x.device());
   if (pe.defined()) x = x + pe;
   x = dropout->forward(x);

@@ -100,12 +100,15 @@ torch::Tensor ModelRunner::step(const std::vector<int64_t>& tokens) {
   const int64_t width = cache_.seen() + 1;
   std::vector<int64_t> first(n);
   for (int64_t i = 0; i < n; ++i) first[i] = width - positions_[i] - 1;  // the left padding before the row
-  // (n, width): 1 from each row's first position to the new token.
-  const auto mask = torch::arange(width, torch::kLong)
-                        .unsqueeze(0)
-                        .ge(torch::tensor(first, torch::kLong).unsqueeze(1))
-                        .to(torch::kLong)
-                        .to(device());
+  // (n, width): 1 from each row's first position to the new token. Rows that all start at the
+  // axis's first position (one alone, or prompts of one length) need none: no mask, no bias.
+  const bool padded = std::any_of(first.begin(), first.end(), [](int64_t f) { return f > 0; });
+  const auto mask = padded ? torch::arange(width, torch::kLong)
+                                 .unsqueeze(0)
+                                 .ge(torch::tensor(first, torch::kLong).unsqueeze(1))
+                                 .to(torch::kLong)
+                                 .to(device())
+                           : torch::Tensor();
   cache_.use_rows(n);
   const auto input = torch::tensor(tokens, torch::kLong).view({n, 1}).to(device());
   torch::Tensor logits;

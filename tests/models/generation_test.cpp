@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/op_profile.h"
 #include "test_util.h"
 
 namespace zoo {
@@ -66,6 +67,36 @@ TEST(Generate, GreedyPicksTheArgmaxAtEveryStep) {
     seq.push_back(token);
   }
   EXPECT_EQ(out.finish_reasons[0], FinishReason::kLength);
+}
+
+// Decoding without the host in the loop (#48): a step reads back one thing, the tokens chosen and
+// whether each row's logits were finite (read_to_host, which the profile counts as a GPU's wait),
+// and takes no other value back. Prompts of one length build no mask (no positions cumulated from
+// one) and no step concatenates its tokens; a padded batch and beam search read once a step too.
+TEST(Generate, EachStepReadsOneValueBack) {
+  auto model = tiny_gpt();
+  auto calls = [](const std::vector<OpTime>& ops, const std::string& name) {
+    for (const auto& op : ops) {
+      if (op.name == name) return op.calls;
+    }
+    return int64_t{0};
+  };
+  GenerationOptions o;
+  o.max_new_tokens = 6;
+  GenerationResult out;
+  auto ops = profile_ops([&] { out = generate(model, {{1, 2, 3}, {4, 5, 6}}, o); });
+  EXPECT_EQ(out.tokens[0].size(), 6u);
+  EXPECT_EQ(synchronizing_calls(ops), 6) << describe_synchronizing(ops);
+  EXPECT_EQ(calls(ops, kHostRead), 6);
+  EXPECT_EQ(calls(ops, "aten::cumsum"), 0);
+  EXPECT_EQ(calls(ops, "aten::cat"), calls(ops, "aten::stack"));  // the read's two rows, no tokens appended
+  ops = profile_ops([&] { out = generate(model, {{1, 2, 3}, {4, 5}}, o); });
+  EXPECT_EQ(synchronizing_calls(ops), 6) << describe_synchronizing(ops);
+  EXPECT_EQ(calls(ops, "aten::cumsum"), 6);  // the padded rows' positions, from their mask: the count sees them
+  o.num_beams = 3;
+  ops = profile_ops([&] { out = generate(model, {{1, 2, 3}, {4, 5}}, o); });
+  EXPECT_EQ(synchronizing_calls(ops), 6) << describe_synchronizing(ops);
+  EXPECT_EQ(out.tokens[1].size(), 6u);
 }
 
 TEST(Generate, SeededSamplingIsReproducible) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/op_profile.h"
 #include "models/decoding.h"
 #include "test_util.h"
 
@@ -85,6 +86,41 @@ TEST(ModelRunner, ChunksReadAsTheWholePrompt) {
   expect_rows(logits, {alone(model, prompt)->start()});
   runner.place(cache, 0, static_cast<int64_t>(prompt.size()), 0);
   EXPECT_EQ(runner.rows(), 1);
+}
+
+// Rows that all begin at the shared axis's first position step without a mask (no positions
+// cumulated from one), and their tokens come back in one read (#48); a padded row brings the mask
+// back. The tokens are each sequence's alone.
+TEST(ModelRunner, UnpaddedRowsStepWithoutAMaskAndTheirTokensComeBackInOneRead) {
+  c10::InferenceMode inference;
+  Model model = tiny("gpt");
+  ModelRunner runner(model, 3, 8);
+  const std::vector<std::vector<int64_t>> prompts = {{5, 6, 7}, {8, 9, 10}, {11, 12}};
+  auto read = runner.prefill({&prompts[0], &prompts[1]});
+  for (int64_t i = 0; i < 2; ++i) runner.place(read.cache, i, read.positions[i], read.memory_lengths[i]);
+  GenerationOptions greedy;
+  std::vector<DecodingRow> rows(2);
+  for (int64_t i = 0; i < 2; ++i) rows[i].options = &greedy, rows[i].context = &prompts[i];
+  auto cumsums = [](const std::vector<OpTime>& ops) {
+    int64_t n = 0;
+    for (const auto& op : ops) n += op.name == "aten::cumsum" ? op.calls : 0;
+    return n;
+  };
+  std::vector<RowToken> chosen;
+  auto ops = profile_ops([&] { chosen = choose_row_tokens(runner.step({20, 21}), rows); });
+  EXPECT_EQ(synchronizing_calls(ops), 1) << describe_synchronizing(ops);
+  EXPECT_EQ(cumsums(ops), 0);
+  for (int64_t i = 0; i < 2; ++i) {
+    auto sequence = alone(model, prompts[i]);
+    sequence->start();
+    EXPECT_EQ(chosen[i].token, sequence->step(one(20 + i)).argmax(-1).item<int64_t>()) << "row " << i;
+  }
+  auto shorter = runner.prefill({&prompts[2]});
+  runner.place(shorter.cache, 0, shorter.positions[0], 0);
+  rows.push_back(rows[0]);
+  ops = profile_ops([&] { chosen = choose_row_tokens(runner.step({22, 23, 24}), rows); });
+  EXPECT_EQ(synchronizing_calls(ops), 1) << describe_synchronizing(ops);
+  EXPECT_GT(cumsums(ops), 0);
 }
 
 TEST(ModelRunner, RefusesWhatMakesNoText) {
