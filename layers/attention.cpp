@@ -96,7 +96,7 @@ void AttentionImpl::reset() {
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory,
-                                     AttentionCache* cache, const torch::Tensor& position_ids) {
+                                     AttentionCache* cache, const RopePositions& position_ids) {
   return std::get<0>(run(x, bias, memory, cache, position_ids));
 }
 
@@ -104,7 +104,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(con
                                                                              const AttentionBias& bias,
                                                                              const torch::Tensor& memory,
                                                                              AttentionCache* cache,
-                                                                             const torch::Tensor& position_ids) {
+                                                                             const RopePositions& position_ids) {
   TORCH_CHECK(bias.choice.path == AttentionPath::kMath,
               "attention: the weights come from the math path; the bias was built for the ",
               to_string(bias.choice.path), " path (build it with need_weights)");
@@ -113,7 +113,7 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(con
 
 std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor& x, const AttentionBias& bias,
                                                             const torch::Tensor& memory, AttentionCache* cache,
-                                                            const torch::Tensor& position_ids) {
+                                                            const RopePositions& position_ids) {
   TORCH_CHECK(x.dim() == 3 && x.size(2) == options.d_model(), "attention: expected input (B, T, ",
               options.d_model(), "), got ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);

@@ -93,14 +93,14 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   // cache: appended to (self) or filled once and reused (cross); positions continue from it.
   // position_ids: (B, T) or (T) absolute positions for RoPE; default continues the cache.
   torch::Tensor forward(const torch::Tensor& x, const AttentionBias& bias, const torch::Tensor& memory = {},
-                        AttentionCache* cache = nullptr, const torch::Tensor& position_ids = {});
+                        AttentionCache* cache = nullptr, const RopePositions& position_ids = {});
 
   // The same with a bias built for the math path (attention_bias with need_weights), also
   // returning the weights (B, H, T, Tk).
   std::tuple<torch::Tensor, torch::Tensor> forward_with_weights(const torch::Tensor& x, const AttentionBias& bias,
                                                                 const torch::Tensor& memory = {},
                                                                 AttentionCache* cache = nullptr,
-                                                                const torch::Tensor& position_ids = {});
+                                                                const RopePositions& position_ids = {});
 
   AttentionOptions options;
   torch::nn::Linear qkv{nullptr};  // fused self-attention: [q; k; v] rows
@@ -120,7 +120,7 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
  private:
   std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& x, const AttentionBias& bias,
                                                const torch::Tensor& memory, AttentionCache* cache,
-                                               const torch::Tensor& position_ids);
+                                               const RopePositions& position_ids);
 };
 TORCH_MODULE(Attention);
 

@@ -96,7 +96,7 @@ void TransformerBlockImpl::check_memory(const torch::Tensor& memory, KVCache* ca
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& x, const AttentionBias& self_bias,
                                             const torch::Tensor& memory, const AttentionBias& cross_bias,
-                                            KVCache* cache, const torch::Tensor& position_ids,
+                                            KVCache* cache, const RopePositions& position_ids,
                                             std::vector<torch::Tensor>* router_logits) {
   check_memory(memory, cache);
   const int64_t layer = options.layer_index();
@@ -143,7 +143,7 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
 
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
                                   const torch::Tensor& memory, const AttentionBias& cross_bias,
-                                  const torch::Tensor& position_ids, std::vector<torch::Tensor>* router_logits) {
+                                  const RopePositions& position_ids, std::vector<torch::Tensor>* router_logits) {
   // Captured by value: backward runs after this frame is gone. The additive biases travel as
   // inputs (their gradient reaches T5's table through them); a tiled stack's terms are captured,
   // and T5's table they hold joins the parameters the recomputation differentiates.

@@ -64,7 +64,7 @@ class TransformerBlockImpl : public torch::nn::Cloneable<TransformerBlockImpl> {
   // router logits (N, E) to `router_logits` when given.
   torch::Tensor forward(const torch::Tensor& x, const AttentionBias& self_bias, const torch::Tensor& memory = {},
                         const AttentionBias& cross_bias = {}, KVCache* cache = nullptr,
-                        const torch::Tensor& position_ids = {}, std::vector<torch::Tensor>* router_logits = nullptr);
+                        const RopePositions& position_ids = {}, std::vector<torch::Tensor>* router_logits = nullptr);
 
   TransformerBlockOptions options;
   Attention self_attn{nullptr};          // softmax attention, or
@@ -95,7 +95,7 @@ TORCH_MODULE(TransformerBlock);
 // router logits it appends to `router_logits` (a mixture of experts) back through the block.
 torch::Tensor forward_recomputing(const TransformerBlock& block, const torch::Tensor& x, const AttentionBias& self_bias,
                                   const torch::Tensor& memory = {}, const AttentionBias& cross_bias = {},
-                                  const torch::Tensor& position_ids = {},
+                                  const RopePositions& position_ids = {},
                                   std::vector<torch::Tensor>* router_logits = nullptr);
 
 }  // namespace zoo

@@ -123,14 +123,18 @@ torch::Tensor RotaryEmbeddingImpl::rotate(const torch::Tensor& x, const torch::T
   return torch::cat({out, x.narrow(-1, rotated, options.head_dim() - rotated)}, -1);
 }
 
-torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::Tensor& positions) {
+torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const RopePositions& given) {
+  const torch::Tensor& positions = given.ids;
   TORCH_CHECK(x.dim() == 4 && x.size(-1) == options.head_dim(),
               "rope: expected (B, H, T, ", options.head_dim(), "), got ", x.sizes());
   TORCH_CHECK(positions.size(-1) == x.size(2), "rope: ", positions.size(-1),
               " positions for ", x.size(2), " tokens");
   if (positions.numel() == 0) return x;
-  TORCH_CHECK(positions.min().item<int64_t>() >= 0, "rope: negative position");
-  const int64_t n = positions.max().item<int64_t>() + 1;
+  int64_t n = given.below;  // the table's rows: known on the host, or read from the positions
+  if (n <= 0) {
+    TORCH_CHECK(positions.min().item<int64_t>() >= 0, "rope: negative position");
+    n = positions.max().item<int64_t>() + 1;
+  }
   auto flat = positions.reshape(-1).to(x.device());
   auto shape = positions.sizes().vec();  // (B, T) or (T)
   shape.push_back(options.resolved_rotary_dim() / 2);
@@ -142,12 +146,11 @@ torch::Tensor RotaryEmbeddingImpl::forward(const torch::Tensor& x, const torch::
   if (positions.dim() == 2 && uses_long_factors(options.scaling(), n)) {
     // longrope per row: a row whose own positions stay within the trained context keeps the short
     // factors, as it would decoded alone (transformers decides per call, over the batch).
+    // Chosen on the device for every row, with nothing read back.
     const auto row_long = positions.amax(1).add(1).gt(options.scaling().original_max_positions).to(x.device());
-    if (!row_long.all().item<bool>()) {
-      auto [short_c, short_s] = gather(false);
-      const auto pick = row_long.view({-1, 1, 1});
-      c = torch::where(pick, c, short_c), s = torch::where(pick, s, short_s);
-    }
+    auto [short_c, short_s] = gather(false);
+    const auto pick = row_long.view({-1, 1, 1});
+    c = torch::where(pick, c, short_c), s = torch::where(pick, s, short_s);
   }
   if (positions.dim() == 2) {  // (B, T, d/2) -> (B, 1, T, d/2)
     c = c.unsqueeze(1);

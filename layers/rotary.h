@@ -46,6 +46,18 @@ torch::Tensor rope_inverse_frequencies(const RotaryEmbeddingOptions& options, bo
 std::pair<torch::Tensor, torch::Tensor> rotary_table(const RotaryEmbeddingOptions& options, int64_t n,
                                                      bool long_factors = false);
 
+// Positions given per token for RoPE: ids (B, T) or (T), and `below` > 0 when every one is known
+// on the host to be under it (counted from a mask, which one row fills), so that the table is
+// sized without reading the positions back; longrope then picks factors by that bound (and by
+// each row's own positions, with (B, T) ids). Converts from a bare tensor of ids (below 0: read).
+struct RopePositions {
+  RopePositions() = default;
+  RopePositions(torch::Tensor ids, int64_t below = 0) : ids(std::move(ids)), below(below) {}  // NOLINT: from ids
+  bool defined() const { return ids.defined(); }
+  torch::Tensor ids;
+  int64_t below = 0;
+};
+
 // No parameters: the cos/sin table is built on demand, grown as positions require, and kept
 // on the device of use. A forward reaching past longrope's trained context rotates by the long
 // factors' table, every position of it (as transformers does, per call); with (B, T) positions,
@@ -56,7 +68,7 @@ class RotaryEmbeddingImpl : public torch::nn::Cloneable<RotaryEmbeddingImpl> {
   void reset() override;
 
   // x: (B, H, T, head_dim). positions: (B, T) or (T) integer absolute positions.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions);
+  torch::Tensor forward(const torch::Tensor& x, const RopePositions& positions);
   // Same, for the contiguous positions start .. start + T - 1.
   torch::Tensor forward(const torch::Tensor& x, int64_t start);
 

@@ -90,8 +90,10 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   }
   // Rotary attention continues from the cache by itself; explicit positions are passed only when
   // they differ from that (left padding), sparing every layer a table gather and a device sync.
-  const auto& rope_positions =
-      config.position == PositionKind::kRope && explicit_positions ? ids : torch::Tensor();
+  const RopePositions rope_positions =
+      config.position == PositionKind::kRope && explicit_positions
+          ? RopePositions(ids, position_ids.defined() ? 0 : past + t)
+          : RopePositions();
   const bool recompute = activation_checkpointing && is_training() && cache == nullptr;
   for (auto& block : block_list_) {
     const auto& layer_bias = biases.of(block->options.layer_index());

@@ -191,6 +191,14 @@ TEST(RotaryEmbedding, LongropeDividesByShortOrLongFactorsPerCall) {
   auto rows = rope->forward(x, torch::tensor({14, 15, 15, 16}).view({2, 2}));
   EXPECT_NEAR(rows[0][0][1][0].item<double>(), f * std::cos(15.0), 1e-6);
   EXPECT_NEAR(rows[1][0][0][0].item<double>(), f * std::cos(15.0 / 4), 1e-6);
+  // A bound known on the host instead of the positions read back (a mask's count): the same
+  // rotation, every row still by its own positions, with a bound past the trained context while
+  // no row is (rows of 14, 15), or with one row past it.
+  for (const auto& ids : {torch::tensor({14, 15, 13, 14}).view({2, 2}), torch::tensor({14, 15, 15, 16}).view({2, 2})}) {
+    for (int64_t below : {17, 40}) {
+      EXPECT_EQ(max_abs_diff(rope->forward(x, RopePositions(ids, below)), rope->forward(x, ids)), 0.0) << below;
+    }
+  }
   longrope.short_factor = {1.0};
   EXPECT_EQ(testing::error_of([&] { RotaryEmbedding(RotaryEmbeddingOptions(4).scaling(longrope)); }),
             "rope: rope_short_factor and rope_long_factor must be lists of one number per rotated pair, of the same "

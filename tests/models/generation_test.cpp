@@ -93,6 +93,12 @@ TEST(Generate, EachStepReadsOneValueBack) {
   ops = profile_ops([&] { out = generate(model, {{1, 2, 3}, {4, 5}}, o); });
   EXPECT_EQ(synchronizing_calls(ops), 6) << describe_synchronizing(ops);
   EXPECT_EQ(calls(ops, "aten::cumsum"), 6);  // the padded rows' positions, from their mask: the count sees them
+  // Rotary positions from a mask size their table by the mask's length, not by reading them back.
+  GPT rope(parse_config("family: gpt\nvocab_size: 30\nd_model: 16\nn_layers: 2\nn_heads: 2\nd_ff: 32\n"
+                        "max_positions: 64\nposition: rope\ndropout: 0.0\nattention_dropout: 0.0\n"));
+  rope->eval();
+  ops = profile_ops([&] { out = generate(rope, {{1, 2, 3}, {4, 5}}, o); });
+  EXPECT_EQ(synchronizing_calls(ops), 6) << describe_synchronizing(ops);
   o.num_beams = 3;
   ops = profile_ops([&] { out = generate(model, {{1, 2, 3}, {4, 5}}, o); });
   EXPECT_EQ(synchronizing_calls(ops), 6) << describe_synchronizing(ops);
