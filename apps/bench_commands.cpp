@@ -9,6 +9,10 @@
 // --profile N lists, under each training row, the N ops with the most self time in one extra
 // step run under LibTorch's profiler (core/op_profile.h), after the timed steps.
 //
+// --trace DIR writes one more step of each training and generate-* row as a Kineto trace, zoo's
+// as DIR/zoo-ROW.json and (with --compare) PyTorch's as DIR/pytorch-ROW.json, for
+// scripts/trace_summary.py (scripts/gpu_check.sh --profile).
+//
 // --device cuda runs the model, matmul and copy rows on the GPU (both sides; bf16 under CUDA
 // autocast); peak memory is then the GPU's (the caching allocator's peak) rather than resident
 // memory, and the tokenizer rows are left out.
@@ -50,6 +54,7 @@ struct BenchArgs {
   std::string gpt2_tokenizer;   // default: the reference files' GPT-2 (setup_cache())
   std::string device = "cpu";  // cpu or cuda: where the model, matmul and copy rows run
   std::string serve_target;    // --worker of a serve row: the server to load (PyTorch's)
+  std::string trace_dir;       // where each row's Kineto traces go; empty: none
 };
 
 // Where scripts/setup.sh keeps its Python environment and the tests' reference files
@@ -71,6 +76,7 @@ int run_worker(const BenchArgs& a) {
   options.steps = a.steps, options.profile_rows = a.profile, options.gpt2_tokenizer = a.gpt2_tokenizer;
   options.device = torch::Device(a.device);
   options.serve_target = a.serve_target;
+  options.trace_dir = a.trace_dir;
   std::cout << bench::run_workload(a.worker, options).dump() << std::endl;
   return 0;
 }
@@ -140,6 +146,7 @@ std::vector<std::string> pytorch_environment(const BenchArgs& a, const torch::De
   // The serve rows' PyTorch side is measured by zoo's own load generator (this program).
   env.push_back("ZOO_BENCH_ZOO=" + fs::read_symlink("/proc/self/exe").string());
   env.push_back("ZOO_BENCH_GPT2_TOKENIZER=" + a.gpt2_tokenizer);
+  if (!a.trace_dir.empty()) env.push_back("ZOO_BENCH_TRACE_DIR=" + a.trace_dir);
   return env;
 }
 
@@ -171,6 +178,7 @@ int run_bench(const BenchArgs& a) {
     throw std::runtime_error("zoo bench --device cuda: no CUDA device (" + torch_description() + ")");
   }
   const auto chosen = chosen_workloads(a, on_gpu);
+  if (!a.trace_dir.empty()) fs::create_directories(a.trace_dir);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const int64_t threads = at::get_num_threads();
   const fs::path script = fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_pytorch.py";
@@ -189,7 +197,7 @@ int run_bench(const BenchArgs& a) {
             ? bench::run_ranks(self, name, bench::ring_workload(name).ranks, threads, steps)
             : bench::run_child({self, "--threads", std::to_string(threads), "bench", "--worker", name, "--steps", steps,
                                 "--profile", std::to_string(a.profile), "--gpt2-tokenizer", a.gpt2_tokenizer,
-                                "--device", device.str()},
+                                "--device", device.str(), "--trace", a.trace_dir},
                                {});
     const json torch_result =
         a.compare && workload->pytorch_twin ? bench::run_child({a.python, script.string(), name, steps}, torch_env) : json();
@@ -224,6 +232,9 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
   cmd->add_option("--python", a->python, "python with torch for --compare (default: $ZOO_PYTHON, else setup's environment)");
   cmd->add_option("--gpt2-tokenizer", a->gpt2_tokenizer,
                   "directory with GPT-2's vocab.json and merges.txt (tokenize-gpt2; default: the tests' reference files)");
+  cmd->add_option("--trace", a->trace_dir,
+                  "write one more step of each training and generate-* row as a Kineto trace into this folder "
+                  "(zoo-ROW.json, and pytorch-ROW.json with --compare) for scripts/trace_summary.py");
   cmd->add_option("--worker", a->worker, "run one workload in this process and print its JSON (internal)");
   cmd->add_option("--serve-target", a->serve_target,
                   "with --worker and a serve row: load the server at HOST:PORT instead of zoo's (internal)");

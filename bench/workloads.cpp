@@ -77,7 +77,8 @@ json forward_bert(int64_t steps, const c10::Device& device) {
 
 // Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`.
 json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
-                       const c10::Device& device, const std::vector<std::string>& overrides = {}) {
+                       const c10::Device& device, const std::vector<std::string>& overrides = {},
+                       const std::string& trace = {}) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(model_name, overrides);
   Model model = build_model(config);
@@ -90,6 +91,7 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   o.max_new_tokens = new_tokens;
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); }, device);
+  if (!trace.empty()) write_trace([&] { generate(model.gpt, {prompt}, o); }, trace, device.is_cuda());
   // Every weight is read once per token (the tied embedding as the output projection), but the
   // experts it is not routed to.
   const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
@@ -220,7 +222,7 @@ json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   if (!shape.default_run) w.warmup = 1;  // the large rows: a step takes seconds
   // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
   if (o.device.is_cuda() && std::string(shape.model) == "gpt2-small" && w.t == 256) w.b = 8, w.t = 1024;
-  return train_workload(w, o.steps, o.profile_rows, o.device);
+  return train_workload(w, o.steps, o.profile_rows, o.device, trace_path(o, shape.name));
 }
 
 // zoo serve in this process, on a free loopback port, until destroyed.
@@ -457,7 +459,8 @@ std::vector<Workload> every_workload() {
                  .family = F::kGeneration,
                  .run = [bf16](const WorkloadOptions& o) {
                    return generate_workload("gpt2-small", 128, o.steps, bf16 ? torch::kBFloat16 : torch::kFloat,
-                                            o.device);
+                                            o.device, {},
+                                            trace_path(o, bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small"));
                  },
                  .pytorch_twin = true,
                  .bandwidth_bound = true});
@@ -465,7 +468,8 @@ std::vector<Workload> every_workload() {
   w.push_back({.name = "generate-qwen3-0.6b",
                .family = F::kGeneration,
                .run = [](const WorkloadOptions& o) {
-                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device);
+                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, {},
+                                          trace_path(o, "generate-qwen3-0.6b"));
                },
                .default_run = false,
                .pytorch_twin = true,
@@ -473,7 +477,8 @@ std::vector<Workload> every_workload() {
   w.push_back({.name = "generate-qwen3-0.6b-moe",
                .family = F::kGeneration,
                .run = [](const WorkloadOptions& o) {
-                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, qwen3_moe_overrides());
+                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, qwen3_moe_overrides(),
+                                          trace_path(o, "generate-qwen3-0.6b-moe"));
                },
                .default_run = false,
                .pytorch_twin = true,
@@ -655,7 +660,13 @@ double training_flops_per_token(int64_t matmul_parameters, const ModelConfig& co
          12.0 * static_cast<double>(config.n_layers * t * config.d_model);
 }
 
-json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows, const c10::Device& device) {
+std::string trace_path(const WorkloadOptions& options, const std::string& row) {
+  if (options.trace_dir.empty()) return {};
+  return (std::filesystem::path(options.trace_dir) / ("zoo-" + row + ".json")).string();
+}
+
+json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows, const c10::Device& device,
+                    const std::string& trace) {
   torch::manual_seed(0);
   const ModelConfig& config = w.config;
   Model model = training_model(w, device);
@@ -713,6 +724,7 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
   json op_calls;
   json profile = profile_rows > 0 || w.count_ops ? profile_step(step, profile_rows, &op_calls) : json::array();
   if (profile_rows == 0) profile = json::array();
+  if (!trace.empty()) write_trace(step, trace, device.is_cuda());
   json result = {{"unit", "tokens/s"},
           {"profile", profile},
           {"value", static_cast<double>(w.b * w.t) / s},

@@ -77,6 +77,9 @@ namespace zoo::bench {
 struct WorkloadOptions {
   int64_t steps = 0;         // measured repetitions; 0 = the workload's own default
   int64_t profile_rows = 0;  // training: the ops to list from one more, profiled step; 0 = none
+  // Training and generate-* rows: a folder where one more step (a training step, or the row's
+  // whole generation) is written as a Kineto trace, zoo-ROW.json; empty: none.
+  std::string trace_dir;
   std::string gpt2_tokenizer;  // tokenize-gpt2: the directory with vocab.json and merges.txt
   c10::Device device = c10::Device(c10::kCPU);
   // The serve rows: load the OpenAI-compatible server at HOST:PORT instead of starting zoo's
@@ -190,8 +193,12 @@ RingWorkload ring_workload(const std::string& name);
 // The median of `steps` (0: 5) training steps after the warm-up steps: tokens/s, step_ms, the
 // forward/backward/optimizer split, what the first forward keeps for backward (activation_mb),
 // trainable_parameters, flops_per_token, and with `profile_rows` > 0 the ops with the most self
-// time in one more step (the first entry the whole step).
+// time in one more step (the first entry the whole step). With `trace`, one more step is written
+// there as a Kineto trace (core/op_profile.h: write_trace).
 nlohmann::json train_workload(const TrainWorkload& workload, int64_t steps, int64_t profile_rows,
-                              const c10::Device& device);
+                              const c10::Device& device, const std::string& trace = {});
+
+// Where a row's trace goes under WorkloadOptions::trace_dir: DIR/zoo-ROW.json, or empty without one.
+std::string trace_path(const WorkloadOptions& options, const std::string& row);
 
 }  // namespace zoo::bench

@@ -6,6 +6,13 @@
 #include <stdexcept>
 
 #include <ATen/record_function.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <c10/util/StringUtil.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 namespace zoo {
@@ -19,6 +26,24 @@ bool reads_on_the_device_on_cuda(const std::string& name) {
   return name == "aten::_fused_adamw_" || name == "aten::_fused_adam_" || name == "aten::_amp_update_scale_" ||
          name == "aten::_amp_foreach_non_finite_check_and_unscale_";
 }
+
+// Kineto logs its start and stop (and a missing GPU) on file descriptor 2, which is not its
+// caller's to fill: sent to /dev/null while it lives (the profiled work's own output is not).
+class QuietStderr {
+ public:
+  QuietStderr() : saved_(::dup(2)) {
+    const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) ::dup2(null, 2), ::close(null);
+  }
+  ~QuietStderr() {
+    if (saved_ >= 0) ::dup2(saved_, 2), ::close(saved_);
+  }
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_;
+};
 
 // An op's name, or, for one such a CPU kernel called, its name and the op's ("aten::item (in
 // aten::_fused_adamw_)"), which synchronizes() does not count: the step a GPU runs has no such op.
@@ -104,6 +129,33 @@ std::vector<OpTime> count_ops(const std::vector<ProfiledOp>& ops) {
   std::vector<OpTime> rows;
   for (auto& [name, row] : by_name) rows.push_back(std::move(row));
   return rows;
+}
+
+void write_trace(const std::function<void()>& work, const std::string& path, bool cuda) {
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  std::set<ActivityType> activities = {ActivityType::CPU};
+  if (cuda) activities.insert(ActivityType::CUDA);
+  {
+    QuietStderr quiet;
+    profiler::prepareProfiler(config, activities);
+    profiler::enableProfiler(config, activities);
+  }
+  try {
+    work();
+  } catch (...) {
+    QuietStderr quiet;
+    profiler::disableProfiler();
+    throw;
+  }
+  QuietStderr quiet;
+  const auto result = profiler::disableProfiler();
+  // Kineto writes the file itself: beside the destination, then renamed over it.
+  const std::string partial = path + ".partial";
+  result->save(partial);
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) throw std::runtime_error(c10::str("cannot write the trace ", path, ": ", error.message()));
 }
 
 at::Tensor read_to_host(const at::Tensor& tensor) {

@@ -25,6 +25,11 @@ struct OpTime {
 // any op.
 std::vector<OpTime> profile_ops(const std::function<void()>& work);
 
+// Runs `work` once under Kineto (LibTorch's profiler of PyTorch's torch.profiler), with the
+// GPU's kernels and runtime calls when `cuda`, and writes its Chrome trace to `path` (written
+// whole, then renamed into place). scripts/trace_summary.py reads it beside PyTorch's.
+void write_trace(const std::function<void()>& work, const std::string& path, bool cuda);
+
 // Whether op `name` makes the host wait for the device when its tensors live on a GPU: it reads
 // a value back (item, _local_scalar_dense, is_nonzero, equal, allclose), or the size of its
 // output depends on the values (nonzero, masked_select, unique, bincount, repeat_interleave with

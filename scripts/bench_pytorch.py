@@ -153,7 +153,9 @@ def train(name, b, t, steps, bf16=False):
 
     rate = b * t / median_seconds(2, steps or 5, step)
     extra = {k: 1000 * sorted(v[2:])[len(v[2:]) // 2] for k, v in split.items()}
-    return "tokens/s", rate, {"split_ms": extra, "op_events": op_events(step)}
+    events = op_events(step)
+    write_trace(f"train-{name}{'-bf16' if bf16 else ''}", step)
+    return "tokens/s", rate, {"split_ms": extra, "op_events": events}
 
 
 def op_events(step):
@@ -173,6 +175,30 @@ def op_events(step):
     events = list(prof.events())
     index = {id(e): i for i, e in enumerate(events)}
     return [[e.name, index.get(id(e.cpu_parent), -1) if e.cpu_parent is not None else -1] for e in events]
+
+
+def write_trace(name, work):
+    """With ZOO_BENCH_TRACE_DIR (zoo bench --trace), one more run of `work` under torch.profiler,
+    the GPU's kernels included on CUDA, written as DIR/pytorch-NAME.json (whole, then renamed) for
+    scripts/trace_summary.py beside zoo's DIR/zoo-NAME.json."""
+    folder = os.environ.get("ZOO_BENCH_TRACE_DIR")
+    if not folder:
+        return
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE.type == "cuda" else [])
+    saved = os.dup(2)  # Kineto's own log lines, as in op_events
+    with open(os.devnull, "w") as quiet:
+        os.dup2(quiet.fileno(), 2)
+        try:
+            with profile(activities=activities) as prof:
+                work()
+                synchronize()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    path = os.path.join(folder, f"pytorch-{name}.json")
+    prof.export_chrome_trace(path + ".partial")
+    os.replace(path + ".partial", path)
 
 
 # long-KIND-T[-gpt2]: one training step of a GPT with gpt-tiny's sizes (gpt2-small's) at batch 1 and T tokens, its
@@ -312,7 +338,9 @@ def generate(steps, dtype=torch.float32):
         return torch.cat(ids, 1)
 
     with torch.no_grad():
-        return "tokens/s", 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
+        rate = 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
+        write_trace("generate-gpt2-small" + ("-bf16" if dtype == torch.bfloat16 else ""), decode)
+        return "tokens/s", rate
 
 
 # Qwen3-0.6B's shapes (configs/qwen3-0.6b.yaml), random weights, in transformers' own

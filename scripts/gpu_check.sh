@@ -5,7 +5,7 @@
 #       Downloads the Debian packages zoo builds with (headers and libraries of yaml-cpp,
 #       GoogleTest, nlohmann-json, CLI11, fmt, PCRE2, utf8proc, xxHash, SentencePiece, Gloo) as
 #       .deb files into DIR, for a GPU machine that cannot install packages.
-#   scripts/gpu_check.sh [--deps DIR] [--build-only | --prebuilt] [--build-dir DIR] [--corpus FILE]
+#   scripts/gpu_check.sh [--deps DIR] [--build-only | --prebuilt] [--build-dir DIR] [--corpus FILE] [--profile]
 #       1. Builds zoo into build-gpu/ (or --build-dir) against the LibTorch of the machine's PyTorch
 #          (python3, or $ZOO_GPU_PYTHON), with CUDA. Dependencies come from the system, or, with
 #          --deps, from DIR's .deb files unpacked into the build folder's deps/ (nothing is
@@ -19,6 +19,11 @@
 #          data parallelism over NCCL where the machine has two GPUs.
 #       3. Prints `zoo bench --device cuda --compare` against the machine's PyTorch: gemm,
 #          training, BERT's forward and decoding (fp32 and bf16), for docs/cuda.md.
+#       4. With --profile: the training rows and generate-gpt2-small once more, each one step
+#          (or one generation) traced by Kineto for zoo and for PyTorch (zoo bench --trace), and
+#          scripts/trace_summary.py's summary of each (ATen ops, kernels, launches, GPU busy and
+#          idle time and gaps per step, the top kernels) written to BUILD/profile/summary.txt
+#          beside the traces: what one short loan of a GPU needs to act on.
 #       --build-only stops after 1 (what can be checked on a machine without a GPU); with
 #       ZOO_GPU_TARGETS=zoo_cli it builds the command line alone (faster). --corpus names
 #       the text to train on (default: `zoo corpus`, which needs Debian's python3.11-doc).
@@ -38,12 +43,13 @@ if [[ "${1:-}" == fetch-deps ]]; then
   exit 0
 fi
 
-deps="" build_only=0 prebuilt=0 build=build-gpu corpus=""
+deps="" build_only=0 prebuilt=0 profile=0 build=build-gpu corpus=""
 while (($#)); do
   case "$1" in
     --deps) deps="$2"; shift 2 ;;
     --build-only) build_only=1; shift ;;
     --prebuilt) prebuilt=1; shift ;;
+    --profile) profile=1; shift ;;
     --build-dir) build="$2"; shift 2 ;;
     --corpus) corpus="$(realpath "$2")"; shift 2 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
@@ -186,6 +192,22 @@ figures() {
     train-gpt2-small-bf16 train-gpt-tiny forward-bert-base generate-gpt2-small generate-gpt2-small-bf16
 }
 check "zoo bench --device cuda --compare" figures
+
+if ((profile)); then
+  echo "== profile: one traced step each, zoo and PyTorch, summarised in $build/profile/summary.txt"
+  traced() {
+    local dir="$build/profile" rows=(train-gpt2-small train-gpt2-small-bf16 train-gpt-tiny generate-gpt2-small)
+    rm -rf "$dir" && mkdir -p "$dir"
+    "$zoo" bench --device cuda --compare --python "$python" --steps 2 --only "${rows[@]}" --trace "$dir"
+    for row in "${rows[@]}"; do
+      local steps=1
+      [[ "$row" == generate-* ]] && steps=128  # the generation's tokens
+      "$python" scripts/trace_summary.py --steps "$steps" "$dir/zoo-$row.json" "$dir/pytorch-$row.json"
+    done > "$dir/summary.txt"
+    cat "$dir/summary.txt"
+  }
+  check "traced steps and their summary" traced
+fi
 
 if ((${#failed[@]})); then
   echo "gpu_check: ${#failed[@]} failed: $(IFS=';'; echo "${failed[*]}")" >&2

@@ -8,7 +8,22 @@ references="$2"
 python="${ZOO_PYTHON:?the Python with the test references (ctest sets it)}"
 source "$(dirname "$0")/lib.sh"
 
-"$zoo" bench --compare --json --steps 1 --only gemm bandwidth train-gpt-tiny > "$work/bench.jsonl"
+"$zoo" bench --compare --json --steps 1 --only gemm bandwidth train-gpt-tiny --trace "$work/traces" > "$work/bench.jsonl"
+# --trace: one more step of each side as a Kineto trace; scripts/trace_summary.py reads both.
+[ "$(ls "$work/traces")" = "$(printf 'pytorch-train-gpt-tiny.json\nzoo-train-gpt-tiny.json')" ] || { ls "$work/traces"; exit 1; }
+"$python" "$(dirname "$0")/../../scripts/trace_summary.py" --json --top 5 "$work/traces/zoo-train-gpt-tiny.json" \
+  "$work/traces/pytorch-train-gpt-tiny.json" > "$work/traces.jsonl"
+"$python" - "$work/bench.jsonl" "$work/traces.jsonl" <<'PY'
+import json, sys
+train = [json.loads(line) for line in open(sys.argv[1])][2]
+zoo, torch = [json.loads(line) for line in open(sys.argv[2])]
+# The same step's ops, counted by Kineto here and by LibTorch's legacy profiler in the row.
+assert abs(zoo["aten_ops_per_step"] - train["zoo_ops"]) <= 0.01 * train["zoo_ops"], (zoo, train)
+assert abs(torch["aten_ops_per_step"] - train["pytorch_ops"]) <= 0.05 * train["pytorch_ops"], (torch, train)
+for s in (zoo, torch):
+    assert s["kernels_per_step"] == 0 and s["top_by"] == "op self time", s  # a CPU: no kernels
+    assert len(s["top"]) == 5 and "aten::mm" in [r["name"] for r in s["top"]], s
+PY
 "$python" - "$work/bench.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
