@@ -115,13 +115,16 @@ torch::Tensor TransformerBlockImpl::residual(const torch::Tensor& x,
                                              const std::function<torch::Tensor(const torch::Tensor&)>& self_attention,
                                              const std::function<torch::Tensor(const torch::Tensor&)>& cross_attention,
                                              std::vector<torch::Tensor>* router_logits) {
-  auto self_branch = [&](const torch::Tensor& h) { return dropout->forward(self_attention(h)); };
-  auto cross_branch = [&](const torch::Tensor& h) { return dropout->forward(cross_attention(h)); };
+  // No dropout op at all where it would return its input (rate 0, or evaluation).
+  const bool drops = is_training() && options.dropout() > 0.0;
+  auto drop = [&](const torch::Tensor& y) { return drops ? dropout->forward(y) : y; };
+  auto self_branch = [&](const torch::Tensor& h) { return drop(self_attention(h)); };
+  auto cross_branch = [&](const torch::Tensor& h) { return drop(cross_attention(h)); };
   auto ff_branch = [&](const torch::Tensor& h) {
-    if (!moe) return dropout->forward(ff->forward(h));
+    if (!moe) return drop(ff->forward(h));
     auto [out, logits] = moe->forward(h);
     if (router_logits != nullptr) router_logits->push_back(logits);
-    return dropout->forward(out);
+    return drop(out);
   };
   torch::Tensor h = x;
   switch (options.norm_position()) {

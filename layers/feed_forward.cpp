@@ -50,7 +50,8 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   auto h = is_gated(options.activation())
                ? activate(lora.project(gate, x), options.activation()) * lora.project(up, x)
                : activate(lora.project(up, x), options.activation());
-  return lora.project(down, dropout->forward(h));
+  // No dropout op at all where it would return its input (rate 0, or evaluation).
+  return lora.project(down, is_training() && options.dropout() > 0.0 ? dropout->forward(h) : h);
 }
 
 std::vector<ProjectionPart> FeedForwardImpl::projection_parts() const {

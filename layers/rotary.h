@@ -76,7 +76,9 @@ class RotaryEmbeddingImpl : public torch::nn::Cloneable<RotaryEmbeddingImpl> {
 
  private:
   struct Table {
-    torch::Tensor cos, sin;  // (n, rotary_dim / 2) float32
+    // (n, rotary_dim / 2) float32; the half layout's repeated, (n, rotary_dim), for its rotation
+    // x * cos + (-x2, x1) * sin.
+    torch::Tensor cos, sin;
   };
   // The short or long factors' table, grown to hold positions below `n` on `device`.
   const Table& table(int64_t n, bool long_factors, torch::Device device);

@@ -72,7 +72,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   const auto pe = explicit_positions ? positions->embedding(ids, x.scalar_type(), position_ids.defined() ? 0 : past + t)
                                      : positions->embedding(past, t, x.scalar_type(), x.device());
   if (pe.defined()) x = x + pe;
-  x = dropout->forward(x);
+  if (is_training() && config.dropout > 0.0) x = dropout->forward(x);  // else no op at all
 
   // One bias for every layer (masks and position terms): queries at past.., keys from position 0;
   // or, around a ring, the terms at the global positions of the zigzag layout.
