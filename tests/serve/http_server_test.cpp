@@ -564,8 +564,14 @@ TEST(HttpServer, AClientLeavingBeforeAWholeAnswerIsSeenClosed) {
   EXPECT_TRUE(server.hold_saw_closed());
 }
 
+// Three heavy requests one after the other: a worker counts as free only after its answer's last
+// write is posted, so on a loaded machine the next request can arrive before the previous
+// worker is released. Three workers keep this test about order (the spurious 503 this window
+// allows a pipelining client with every other worker busy is a note on issue #48's stop).
 TEST(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
-  TestServer server;
+  HttpServerOptions options = quick_options();
+  options.workers = 3;
+  TestServer server(options);
   Client client(server.port());
   ASSERT_TRUE(client.send(get("/health") + post("/echo", "first", "X-Test: one\r\n") + post("/stream", "") +
                           post("/echo", "second") + get("/health")));
