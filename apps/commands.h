@@ -6,10 +6,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+namespace torch::nn {
+class Module;
+}
 
 namespace zoo::cli {
 
@@ -44,6 +49,17 @@ void add_device_option(CLI::App* command, std::string& device);
 
 // Adds --dtype (a WeightsDtype spelling, train/checkpoint.h: auto, fp32 or bf16) into `dtype`.
 CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description);
+
+// --quantize int8|int4 and --group-size: every linear layer of the model quantized once loaded
+// (kernels/quantized_weight.h), as torchao's quantize_ does; embeddings (and a head tied to one)
+// keep their dtype.
+struct QuantizeArgs {
+  std::string format;  // empty: not quantized
+  int64_t group_size = 32;
+};
+void add_quantize_options(CLI::App* command, QuantizeArgs& args);
+// Quantizes `model` (placed on its device, in its dtype) as `args` ask, saying so on `log`.
+void quantize_at_load(torch::nn::Module& model, const QuantizeArgs& args, std::ostream& log);
 
 // Adds --overwrite: "replace OUTPUT at the path when zoo wrote it (never anything else)".
 CLI::Option* add_overwrite_flag(CLI::App* command, bool& overwrite, const std::string& what);

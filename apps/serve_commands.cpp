@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 struct ServeArgs {
   std::string model, device = "auto", dtype = "auto", name;
   ServeOptions options;
+  QuantizeArgs quantize;
 };
 
 int serve_command(ServeArgs a) {
@@ -46,6 +47,7 @@ int serve_command(ServeArgs a) {
   }
   const torch::Device device = resolve_device(a.device);
   model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), stored));
+  quantize_at_load(*model.module(), a.quantize, std::cerr);
   place_in_huge_pages(*model.module());
   model.module()->eval();
   a.options.model_name = a.name.empty() ? a.model : a.name;
@@ -91,6 +93,7 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
                   "seconds a connection may stay idle between requests before it is closed")
       ->check(positive_number());
   add_dtype_option(cmd, a->dtype, "weights' type: auto (the checkpoint's), fp32 or bf16");
+  add_quantize_options(cmd, a->quantize);
   add_device_option(cmd, a->device);
   return {{cmd, [a] { return serve_command(*a); }}};
 }

@@ -20,7 +20,6 @@
 
 namespace zoo::cli {
 namespace {
-
 namespace fs = std::filesystem;
 
 // Data-parallel settings; the rank, world size and rendezvous come from the environment
@@ -67,6 +66,7 @@ struct GenerateArgs {
   int64_t max_new_tokens = 64, top_k = 200, num_beams = 1, seed = 0, show = 5;
   double temperature = 0.8, top_p = 1.0, repetition_penalty = 1.0, length_penalty = 1.0;
   bool greedy = false, no_cache = false, chat = false;
+  QuantizeArgs quantize;
 };
 
 int run_trainer(RunConfig config, const std::string& run_dir, bool resume, bool overwrite,
@@ -169,6 +169,7 @@ int generate_command(const GenerateArgs& a) {
   const torch::Device device = resolve_device(a.device);
   // bf16 weights: half the bytes read per generated token (sums stay float32, kernels/linear.cpp).
   c.model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
+  quantize_at_load(*c.model.module(), a.quantize, std::cerr);
   place_in_huge_pages(*c.model.module());  // every weight is read once per token (core/runtime.h)
   c.model.module()->eval();
   if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a);
@@ -272,6 +273,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   gen_cmd->add_option("--seed", g->seed, "sampling seed")->check(non_negative_integer());
   add_dtype_option(gen_cmd, g->dtype,
                    "weights' type: auto (default: the checkpoint's), fp32 or bf16 (half the memory read per token)");
+  add_quantize_options(gen_cmd, g->quantize);
   gen_cmd->add_flag("--no-cache", g->no_cache, "recompute every step instead of using the KV cache");
   gen_cmd->add_option("--show", g->show, "bert: predictions shown per [MASK]")->check(positive_integer());
   gen_cmd->add_flag("--chat", g->chat, "each prompt is a user message through the model's chat template; prints the reply");

@@ -17,6 +17,7 @@
 #include "apps/commands.h"
 #include "core/runtime.h"
 #include "core/strings.h"
+#include "kernels/quantized_weight.h"
 #include "models/config.h"
 #include "models/layer_options.h"
 #include "models/model.h"
@@ -87,6 +88,24 @@ void add_device_option(CLI::App* command, std::string& device) {
 
 CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description) {
   return command->add_option("--dtype", dtype, description)->check(CLI::IsMember(enum_names<WeightsDtype>()));
+}
+
+void add_quantize_options(CLI::App* command, QuantizeArgs& args) {
+  command->add_option("--quantize", args.format, "quantize the linear layers' weights at load: int8 (per output) "
+                                                 "or int4 (per group); a tied embedding stays")
+      ->check(CLI::IsMember(enum_names<WeightFormat>()));
+  command->add_option("--group-size", args.group_size, "int4: inputs per scale (32, 64 or 128)")
+      ->check(CLI::IsMember(std::vector<int64_t>{32, 64, 128}));
+}
+
+void quantize_at_load(torch::nn::Module& model, const QuantizeArgs& args, std::ostream& log) {
+  if (args.format.empty()) return;
+  const auto format = from_string<WeightFormat>(args.format);
+  const auto summary = quantize_linears(model, format, format == WeightFormat::kInt4 ? args.group_size : 0);
+  log << "quantized " << summary.layers << " linear layers to " << args.format
+      << (format == WeightFormat::kInt4 ? " (groups of " + std::to_string(args.group_size) + ")" : std::string())
+      << ": " << std::fixed << std::setprecision(1) << summary.bytes_before / 1048576.0 << " MiB of weights to "
+      << summary.bytes_after / 1048576.0 << " MiB" << std::defaultfloat << "\n";
 }
 
 void say_replaced(const std::string& path, const std::string& what) {

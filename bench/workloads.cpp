@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <thread>
 #include <sstream>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "core/runtime.h"
 #include "core/strings.h"
 #include "data/corpus.h"
+#include "kernels/quantized_weight.h"
 #include "models/generation.h"
 #include "models/layer_options.h"
 #include "models/lora.h"
@@ -75,14 +77,22 @@ json forward_bert(int64_t steps, const c10::Device& device) {
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
 }
 
-// Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`.
+// Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`;
+// with `quantized`, its linear layers quantized as zoo generate --quantize does (int4 in groups of 32).
 json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
                        const c10::Device& device, const std::vector<std::string>& overrides = {},
-                       const std::string& trace = {}) {
+                       const std::string& trace = {}, std::optional<WeightFormat> quantized = std::nullopt) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(model_name, overrides);
   Model model = build_model(config);
   model.module()->to(device, dtype);
+  // Every weight is read once per token (the tied embedding as the output projection), but the
+  // experts it is not routed to; a quantized layer's integers and scales in place of its weight.
+  double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
+  if (quantized) {
+    const auto summary = quantize_linears(*model.module(), *quantized, *quantized == WeightFormat::kInt4 ? 32 : 0);
+    bytes -= static_cast<double>(summary.bytes_before - summary.bytes_after);
+  }
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
   model.module()->eval();
   std::vector<int64_t> prompt;
@@ -92,9 +102,6 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); }, device);
   if (!trace.empty()) write_trace([&] { generate(model.gpt, {prompt}, o); }, trace, device.is_cuda());
-  // Every weight is read once per token (the tied embedding as the output projection), but the
-  // experts it is not routed to.
-  const double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(new_tokens) / s}, {"bytes_per_token", bytes}};
 }
 
@@ -426,6 +433,55 @@ void add_ring_rows(std::vector<Workload>& w) {
   }
 }
 
+// generate-*: batch-1 decoding of gpt2-small in each weight type and of Qwen3-0.6B's shapes, dense
+// and as a mixture of experts.
+void add_generation_rows(std::vector<Workload>& w) {
+  using F = WorkloadFamily;
+  for (const bool bf16 : {false, true}) {
+    w.push_back({.name = bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small",
+                 .family = F::kGeneration,
+                 .run = [bf16](const WorkloadOptions& o) {
+                   return generate_workload("gpt2-small", 128, o.steps, bf16 ? torch::kBFloat16 : torch::kFloat,
+                                            o.device, {},
+                                            trace_path(o, bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small"));
+                 },
+                 .pytorch_twin = true,
+                 .bandwidth_bound = true});
+  }
+  // Weight-only int8 and int4 (#49): decoding reads a quarter and an eighth of float32's bytes.
+  for (const WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    const std::string name = "generate-gpt2-small-" + to_string(format);
+    w.push_back({.name = name,
+                 .family = F::kGeneration,
+                 .run = [format, name](const WorkloadOptions& o) {
+                   return generate_workload("gpt2-small", 128, o.steps, torch::kFloat, o.device, {},
+                                            trace_path(o, name), format);
+                 },
+                 .default_run = false,
+                 .bandwidth_bound = true});
+  }
+  w.push_back({.name = "generate-qwen3-0.6b",
+               .family = F::kGeneration,
+               .run = [](const WorkloadOptions& o) {
+                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, {},
+                                          trace_path(o, "generate-qwen3-0.6b"));
+               },
+               .default_run = false,
+               .pytorch_twin = true,
+               .bandwidth_bound = true});
+  w.push_back({.name = "generate-qwen3-0.6b-moe",
+               .family = F::kGeneration,
+               .run = [](const WorkloadOptions& o) {
+                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, qwen3_moe_overrides(),
+                                          trace_path(o, "generate-qwen3-0.6b-moe"));
+               },
+               .default_run = false,
+               .pytorch_twin = true,
+               .baseline = Baseline::kDenseSameActive,
+               .baseline_rows = {"generate-qwen3-0.6b"},
+               .bandwidth_bound = true});
+}
+
 std::vector<Workload> every_workload() {
   using F = WorkloadFamily;
   std::vector<Workload> w;
@@ -454,37 +510,7 @@ std::vector<Workload> every_workload() {
                .family = F::kInference,
                .run = [](const WorkloadOptions& o) { return forward_bert(o.steps, o.device); },
                .pytorch_twin = true});
-  for (const bool bf16 : {false, true}) {
-    w.push_back({.name = bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small",
-                 .family = F::kGeneration,
-                 .run = [bf16](const WorkloadOptions& o) {
-                   return generate_workload("gpt2-small", 128, o.steps, bf16 ? torch::kBFloat16 : torch::kFloat,
-                                            o.device, {},
-                                            trace_path(o, bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small"));
-                 },
-                 .pytorch_twin = true,
-                 .bandwidth_bound = true});
-  }
-  w.push_back({.name = "generate-qwen3-0.6b",
-               .family = F::kGeneration,
-               .run = [](const WorkloadOptions& o) {
-                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, {},
-                                          trace_path(o, "generate-qwen3-0.6b"));
-               },
-               .default_run = false,
-               .pytorch_twin = true,
-               .bandwidth_bound = true});
-  w.push_back({.name = "generate-qwen3-0.6b-moe",
-               .family = F::kGeneration,
-               .run = [](const WorkloadOptions& o) {
-                 return generate_workload("qwen3-0.6b", 64, o.steps, torch::kFloat, o.device, qwen3_moe_overrides(),
-                                          trace_path(o, "generate-qwen3-0.6b-moe"));
-               },
-               .default_run = false,
-               .pytorch_twin = true,
-               .baseline = Baseline::kDenseSameActive,
-               .baseline_rows = {"generate-qwen3-0.6b"},
-               .bandwidth_bound = true});
+  add_generation_rows(w);
   w.push_back({.name = "tokenize-zoo",
                .family = F::kTokenizer,
                .run = [](const WorkloadOptions& o) { return tokenize_workload(bench_zoo_tokenizer(), o.steps); },

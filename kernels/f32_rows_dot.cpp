@@ -3,32 +3,13 @@
 #include <algorithm>
 #include <stdexcept>
 
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#define ZOO_X86_64_AVX512 1
-#include <immintrin.h>
-#endif
+#include "kernels/avx512_sum.h"
 
 namespace zoo {
 
 #if ZOO_X86_64_AVX512
-// The loops over a block's rows and columns unrolled at -O2 too, so that its sums stay in
-// registers (at -O2 GCC keeps them in memory: 1.5-2x slower).
-#define ZOO_UNROLL _Pragma("GCC unroll 16")
-// GCC 12's AVX-512 headers warn about their own placeholder operands (`__Y = __Y`).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+ZOO_AVX512_KERNELS_BEGIN
 namespace {
-
-// The 16 lanes' sum by halves in registers, one fixed tree (lanes 8 apart, then 4, 2, 1). Not
-// _mm512_reduce_add_ps, which GCC 12 warns about in its own header.
-__attribute__((target("avx512f"))) inline float lane_sum(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));  // the 256-bit halves swapped
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));  // 128-bit quarters swapped in pairs
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));        // pairs of lanes swapped
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));        // neighbouring lanes swapped
-  return _mm512_cvtss_f32(v);
-}
 
 // A share of the weights a few blocks ahead, fetched into L2 while a block computes: floats
 // [from, to) of `data`, `lines` cache lines of 16 floats for each 16 of the row. Into L2, not
@@ -148,7 +129,7 @@ __attribute__((target("avx512f"))) void weighted_row_sum(const float* p, const f
 }
 
 }  // namespace
-#pragma GCC diagnostic pop
+ZOO_AVX512_KERNELS_END
 #endif
 
 bool cpu_runs_f32_rows_dot() {

@@ -14,6 +14,7 @@
 #include "kernels/bf16_dot.h"
 #include "kernels/f32_rows_dot.h"
 #include "kernels/parallel.h"
+#include "kernels/quantized_weight.h"
 
 namespace zoo {
 namespace {
@@ -106,6 +107,13 @@ torch::Tensor few_rows_project(const torch::Tensor& x, const torch::Tensor& weig
 }
 
 }  // namespace
+
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  if (layer->weight.numel() == 0) {
+    if (const auto quantized = quantized_weight_of(*layer)) return quantized_project(x, *quantized, layer->bias);
+  }
+  return project(x, layer->weight, layer->bias);
+}
 
 torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   const int64_t in = weight.size(1);

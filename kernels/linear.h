@@ -13,9 +13,8 @@ namespace zoo {
 // x: (..., in), weight: (out, in), bias: (out) or undefined. Returns (..., out).
 torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
 
-// The same through a torch::nn::Linear's parameters.
-inline torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return project(x, layer->weight, layer->bias);
-}
+// The same through a torch::nn::Linear's parameters, or its quantized weight
+// (kernels/quantized_weight.h: quantized_project) when it holds one.
+torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x);
 
 }  // namespace zoo

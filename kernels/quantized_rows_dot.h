@@ -1,0 +1,34 @@
+#pragma once
+// A few float32 rows through quantized weights, y = x W^T + b, with W read packed: the few-row
+// products of decoding and serving, which read every weight once for a few products each, so
+// int8 reads a quarter of float32's bytes and int4 an eighth. The formats are
+// kernels/quantized_weight.h's; the reference is dequantize-then-matmul (its tests).
+// The integers are widened to floats 16 at a time and summed against x in float32, the scales
+// applied to each output's sum (int8) or each group's (int4), so that a weight costs a load and
+// two conversions, not a dequantization. Blocks as kernels/f32_rows_dot.h's: every output is the
+// same sum in the same order (16 lanes over the row, one fixed tree, the groups in order)
+// whatever the number of rows and wherever it falls in a block, so a sequence decoded in a batch
+// gets bit for bit the products it gets alone. Plain C++ with x86 intrinsics, no torch.
+
+#include <cstdint>
+
+namespace zoo {
+
+// Whether this CPU runs the kernels (AVX-512F and AVX-512BW; built with GCC or Clang for x86-64).
+bool cpu_runs_quantized_rows_dot();
+
+// int8 weights, one scale per output: x (rows, in) row-major, w (out, in) row-major,
+// scale (out), bias (out) or null. Writes columns [begin, end) of y (rows, ld_y):
+// y[r * ld_y + n] = scale[n] * (x[r, :] . w[n, :]) + bias[n].
+void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* scale, int64_t in, const float* bias,
+                   int64_t begin, int64_t end, float* y, int64_t ld_y);
+
+// int4 weights in groups of `group` inputs (a multiple of 32 dividing `in`): w (out, in / 2)
+// bytes, each 32 inputs in 16 bytes, byte j holding input j in its low half and input j + 16 in
+// its high half; a value q in [0, 15] stands for (q - 8) * scale + zero of its output's group,
+// scale and zero (out, in / group): y = sum over groups of scale * (x . q) + (zero - 8 scale) *
+// (the sum of x over the group), plus bias. Writes columns [begin, end) of y as int8_rows_dot does.
+void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* scale, const float* zero, int64_t in,
+                   int64_t group, const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y);
+
+}  // namespace zoo

@@ -1,0 +1,281 @@
+#include "kernels/quantized_weight.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include <c10/util/StringUtil.h>
+#include <torch/torch.h>
+
+#include "kernels/f32_rows_dot.h"
+#include "kernels/linear.h"
+#include "kernels/parallel.h"
+#include "kernels/quantized_rows_dot.h"
+
+namespace zoo {
+namespace {
+
+// torchao's clamps on a scale: float32's epsilon for int8 (Int8Tensor.from_hp), the smallest
+// normal float32 for int4 (_choose_qparams_affine_tinygemm's default).
+constexpr double kInt8MinScale = std::numeric_limits<float>::epsilon();
+constexpr double kInt4MinScale = std::numeric_limits<float>::min();
+constexpr int64_t kInt4Block = 32;  // inputs per 16 packed bytes
+
+std::invalid_argument error(const std::string& name, const std::string& what) {
+  return std::invalid_argument(name + ": " + what);
+}
+
+// The first NaN or infinity of a 2-D tensor, named with its place.
+void check_finite(const torch::Tensor& t, const std::string& name, const std::string& what) {
+  const auto bad = torch::logical_not(torch::isfinite(t));
+  if (!bad.any().item<bool>()) return;
+  const auto first = bad.reshape({-1}).nonzero()[0].item<int64_t>();
+  const int64_t columns = t.dim() == 2 ? t.size(1) : 1;
+  const double value = t.reshape({-1})[first].item<double>();
+  throw error(name, c10::str(what, " has ", std::isnan(value) ? "NaN" : (value > 0 ? "inf" : "-inf"), " at (",
+                             first / columns, ", ", first % columns, ")"));
+}
+
+}  // namespace
+
+bool is_int4_group_size(int64_t group_size) { return group_size == 32 || group_size == 64 || group_size == 128; }
+
+int64_t QuantizedWeight::in_features() const {
+  switch (format) {
+    case WeightFormat::kInt8:
+      return data.size(1);
+    case WeightFormat::kInt4:
+      return data.size(1) * 2;
+  }
+  return 0;
+}
+
+int64_t QuantizedWeight::bytes() const {
+  int64_t total = data.numel() * static_cast<int64_t>(data.element_size());
+  for (const auto* t : {&scale, &zero}) {
+    if (t->defined()) total += t->numel() * static_cast<int64_t>(t->element_size());
+  }
+  return total;
+}
+
+QuantizedWeight quantize_weight(const torch::Tensor& weight, WeightFormat format, int64_t group_size,
+                                const std::string& name) {
+  if (weight.dim() != 2 || !weight.is_floating_point()) {
+    throw error(name, c10::str("only a 2-D floating-point weight is quantized, got ", weight.dim(), "-D ",
+                               weight.scalar_type()));
+  }
+  torch::NoGradGuard no_grad;
+  const auto w = weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  check_finite(w, name, "the weight");
+  const int64_t out = w.size(0), in = w.size(1);
+  QuantizedWeight q;
+  q.format = format;
+  switch (format) {
+    case WeightFormat::kInt8: {
+      // Symmetric over [-128, 127]: the largest magnitude over half the range's width, 255 / 2.
+      const auto largest = torch::maximum(-w.amin(1).clamp_max(0), w.amax(1).clamp_min(0));
+      q.scale = (largest / 127.5).clamp_min(kInt8MinScale);
+      q.data = torch::round(w * (1.0 / q.scale).unsqueeze(1)).clamp(-128, 127).to(torch::kChar);
+      break;
+    }
+    case WeightFormat::kInt4: {
+      if (!is_int4_group_size(group_size)) {
+        throw error(name, c10::str("int4 group size ", group_size, " (takes 32, 64 or 128)"));
+      }
+      if (in % group_size != 0) {
+        throw error(name, c10::str("int4 group size ", group_size, " does not divide the weight's ", in,
+                                   " inputs (", out, " x ", in, ")"));
+      }
+      q.group_size = group_size;
+      const auto groups = w.view({out, in / group_size, group_size});
+      const auto low = groups.amin(-1), high = groups.amax(-1);
+      q.scale = ((high - low) / 15.0).clamp_min(kInt4MinScale);
+      q.zero = low + q.scale * 8.0;  // the range's middle, (0 + 15 + 1) / 2
+      const auto bottom = (q.zero - q.scale * 8.0).unsqueeze(-1);
+      const auto values = torch::round((groups - bottom) / q.scale.unsqueeze(-1)).clamp(0, 15);
+      q.data = pack_int4(values.to(torch::kByte).view({out, in}));
+      q.scale = q.scale.contiguous();
+      q.zero = q.zero.contiguous();
+      break;
+    }
+  }
+  return q;
+}
+
+torch::Tensor dequantize_weight(const QuantizedWeight& weight, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  switch (weight.format) {
+    case WeightFormat::kInt8:
+      return (weight.data.to(torch::kFloat) * weight.scale.unsqueeze(1)).to(dtype);
+    case WeightFormat::kInt4: {
+      const int64_t out = weight.out_features(), in = weight.in_features(), g = weight.group_size;
+      const auto values = unpack_int4(weight.data).to(torch::kFloat).view({out, in / g, g});
+      return ((values - 8.0) * weight.scale.unsqueeze(-1) + weight.zero.unsqueeze(-1)).view({out, in}).to(dtype);
+    }
+  }
+  return {};
+}
+
+void check_quantized_weight(const QuantizedWeight& weight, const std::string& name, int64_t out, int64_t in) {
+  const auto shape_of = [](const torch::Tensor& t) { return t.defined() ? c10::str(t.sizes()) : std::string("none"); };
+  if (!weight.data.defined() || weight.data.dim() != 2 || !weight.scale.defined()) {
+    throw error(name, "a quantized weight needs 2-D integers and scales, got integers " + shape_of(weight.data) +
+                          ", scales " + shape_of(weight.scale));
+  }
+  const int64_t rows = weight.data.size(0);
+  switch (weight.format) {
+    case WeightFormat::kInt8:
+      if (weight.data.scalar_type() != torch::kChar || weight.scale.scalar_type() != torch::kFloat ||
+          weight.scale.sizes() != torch::IntArrayRef{rows} || weight.zero.defined()) {
+        throw error(name, c10::str("int8 weight: expected int8 integers (out, in) and float32 scales (out), got ",
+                                   weight.data.scalar_type(), " ", weight.data.sizes(), " and ",
+                                   weight.scale.scalar_type(), " ", weight.scale.sizes()));
+      }
+      break;
+    case WeightFormat::kInt4: {
+      const int64_t g = weight.group_size, columns = weight.data.size(1) * 2;
+      if (!is_int4_group_size(g) || columns % g != 0) {
+        throw error(name, c10::str("int4 weight: group size ", g, " with ", columns,
+                                   " inputs (takes 32, 64 or 128, dividing the inputs)"));
+      }
+      const std::vector<int64_t> groups{rows, columns / g};
+      if (weight.data.scalar_type() != torch::kByte || weight.scale.scalar_type() != torch::kFloat ||
+          !weight.zero.defined() || weight.zero.scalar_type() != torch::kFloat ||
+          weight.scale.sizes() != torch::IntArrayRef(groups) || weight.zero.sizes() != torch::IntArrayRef(groups)) {
+        throw error(name, c10::str("int4 weight: expected uint8 integers (out, in / 2) and float32 scales and zeros (",
+                                   rows, ", ", columns / g, "), got ", weight.data.scalar_type(), " ",
+                                   weight.data.sizes(), ", scales ", shape_of(weight.scale), ", zeros ",
+                                   shape_of(weight.zero)));
+      }
+      check_finite(weight.zero.view({rows, -1}), name, "the zeros");
+      break;
+    }
+  }
+  check_finite(weight.scale.view({rows, -1}), name, "the scales");
+  if (!(weight.scale > 0).all().item<bool>()) throw error(name, "a scale is zero or negative");
+  if ((out >= 0 && weight.out_features() != out) || (in >= 0 && weight.in_features() != in)) {
+    throw error(name, c10::str("quantized weight of ", weight.out_features(), " x ", weight.in_features(),
+                               ", expected ", out, " x ", in));
+  }
+}
+
+torch::Tensor pack_int4(const torch::Tensor& values) {
+  TORCH_CHECK(values.dim() == 2 && values.size(1) % kInt4Block == 0 && values.scalar_type() == torch::kByte,
+              "pack_int4: expected uint8 values (out, in) with in a multiple of 32, got ", values.scalar_type(), " ",
+              values.sizes());
+  const int64_t out = values.size(0), in = values.size(1);
+  const auto halves = values.view({out, in / kInt4Block, 2, kInt4Block / 2});  // (out, blocks, low|high, 16)
+  const auto low = halves.select(2, 0), high = halves.select(2, 1);
+  return low.bitwise_or(high.bitwise_left_shift(4)).reshape({out, in / 2});
+}
+
+torch::Tensor unpack_int4(const torch::Tensor& packed) {
+  TORCH_CHECK(packed.dim() == 2 && packed.size(1) % (kInt4Block / 2) == 0 && packed.scalar_type() == torch::kByte,
+              "unpack_int4: expected uint8 bytes (out, in / 2) with in a multiple of 32, got ", packed.scalar_type(),
+              " ", packed.sizes());
+  const int64_t out = packed.size(0), in = packed.size(1) * 2;
+  const auto bytes = packed.view({out, in / kInt4Block, kInt4Block / 2});
+  return torch::stack({bytes.bitwise_and(15), bytes.bitwise_right_shift(4)}, 2).reshape({out, in});
+}
+
+torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight, const torch::Tensor& bias) {
+  const int64_t in = weight.in_features(), out = weight.out_features();
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in, "quantized_project: expected (..., ", in, "), got ", x.sizes());
+  const bool wants_grad =
+      torch::GradMode::is_enabled() && (x.requires_grad() || (bias.defined() && bias.requires_grad()));
+  const bool float_rows = x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16;
+  const bool few_rows = x.numel() > 0 && x.numel() <= kFewRowsMax * in;
+  if (wants_grad || !float_rows || !few_rows || !x.device().is_cpu() || !weight.data.device().is_cpu() ||
+      !cpu_runs_quantized_rows_dot()) {
+    return project(x, dequantize_weight(weight, x.scalar_type()).to(x.device()),
+                   bias.defined() ? bias.to(x.scalar_type()) : bias);
+  }
+  torch::NoGradGuard no_grad;
+  const auto rows = x.reshape({-1, in}).to(torch::kFloat).contiguous();
+  const int64_t n = rows.size(0);
+  const auto b = bias.defined() ? bias.to(torch::kFloat).contiguous() : bias;
+  auto y = torch::empty({n, out}, rows.options());
+  const float* x_data = rows.data_ptr<float>();
+  const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* y_data = y.data_ptr<float>();
+  // Columns in blocks of at least 8 KiB of packed weights, whole blocks of 24 (the kernels' widths).
+  const int64_t bytes_per_column = weight.format == WeightFormat::kInt8 ? in : in / 2;
+  const int64_t grain = ((std::max<int64_t>(24, (int64_t{8} << 10) / std::max<int64_t>(1, bytes_per_column)) + 23) / 24) * 24;
+  switch (weight.format) {
+    case WeightFormat::kInt8: {
+      const auto* w = weight.data.data_ptr<int8_t>();
+      const float* scale = weight.scale.data_ptr<float>();
+      parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+        int8_rows_dot(x_data, n, w, scale, in, b_data, begin, end, y_data, out);
+      });
+      break;
+    }
+    case WeightFormat::kInt4: {
+      const auto* w = weight.data.data_ptr<uint8_t>();
+      const float* scale = weight.scale.data_ptr<float>();
+      const float* zero = weight.zero.data_ptr<float>();
+      parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+        int4_rows_dot(x_data, n, w, scale, zero, in, weight.group_size, b_data, begin, end, y_data, out);
+      });
+      break;
+    }
+  }
+  auto sizes = x.sizes().vec();
+  sizes.back() = out;
+  return y.to(x.scalar_type()).view(sizes);
+}
+
+namespace {
+constexpr const char* kIntegers = "weight_quantized";
+constexpr const char* kScale = "weight_scale";
+constexpr const char* kZero = "weight_zero";
+}  // namespace
+
+void quantize_linear(torch::nn::LinearImpl& layer, WeightFormat format, int64_t group_size, const std::string& name) {
+  if (quantized_weight_of(layer)) throw error(name, "the weight is quantized already");
+  torch::NoGradGuard no_grad;
+  const auto device = layer.weight.device();
+  const auto q = quantize_weight(layer.weight, format, group_size, name);
+  layer.register_buffer(kIntegers, q.data.to(device));
+  layer.register_buffer(kScale, q.scale.to(device));
+  if (q.zero.defined()) layer.register_buffer(kZero, q.zero.to(device));
+  // Every reference to the parameter sees it emptied, and its memory is freed.
+  layer.weight.set_(torch::empty({0}, layer.weight.options()));
+  layer.weight.requires_grad_(false);
+}
+
+std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::LinearImpl& layer) {
+  if (layer.weight.defined() && layer.weight.numel() > 0) return std::nullopt;
+  const auto buffers = layer.named_buffers(/*recurse=*/false);
+  const auto* integers = buffers.find(kIntegers);
+  const auto* scale = buffers.find(kScale);
+  if (integers == nullptr || scale == nullptr) return std::nullopt;
+  QuantizedWeight q;
+  q.data = *integers, q.scale = *scale;
+  if (q.data.scalar_type() == torch::kByte) {
+    const auto* zero = buffers.find(kZero);
+    q.format = WeightFormat::kInt4;
+    if (zero != nullptr) q.zero = *zero;
+    q.group_size = q.scale.dim() == 2 && q.scale.size(1) > 0 ? q.data.size(1) * 2 / q.scale.size(1) : 0;
+  }
+  return q;
+}
+
+QuantizeSummary quantize_linears(torch::nn::Module& model, WeightFormat format, int64_t group_size,
+                                 const std::function<bool(const std::string&)>& keep) {
+  QuantizeSummary summary;
+  for (const auto& item : model.named_modules()) {
+    auto* linear = item.value()->as<torch::nn::Linear>();
+    if (linear == nullptr || (keep && keep(item.key()))) continue;
+    const int64_t before = linear->weight.numel() * static_cast<int64_t>(linear->weight.element_size());
+    quantize_linear(*linear, format, group_size, item.key() + ".weight");
+    summary.layers += 1;
+    summary.bytes_before += before;
+    summary.bytes_after += quantized_weight_of(*linear)->bytes();
+  }
+  return summary;
+}
+
+}  // namespace zoo

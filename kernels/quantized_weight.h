@@ -1,0 +1,91 @@
+#pragma once
+// Weight-only quantization: a projection's weight stored as int8 or int4 with float32 scales,
+// its activations and results in float32 or bf16. The formats are torchao's weight-only ones
+// (quant_primitives.py), so that the same tensor quantizes to the same integers and scales:
+// - int8: symmetric, one scale per output (row): scale = max|w| / 127.5 (at least float32's
+//   epsilon), q = clamp(round(w * (1 / scale)), -128, 127), w ~ q * scale (Int8WeightOnlyConfig).
+// - int4: asymmetric, a scale and a zero per group of `group_size` inputs of an output
+//   (torchao's "tinygemm" parameters, which its Int4WeightOnlyConfig and ATen's int4 CPU and
+//   CUDA products take): scale = (max - min) / 15 (at least float32's smallest normal),
+//   zero = min + 8 scale, q = clamp(round((w - (zero - 8 scale)) / scale), 0, 15),
+//   w ~ (q - 8) * scale + zero. Two values a byte, laid out for the kernel
+//   (kernels/quantized_rows_dot.h): each 32 inputs in 16 bytes, byte j holding input j in its
+//   low half and input j + 16 in its high half.
+// dequantize_weight is the plain reference every product is checked against.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include "core/enum_names.h"
+
+namespace zoo {
+
+enum class WeightFormat { kInt8, kInt4 };
+ZOO_ENUM_NAMES(WeightFormat, "weight format", {"int8", WeightFormat::kInt8}, {"int4", WeightFormat::kInt4});
+
+// The group sizes int4 takes (llama.cpp's Q4_0 groups 32; torchao's default is 128).
+bool is_int4_group_size(int64_t group_size);
+
+struct QuantizedWeight {
+  WeightFormat format = WeightFormat::kInt8;
+  int64_t group_size = 0;  // int4: inputs per scale; int8: 0 (a scale per output)
+  torch::Tensor data;      // int8: (out, in) int8; int4: (out, in / 2) uint8
+  torch::Tensor scale;     // float32: int8 (out); int4 (out, in / group_size)
+  torch::Tensor zero;      // int4: float32 (out, in / group_size); int8: undefined
+
+  int64_t out_features() const { return data.size(0); }
+  int64_t in_features() const;
+  // Bytes the weight takes: its integers, scales and zeros.
+  int64_t bytes() const;
+};
+
+// Quantizes a 2-D floating-point weight (out, in). `name` (a parameter's name) starts every
+// error: a weight that is not 2-D or not floating point, NaN or infinity in it (with the first
+// one's place), an int4 group size that is not 32, 64 or 128 or does not divide `in`.
+QuantizedWeight quantize_weight(const torch::Tensor& weight, WeightFormat format, int64_t group_size,
+                                const std::string& name);
+
+// The float weight the integers stand for, (out, in), in `dtype` (computed in float32).
+torch::Tensor dequantize_weight(const QuantizedWeight& weight, torch::ScalarType dtype = torch::kFloat);
+
+// Throws, naming `name`, unless `weight` is a well-formed quantized weight of `out` x `in`
+// (out, in: -1 for any): the dtypes and shapes above, finite positive scales, finite zeros.
+// What a loader checks of a packed tensor read from a file.
+void check_quantized_weight(const QuantizedWeight& weight, const std::string& name, int64_t out = -1, int64_t in = -1);
+
+// int4 values q (out, in) in [0, 15] (uint8) into the packed layout above, and back.
+torch::Tensor pack_int4(const torch::Tensor& values);
+torch::Tensor unpack_int4(const torch::Tensor& packed);
+
+// y = x W^T + b with W quantized: x (..., in) float32 or bf16, bias (out) or undefined; the
+// result has x's dtype. Without gradients on the CPU, 1 to kFewRowsMax rows read the packed
+// weights (kernels/quantized_rows_dot.h); otherwise the weight is dequantized into x's dtype for
+// one product (prefill, or a CPU without AVX-512).
+torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight,
+                                const torch::Tensor& bias = {});
+
+// A torch::nn::Linear holds a quantized weight as three buffers beside its bias,
+// weight_quantized (the integers), weight_scale and (int4) weight_zero, so that its state and a
+// checkpoint carry them; its `weight` parameter is emptied (no elements, frozen) and every
+// product goes through project(layer, x) (kernels/linear.h), which finds them.
+// Quantizes `layer`'s weight in place (errors start with `name`, the weight's name).
+void quantize_linear(torch::nn::LinearImpl& layer, WeightFormat format, int64_t group_size, const std::string& name);
+// The layer's quantized weight, or nullopt when it holds a float one.
+std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::LinearImpl& layer);
+
+struct QuantizeSummary {
+  int64_t layers = 0;                   // linear layers quantized
+  int64_t bytes_before = 0, bytes_after = 0;  // their weights' bytes
+};
+// Quantizes every torch::nn::Linear under `model` whose name `keep` does not return true for
+// (the output head, by the caller's choice); the rest keep their dtype.
+QuantizeSummary quantize_linears(torch::nn::Module& model, WeightFormat format, int64_t group_size,
+                                 const std::function<bool(const std::string&)>& keep = {});
+
+}  // namespace zoo

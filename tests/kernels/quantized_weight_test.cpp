@@ -1,0 +1,225 @@
+#include "kernels/quantized_weight.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/f32_rows_dot.h"
+#include "kernels/quantized_rows_dot.h"
+#include "models/config.h"
+#include "models/generation.h"
+#include "models/gpt.h"
+#include "test_util.h"
+
+namespace zoo {
+namespace {
+
+using testing::error_of;
+using testing::max_abs_diff;
+
+// tests/reference/quantize_reference.py: torchao 0.18's int8 and int4 weight-only quantization of
+// one weight with awkward rows (zeros, a constant, only negatives, one outlier, 1e-30 values).
+// zoo's integers, scales and zeros are torchao's exactly; its dequantized weight too.
+TEST(QuantizedWeight, IntegersScalesAndZerosAreTorchaos) {
+  auto ref = testing::python_reference("quantize_reference.py");
+  const auto weight = ref.at("weight");
+  const auto int8 = quantize_weight(weight, WeightFormat::kInt8, 0, "w");
+  EXPECT_TRUE(torch::equal(int8.data, ref.at("int8.data")));
+  EXPECT_TRUE(torch::equal(int8.scale, ref.at("int8.scale")));
+  EXPECT_TRUE(torch::equal(dequantize_weight(int8), ref.at("int8.dequantized")));
+  EXPECT_EQ(int8.bytes(), 24 * 256 + 24 * 4);
+  for (const int64_t group : {32, 64, 128}) {
+    SCOPED_TRACE(group);
+    const std::string key = "int4." + std::to_string(group) + ".";
+    const auto int4 = quantize_weight(weight, WeightFormat::kInt4, group, "w");
+    EXPECT_TRUE(torch::equal(unpack_int4(int4.data), ref.at(key + "values")));
+    EXPECT_TRUE(torch::equal(int4.scale, ref.at(key + "scale")));
+    EXPECT_TRUE(torch::equal(int4.zero, ref.at(key + "zero")));
+    EXPECT_TRUE(torch::equal(dequantize_weight(int4), ref.at(key + "dequantized")));
+    EXPECT_EQ(int4.bytes(), 24 * 128 + 2 * 24 * (256 / group) * 4);
+    EXPECT_NO_THROW(check_quantized_weight(int4, "w", 24, 256));
+  }
+  // bf16 weights quantize from their float32 values.
+  EXPECT_TRUE(torch::equal(quantize_weight(weight.to(torch::kBFloat16), WeightFormat::kInt8, 0, "w").data,
+                           quantize_weight(weight.to(torch::kBFloat16).to(torch::kFloat), WeightFormat::kInt8, 0, "w").data));
+}
+
+// The packed layout against a plain statement of it: each 32 inputs in 16 bytes, byte j holding
+// input j (low half) and input j + 16 (high half); and back.
+TEST(QuantizedWeight, Int4PackingIsThePlainLayout) {
+  for (const int64_t in : {32, 64, 96, 256}) {
+    const auto values = torch::randint(0, 16, {5, in}, torch::kByte);
+    const auto packed = pack_int4(values);
+    ASSERT_EQ(packed.sizes(), (std::vector<int64_t>{5, in / 2}));
+    auto plain = torch::empty({5, in / 2}, torch::kByte);
+    const auto v = values.accessor<uint8_t, 2>();
+    auto p = plain.accessor<uint8_t, 2>();
+    for (int64_t n = 0; n < 5; ++n) {
+      for (int64_t block = 0; block < in / 32; ++block) {
+        for (int64_t j = 0; j < 16; ++j) {
+          p[n][block * 16 + j] = static_cast<uint8_t>(v[n][block * 32 + j] | (v[n][block * 32 + 16 + j] << 4));
+        }
+      }
+    }
+    EXPECT_TRUE(torch::equal(packed, plain)) << in;
+    EXPECT_TRUE(torch::equal(unpack_int4(packed), values)) << in;
+  }
+}
+
+TEST(QuantizedWeight, BadWeightsAndPackedTensorsAreRefusedByName) {
+  auto w = torch::randn({6, 64});
+  w[2][3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(error_of([&] { quantize_weight(w, WeightFormat::kInt8, 0, "blocks.0.attn.qkv.weight"); }),
+            "blocks.0.attn.qkv.weight: the weight has NaN at (2, 3)");
+  w[2][3] = 0, w[5][63] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(error_of([&] { quantize_weight(w, WeightFormat::kInt4, 32, "w"); }), "w: the weight has -inf at (5, 63)");
+  w[5][63] = 0;
+  EXPECT_EQ(error_of([&] { quantize_weight(w, WeightFormat::kInt4, 48, "w"); }), "w: int4 group size 48 (takes 32, 64 or 128)");
+  EXPECT_EQ(error_of([&] { quantize_weight(torch::randn({6, 96}), WeightFormat::kInt4, 64, "w"); }),
+            "w: int4 group size 64 does not divide the weight's 96 inputs (6 x 96)");
+  EXPECT_EQ(error_of([&] { quantize_weight(torch::randn({6}), WeightFormat::kInt8, 0, "w"); }),
+            "w: only a 2-D floating-point weight is quantized, got 1-D Float");
+  EXPECT_EQ(error_of([&] { quantize_weight(torch::ones({2, 32}, torch::kLong), WeightFormat::kInt8, 0, "w"); }),
+            "w: only a 2-D floating-point weight is quantized, got 2-D Long");
+
+  // A packed tensor as a loader reads it: truncated, wrong types, bad scales or zeros.
+  const auto int4 = quantize_weight(w, WeightFormat::kInt4, 32, "w");
+  auto truncated = int4;
+  truncated.data = int4.data.narrow(1, 0, 16);
+  EXPECT_EQ(error_of([&] { check_quantized_weight(truncated, "h.0.mlp.fc.weight"); }),
+            "h.0.mlp.fc.weight: int4 weight: expected uint8 integers (out, in / 2) and float32 scales and zeros (6, 1), "
+            "got Byte [6, 16], scales [6, 2], zeros [6, 2]");
+  auto negative = int4;
+  negative.scale = int4.scale.clone();
+  negative.scale[1][1] = -1.0f;
+  EXPECT_EQ(error_of([&] { check_quantized_weight(negative, "w"); }), "w: a scale is zero or negative");
+  auto nan_zero = int4;
+  nan_zero.zero = int4.zero.clone();
+  nan_zero.zero[4][0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(error_of([&] { check_quantized_weight(nan_zero, "w"); }), "w: the zeros has NaN at (4, 0)");
+  EXPECT_EQ(error_of([&] { check_quantized_weight(int4, "w", 6, 128); }),
+            "w: quantized weight of 6 x 64, expected 6 x 128");
+  auto int8 = quantize_weight(w, WeightFormat::kInt8, 0, "w");
+  int8.data = int8.data.to(torch::kShort);
+  EXPECT_EQ(error_of([&] { check_quantized_weight(int8, "w"); }),
+            "w: int8 weight: expected int8 integers (out, in) and float32 scales (out), got Short [6, 64] and Float [6]");
+  int8.data = torch::Tensor();
+  EXPECT_EQ(error_of([&] { check_quantized_weight(int8, "w"); }),
+            "w: a quantized weight needs 2-D integers and scales, got integers none, scales [6]");
+}
+
+// The product against dequantize-then-matmul in float64, for every row count the few-row kernels
+// take (1 row, blocks of 4 and the rows past them) and a prefill's (dequantized then one product):
+// columns that do not fill a kernel block (45), an int8 width with a tail past 16 lanes, float32
+// and bf16 rows, with and without bias. The kernels' bits are the same for a row alone or batched.
+TEST(QuantizedProject, EqualsDequantizeThenMatmulAndTheSameBitsAloneOrBatched) {
+  torch::manual_seed(3);
+  torch::NoGradGuard no_grad;
+  const int64_t out = 45;
+  struct Case {
+    WeightFormat format;
+    int64_t in, group;
+  };
+  for (const Case c : {Case{WeightFormat::kInt8, 771, 0}, Case{WeightFormat::kInt8, 64, 0},
+                       Case{WeightFormat::kInt4, 256, 32}, Case{WeightFormat::kInt4, 384, 128},
+                       Case{WeightFormat::kInt4, 64, 64}}) {
+    const auto q = quantize_weight(torch::randn({out, c.in}) * 0.1, c.format, c.group, "w");
+    const auto dense = dequantize_weight(q, torch::kDouble);
+    const auto bias = torch::randn({out});
+    for (const int64_t rows : {1, 2, 4, 5, 7, 16, 23, 24, 100}) {
+      for (const bool with_bias : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << to_string(c.format) << " in " << c.in << " rows " << rows << " bias "
+                                        << with_bias);
+        const auto b = with_bias ? bias : torch::Tensor();
+        const auto x = torch::randn({rows, c.in});
+        const auto want = torch::nn::functional::linear(x.to(torch::kDouble), dense,
+                                                         with_bias ? bias.to(torch::kDouble) : torch::Tensor());
+        const auto y = quantized_project(x, q, b);
+        ASSERT_EQ(y.scalar_type(), torch::kFloat);
+        // float32 sums of c.in products of terms up to ~4 x 0.4 in size.
+        EXPECT_LE(max_abs_diff(y.to(torch::kDouble), want), 2e-5 * std::sqrt(static_cast<double>(c.in)));
+        const auto xb = x.to(torch::kBFloat16);
+        const auto yb = quantized_project(xb, q, b);
+        ASSERT_EQ(yb.scalar_type(), torch::kBFloat16);
+        const auto want_b = torch::nn::functional::linear(xb.to(torch::kDouble), dense,
+                                                           with_bias ? bias.to(torch::kDouble) : torch::Tensor());
+        EXPECT_LE(max_abs_diff(yb.to(torch::kDouble), want_b), 1e-2 * want_b.abs().max().item<double>() + 1e-3);
+        if (rows <= kFewRowsMax && cpu_runs_quantized_rows_dot()) {
+          for (int64_t r = 0; r < rows; r += 3) {
+            EXPECT_TRUE(torch::equal(quantized_project(x.narrow(0, r, 1), q, b), y.narrow(0, r, 1))) << r;
+          }
+        }
+      }
+    }
+    // Leading dimensions are kept.
+    EXPECT_EQ(quantized_project(torch::randn({2, 3, c.in}), q).sizes(), (std::vector<int64_t>{2, 3, out}));
+  }
+  EXPECT_EQ(error_of([] {
+              quantized_project(torch::randn({2, 60}), quantize_weight(torch::randn({4, 64}), WeightFormat::kInt8, 0, "w"));
+            }).rfind("quantized_project: expected (..., 64), got [2, 60]", 0),
+            0u);
+}
+
+// With gradients the product is dequantize-then-linear, differentiable in the input and bias
+// (the frozen base of a LoRA step).
+TEST(QuantizedProject, GradientsReachTheInputAndBias) {
+  const auto q = quantize_weight(torch::randn({12, 64}), WeightFormat::kInt4, 32, "w");
+  const auto x = torch::randn({3, 64}, torch::requires_grad());
+  const auto bias = torch::randn({12}, torch::requires_grad());
+  quantized_project(x, q, bias).pow(2).sum().backward();
+  const auto x2 = x.detach().clone().requires_grad_(), bias2 = bias.detach().clone().requires_grad_();
+  torch::nn::functional::linear(x2, dequantize_weight(q), bias2).pow(2).sum().backward();
+  EXPECT_ALLCLOSE(x.grad(), x2.grad(), 1e-5);
+  EXPECT_ALLCLOSE(bias.grad(), bias2.grad(), 1e-5);
+}
+
+// A model quantized at load (zoo generate/serve --quantize): every linear layer of a GPT's blocks
+// holds its integers and nothing else (its float weight emptied), and the model gives the logits
+// and greedy tokens of the same model whose weights were replaced by what the integers stand for,
+// in one batch of prompts of two lengths (padded rows) and with the cache.
+TEST(QuantizedLinear, AQuantizedModelGivesTheDequantizedModelsLogitsAndGreedyTokens) {
+  const auto make = [] {
+    torch::manual_seed(1);
+    GPT model(parse_config("family: gpt\nvocab_size: 50\nd_model: 64\nn_layers: 2\nn_heads: 4\nd_ff: 128\n"
+                           "max_positions: 64\ndropout: 0.0\nattention_dropout: 0.0\ninit_std: 0.2\n"));
+    model->eval();
+    return model;
+  };
+  struct Case {
+    WeightFormat format;
+    int64_t group;
+  };
+  for (const Case c : {Case{WeightFormat::kInt8, 0}, Case{WeightFormat::kInt4, 32}, Case{WeightFormat::kInt4, 64}}) {
+    SCOPED_TRACE(to_string(c.format) + " " + std::to_string(c.group));
+    auto quantized = make(), reference = make();
+    torch::NoGradGuard no_grad;
+    for (const auto& item : reference->named_modules()) {
+      if (auto* linear = item.value()->as<torch::nn::Linear>()) {
+        linear->weight.set_data(dequantize_weight(quantize_weight(linear->weight, c.format, c.group, item.key())));
+      }
+    }
+    const auto summary = quantize_linears(*quantized, c.format, c.group);
+    EXPECT_EQ(summary.layers, 2 * 4);  // each block's qkv, out, up and down
+    EXPECT_LT(summary.bytes_after * (c.format == WeightFormat::kInt8 ? 3 : 5), summary.bytes_before);
+    for (const auto& item : quantized->named_modules()) {
+      if (auto* linear = item.value()->as<torch::nn::Linear>()) {
+        EXPECT_EQ(linear->weight.numel(), 0) << item.key();
+        EXPECT_TRUE(quantized_weight_of(*linear).has_value()) << item.key();
+      }
+    }
+    const auto ids = torch::randint(0, 50, {2, 9}, torch::kLong);
+    EXPECT_LE(max_abs_diff(quantized->forward(ids), reference->forward(ids)), 1e-4);
+    GenerationOptions o;
+    o.max_new_tokens = 12;
+    const std::vector<std::vector<int64_t>> prompts{{3, 14, 15, 9, 2}, {6, 5}};
+    EXPECT_EQ(generate(quantized, prompts, o).tokens, generate(reference, prompts, o).tokens);
+    EXPECT_EQ(error_of([&] { quantize_linears(*quantized, c.format, c.group); }),
+              "blocks.0.self_attn.qkv.weight: the weight is quantized already");
+  }
+}
+
+}  // namespace
+}  // namespace zoo
