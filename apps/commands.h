@@ -12,8 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
-namespace torch::nn {
-class Module;
+namespace zoo {
+struct Model;
 }
 
 namespace zoo::cli {
@@ -50,16 +50,17 @@ void add_device_option(CLI::App* command, std::string& device);
 // Adds --dtype (a WeightsDtype spelling, train/checkpoint.h: auto, fp32 or bf16) into `dtype`.
 CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description);
 
-// --quantize int8|int4 and --group-size: every linear layer of the model quantized once loaded
-// (kernels/quantized_weight.h), as torchao's quantize_ does; embeddings (and a head tied to one)
-// keep their dtype.
+// --quantize int8|int4, --group-size and --keep-embeddings: every linear layer of the model
+// quantized once loaded (kernels/quantized_weight.h), as torchao's quantize_ does, and a GPT's or
+// T5's token embedding (a head tied to it with it) unless kept in the model's dtype.
 struct QuantizeArgs {
   std::string format;  // empty: not quantized
   int64_t group_size = 32;
+  bool keep_embeddings = false;
 };
 void add_quantize_options(CLI::App* command, QuantizeArgs& args);
 // Quantizes `model` (placed on its device, in its dtype) as `args` ask, saying so on `log`.
-void quantize_at_load(torch::nn::Module& model, const QuantizeArgs& args, std::ostream& log);
+void quantize_at_load(Model& model, const QuantizeArgs& args, std::ostream& log);
 
 // Adds --overwrite: "replace OUTPUT at the path when zoo wrote it (never anything else)".
 CLI::Option* add_overwrite_flag(CLI::App* command, bool& overwrite, const std::string& what);

@@ -47,7 +47,7 @@ int serve_command(ServeArgs a) {
   }
   const torch::Device device = resolve_device(a.device);
   model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), stored));
-  quantize_at_load(*model.module(), a.quantize, std::cerr);
+  quantize_at_load(model, a.quantize, std::cerr);
   place_in_huge_pages(*model.module());
   model.module()->eval();
   a.options.model_name = a.name.empty() ? a.model : a.name;

@@ -169,7 +169,7 @@ int generate_command(const GenerateArgs& a) {
   const torch::Device device = resolve_device(a.device);
   // bf16 weights: half the bytes read per generated token (sums stay float32, kernels/linear.cpp).
   c.model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
-  quantize_at_load(*c.model.module(), a.quantize, std::cerr);
+  quantize_at_load(c.model, a.quantize, std::cerr);
   place_in_huge_pages(*c.model.module());  // every weight is read once per token (core/runtime.h)
   c.model.module()->eval();
   if (c.model.config.family == Family::kBert) return bert_predict(c, tokenizer, a);

@@ -92,17 +92,23 @@ CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::
 
 void add_quantize_options(CLI::App* command, QuantizeArgs& args) {
   command->add_option("--quantize", args.format, "quantize the linear layers' weights at load: int8 (per output) "
-                                                 "or int4 (per group); a tied embedding stays")
+                                                 "or int4 (per group)")
       ->check(CLI::IsMember(enum_names<WeightFormat>()));
   command->add_option("--group-size", args.group_size, "int4: inputs per scale (32, 64 or 128)")
       ->check(CLI::IsMember(std::vector<int64_t>{32, 64, 128}));
+  command->add_flag("--keep-embeddings", args.keep_embeddings,
+                    "with --quantize: the token embedding (and a head tied to it) keeps the model's dtype");
 }
 
-void quantize_at_load(torch::nn::Module& model, const QuantizeArgs& args, std::ostream& log) {
+void quantize_at_load(Model& model, const QuantizeArgs& args, std::ostream& log) {
   if (args.format.empty()) return;
   const auto format = from_string<WeightFormat>(args.format);
-  const auto summary = quantize_linears(model, format, format == WeightFormat::kInt4 ? args.group_size : 0);
-  log << "quantized " << summary.layers << " linear layers to " << args.format
+  // BERT's masked-language head reads its tied table directly: its embedding stays.
+  const bool tables = !args.keep_embeddings && model.config.family != Family::kBert;
+  const auto summary = quantize_model_weights(*model.module(), format,
+                                              format == WeightFormat::kInt4 ? args.group_size : 0, tables);
+  log << "quantized " << summary.linears << " linear layers" << (summary.tables > 0 ? " and the token embedding" : "")
+      << " to " << args.format
       << (format == WeightFormat::kInt4 ? " (groups of " + std::to_string(args.group_size) + ")" : std::string())
       << ": " << std::fixed << std::setprecision(1) << summary.bytes_before / 1048576.0 << " MiB of weights to "
       << summary.bytes_after / 1048576.0 << " MiB" << std::defaultfloat << "\n";

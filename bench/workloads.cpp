@@ -78,7 +78,7 @@ json forward_bert(int64_t steps, const c10::Device& device) {
 }
 
 // Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`;
-// with `quantized`, its linear layers quantized as zoo generate --quantize does (int4 in groups of 32).
+// with `quantized`, its weights quantized as zoo generate --quantize does (int4 in groups of 32).
 json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
                        const c10::Device& device, const std::vector<std::string>& overrides = {},
                        const std::string& trace = {}, std::optional<WeightFormat> quantized = std::nullopt) {
@@ -90,7 +90,8 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   // experts it is not routed to; a quantized layer's integers and scales in place of its weight.
   double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   if (quantized) {
-    const auto summary = quantize_linears(*model.module(), *quantized, *quantized == WeightFormat::kInt4 ? 32 : 0);
+    const auto summary =
+        quantize_model_weights(*model.module(), *quantized, *quantized == WeightFormat::kInt4 ? 32 : 0, true);
     bytes -= static_cast<double>(summary.bytes_before - summary.bytes_after);
   }
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does

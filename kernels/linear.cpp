@@ -110,9 +110,27 @@ torch::Tensor few_rows_project(const torch::Tensor& x, const torch::Tensor& weig
 
 torch::Tensor project(const torch::nn::Linear& layer, const torch::Tensor& x) {
   if (layer->weight.numel() == 0) {
-    if (const auto quantized = quantized_weight_of(*layer)) return quantized_project(x, *quantized, layer->bias);
+    if (const auto quantized = quantized_weight_of(*layer, layer->weight)) {
+      return quantized_project(x, *quantized, layer->bias);
+    }
   }
   return project(x, layer->weight, layer->bias);
+}
+
+torch::Tensor project(const torch::Tensor& x, const torch::nn::Embedding& table) {
+  if (table->weight.numel() == 0) {
+    if (const auto quantized = quantized_weight_of(*table, table->weight)) return quantized_project(x, *quantized);
+  }
+  return project(x, table->weight);
+}
+
+torch::Tensor embed(const torch::nn::Embedding& table, const torch::Tensor& ids) {
+  if (table->weight.numel() == 0) {
+    if (const auto quantized = quantized_weight_of(*table, table->weight)) {
+      return dequantize_rows(*quantized, ids, table->weight.scalar_type());
+    }
+  }
+  return table.ptr()->forward(ids);  // the holder is const, the module it holds is not
 }
 
 torch::Tensor project(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {

@@ -233,22 +233,23 @@ constexpr const char* kScale = "weight_scale";
 constexpr const char* kZero = "weight_zero";
 }  // namespace
 
-void quantize_linear(torch::nn::LinearImpl& layer, WeightFormat format, int64_t group_size, const std::string& name) {
-  if (quantized_weight_of(layer)) throw error(name, "the weight is quantized already");
+void quantize_in_place(torch::nn::Module& owner, torch::Tensor& weight, WeightFormat format, int64_t group_size,
+                       const std::string& name) {
+  if (quantized_weight_of(owner, weight)) throw error(name, "the weight is quantized already");
   torch::NoGradGuard no_grad;
-  const auto device = layer.weight.device();
-  const auto q = quantize_weight(layer.weight, format, group_size, name);
-  layer.register_buffer(kIntegers, q.data.to(device));
-  layer.register_buffer(kScale, q.scale.to(device));
-  if (q.zero.defined()) layer.register_buffer(kZero, q.zero.to(device));
+  const auto device = weight.device();
+  const auto q = quantize_weight(weight, format, group_size, name);
+  owner.register_buffer(kIntegers, q.data.to(device));
+  owner.register_buffer(kScale, q.scale.to(device));
+  if (q.zero.defined()) owner.register_buffer(kZero, q.zero.to(device));
   // Every reference to the parameter sees it emptied, and its memory is freed.
-  layer.weight.set_(torch::empty({0}, layer.weight.options()));
-  layer.weight.requires_grad_(false);
+  weight.set_(torch::empty({0}, weight.options()));
+  weight.requires_grad_(false);
 }
 
-std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::LinearImpl& layer) {
-  if (layer.weight.defined() && layer.weight.numel() > 0) return std::nullopt;
-  const auto buffers = layer.named_buffers(/*recurse=*/false);
+std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::Module& owner, const torch::Tensor& weight) {
+  if (weight.defined() && weight.numel() > 0) return std::nullopt;
+  const auto buffers = owner.named_buffers(/*recurse=*/false);
   const auto* integers = buffers.find(kIntegers);
   const auto* scale = buffers.find(kScale);
   if (integers == nullptr || scale == nullptr) return std::nullopt;
@@ -263,17 +264,33 @@ std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::LinearImpl& 
   return q;
 }
 
-QuantizeSummary quantize_linears(torch::nn::Module& model, WeightFormat format, int64_t group_size,
-                                 const std::function<bool(const std::string&)>& keep) {
+torch::Tensor dequantize_rows(const QuantizedWeight& table, const torch::Tensor& ids, torch::ScalarType dtype) {
+  const auto flat = ids.reshape({-1}).to(table.data.device(), torch::kLong);
+  QuantizedWeight rows = table;
+  rows.data = table.data.index_select(0, flat);
+  rows.scale = table.scale.index_select(0, flat);
+  if (table.zero.defined()) rows.zero = table.zero.index_select(0, flat);
+  auto sizes = ids.sizes().vec();
+  sizes.push_back(table.in_features());
+  return dequantize_weight(rows, dtype).view(sizes);
+}
+
+QuantizeSummary quantize_model_weights(torch::nn::Module& model, WeightFormat format, int64_t group_size,
+                                       bool token_embeddings) {
   QuantizeSummary summary;
   for (const auto& item : model.named_modules()) {
     auto* linear = item.value()->as<torch::nn::Linear>();
-    if (linear == nullptr || (keep && keep(item.key()))) continue;
-    const int64_t before = linear->weight.numel() * static_cast<int64_t>(linear->weight.element_size());
-    quantize_linear(*linear, format, group_size, item.key() + ".weight");
-    summary.layers += 1;
+    auto* table = item.value()->as<torch::nn::Embedding>();
+    const bool token_table = table != nullptr && token_embeddings &&
+                             (item.key() == "token_embedding" || item.key().ends_with(".token_embedding"));
+    if (linear == nullptr && !token_table) continue;
+    torch::nn::Module& owner = linear != nullptr ? static_cast<torch::nn::Module&>(*linear) : *table;
+    torch::Tensor& weight = linear != nullptr ? linear->weight : table->weight;
+    const int64_t before = weight.numel() * static_cast<int64_t>(weight.element_size());
+    quantize_in_place(owner, weight, format, group_size, item.key() + ".weight");
+    (linear != nullptr ? summary.linears : summary.tables) += 1;
     summary.bytes_before += before;
-    summary.bytes_after += quantized_weight_of(*linear)->bytes();
+    summary.bytes_after += quantized_weight_of(owner, weight)->bytes();
   }
   return summary;
 }

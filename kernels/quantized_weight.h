@@ -14,12 +14,10 @@
 // dequantize_weight is the plain reference every product is checked against.
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include "core/enum_names.h"
@@ -70,22 +68,29 @@ torch::Tensor unpack_int4(const torch::Tensor& packed);
 torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight,
                                 const torch::Tensor& bias = {});
 
-// A torch::nn::Linear holds a quantized weight as three buffers beside its bias,
-// weight_quantized (the integers), weight_scale and (int4) weight_zero, so that its state and a
-// checkpoint carry them; its `weight` parameter is emptied (no elements, frozen) and every
-// product goes through project(layer, x) (kernels/linear.h), which finds them.
-// Quantizes `layer`'s weight in place (errors start with `name`, the weight's name).
-void quantize_linear(torch::nn::LinearImpl& layer, WeightFormat format, int64_t group_size, const std::string& name);
-// The layer's quantized weight, or nullopt when it holds a float one.
-std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::LinearImpl& layer);
+// Rows `ids` of a quantized table (out, in), as dequantize_weight gives them: ids.sizes() + (in),
+// in `dtype`.
+torch::Tensor dequantize_rows(const QuantizedWeight& table, const torch::Tensor& ids, torch::ScalarType dtype);
+
+// A module holds a quantized weight (a torch::nn::Linear's, an Embedding's table) as three
+// buffers beside the rest of its state, weight_quantized (the integers), weight_scale and (int4)
+// weight_zero, so that its state and a checkpoint carry them; its `weight` parameter is emptied
+// (no elements, frozen, its device and dtype kept), and every product and lookup of it goes
+// through kernels/linear.h (project, embed), which finds them.
+// Quantizes `weight`, a parameter of `owner`, in place (errors start with `name`).
+void quantize_in_place(torch::nn::Module& owner, torch::Tensor& weight, WeightFormat format, int64_t group_size,
+                       const std::string& name);
+// What `owner` holds in place of `weight`, or nullopt when `weight` is a float one.
+std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::Module& owner, const torch::Tensor& weight);
 
 struct QuantizeSummary {
-  int64_t layers = 0;                   // linear layers quantized
+  int64_t linears = 0, tables = 0;            // linear layers and token embeddings quantized
   int64_t bytes_before = 0, bytes_after = 0;  // their weights' bytes
 };
-// Quantizes every torch::nn::Linear under `model` whose name `keep` does not return true for
-// (the output head, by the caller's choice); the rest keep their dtype.
-QuantizeSummary quantize_linears(torch::nn::Module& model, WeightFormat format, int64_t group_size,
-                                 const std::function<bool(const std::string&)>& keep = {});
+// Quantizes every torch::nn::Linear under `model` (as torchao's quantize_ does) and, with
+// `token_embeddings`, every module named token_embedding (a head tied to it with it: the
+// families that look it up and project onto it through kernels/linear.h, GPT and T5).
+QuantizeSummary quantize_model_weights(torch::nn::Module& model, WeightFormat format, int64_t group_size,
+                                       bool token_embeddings);
 
 }  // namespace zoo

@@ -65,7 +65,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
   const torch::Tensor ids = position_ids.defined()    ? position_ids
                             : attention_mask.defined() ? positions_from_mask(attention_mask, t)
                                                        : torch::Tensor();
-  auto x = token_embedding->forward(input_ids);  // (B, T, d_model)
+  auto x = embed(token_embedding, input_ids);  // (B, T, d_model)
   if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
   // Positions past.. of every row: a slice of the table, nothing to check on the device.
   // Positions counted from a mask are below past + t: nothing to read back to check them.
@@ -104,7 +104,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
 }
 
 torch::Tensor GPTImpl::logits(const torch::Tensor& hidden) {
-  return soft_cap(lm_head ? project(lm_head, hidden) : project(hidden, token_embedding->weight), config.logit_softcap);
+  return soft_cap(lm_head ? project(lm_head, hidden) : project(hidden, token_embedding), config.logit_softcap);
 }
 
 torch::Tensor embedding_scale(const ModelConfig& config, torch::ScalarType dtype) {

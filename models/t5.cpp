@@ -49,7 +49,7 @@ torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
   const int64_t t = ids.size(1);
   TORCH_CHECK(start + t <= config.max_length(), "encoder-decoder: cannot forward ", start + t,
               " tokens, max_positions is ", config.max_length());
-  auto x = token_embedding->forward(ids);
+  auto x = zoo::embed(token_embedding, ids);  // zoo::, not this class's embed
   if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
   const auto pe = explicit_positions.defined() ? positions->embedding(explicit_positions, x.scalar_type())
                                               : positions->embedding(start, t, x.scalar_type(), x.device());
@@ -131,7 +131,7 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   x = dropout->forward(x);
   if (lm_head) return project(lm_head, x);
   if (config.scales_tied_head()) x = x * (1.0 / std::sqrt(static_cast<double>(config.d_model)));
-  return project(x, token_embedding->weight);
+  return project(x, token_embedding);
 }
 
 torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& input_ids,

@@ -9,9 +9,8 @@
 
 #include "kernels/f32_rows_dot.h"
 #include "kernels/quantized_rows_dot.h"
-#include "models/config.h"
 #include "models/generation.h"
-#include "models/gpt.h"
+#include "models/model.h"
 #include "test_util.h"
 
 namespace zoo {
@@ -176,48 +175,72 @@ TEST(QuantizedProject, GradientsReachTheInputAndBias) {
   EXPECT_ALLCLOSE(bias.grad(), bias2.grad(), 1e-5);
 }
 
-// A model quantized at load (zoo generate/serve --quantize): every linear layer of a GPT's blocks
-// holds its integers and nothing else (its float weight emptied), and the model gives the logits
-// and greedy tokens of the same model whose weights were replaced by what the integers stand for,
-// in one batch of prompts of two lengths (padded rows) and with the cache.
-TEST(QuantizedLinear, AQuantizedModelGivesTheDequantizedModelsLogitsAndGreedyTokens) {
-  const auto make = [] {
-    torch::manual_seed(1);
-    GPT model(parse_config("family: gpt\nvocab_size: 50\nd_model: 64\nn_layers: 2\nn_heads: 4\nd_ff: 128\n"
-                           "max_positions: 64\ndropout: 0.0\nattention_dropout: 0.0\ninit_std: 0.2\n"));
-    model->eval();
-    return model;
-  };
+// A model quantized at load (zoo generate/serve --quantize): every linear layer and the token
+// embedding (a GPT's and a T5's, their heads tied to it) hold their integers and nothing else
+// (their float weights emptied), and the model gives the greedy tokens (and a GPT the logits) of
+// the same model whose weights were replaced by what the integers stand for, for prompts of two
+// lengths decoded together (padded rows) with the cache.
+TEST(QuantizedModel, GivesTheDequantizedModelsLogitsAndGreedyTokens) {
   struct Case {
     WeightFormat format;
     int64_t group;
   };
-  for (const Case c : {Case{WeightFormat::kInt8, 0}, Case{WeightFormat::kInt4, 32}, Case{WeightFormat::kInt4, 64}}) {
-    SCOPED_TRACE(to_string(c.format) + " " + std::to_string(c.group));
-    auto quantized = make(), reference = make();
-    torch::NoGradGuard no_grad;
-    for (const auto& item : reference->named_modules()) {
-      if (auto* linear = item.value()->as<torch::nn::Linear>()) {
-        linear->weight.set_data(dequantize_weight(quantize_weight(linear->weight, c.format, c.group, item.key())));
+  for (const std::string family : {"gpt", "t5"}) {
+    const auto make = [&] {
+      torch::manual_seed(1);
+      Model model = build_model(testing::tiny_config(family, {"d_model=64", "d_ff=128"}));
+      model.module()->eval();
+      return model;
+    };
+    for (const Case c : {Case{WeightFormat::kInt8, 0}, Case{WeightFormat::kInt4, 32}, Case{WeightFormat::kInt4, 64}}) {
+      SCOPED_TRACE(family + " " + to_string(c.format) + " " + std::to_string(c.group));
+      Model quantized = make(), reference = make();
+      torch::NoGradGuard no_grad;
+      int64_t linears = 0;
+      const auto replace = [&](torch::Tensor& weight, const std::string& name) {
+        weight.set_data(dequantize_weight(quantize_weight(weight, c.format, c.group, name)));
+      };
+      for (const auto& item : reference.module()->named_modules()) {
+        if (auto* linear = item.value()->as<torch::nn::Linear>()) replace(linear->weight, item.key()), ++linears;
+        if (item.key() == "token_embedding") replace(item.value()->as<torch::nn::Embedding>()->weight, item.key());
       }
-    }
-    const auto summary = quantize_linears(*quantized, c.format, c.group);
-    EXPECT_EQ(summary.layers, 2 * 4);  // each block's qkv, out, up and down
-    EXPECT_LT(summary.bytes_after * (c.format == WeightFormat::kInt8 ? 3 : 5), summary.bytes_before);
-    for (const auto& item : quantized->named_modules()) {
-      if (auto* linear = item.value()->as<torch::nn::Linear>()) {
-        EXPECT_EQ(linear->weight.numel(), 0) << item.key();
-        EXPECT_TRUE(quantized_weight_of(*linear).has_value()) << item.key();
+      const auto summary = quantize_model_weights(*quantized.module(), c.format, c.group, true);
+      EXPECT_EQ(summary.linears, linears);
+      EXPECT_EQ(summary.tables, 1);
+      EXPECT_LT(summary.bytes_after * (c.format == WeightFormat::kInt8 ? 3 : 5), summary.bytes_before);
+      for (const auto& item : quantized.module()->named_modules()) {
+        auto* linear = item.value()->as<torch::nn::Linear>();
+        auto* table = item.key() == "token_embedding" ? item.value()->as<torch::nn::Embedding>() : nullptr;
+        if (linear == nullptr && table == nullptr) continue;
+        const torch::Tensor& weight = linear != nullptr ? linear->weight : table->weight;
+        EXPECT_EQ(weight.numel(), 0) << item.key();
+        EXPECT_TRUE(quantized_weight_of(*item.value(), weight).has_value()) << item.key();
       }
+      GenerationOptions o;
+      o.max_new_tokens = 10;
+      const std::vector<std::vector<int64_t>> prompts{{3, 14, 15, 9, 2}, {6, 5}};
+      if (family == "gpt") {
+        const auto ids = torch::randint(0, 97, {2, 9}, torch::kLong);
+        EXPECT_LE(max_abs_diff(quantized.gpt->forward(ids), reference.gpt->forward(ids)), 1e-4);
+        EXPECT_EQ(generate(quantized.gpt, prompts, o).tokens, generate(reference.gpt, prompts, o).tokens);
+      } else {
+        EXPECT_EQ(generate(quantized.seq2seq, prompts, o).tokens, generate(reference.seq2seq, prompts, o).tokens);
+      }
+      EXPECT_EQ(error_of([&] { quantize_model_weights(*quantized.module(), c.format, c.group, true); }),
+                "token_embedding.weight: the weight is quantized already");
     }
-    const auto ids = torch::randint(0, 50, {2, 9}, torch::kLong);
-    EXPECT_LE(max_abs_diff(quantized->forward(ids), reference->forward(ids)), 1e-4);
-    GenerationOptions o;
-    o.max_new_tokens = 12;
-    const std::vector<std::vector<int64_t>> prompts{{3, 14, 15, 9, 2}, {6, 5}};
-    EXPECT_EQ(generate(quantized, prompts, o).tokens, generate(reference, prompts, o).tokens);
-    EXPECT_EQ(error_of([&] { quantize_linears(*quantized, c.format, c.group); }),
-              "blocks.0.self_attn.qkv.weight: the weight is quantized already");
+  }
+}
+
+// The rows of a quantized table, as the dequantized table has them, for ids of any shape.
+TEST(QuantizedModel, TableRowsAreTheDequantizedTables) {
+  const auto table = torch::randn({40, 64});
+  for (const auto& q : {quantize_weight(table, WeightFormat::kInt8, 0, "t"), quantize_weight(table, WeightFormat::kInt4, 32, "t")}) {
+    const auto ids = torch::tensor({{3, 0, 39}, {3, 7, 7}}, torch::kLong);
+    const auto rows = dequantize_rows(q, ids, torch::kFloat);
+    ASSERT_EQ(rows.sizes(), (std::vector<int64_t>{2, 3, 64}));
+    EXPECT_TRUE(torch::equal(rows, dequantize_weight(q).index({ids})));
+    EXPECT_EQ(dequantize_rows(q, ids, torch::kBFloat16).scalar_type(), torch::kBFloat16);
   }
 }
 
