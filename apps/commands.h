@@ -51,8 +51,8 @@ void add_device_option(CLI::App* command, std::string& device);
 CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::string& description);
 
 // --quantize int8|int4, --group-size and --keep-embeddings: every linear layer of the model
-// quantized once loaded (kernels/quantized_weight.h), as torchao's quantize_ does, and a GPT's or
-// T5's token embedding (a head tied to it with it) unless kept in the model's dtype.
+// quantized once loaded (kernels/quantized_weight.h), as torchao's quantize_ does, and the token
+// embedding (a head tied to it with it) unless kept in the model's dtype.
 struct QuantizeArgs {
   std::string format;  // empty: not quantized
   int64_t group_size = 32;

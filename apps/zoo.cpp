@@ -103,10 +103,8 @@ void add_quantize_options(CLI::App* command, QuantizeArgs& args) {
 void quantize_at_load(Model& model, const QuantizeArgs& args, std::ostream& log) {
   if (args.format.empty()) return;
   const auto format = from_string<WeightFormat>(args.format);
-  // BERT's masked-language head reads its tied table directly: its embedding stays.
-  const bool tables = !args.keep_embeddings && model.config.family != Family::kBert;
-  const auto summary = quantize_model_weights(*model.module(), format,
-                                              format == WeightFormat::kInt4 ? args.group_size : 0, tables);
+  const int64_t group_size = format == WeightFormat::kInt4 ? args.group_size : 0;
+  const auto summary = quantize_model_weights(*model.module(), format, group_size, !args.keep_embeddings);
   log << "quantized " << summary.linears << " linear layers" << (summary.tables > 0 ? " and the token embedding" : "")
       << " to " << args.format
       << (format == WeightFormat::kInt4 ? " (groups of " + std::to_string(args.group_size) + ")" : std::string())

@@ -88,8 +88,8 @@ struct QuantizeSummary {
   int64_t bytes_before = 0, bytes_after = 0;  // their weights' bytes
 };
 // Quantizes every torch::nn::Linear under `model` (as torchao's quantize_ does) and, with
-// `token_embeddings`, every module named token_embedding (a head tied to it with it: the
-// families that look it up and project onto it through kernels/linear.h, GPT and T5).
+// `token_embeddings`, every module named token_embedding (a head tied to it with it: every
+// family looks it up and projects onto it through kernels/linear.h).
 QuantizeSummary quantize_model_weights(torch::nn::Module& model, WeightFormat format, int64_t group_size,
                                        bool token_embeddings);
 

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "kernels/linear.h"
 #include "kernels/linear_attention.h"
 
 namespace zoo {
@@ -90,7 +91,7 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x, const torch::
   TORCH_CHECK(!token_mask.defined() || token_mask.sizes() == torch::IntArrayRef({b, t}),
               "linear attention: token_mask must be (", b, ", ", t, "), got ", token_mask.sizes());
   auto heads = [&](const torch::Tensor& y, int64_t width) { return y.view({b, t, h, width}).transpose(1, 2); };
-  auto query = heads(q->forward(x), dk), key = heads(k->forward(x), dk), value = heads(v->forward(x), dv);
+  auto query = heads(project(q, x), dk), key = heads(project(k, x), dk), value = heads(project(v, x), dv);
   torch::Tensor log_decay;
   double scale = 1.0 / std::sqrt(static_cast<double>(dk));
   bool normalize = false;
@@ -114,7 +115,7 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x, const torch::
       }
       break;
     case AttentionKind::kGatedLinear:
-      log_decay = heads(torch::log_sigmoid(decay_up->forward(decay_down->forward(x))) / options.gate_normalizer(), dk);
+      log_decay = heads(torch::log_sigmoid(project(decay_up, project(decay_down, x))) / options.gate_normalizer(), dk);
       break;
   }
   if (token_mask.defined()) {
@@ -138,9 +139,9 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x, const torch::
   if (normalize) o = o.narrow(-1, 0, dv) / (o.narrow(-1, dv, 1) + 1e-6);
   o = o.transpose(1, 2);  // (B, T, H, Dv)
   if (options.kind() == AttentionKind::kGatedLinear) {
-    o = head_norm->forward(o) * torch::silu(gate->forward(x).view({b, t, h, dv}));
+    o = head_norm->forward(o) * torch::silu(project(gate, x).view({b, t, h, dv}));
   }
-  return out->forward(o.reshape({b, t, h * dv}));
+  return project(out, o.reshape({b, t, h * dv}));
 }
 
 }  // namespace zoo

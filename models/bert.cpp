@@ -2,13 +2,14 @@
 
 #include <torch/torch.h>
 
+#include "kernels/linear.h"
 #include "layers/feed_forward.h"
 #include "models/init.h"
 
 namespace zoo {
 
 torch::Tensor transform_features(torch::nn::Linear& dense, Norm& norm, const torch::Tensor& x, Activation activation) {
-  return norm->forward(activate(dense->forward(x), activation));
+  return norm->forward(activate(project(dense, x), activation));
 }
 
 std::string masked_lm_source(const std::string& name) {
@@ -38,9 +39,8 @@ void BertMaskedLMHeadImpl::reset() {
 }
 
 torch::Tensor BertMaskedLMHeadImpl::forward(const torch::Tensor& sequence_output,
-                                            const torch::Tensor& word_embeddings) {
-  return torch::nn::functional::linear(transform_features(dense, norm, sequence_output, config.activation),
-                                       word_embeddings, bias);
+                                            const torch::nn::Embedding& word_embeddings) {
+  return project(transform_features(dense, norm, sequence_output, config.activation), word_embeddings) + bias;
 }
 
 BertImpl::BertImpl(ModelConfig config) : config(std::move(config)) { reset(); }
@@ -109,7 +109,7 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   auto ids = position_ids.defined()
                  ? position_ids
                  : torch::arange(t, input_ids.options().dtype(torch::kLong)).unsqueeze(0).expand({b, t});
-  auto x = token_embedding->forward(input_ids);
+  auto x = embed(token_embedding, input_ids);
   const auto pe = position_ids.defined() ? positions->embedding(ids, x.scalar_type())
                                          : positions->embedding(0, t, x.scalar_type(), x.device());
   if (pe.defined()) x = x + pe;
@@ -135,7 +135,7 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
     // Only rank 0 holds the [CLS] token: the masked-LM head runs, the pooled ones do not.
     BertOutput out;
     out.sequence_output = x;
-    if (mlm_head) out.logits = mlm_head->forward(x, token_embedding->weight);
+    if (mlm_head) out.logits = mlm_head->forward(x, token_embedding);
     return out;
   }
 
@@ -143,10 +143,10 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   out.sequence_output = x;
   const bool pooled_head = pooler || config.head == BertHead::kSequenceClassification;
   const auto pooled_tokens = pooled_head ? pool(x, attention_mask) : torch::Tensor();
-  if (pooler) out.pooled_output = torch::tanh(pooler->forward(pooled_tokens));
-  if (mlm_head) out.logits = mlm_head->forward(x, token_embedding->weight);
+  if (pooler) out.pooled_output = torch::tanh(project(pooler, pooled_tokens));
+  if (mlm_head) out.logits = mlm_head->forward(x, token_embedding);
   if (nsp_head) {
-    auto nsp = nsp_head->forward(out.pooled_output);
+    auto nsp = project(nsp_head, out.pooled_output);
     if (config.head == BertHead::kNextSentence) out.logits = nsp;
     else out.nsp_logits = nsp;
   }
@@ -154,7 +154,7 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
     // A sequence is classified by its pooled tokens, tokens each by their own output.
     auto features = config.head != BertHead::kSequenceClassification ? x : pooler ? out.pooled_output : pooled_tokens;
     if (head_transform) features = head_transform->forward(features);
-    out.logits = classifier->forward(dropout->forward(features));
+    out.logits = project(classifier, dropout->forward(features));
   }
   return out;
 }

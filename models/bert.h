@@ -58,7 +58,7 @@ class BertMaskedLMHeadImpl : public torch::nn::Cloneable<BertMaskedLMHeadImpl> {
  public:
   explicit BertMaskedLMHeadImpl(const ModelConfig& config);
   void reset() override;
-  torch::Tensor forward(const torch::Tensor& sequence_output, const torch::Tensor& word_embeddings);
+  torch::Tensor forward(const torch::Tensor& sequence_output, const torch::nn::Embedding& word_embeddings);
 
   ModelConfig config;
   torch::nn::Linear dense{nullptr};

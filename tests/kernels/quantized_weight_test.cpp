@@ -176,19 +176,21 @@ TEST(QuantizedProject, GradientsReachTheInputAndBias) {
 }
 
 // A model quantized at load (zoo generate/serve --quantize): every linear layer and the token
-// embedding (a GPT's and a T5's, their heads tied to it) hold their integers and nothing else
-// (their float weights emptied), and the model gives the greedy tokens (and a GPT the logits) of
-// the same model whose weights were replaced by what the integers stand for, for prompts of two
-// lengths decoded together (padded rows) with the cache.
+// embedding (a GPT's, a T5's and a BERT's, their heads tied to it) hold their integers and nothing
+// else (their float weights emptied), and the model gives the greedy tokens (a GPT and a BERT the
+// logits) of the same model whose weights were replaced by what the integers stand for, for
+// prompts of two lengths decoded together (padded rows) with the cache.
 TEST(QuantizedModel, GivesTheDequantizedModelsLogitsAndGreedyTokens) {
   struct Case {
     WeightFormat format;
     int64_t group;
   };
-  for (const std::string family : {"gpt", "t5"}) {
+  for (const std::string family : {"gpt", "t5", "bert"}) {
     const auto make = [&] {
       torch::manual_seed(1);
-      Model model = build_model(testing::tiny_config(family, {"d_model=64", "d_ff=128"}));
+      std::vector<std::string> overrides{"d_model=64", "d_ff=128"};
+      if (family == "bert") overrides.push_back("head=pretraining");  // the tied MLM head, NSP, a pooler
+      Model model = build_model(testing::tiny_config(family, overrides));
       model.module()->eval();
       return model;
     };
@@ -219,7 +221,12 @@ TEST(QuantizedModel, GivesTheDequantizedModelsLogitsAndGreedyTokens) {
       GenerationOptions o;
       o.max_new_tokens = 10;
       const std::vector<std::vector<int64_t>> prompts{{3, 14, 15, 9, 2}, {6, 5}};
-      if (family == "gpt") {
+      if (family == "bert") {
+        const auto ids = torch::randint(0, 97, {2, 9}, torch::kLong);
+        const auto got = quantized.bert->forward(ids), want = reference.bert->forward(ids);
+        EXPECT_LE(max_abs_diff(got.sequence_output, want.sequence_output), 1e-4);
+        EXPECT_LE(max_abs_diff(got.logits, want.logits), 1e-4);
+      } else if (family == "gpt") {
         const auto ids = torch::randint(0, 97, {2, 9}, torch::kLong);
         EXPECT_LE(max_abs_diff(quantized.gpt->forward(ids), reference.gpt->forward(ids)), 1e-4);
         EXPECT_EQ(generate(quantized.gpt, prompts, o).tokens, generate(reference.gpt, prompts, o).tokens);
