@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 
 namespace zoo {
 struct Model;
+struct WeightQuantization;
 }
 
 namespace zoo::cli {
@@ -23,11 +25,11 @@ struct Command {
   std::function<int()> run;
 };
 
-// env, info, schema.
+// env, info, plot, schema.
 std::vector<Command> add_info_commands(CLI::App& app);
 // corpus, tokenizer train|encode|decode, data prepare.
 std::vector<Command> add_text_commands(CLI::App& app);
-// train, finetune, eval, generate, plot.
+// train, finetune, eval, generate.
 std::vector<Command> add_training_commands(CLI::App& app);
 // import-hf, export-hf, export.
 std::vector<Command> add_interop_commands(CLI::App& app);
@@ -57,9 +59,13 @@ struct QuantizeArgs {
   std::string format;  // empty: not quantized
   int64_t group_size = 32;
   bool keep_embeddings = false;
+  // What they ask, or nullopt without a format.
+  std::optional<WeightQuantization> requested() const;
 };
-void add_quantize_options(CLI::App* command, QuantizeArgs& args);
-// Quantizes `model` (placed on its device, in its dtype) as `args` ask, saying so on `log`.
+// `flag` names the format's option: --quantize (at load), or --to (zoo quantize).
+void add_quantize_options(CLI::App* command, QuantizeArgs& args, const std::string& flag = "--quantize");
+// Quantizes `model` (placed on its device, in its dtype) as `args` ask, saying so on `log`; a
+// model quantized already is refused (quantize_model).
 void quantize_at_load(Model& model, const QuantizeArgs& args, std::ostream& log);
 
 // Adds --overwrite: "replace OUTPUT at the path when zoo wrote it (never anything else)".

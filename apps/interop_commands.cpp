@@ -1,4 +1,4 @@
-// zoo import-hf, export-hf and export (TorchScript).
+// zoo import-hf, export-hf, export (TorchScript) and quantize.
 
 #include <filesystem>
 #include <iostream>
@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "apps/commands.h"
+#include "core/files.h"
 #include "core/outputs.h"
 #include "core/strings.h"
 #include "interop/hugging_face.h"
@@ -23,6 +24,13 @@ namespace fs = std::filesystem;
 struct ImportArgs {
   std::string dir, out, tokenizer, base, dtype = "auto";
   bool overwrite = false;
+  QuantizeArgs quantize;
+};
+
+struct QuantizeCommandArgs {
+  std::string checkpoint, out, dtype = "auto";
+  bool overwrite = false;
+  QuantizeArgs quantize;
 };
 
 struct ExportArgs {
@@ -64,6 +72,7 @@ int import_hf_command(const ImportArgs& a) {
   // A bf16 model stays bf16 on disk (half the bytes); training loads float32 master weights.
   const auto dtype = resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), report.stored_dtype);
   model.module()->to(dtype);
+  quantize_at_load(model, a.quantize, std::cout);
   if (!report.unexpected.empty()) std::cerr << "warning: unused tensors: " << join(report.unexpected, ", ", 20) << "\n";
   if (!report.ignored.empty()) std::cerr << "ignored (tied copies, mask buffers): " << report.ignored.size() << " tensors\n";
   // The directory's own tokenizer comes with the model; --tokenizer replaces it.
@@ -101,6 +110,11 @@ ExportSource open_export(const ExportArgs& a, OutputKind kind) {
   const bool replacing = check_output(a.out, kind, a.overwrite) == OutputState::kReplace;
   std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint checkpoint = load_checkpoint(dir);
+  if (checkpoint.model.quantization) {
+    // Exports hold float weights: what the integers stand for (dequantize_weight).
+    std::cout << "dequantizing the weights of " << dir << " (" << checkpoint.model.quantization->describe() << ")\n";
+    checkpoint.model = dequantized_model(checkpoint.model);
+  }
   if (checkpoint.model.lora && !a.adapters_only) {
     // Exports are plain models: W + (alpha / rank) B A in every adapted projection.
     const auto& lora = checkpoint.model.lora->config;
@@ -145,6 +159,33 @@ int export_command(const ExportArgs& a) {
   return 0;
 }
 
+// A checkpoint (a LoRA one merged first) with its weights quantized, beside its tokenizer and the
+// files describing its labels and run.
+int quantize_command(const QuantizeCommandArgs& a) {
+  const bool replacing = check_output(a.out, OutputKind::kCheckpoint, a.overwrite) == OutputState::kReplace;
+  const std::string dir = resolve_checkpoint(a.checkpoint);
+  Checkpoint c = load_checkpoint(dir);
+  if (c.model.lora) {
+    // QLoRA's adapters merge into the dequantized base, which is quantized again.
+    if (c.model.quantization) c.model = dequantized_model(c.model);
+    merge_lora(c.model);
+  }
+  const auto dtype = resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype);
+  place_weights(*c.model.module(), torch::kCPU, dtype);
+  quantize_at_load(c.model, a.quantize, std::cout);
+  std::map<std::string, std::string> extra_files;
+  for (const char* name : {"labels.json", "run.yaml"}) {
+    if (fs::exists(fs::path(dir) / name)) extra_files[name] = read_file((fs::path(dir) / name).string());
+  }
+  save_checkpoint(a.out, c.model, nullptr, c.tokenizer.get(),
+                  {{"step", c.state.value("step", int64_t{0})}, {"quantized_from", fs::absolute(dir).string()}},
+                  extra_files);
+  if (replacing) say_replaced(a.out, "the checkpoint");
+  std::cout << "wrote " << a.out << " (" << to_string(c.model.config.family) << ", "
+            << c.model.quantization->describe() << ", the other tensors in " << dtype_name(dtype) << ")\n";
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Command> add_interop_commands(CLI::App& app) {
@@ -157,6 +198,7 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
   import_cmd->add_option("--tokenizer", i->tokenizer, "the tokenizer to store with it (default: the directory's own): a zoo .model, a tokenizer.json or a Hugging Face directory");
   add_dtype_option(import_cmd, i->dtype, "the weights' type in the checkpoint: auto (default: bf16 when the files store bf16, else fp32), fp32 or bf16");
   add_overwrite_flag(import_cmd, i->overwrite, "a checkpoint");
+  add_quantize_options(import_cmd, i->quantize);
   commands.push_back({import_cmd, [i] { return import_hf_command(*i); }});
 
   auto e = std::make_shared<ExportArgs>();
@@ -179,6 +221,16 @@ std::vector<Command> add_interop_commands(CLI::App& app) {
                    "weights' type: auto (default: the checkpoint's), fp32 or bf16 (what generate --dtype bf16 runs)");
   add_overwrite_flag(script_cmd, t->overwrite, "an export");
   commands.push_back({script_cmd, [t] { return export_command(*t); }});
+
+  auto q = std::make_shared<QuantizeCommandArgs>();
+  auto* quantize_cmd = app.add_subcommand("quantize", "write a checkpoint with int8 or int4 weights");
+  quantize_cmd->add_option("checkpoint", q->checkpoint, "checkpoint or run directory")->required();
+  add_quantize_options(quantize_cmd, q->quantize, "--to");
+  quantize_cmd->get_option("--to")->required();
+  quantize_cmd->add_option("--out", q->out, "checkpoint directory to write")->required();
+  add_dtype_option(quantize_cmd, q->dtype, "the other tensors' type: auto (default: the checkpoint's), fp32 or bf16");
+  add_overwrite_flag(quantize_cmd, q->overwrite, "a checkpoint");
+  commands.push_back({quantize_cmd, [q] { return quantize_command(*q); }});
   return commands;
 }
 

@@ -46,7 +46,7 @@ int serve_command(ServeArgs a) {
     throw std::runtime_error(a.model + ": " + mismatch);
   }
   const torch::Device device = resolve_device(a.device);
-  model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), stored));
+  place_weights(*model.module(), device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), stored));
   quantize_at_load(model, a.quantize, std::cerr);
   place_in_huge_pages(*model.module());
   model.module()->eval();

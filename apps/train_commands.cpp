@@ -1,4 +1,4 @@
-// zoo train, finetune, eval, generate and plot.
+// zoo train, finetune, eval and generate.
 
 #include <filesystem>
 #include <iomanip>
@@ -15,7 +15,6 @@
 #include "train/checkpoint.h"
 #include "train/distributed.h"
 #include "train/evaluation.h"
-#include "train/plot.h"
 #include "train/trainer.h"
 
 namespace zoo::cli {
@@ -57,6 +56,7 @@ struct EvalArgs {
   std::string checkpoint, device = "auto";
   std::vector<std::string> data;
   int64_t batch_size = 16, max_batches = 0;
+  QuantizeArgs quantize;
 };
 
 struct GenerateArgs {
@@ -122,7 +122,8 @@ int finetune(const FinetuneArgs& a) {
 }
 
 int eval(const EvalArgs& a) {
-  const auto r = evaluate_checkpoint(a.checkpoint, a.data, a.batch_size, a.max_batches, a.device, std::cerr);
+  const auto r = evaluate_checkpoint(a.checkpoint, a.data, a.batch_size, a.max_batches, a.device, std::cerr,
+                                     a.quantize.requested());
   if (r.targets == 0) throw std::runtime_error("nothing to evaluate in the data");
   std::cout << std::fixed << std::setprecision(4) << "loss " << r.loss << "\nperplexity " << std::setprecision(3)
             << r.perplexity << "\naccuracy " << std::setprecision(4) << r.accuracy << "\n";
@@ -168,7 +169,7 @@ int generate_command(const GenerateArgs& a) {
   for (const auto& prompt : a.prompts) check_utf8(prompt, "--prompt");
   const torch::Device device = resolve_device(a.device);
   // bf16 weights: half the bytes read per generated token (sums stay float32, kernels/linear.cpp).
-  c.model.module()->to(device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
+  place_weights(*c.model.module(), device, resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype));
   quantize_at_load(c.model, a.quantize, std::cerr);
   place_in_huge_pages(*c.model.module());  // every weight is read once per token (core/runtime.h)
   c.model.module()->eval();
@@ -248,6 +249,7 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   eval_cmd->add_option("--max-batches", e->max_batches, "stop after this many batches (0 = all)")
       ->check(non_negative_integer());
   add_device_option(eval_cmd, e->device);
+  add_quantize_options(eval_cmd, e->quantize);
   commands.push_back({eval_cmd, [e] { return eval(*e); }});
 
   auto g = std::make_shared<GenerateArgs>();
@@ -280,20 +282,6 @@ std::vector<Command> add_training_commands(CLI::App& app) {
   add_device_option(gen_cmd, g->device);
   commands.push_back({gen_cmd, [g] { return generate_command(*g); }});
 
-  auto plot_dir = std::make_shared<std::string>();
-  auto plot_out = std::make_shared<std::string>();
-  auto plot_overwrite = std::make_shared<bool>(false);
-  auto* plot_cmd = app.add_subcommand("plot", "draw a run's training and validation loss curves (PNG)");
-  plot_cmd->add_option("run_dir", *plot_dir, "run directory")->required();
-  plot_cmd->add_option("--out", *plot_out, "PNG path (default: RUN_DIR/curves.png)");
-  add_overwrite_flag(plot_cmd, *plot_overwrite, "a PNG");
-  commands.push_back({plot_cmd, [plot_dir, plot_out, plot_overwrite] {
-                        // The run's own curves.png is redrawn; any other path follows the output rule.
-                        if (!plot_out->empty()) check_output(*plot_out, OutputKind::kImageFile, *plot_overwrite);
-                        const std::string written = plot_run(*plot_dir, *plot_out);  // a failure prints nothing
-                        std::cout << "wrote " << written << "\n";
-                        return 0;
-                      }});
   return commands;
 }
 

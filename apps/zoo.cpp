@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "apps/commands.h"
+#include "core/outputs.h"
 #include "core/runtime.h"
 #include "core/strings.h"
 #include "kernels/quantized_weight.h"
@@ -24,8 +25,10 @@
 #include "models/parameter_count.h"
 #include "train/autocast.h"
 #include "train/checkpoint.h"
+#include "train/plot.h"
 #include "train/precision.h"
 #include "train/run_config.h"
+#include "train/run_directory.h"
 #include "train/trainer.h"
 
 namespace zoo::cli {
@@ -90,26 +93,33 @@ CLI::Option* add_dtype_option(CLI::App* command, std::string& dtype, const std::
   return command->add_option("--dtype", dtype, description)->check(CLI::IsMember(enum_names<WeightsDtype>()));
 }
 
-void add_quantize_options(CLI::App* command, QuantizeArgs& args) {
-  command->add_option("--quantize", args.format, "quantize the linear layers' weights at load: int8 (per output) "
-                                                 "or int4 (per group)")
+void add_quantize_options(CLI::App* command, QuantizeArgs& args, const std::string& flag) {
+  command->add_option(flag, args.format, "quantize the linear layers' weights" +
+                                             std::string(flag == "--quantize" ? " at load" : "") +
+                                             ": int8 (per output) or int4 (per group)")
       ->check(CLI::IsMember(enum_names<WeightFormat>()));
   command->add_option("--group-size", args.group_size, "int4: inputs per scale (32, 64 or 128)")
       ->check(CLI::IsMember(std::vector<int64_t>{32, 64, 128}));
   command->add_flag("--keep-embeddings", args.keep_embeddings,
-                    "with --quantize: the token embedding (and a head tied to it) keeps the model's dtype");
+                    "with " + flag + ": the token embedding (and a head tied to it) keeps the model's dtype");
+}
+
+std::optional<WeightQuantization> QuantizeArgs::requested() const {
+  if (format.empty()) return std::nullopt;
+  WeightQuantization q;
+  q.format = from_string<WeightFormat>(format);
+  switch (q.format) {
+    case WeightFormat::kInt8: q.group_size = 0; break;
+    case WeightFormat::kInt4: q.group_size = group_size; break;
+  }
+  q.token_embeddings = !keep_embeddings;
+  return q;
 }
 
 void quantize_at_load(Model& model, const QuantizeArgs& args, std::ostream& log) {
-  if (args.format.empty()) return;
-  const auto format = from_string<WeightFormat>(args.format);
-  const int64_t group_size = format == WeightFormat::kInt4 ? args.group_size : 0;
-  const auto summary = quantize_model_weights(*model.module(), format, group_size, !args.keep_embeddings);
-  log << "quantized " << summary.linears << " linear layers" << (summary.tables > 0 ? " and the token embedding" : "")
-      << " to " << args.format
-      << (format == WeightFormat::kInt4 ? " (groups of " + std::to_string(args.group_size) + ")" : std::string())
-      << ": " << std::fixed << std::setprecision(1) << summary.bytes_before / 1048576.0 << " MiB of weights to "
-      << summary.bytes_after / 1048576.0 << " MiB" << std::defaultfloat << "\n";
+  const auto q = args.requested();
+  if (!q) return;
+  log << quantize_model(model, *q).describe(*q) << "\n";
 }
 
 void say_replaced(const std::string& path, const std::string& what) {
@@ -130,7 +140,10 @@ std::string with_commas(int64_t n) {
 // zoo info: the resolved architecture and exact parameter counts, from the config alone (no
 // weights are allocated, so a config far larger than this machine is described too).
 int run_info(const std::string& name, const std::vector<std::string>& overrides, bool show_config) {
-  const std::string path = find_config(name);
+  // A checkpoint (or run) directory: its config, and what its weights file holds.
+  const bool checkpoint = std::filesystem::is_directory(name);
+  const std::string dir = checkpoint ? resolve_checkpoint(name) : "";
+  const std::string path = checkpoint ? dir + "/config.yaml" : find_config(name);
   ModelConfig config = load_config(path);
   apply_overrides(config, overrides);
   std::cout << "config: " << path << "\n" << describe(config) << describe_attention_paths(config);
@@ -143,6 +156,7 @@ int run_info(const std::string& name, const std::vector<std::string>& overrides,
   const int64_t total = count_parameters(config);
   std::cout << "parameters: " << total << " (" << with_commas(total) << "), " << describe_bytes(total * 4)
             << " in float32\n";
+  if (checkpoint) std::cout << describe_stored_weights(dir, total) << "\n";
   if (config.has_moe_layers()) {
     const int64_t active = count_active_parameters(config);
     std::cout << "active parameters: " << active << " (" << with_commas(active) << ") a token, "
@@ -178,11 +192,26 @@ std::vector<Command> add_info_commands(CLI::App& app) {
     bool show_config = false;
   };
   auto i = std::make_shared<InfoArgs>();
-  auto* info = app.add_subcommand("info", "print a model config's architecture and parameter count");
-  info->add_option("config", i->config, "config file, or a name in configs/ (e.g. gpt2-small)")->required();
+  auto* info = app.add_subcommand("info", "print a model's architecture and parameter count (a checkpoint's: its stored bytes too)");
+  info->add_option("config", i->config, "config file, a name in configs/ (e.g. gpt2-small), or a checkpoint")->required();
   info->add_option("overrides", i->overrides, "key=value changes to the config");
   info->add_flag("--config", i->show_config, "also print every resolved config field");
   commands.push_back({info, [i] { return run_info(i->config, i->overrides, i->show_config); }});
+
+  auto plot_dir = std::make_shared<std::string>();
+  auto plot_out = std::make_shared<std::string>();
+  auto plot_overwrite = std::make_shared<bool>(false);
+  auto* plot_cmd = app.add_subcommand("plot", "draw a run's training and validation loss curves (PNG)");
+  plot_cmd->add_option("run_dir", *plot_dir, "run directory")->required();
+  plot_cmd->add_option("--out", *plot_out, "PNG path (default: RUN_DIR/curves.png)");
+  add_overwrite_flag(plot_cmd, *plot_overwrite, "a PNG");
+  commands.push_back({plot_cmd, [plot_dir, plot_out, plot_overwrite] {
+                        // The run's own curves.png is redrawn; any other path follows the output rule.
+                        if (!plot_out->empty()) check_output(*plot_out, OutputKind::kImageFile, *plot_overwrite);
+                        const std::string written = plot_run(*plot_dir, *plot_out);  // a failure prints nothing
+                        std::cout << "wrote " << written << "\n";
+                        return 0;
+                      }});
 
   auto run_keys = std::make_shared<bool>(false);
   auto* schema = app.add_subcommand("schema", "print every model config key with its default");

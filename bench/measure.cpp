@@ -1,14 +1,18 @@
 #include "bench/measure.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 
 #include <ATen/DeviceAccelerator.h>
 #include <torch/cuda.h>
+
+#include "core/large_blocks.h"
 
 namespace zoo::bench {
 namespace {
@@ -54,9 +58,20 @@ double rss_mb() {
 }
 
 double peak_rss_mb() {
+  // VmHWM, which reset_peak_rss resets (getrusage's maximum is the same figure until then).
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+void reset_peak_rss() {
+  release_cached_large_blocks();
+  malloc_trim(0);
+  std::ofstream("/proc/self/clear_refs") << "5";
 }
 
 double gpu_allocated_mb(const c10::Device& device, bool peak) {

@@ -33,8 +33,12 @@ double median_seconds(int64_t warmup, int64_t runs, const std::function<void()>&
 // This process's resident memory now, in MB (/proc/self/statm).
 double rss_mb();
 
-// The most resident memory this process has held, in MB (getrusage).
+// The most resident memory this process has held, in MB (VmHWM), or since reset_peak_rss.
 double peak_rss_mb();
+// Sets the peak to what is resident now (Linux's /proc/self/clear_refs), freed memory returned
+// first (the large blocks kept for reuse, glibc's free heap pages): the peak from here on is the steps' own, not that of a float32
+// model built and then converted or quantized before them.
+void reset_peak_rss();
 
 // The GPU caching allocator's bytes in use on `device` now (or with `peak`, the most it has held
 // at once), in MB.

@@ -90,8 +90,7 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   // experts it is not routed to; a quantized layer's integers and scales in place of its weight.
   double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   if (quantized) {
-    const auto summary =
-        quantize_model_weights(*model.module(), *quantized, *quantized == WeightFormat::kInt4 ? 32 : 0, true);
+    const auto summary = quantize_model(model, {*quantized, *quantized == WeightFormat::kInt4 ? 32 : 0, true});
     bytes -= static_cast<double>(summary.bytes_before - summary.bytes_after);
   }
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
@@ -174,6 +173,7 @@ Model training_model(const TrainWorkload& w, const c10::Device& device) {
     attach_lora(model, lora);
     for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
     hold_frozen_projections_in_compute_dtype(*model.module(), w.precision);  // as the trainer does
+    if (w.quantized) quantize_model(model, {*w.quantized, *w.quantized == WeightFormat::kInt4 ? 32 : 0, true});
   }
   model.set_activation_checkpointing(w.recompute);
   model.module()->to(device);
@@ -195,6 +195,7 @@ struct TrainShape {
   const char* baseline_row;
   bool default_run = true;  // false: measured when named (--only)
   bool experts = false;     // the model as qwen3_moe_overrides() changes it
+  std::optional<WeightFormat> quantized = std::nullopt;  // QLoRA's base
 };
 constexpr TrainShape kTrainShapes[] = {
     {"train-gpt2-small", "gpt2-small", 4, 256, Precision::kFp32, 0, false, true, Baseline::kNone, ""},
@@ -212,6 +213,11 @@ constexpr TrainShape kTrainShapes[] = {
     // against transformers + peft's same step.
     {"finetune-qwen2-0.5b-lora", "qwen2-0.5b", 2, 256, Precision::kFp32, 8, false, true, Baseline::kNone, "", false},
     {"finetune-qwen2-0.5b-lora-bf16", "qwen2-0.5b", 2, 256, Precision::kBf16, 8, false, true, Baseline::kNone, "", false},
+    // QLoRA: the bf16 row's step on a frozen int8 or int4 base (its peak memory).
+    {"finetune-qwen2-0.5b-qlora-int8", "qwen2-0.5b", 2, 256, Precision::kBf16, 8, false, false, Baseline::kNone, "",
+     false, false, WeightFormat::kInt8},
+    {"finetune-qwen2-0.5b-qlora-int4", "qwen2-0.5b", 2, 256, Precision::kBf16, 8, false, false, Baseline::kNone, "",
+     false, false, WeightFormat::kInt4},
     {"train-gpt2-small-1024-recompute", "gpt2-small", 1, 1024, Precision::kFp32, 0, true, false,
      Baseline::kPlainTraining, "train-gpt2-small-1024"},
     // Qwen3-0.6B's shapes (random weights): head norms, head_dim 128, a 151936-token vocabulary.
@@ -226,6 +232,7 @@ json run_training(const TrainShape& shape, const WorkloadOptions& o) {
   w.config = bench_config(shape.model, shape.experts ? qwen3_moe_overrides() : std::vector<std::string>{});
   w.b = shape.b, w.t = shape.t, w.precision = shape.precision, w.lora_rank = shape.lora_rank;
   w.recompute = shape.recompute;
+  w.quantized = shape.quantized;
   w.count_ops = shape.pytorch_twin;  // beside PyTorch's count
   if (!shape.default_run) w.warmup = 1;  // the large rows: a step takes seconds
   // gpt2-small's B=4, T=256 leaves a GPU idle between kernels.
@@ -675,7 +682,8 @@ const std::vector<std::string>& qwen3_moe_overrides() {
 }
 
 int64_t matmul_parameters(const Model& model) {
-  int64_t n = count_parameters(*model.module()) -
+  // A quantized model's emptied weights count as the float ones they stand for.
+  int64_t n = (model.quantization ? count_parameters(model.config) : count_parameters(*model.module())) -
               (count_parameters(model.config) - count_active_parameters(model.config));  // experts not routed to
   for (const auto& p : model.module()->named_parameters())
     if (p.key().find("positions.") != std::string::npos) n -= p.value().numel();
@@ -697,6 +705,7 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
   torch::manual_seed(0);
   const ModelConfig& config = w.config;
   Model model = training_model(w, device);
+  if (device.is_cpu()) reset_peak_rss();
   OptimizerOptions o;
   o.lr = 6e-4, o.weight_decay = 0.1;
   auto optimizer = make_adamw(*model.module(), o);

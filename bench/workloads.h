@@ -11,6 +11,9 @@
 //                        that keeps a GPU busy; the LoRA rows likewise)
 //   train-gpt-tiny       the same for gpt-tiny, B=16, T=128 (the demo's shape)
 //   train-*-bf16         the same two in bf16 mixed precision
+//   finetune-qwen2-0.5b-lora[-bf16], finetune-qwen2-0.5b-qlora-int8|int4   Qwen2-0.5B's shape,
+//                        random weights, LoRA rank 8 on q and v at B=2, T=256; QLoRA's rows
+//                        in bf16 on a base of int8 or int4 weights. Run when named.
 //   finetune-gpt2-small-lora   train-gpt2-small's step with LoRA rank 8 on q and v, the base
 //                        frozen (compared with train-gpt2-small, full fine-tuning); -bf16 the
 //                        same in bf16 (the frozen projections held in bf16, as the trainer
@@ -59,6 +62,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,6 +170,8 @@ struct TrainWorkload {
   int64_t b = 0, t = 0;
   Precision precision = Precision::kFp32;
   int64_t lora_rank = 0;   // > 0: LoRA on q and v, the rest frozen
+  // QLoRA: the frozen base's linear layers and token embedding in int8 or int4 (groups of 32).
+  std::optional<WeightFormat> quantized;
   bool recompute = false;  // activation checkpointing
   int64_t warmup = 2;      // steps before the timed ones
   bool count_ops = false;  // one more step under LibTorch's profiler: its ATen ops and host synchronisations

@@ -630,6 +630,7 @@ Model import_peft(const std::string& dir, const std::string& base_dir) {
   const AdapterConfig config = AdapterConfig::read((fs::path(dir) / kAdapterConfig).string());
   const AdapterWeights weights = AdapterWeights::read(dir);
   Checkpoint base = load_checkpoint(base_dir);
+  refuse_quantized(base, "importing PEFT adapters onto it");
   if (base.model.lora) throw std::runtime_error(base_dir + ": holds LoRA adapters itself; give the plain base checkpoint");
   Model model = build_model(adapted_model_config(base.model.config, config, weights));
   const auto maps = hf_tensor_maps(model.config);

@@ -7,15 +7,13 @@
 #include <torch/torch.h>
 
 namespace zoo {
-namespace {
-
-// The type autocast multiplies `t` in where it is on for t's device, else t's own type (autocast
-// leaves float64 alone).
-c10::ScalarType product_type(const torch::Tensor& t) {
-  if (t.scalar_type() == torch::kDouble) return torch::kDouble;
-  const auto device = t.device().type();
-  return at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : t.scalar_type();
+c10::ScalarType loss_product_type(const torch::Tensor& hidden) {
+  if (hidden.scalar_type() == torch::kDouble) return torch::kDouble;  // autocast leaves float64 alone
+  const auto device = hidden.device().type();
+  return at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device) : hidden.scalar_type();
 }
+
+namespace {
 
 struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
@@ -37,7 +35,7 @@ struct LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy>
     const auto weights = valid.to(wide) / valid.sum().clamp_min(1).to(wide);
     // The weight in the products' type once (autocast would cast its transpose, not a leaf, for
     // every chunk).
-    const auto products = product_type(hidden);
+    const auto products = loss_product_type(hidden);
     const auto w = weight.to(products);
     const auto h_all = hidden.to(products);
     for (int64_t start = 0; start < n; start += chunk_rows) {

@@ -18,6 +18,10 @@ namespace zoo {
 constexpr int64_t kGpuLossBudgetBytes = int64_t{1} << 30;
 int64_t loss_chunk_rows(const torch::Device& device, int64_t rows, int64_t vocab, int64_t budget_bytes = 0);
 
+// The type the products of `hidden` are made in: autocast's where it is on for its device (not
+// for float64), else its own. A frozen head dequantized for the loss is made in it.
+c10::ScalarType loss_product_type(const torch::Tensor& hidden);
+
 // Mean over the rows whose label is not `ignore_index` of the cross-entropy of
 // logits = hidden weight^T against labels, with label smoothing as torch.nn.functional.
 // cross_entropy applies it. hidden (N, d), weight (V, d), labels (N). 0 (with zero gradients)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <c10/util/StringUtil.h>
 #include <torch/torch.h>
 
+#include "core/large_blocks.h"
 #include "kernels/f32_rows_dot.h"
 #include "kernels/linear.h"
 #include "kernels/parallel.h"
@@ -104,18 +106,40 @@ QuantizedWeight quantize_weight(const torch::Tensor& weight, WeightFormat format
   return q;
 }
 
-torch::Tensor dequantize_weight(const QuantizedWeight& weight, torch::ScalarType dtype) {
-  torch::NoGradGuard no_grad;
+namespace {
+
+// The float32 weight of a block of rows.
+torch::Tensor dequantize_block(const QuantizedWeight& weight) {
   switch (weight.format) {
     case WeightFormat::kInt8:
-      return (weight.data.to(torch::kFloat) * weight.scale.unsqueeze(1)).to(dtype);
+      return weight.data.to(torch::kFloat) * weight.scale.unsqueeze(1);
     case WeightFormat::kInt4: {
       const int64_t out = weight.out_features(), in = weight.in_features(), g = weight.group_size;
       const auto values = unpack_int4(weight.data).to(torch::kFloat).view({out, in / g, g});
-      return ((values - 8.0) * weight.scale.unsqueeze(-1) + weight.zero.unsqueeze(-1)).view({out, in}).to(dtype);
+      return ((values - 8.0) * weight.scale.unsqueeze(-1) + weight.zero.unsqueeze(-1)).view({out, in});
     }
   }
   return {};
+}
+
+}  // namespace
+
+torch::Tensor dequantize_weight(const QuantizedWeight& weight, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  const int64_t out = weight.out_features(), in = weight.in_features();
+  auto result = torch::empty({out, in}, weight.data.options().dtype(dtype));
+  // In blocks of rows (4 MiB of float32 each): a whole table's float32 intermediates would be
+  // several times the result (an embedding's: 545 MB apiece for Qwen2-0.5B's).
+  const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, in));
+  for (int64_t start = 0; start < out; start += rows) {
+    const int64_t n = std::min(rows, out - start);
+    QuantizedWeight block = weight;
+    block.data = weight.data.narrow(0, start, n);
+    block.scale = weight.scale.narrow(0, start, n);
+    if (weight.zero.defined()) block.zero = weight.zero.narrow(0, start, n);
+    result.narrow(0, start, n).copy_(dequantize_block(block));
+  }
+  return result;
 }
 
 void check_quantized_weight(const QuantizedWeight& weight, const std::string& name, int64_t out, int64_t in) {
@@ -180,6 +204,45 @@ torch::Tensor unpack_int4(const torch::Tensor& packed) {
   return torch::stack({bytes.bitwise_and(15), bytes.bitwise_right_shift(4)}, 2).reshape({out, in});
 }
 
+namespace {
+
+// y = x W^T + b for rows that need gradients (QLoRA's frozen base): the weight is dequantized for
+// the product and again for the input's gradient, so autograd keeps the packed integers, not a
+// float copy of every layer's weight until the backward pass. The weight takes no gradient.
+struct QuantizedLinearFunction : torch::autograd::Function<QuantizedLinearFunction> {
+  // `bias` has no elements when there is none (autograd takes no undefined inputs).
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& bias,
+                               const QuantizedWeight& q) {
+    ctx->saved_data["data"] = q.data;  // frozen: no version to track
+    ctx->saved_data["scale"] = q.scale;
+    ctx->saved_data["zero"] = q.zero;
+    ctx->saved_data["format"] = static_cast<int64_t>(q.format);
+    ctx->saved_data["group_size"] = q.group_size;
+    ctx->saved_data["bias"] = bias.numel() > 0;
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.scalar_type());
+    return project(x, dequantize_weight(q, x.scalar_type()).to(x.device()),
+                   bias.numel() > 0 ? bias.to(x.scalar_type()) : torch::Tensor());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto& saved = ctx->saved_data;
+    const QuantizedWeight q{static_cast<WeightFormat>(saved["format"].toInt()), saved["group_size"].toInt(),
+                            saved["data"].toTensor(), saved["scale"].toTensor(),
+                            saved["zero"].isNone() ? torch::Tensor() : saved["zero"].toTensor()};
+    const auto& grad = grads[0];
+    const auto grad_x = torch::matmul(grad, dequantize_weight(q, grad.scalar_type()).to(grad.device()));
+    torch::Tensor grad_bias;
+    if (saved["bias"].toBool()) {
+      const auto dtype = static_cast<torch::ScalarType>(saved["bias_dtype"].toInt());
+      grad_bias = grad.reshape({-1, q.out_features()}).sum(0, false, torch::kFloat).to(dtype);
+    }
+    return {grad_x, grad_bias, {}};
+  }
+};
+
+}  // namespace
+
 torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight, const torch::Tensor& bias) {
   const int64_t in = weight.in_features(), out = weight.out_features();
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in, "quantized_project: expected (..., ", in, "), got ", x.sizes());
@@ -187,7 +250,10 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
       torch::GradMode::is_enabled() && (x.requires_grad() || (bias.defined() && bias.requires_grad()));
   const bool float_rows = x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16;
   const bool few_rows = x.numel() > 0 && x.numel() <= kFewRowsMax * in;
-  if (wants_grad || !float_rows || !few_rows || !x.device().is_cpu() || !weight.data.device().is_cpu() ||
+  if (wants_grad) {
+    return QuantizedLinearFunction::apply(x, bias.defined() ? bias : torch::empty({0}, x.options()), weight);
+  }
+  if (!float_rows || !few_rows || !x.device().is_cpu() || !weight.data.device().is_cpu() ||
       !cpu_runs_quantized_rows_dot()) {
     return project(x, dequantize_weight(weight, x.scalar_type()).to(x.device()),
                    bias.defined() ? bias.to(x.scalar_type()) : bias);
@@ -275,9 +341,31 @@ torch::Tensor dequantize_rows(const QuantizedWeight& table, const torch::Tensor&
   return dequantize_weight(rows, dtype).view(sizes);
 }
 
-QuantizeSummary quantize_model_weights(torch::nn::Module& model, WeightFormat format, int64_t group_size,
-                                       bool token_embeddings) {
-  QuantizeSummary summary;
+std::string WeightQuantization::describe() const {
+  std::string s = to_string(format);
+  if (format == WeightFormat::kInt4) s += " (groups of " + std::to_string(group_size) + ")";
+  return token_embeddings ? s : s + "; the token embedding kept";
+}
+
+std::string QuantizeSummary::describe(const WeightQuantization& quantization) const {
+  const auto mib = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes) / 1048576.0);
+    return std::string(text);
+  };
+  return c10::str("quantized ", linears, " linear layers", tables > 0 ? " and the token embedding" : "", " to ",
+                  to_string(quantization.format),
+                  quantization.format == WeightFormat::kInt4 ? c10::str(" (groups of ", quantization.group_size, ")")
+                                                             : std::string(),
+                  ": ", mib(bytes_before), " MiB of weights to ", mib(bytes_after), " MiB");
+}
+
+namespace {
+
+// Every weight quantize_model_weights takes, with its module and name: f(owner, weight, name,
+// is_linear).
+template <typename F>
+void for_each_quantizable(torch::nn::Module& model, bool token_embeddings, F&& f) {
   for (const auto& item : model.named_modules()) {
     auto* linear = item.value()->as<torch::nn::Linear>();
     auto* table = item.value()->as<torch::nn::Embedding>();
@@ -285,14 +373,100 @@ QuantizeSummary quantize_model_weights(torch::nn::Module& model, WeightFormat fo
                              (item.key() == "token_embedding" || item.key().ends_with(".token_embedding"));
     if (linear == nullptr && !token_table) continue;
     torch::nn::Module& owner = linear != nullptr ? static_cast<torch::nn::Module&>(*linear) : *table;
-    torch::Tensor& weight = linear != nullptr ? linear->weight : table->weight;
-    const int64_t before = weight.numel() * static_cast<int64_t>(weight.element_size());
-    quantize_in_place(owner, weight, format, group_size, item.key() + ".weight");
-    (linear != nullptr ? summary.linears : summary.tables) += 1;
-    summary.bytes_before += before;
-    summary.bytes_after += quantized_weight_of(owner, weight)->bytes();
+    f(owner, linear != nullptr ? linear->weight : table->weight, item.key() + ".weight", linear != nullptr);
   }
+}
+
+bool is_quantized_buffer(const std::string& name) {
+  for (const std::string buffer : {kIntegers, kScale, kZero}) {
+    if (name == buffer || name.ends_with("." + buffer)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+QuantizeSummary quantize_model_weights(torch::nn::Module& model, const WeightQuantization& quantization) {
+  QuantizeSummary summary;
+  for_each_quantizable(model, quantization.token_embeddings,
+                       [&](torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, bool linear) {
+                         const int64_t before = weight.numel() * static_cast<int64_t>(weight.element_size());
+                         quantize_in_place(owner, weight, quantization.format, quantization.group_size, name);
+                         (linear ? summary.linears : summary.tables) += 1;
+                         summary.bytes_before += before;
+                         summary.bytes_after += quantized_weight_of(owner, weight)->bytes();
+                       });
+  release_cached_large_blocks();  // the float weights' large blocks, rather than kept for reuse
   return summary;
+}
+
+void prepare_quantized_weights(torch::nn::Module& model, const WeightQuantization& quantization) {
+  torch::NoGradGuard no_grad;
+  for_each_quantizable(model, quantization.token_embeddings,
+                       [&](torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, bool) {
+                         if (quantized_weight_of(owner, weight)) throw error(name, "the weight is quantized already");
+                         const int64_t out = weight.size(0), in = weight.size(1), g = quantization.group_size;
+                         const auto on = torch::TensorOptions().device(weight.device());
+                         switch (quantization.format) {
+                           case WeightFormat::kInt8:
+                             owner.register_buffer(kIntegers, torch::zeros({out, in}, on.dtype(torch::kChar)));
+                             owner.register_buffer(kScale, torch::ones({out}, on.dtype(torch::kFloat)));
+                             break;
+                           case WeightFormat::kInt4:
+                             if (!is_int4_group_size(g) || in % g != 0) {
+                               throw error(name, c10::str("int4 group size ", g, " does not divide the ", in,
+                                                          " inputs of a ", out, " x ", in, " weight"));
+                             }
+                             owner.register_buffer(kIntegers, torch::zeros({out, in / 2}, on.dtype(torch::kByte)));
+                             owner.register_buffer(kScale, torch::ones({out, in / g}, on.dtype(torch::kFloat)));
+                             owner.register_buffer(kZero, torch::zeros({out, in / g}, on.dtype(torch::kFloat)));
+                             break;
+                         }
+                         weight.set_(torch::empty({0}, weight.options()));
+                         weight.requires_grad_(false);
+                       });
+  release_cached_large_blocks();
+}
+
+void check_quantized_weights(const torch::nn::Module& model, const std::string& where) {
+  for (const auto& item : model.named_modules()) {
+    const auto* linear = item.value()->as<torch::nn::Linear>();
+    const auto* table = item.value()->as<torch::nn::Embedding>();
+    if (linear == nullptr && table == nullptr) continue;
+    const auto q = quantized_weight_of(*item.value(), linear != nullptr ? linear->weight : table->weight);
+    if (q) check_quantized_weight(*q, where + ": " + item.key() + ".weight");
+  }
+}
+
+void place_weights(torch::nn::Module& model, const torch::Device& device, torch::ScalarType dtype) {
+  // LibTorch's Module::to casts every tensor, integers too, replacing each one's data in place;
+  // an alias (detach) keeps the quantized buffers' own.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> kept;
+  for (const auto& b : model.named_buffers()) {
+    if (is_quantized_buffer(b.key())) kept.emplace_back(b.value(), b.value().detach());
+  }
+  model.to(device, dtype);
+  for (auto& [buffer, value] : kept) buffer.set_data(value.to(device));
+}
+
+void copy_dequantized(const torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  const auto sources = from.named_modules();
+  for (const auto& item : to.named_modules()) {
+    const auto* source = sources.find(item.key());
+    if (source == nullptr) throw std::invalid_argument("copy_dequantized: no module " + item.key() + " to copy from");
+    const auto parameters = (*source)->named_parameters(/*recurse=*/false);
+    const auto buffers = (*source)->named_buffers(/*recurse=*/false);
+    const auto copy = [&](const torch::OrderedDict<std::string, torch::Tensor>& values, const std::string& name,
+                          torch::Tensor& target) {
+      const auto* value = values.find(name);
+      if (value == nullptr) throw std::invalid_argument("copy_dequantized: no tensor " + item.key() + "." + name);
+      const auto q = name == "weight" ? quantized_weight_of(**source, *value) : std::nullopt;
+      target.copy_(q ? dequantize_weight(*q, target.scalar_type()) : *value);
+    };
+    for (auto& p : item.value()->named_parameters(/*recurse=*/false)) copy(parameters, p.key(), p.value());
+    for (auto& b : item.value()->named_buffers(/*recurse=*/false)) copy(buffers, b.key(), b.value());
+  }
 }
 
 }  // namespace zoo

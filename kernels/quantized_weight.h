@@ -83,14 +83,46 @@ void quantize_in_place(torch::nn::Module& owner, torch::Tensor& weight, WeightFo
 // What `owner` holds in place of `weight`, or nullopt when `weight` is a float one.
 std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::Module& owner, const torch::Tensor& weight);
 
+// How a model's weights are quantized: what --quantize asks and a quantized checkpoint records
+// (train/checkpoint.h, quantization.json).
+struct WeightQuantization {
+  WeightFormat format = WeightFormat::kInt8;
+  int64_t group_size = 0;         // int4: 32, 64 or 128; int8: 0
+  bool token_embeddings = true;   // the token embedding (and a head tied to it) too
+  // "int8", or "int4 (groups of 32)", with "; the token embedding kept" when it is.
+  std::string describe() const;
+};
+
 struct QuantizeSummary {
   int64_t linears = 0, tables = 0;            // linear layers and token embeddings quantized
   int64_t bytes_before = 0, bytes_after = 0;  // their weights' bytes
+  // "quantized 12 linear layers and the token embedding to int4 (groups of 32): 300.0 MiB of
+  // weights to 84.4 MiB"
+  std::string describe(const WeightQuantization& quantization) const;
 };
 // Quantizes every torch::nn::Linear under `model` (as torchao's quantize_ does) and, with
 // `token_embeddings`, every module named token_embedding (a head tied to it with it: every
-// family looks it up and projects onto it through kernels/linear.h).
-QuantizeSummary quantize_model_weights(torch::nn::Module& model, WeightFormat format, int64_t group_size,
-                                       bool token_embeddings);
+// family looks it up and projects onto it through kernels/linear.h). The float weights' memory is
+// returned (core/large_blocks.h keeps no freed block of theirs).
+QuantizeSummary quantize_model_weights(torch::nn::Module& model, const WeightQuantization& quantization);
+
+// The layout alone, for a quantized checkpoint's weights to be read into: every weight
+// quantize_model_weights would quantize is emptied and its buffers registered with their shapes
+// and types (their contents unset).
+void prepare_quantized_weights(torch::nn::Module& model, const WeightQuantization& quantization);
+
+// Throws unless every weight `model` holds quantized is well-formed (check_quantized_weight),
+// the message starting with `where` (a file) and the weight's name: what is checked of packed
+// tensors read from a file, beyond their shapes.
+void check_quantized_weights(const torch::nn::Module& model, const std::string& where);
+
+// Module::to(device, dtype), except that quantized weights keep their integers' types and
+// float32 scales and zeros (LibTorch's Module::to casts integer tensors too).
+void place_weights(torch::nn::Module& model, const torch::Device& device, torch::ScalarType dtype);
+
+// Copies every parameter and buffer of `to` from `from`, a quantized model of the same
+// architecture: a weight `from` holds quantized is dequantized (dequantize_weight, in the type
+// of `to`'s weight). What an export of a quantized model in float writes.
+void copy_dequantized(const torch::nn::Module& from, torch::nn::Module& to);
 
 }  // namespace zoo

@@ -4,6 +4,7 @@
 
 #include "kernels/linear.h"
 #include "kernels/math_attention.h"
+#include "kernels/quantized_weight.h"
 #include "models/init.h"
 
 namespace zoo {
@@ -101,6 +102,13 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& input_ids,
                   : block->forward(x, layer_bias, {}, {}, cache, rope_positions, router_logits);
   }
   return final_norm ? final_norm->forward(x) : x;
+}
+
+torch::Tensor GPTImpl::head_weight(torch::ScalarType dtype) const {
+  const torch::nn::Module& owner = lm_head ? static_cast<const torch::nn::Module&>(*lm_head) : *token_embedding;
+  const torch::Tensor& weight = lm_head ? lm_head->weight : token_embedding->weight;
+  const auto quantized = quantized_weight_of(owner, weight);
+  return quantized ? dequantize_weight(*quantized, dtype) : weight;
 }
 
 torch::Tensor GPTImpl::logits(const torch::Tensor& hidden) {

@@ -51,8 +51,9 @@ class GPTImpl : public torch::nn::Cloneable<GPTImpl> {
                               std::vector<torch::Tensor>* router_logits = nullptr);
   // Output head on hidden states: the tied embedding or lm_head.
   torch::Tensor logits(const torch::Tensor& hidden);
-  // That head's weight (vocab_size, d_model): logits = hidden head_weight^T.
-  const torch::Tensor& head_weight() const { return lm_head ? lm_head->weight : token_embedding->weight; }
+  // That head's weight (vocab_size, d_model): logits = hidden head_weight^T. A quantized head
+  // (QLoRA's frozen base) is dequantized into `dtype`: a float copy while the step runs.
+  torch::Tensor head_weight(torch::ScalarType dtype) const;
   KVCache make_cache() const { return KVCache(config.n_layers); }
 
   ModelConfig config;

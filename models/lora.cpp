@@ -80,7 +80,7 @@ std::vector<std::string> attach_lora(Model& model, const LoraConfig& config) {
   std::vector<std::string> names;
   for (const NamedProjection* p : chosen) {
     const auto& part = p->part;
-    const int64_t in = p->experts ? p->in : part.projection->weight.size(1);
+    const int64_t in = p->experts ? p->in : part.projection->options.in_features();  // a quantized weight is emptied
     if (config.rank > std::min(in, part.rows)) {
       throw ConfigError("lora.rank: " + std::to_string(config.rank) + " exceeds " + p->name + " (" +
                         std::to_string(part.rows) + " x " + std::to_string(in) + ")");

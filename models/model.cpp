@@ -94,6 +94,23 @@ Model build_model(const ModelConfig& config) {
   return m;
 }
 
+QuantizeSummary quantize_model(Model& model, const WeightQuantization& quantization) {
+  if (model.quantization) {
+    throw std::invalid_argument("the model's weights are quantized already (" + model.quantization->describe() + ")");
+  }
+  const auto summary = quantize_model_weights(*model.module(), quantization);
+  model.quantization = quantization;
+  return summary;
+}
+
+Model dequantized_model(const Model& model) {
+  Model plain = build_model(model.config);
+  if (model.lora) attach_lora(plain, model.lora->config);  // QLoRA: the adapters come along
+  copy_dequantized(*model.module(), *plain.module());
+  plain.lora = model.lora;
+  return plain;
+}
+
 int64_t count_parameters(const torch::nn::Module& module) {
   std::set<const void*> seen;
   int64_t n = 0;

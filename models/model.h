@@ -11,6 +11,7 @@
 
 #include <torch/nn/module.h>
 
+#include "kernels/quantized_weight.h"
 #include "models/bert.h"
 #include "models/config.h"
 #include "models/gpt.h"
@@ -26,6 +27,8 @@ struct Model {
   EncoderDecoder seq2seq{nullptr};   // families t5, transformer
   // Set when LoRA adapters are attached: what a checkpoint of the model records about them.
   std::optional<LoraState> lora;
+  // Set when its weights are quantized (quantize_model): what a checkpoint of it records.
+  std::optional<WeightQuantization> quantization;
 
   std::shared_ptr<torch::nn::Module> module() const;
   // Activation checkpointing of every block stack in training (kernels/recompute.h).
@@ -40,6 +43,16 @@ void check_fits_in_memory(const ModelConfig& config, int64_t memory);
 // Builds the family `config` names. The one place a config is validated before modules are
 // built (the modules trust it), and its size checked against memory.
 Model build_model(const ModelConfig& config);
+
+// Quantizes the model's weights in place (quantize_model_weights) and records how in
+// model.quantization (a model with adapters keeps them, on the quantized base). A model quantized
+// already is refused.
+QuantizeSummary quantize_model(Model& model, const WeightQuantization& quantization);
+
+// A quantized model's float32 twin: a fresh model of its config (with its LoRA adapters), every
+// weight dequantized into it and every other tensor copied (what the exports write of a
+// quantized checkpoint).
+Model dequantized_model(const Model& model);
 
 // Distinct parameters (a tied matrix counts once).
 int64_t count_parameters(const torch::nn::Module& module);

@@ -27,7 +27,8 @@ int64_t hold_frozen_projections_in_compute_dtype(torch::nn::Module& module, Prec
   int64_t converted = 0;
   for (const auto& item : module.modules()) {
     auto* linear = dynamic_cast<torch::nn::LinearImpl*>(item.get());
-    if (linear == nullptr || linear->weight.requires_grad() ||
+    // A quantized weight (QLoRA's base) is dequantized into the rows' type as it is used.
+    if (linear == nullptr || linear->weight.requires_grad() || linear->weight.numel() == 0 ||
         (linear->bias.defined() && linear->bias.requires_grad())) {
       continue;
     }

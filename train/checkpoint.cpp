@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -10,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "core/files.h"
+#include "core/json_view.h"
 #include "core/outputs.h"
 #include "core/strings.h"
 #include "train/run_directory.h"
@@ -18,6 +21,17 @@ namespace zoo {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr const char* kQuantizationFile = "quantization.json";
+
+std::string quantization_json(const WeightQuantization& q) {
+  nlohmann::json j{{"format", to_string(q.format)}, {"token_embeddings", q.token_embeddings}};
+  switch (q.format) {
+    case WeightFormat::kInt8: break;
+    case WeightFormat::kInt4: j["group_size"] = q.group_size; break;
+  }
+  return j.dump(2) + "\n";
+}
 
 std::string shape(const torch::Tensor& t) {
   std::string s = "[";
@@ -43,6 +57,30 @@ void save_archive(torch::serialize::OutputArchive& archive, const std::string& p
   });
   if (!failure.empty()) throw std::runtime_error(failure);
   file.commit();
+}
+
+// Opens a weights file, naming it when it is missing, truncated or corrupt.
+void read_weights_file(torch::serialize::InputArchive& archive, const std::string& path) {
+  if (!fs::exists(path)) throw std::runtime_error(path + ": missing (no weights file)");
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + ": cannot read weights (truncated or corrupt): " +
+                             std::string(e.what_without_backtrace()).substr(0, 200));
+  }
+}
+
+// When the checkpoint DIR is quantized (quantization.json), gives `model` its layout
+// (prepare_quantized_weights) and records it in model.quantization, and returns true.
+bool prepare_quantized(Model& model, const std::string& dir) {
+  model.quantization = read_quantization(dir);
+  if (!model.quantization) return false;
+  try {
+    prepare_quantized_weights(*model.module(), *model.quantization);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error((fs::path(dir) / kQuantizationFile).string() + ": " + e.what());
+  }
+  return true;
 }
 
 // A LoRA checkpoint's own tensors: the adapters and what trained in full beside them.
@@ -120,14 +158,8 @@ void check_finite(const torch::Tensor& value, const std::string& what) {
 
 torch::ScalarType load_weights(const std::string& path, torch::nn::Module& module,
                                const std::function<bool(const std::string&)>& wanted_name, bool extra_allowed) {
-  if (!fs::exists(path)) throw std::runtime_error(path + ": missing (no weights file)");
   torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(path + ": cannot read weights (truncated or corrupt): " +
-                             std::string(e.what_without_backtrace()).substr(0, 200));
-  }
+  read_weights_file(archive, path);
   auto keys = archive.keys();
   std::set<std::string> present(keys.begin(), keys.end()), wanted;
   std::vector<std::string> missing, unexpected;
@@ -161,7 +193,8 @@ torch::ScalarType load_weights(const std::string& path, torch::nn::Module& modul
                                shape(target));
     }
     check_finite(value, path + ": tensor '" + name + "'");
-    if (value.is_floating_point()) ++floating, bf16 += value.scalar_type() == torch::kBFloat16;
+    // Parameters only: a quantized weight's scales and zeros are float32 in a bf16 model.
+    if (!is_buffer && value.is_floating_point()) ++floating, bf16 += value.scalar_type() == torch::kBFloat16;
     target.copy_(value);
   };
   for (auto& p : targets) copy(p.key(), p.value(), false);
@@ -184,9 +217,12 @@ torch::ScalarType load_lora_weights(const std::string& dir, Model& model) {
                              lora.base_hash + ", model.pt now hashes to " + hash + ")");
   }
   const auto own = owned_by(lora);
+  // QLoRA: a quantized base's layout first, unless the model has it already (a new run's).
+  const bool quantized = model.quantization || prepare_quantized(model, lora.base);
   // The base's tensors (its other heads are not the run's), then the run's own.
   const auto stored = load_weights(base_weights, *model.module(), [&](const std::string& name) { return !own(name); },
                                    /*extra_allowed=*/true);
+  if (quantized) check_quantized_weights(*model.module(), base_weights);
   load_weights((fs::path(dir) / "model.pt").string(), *model.module(), own, /*extra_allowed=*/false);
   return stored;
 }
@@ -221,6 +257,9 @@ void save_checkpoint(const std::string& dir, const Model& model, const torch::op
     } else {
       save_weights((tmp / "model.pt").string(), *model.module());
     }
+    if (model.quantization && !model.lora) {  // a LoRA checkpoint's base records its own
+      write_file_atomically((tmp / kQuantizationFile).string(), quantization_json(*model.quantization));
+    }
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive archive;
       optimizer->save(archive);
@@ -252,7 +291,11 @@ Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expecte
   }
   c.model = build_model(config);
   const auto lora_path = (root / kLoraStateFile).string();
-  if (fs::exists(lora_path)) {
+  if (!fs::exists(lora_path) && prepare_quantized(c.model, dir)) {
+    const auto weights = (root / "model.pt").string();
+    c.stored_dtype = load_weights(weights, *c.model.module());
+    check_quantized_weights(*c.model.module(), weights);
+  } else if (fs::exists(lora_path)) {
     c.model.lora = LoraState::parse(read_file(lora_path), lora_path);
     try {
       attach_lora(c.model, c.model.lora->config);
@@ -275,6 +318,72 @@ Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expecte
   return c;
 }
 
+std::optional<WeightQuantization> read_quantization(const std::string& dir) {
+  const auto path = (fs::path(dir) / kQuantizationFile).string();
+  if (!fs::exists(path)) return std::nullopt;
+  const auto json = JsonView::parse(read_file(path), path);
+  const JsonView view(json, path);
+  for (const auto& [key, value] : view.members()) {
+    if (key != "format" && key != "group_size" && key != "token_embeddings") {
+      view.fail("unknown key '" + key + "' (expected format, group_size, token_embeddings)");
+    }
+  }
+  WeightQuantization q;
+  const auto format = view.at("format");
+  try {
+    q.format = from_string<WeightFormat>(format.as_string());
+  } catch (const std::invalid_argument& e) {
+    format.fail(e.what());
+  }
+  q.token_embeddings = view.bool_at("token_embeddings");
+  switch (q.format) {
+    case WeightFormat::kInt8:
+      if (view.has("group_size")) view.at("group_size").fail("int8 has a scale per output, no group size");
+      break;
+    case WeightFormat::kInt4: {
+      const auto group = view.at("group_size");
+      q.group_size = group.as_int();
+      if (!is_int4_group_size(q.group_size)) group.fail("int4 groups 32, 64 or 128 inputs, not " + std::to_string(q.group_size));
+      break;
+    }
+  }
+  return q;
+}
+
+std::string describe_stored_weights(const std::string& dir, int64_t parameters) {
+  const auto path = (fs::path(dir) / "model.pt").string();
+  torch::serialize::InputArchive archive;
+  read_weights_file(archive, path);
+  int64_t bytes = 0;
+  std::set<std::string> float_types;
+  for (const auto& key : archive.keys()) {
+    torch::Tensor value;
+    archive.read(key, value);
+    bytes += value.numel() * static_cast<int64_t>(value.element_size());
+    if (!value.is_floating_point() || value.numel() == 0) continue;
+    const auto type = value.scalar_type();
+    float_types.insert(type == torch::kFloat ? "float32" : type == torch::kBFloat16 ? "bf16" : c10::toString(type));
+  }
+  char figures[96];
+  std::snprintf(figures, sizeof figures, "%.1f MiB in model.pt", static_cast<double>(bytes) / 1048576.0);
+  if (fs::exists(fs::path(dir) / kLoraStateFile)) {
+    return std::string("weights: ") + figures + " (LoRA adapters; the base's weights are in its checkpoint)";
+  }
+  const auto quantization = read_quantization(dir);
+  std::snprintf(figures + std::strlen(figures), sizeof figures - std::strlen(figures), ", %.2f bytes per parameter",
+                parameters > 0 ? static_cast<double>(bytes) / static_cast<double>(parameters) : 0.0);
+  return std::string("weights: ") + figures + " (" +
+         (quantization ? quantization->describe() + "; the rest in " : std::string()) +
+         join(std::vector<std::string>(float_types.begin(), float_types.end())) + ")";
+}
+
+void refuse_quantized(const Checkpoint& checkpoint, const std::string& what) {
+  if (!checkpoint.model.quantization) return;
+  throw std::runtime_error(checkpoint.dir + ": a quantized checkpoint (" + checkpoint.model.quantization->describe() +
+                           "); " + what + " needs float weights: train LoRA adapters on it (lora.rank), or use "
+                           "the checkpoint it was quantized from");
+}
+
 void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optimizer, const torch::Device& device) {
   const auto path = (fs::path(dir) / "optimizer.pt").string();
   if (!fs::exists(path)) throw std::runtime_error(path + ": missing (the checkpoint has no optimizer state)");
@@ -288,9 +397,16 @@ void load_optimizer_state(const std::string& dir, torch::optim::Optimizer& optim
   }
 }
 
-std::vector<std::string> initialize_from_checkpoint(Model& model, const std::string& path, std::ostream& log) {
+std::vector<std::string> initialize_from_checkpoint(Model& model, const std::string& path, std::ostream& log,
+                                                    bool frozen_base) {
   const std::string dir = resolve_checkpoint(path);
   Checkpoint source = load_checkpoint(dir);
+  if (source.model.quantization) {
+    // QLoRA: the run's base takes the checkpoint's integers as they are, and stays frozen.
+    if (!frozen_base || source.model.lora) refuse_quantized(source, "training all its weights");
+    model.quantization = source.model.quantization;
+    prepare_quantized_weights(*model.module(), *model.quantization);
+  }
   // A LoRA checkpoint's model is its base with the adapters' updates in the weights.
   if (source.model.lora) merge_lora(source.model);
   if (source.model.config.family != model.config.family) {

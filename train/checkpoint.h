@@ -8,6 +8,10 @@
 //                   tokenizer's files are in tokenizer/ instead (tokenizers/tokenizer.h, store_tokenizer)
 //   lora.json       LoRA runs only: the adapters' config and the base checkpoint they adapt (path
 //                   and hash); model.pt then holds the adapters (and any tensor trained besides)
+//   quantization.json  quantized checkpoints only (zoo quantize, import-hf --quantize): the
+//                   format, group size and whether the token embedding is quantized; model.pt
+//                   then holds each quantized weight as its integers, scales and zeros
+//                   (kernels/quantized_weight.h) in place of the float one
 //   state.json      what the trainer needs to continue (step, data position, RNG, schedule, ...)
 
 #include <functional>
@@ -49,14 +53,28 @@ struct Checkpoint {
   nlohmann::json state;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the checkpoint has none
   // What model.pt stores its weights in (a LoRA checkpoint: its base's): kBFloat16 when every
-  // floating tensor is bf16, else kFloat. The model itself is loaded in float32.
+  // floating parameter is bf16, else kFloat. The model itself is loaded in float32.
   torch::ScalarType stored_dtype = torch::kFloat;
 };
 
 // Rebuilds the model from config.yaml and loads its weights. With `expected`, a checkpoint of
 // another family is refused. Errors name the file and the mismatch: a missing or corrupt file,
-// missing or unexpected tensors, a tensor whose shape differs from the model's.
+// missing or unexpected tensors, a tensor whose shape differs from the model's, a quantized
+// weight's bad scales or zeros (check_quantized_weights).
 Checkpoint load_checkpoint(const std::string& dir, std::optional<Family> expected = std::nullopt);
+
+// What quantization.json says, or nullopt for a checkpoint without one (float weights). Errors
+// name the file and the key: corrupt JSON, an unknown key, a format or group size zoo lacks.
+std::optional<WeightQuantization> read_quantization(const std::string& dir);
+
+// A line on what DIR/model.pt holds, for zoo info: its tensors' bytes, and for a model of
+// `parameters` parameters (those of its config) the bytes per parameter, with the quantization
+// (or the float type) they are stored in.
+std::string describe_stored_weights(const std::string& dir, int64_t parameters);
+
+// Throws naming the checkpoint when it is quantized: for what needs float weights (`what`, such
+// as "training all its weights"), with the ways round it.
+void refuse_quantized(const Checkpoint& checkpoint, const std::string& what);
 
 // Restores optimizer.pt into an optimizer built over the loaded model's parameters.
 // Its tensors go to `device` (the parameters').
@@ -93,6 +111,9 @@ torch::ScalarType load_lora_weights(const std::string& dir, Model& model);
 // and tensors the checkpoint lacks keep their fresh init, and are returned; another family, or
 // another shape of any other tensor, is an error naming the checkpoint and the tensor. Says to
 // `log` what it initialized and what it did not use.
-std::vector<std::string> initialize_from_checkpoint(Model& model, const std::string& path, std::ostream& log);
+// With `frozen_base` (a LoRA run), a quantized checkpoint is taken as it is: `model` gets its
+// layout and integers (QLoRA); without, or for a LoRA checkpoint on one, it is refused.
+std::vector<std::string> initialize_from_checkpoint(Model& model, const std::string& path, std::ostream& log,
+                                                    bool frozen_base = false);
 
 }  // namespace zoo

@@ -88,7 +88,7 @@ EvalResult evaluate(Model& model, const TaskData& data, int64_t batch_size, int6
 
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<std::string>& data,
                                int64_t batch_size, int64_t max_batches, const std::string& device_name,
-                               std::ostream& log) {
+                               std::ostream& log, const std::optional<WeightQuantization>& quantization) {
   const std::string dir = resolve_checkpoint(checkpoint);
   Checkpoint c = load_checkpoint(dir);
   if (!c.tokenizer) throw std::runtime_error(dir + ": the checkpoint has no tokenizer");
@@ -118,6 +118,7 @@ EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<
     const auto task = make_task_data(config, objective, tokenizer, scratch.string(), log, labels.get());
     const torch::Device device = resolve_device(device_name);
     c.model.module()->to(device);
+    if (quantization) log << quantize_model(c.model, *quantization).describe(*quantization) << "\n";
     EvalResult r = evaluate(c.model, *task, batch_size, max_batches, device, config.target_length);
     r.step = c.state.value("step", int64_t{0});
     fs::remove_all(scratch);

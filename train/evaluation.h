@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,10 @@ namespace zoo {
 // The checkpoint's model on `data` with the objective of its family and head (causal LM for
 // gpt, MLM or classification for bert, span corruption or seq2seq for t5). Token objectives
 // read text (or a token directory's val.tokens); classification and seq2seq read their files.
+// With `quantization`, its weights are quantized once placed on the device (zoo eval --quantize).
 EvalResult evaluate_checkpoint(const std::string& checkpoint, const std::vector<std::string>& data,
                                int64_t batch_size, int64_t max_batches, const std::string& device,
-                               std::ostream& log);
+                               std::ostream& log, const std::optional<WeightQuantization>& quantization = std::nullopt);
 
 // Model on the validation split of `data`, batch by batch (max_batches 0 = all), its forward
 // passes in `precision` (a bf16 run evaluates under autocast, as it trains). With `ring`

@@ -171,7 +171,7 @@ void build_model_and_optimizer(TrainingRun& run, bool resume, std::ostream& log)
   torch::manual_seed(config.seed);
   run.model = build_model(config.model_config);
   std::vector<std::string> fresh;
-  if (!resume && !config.init_from.empty()) fresh = initialize_from_checkpoint(run.model, config.init_from, log);
+  if (!resume && !config.init_from.empty()) fresh = initialize_from_checkpoint(run.model, config.init_from, log, config.lora.enabled());
   if (config.lora.enabled()) set_up_lora(run, resume, fresh, log);
   run.model.set_activation_checkpointing(config.activation_checkpointing);
   run.model.module()->to(run.device);

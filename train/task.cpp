@@ -64,7 +64,8 @@ void fused_causal_lm_loss(Model& model, const torch::Tensor& hidden, const torch
                           const std::vector<torch::Tensor>& router_logits = {},
                           const torch::Tensor& token_mask = {}) {
   count_targets({}, labels, host_labels, false, out);
-  out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}), model.gpt->head_weight(),
+  out.loss = linear_cross_entropy(hidden.reshape({-1, hidden.size(-1)}),
+                                  model.gpt->head_weight(loss_product_type(hidden)),
                                   labels.reshape({-1}), label_smoothing, kIgnoreIndex, /*chunk_rows=*/0,
                                   model.config.logit_softcap);
   const auto& c = model.config;

@@ -92,6 +92,15 @@ ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/lbf-ref.pt" write llama "$work/l
 auto=$("$zoo" generate "$work/lbf" --prompt "The module" --max-new-tokens 8 --greedy 2> /dev/null)
 bf16=$("$zoo" generate "$work/lbf32" --prompt "The module" --max-new-tokens 8 --greedy --dtype bf16 2> /dev/null)
 [[ -n "$auto" && "$auto" == "$bf16" ]] || { echo "auto: '$auto', --dtype bf16: '$bf16'"; exit 1; }
+# Quantized as it is imported (#49): the linear layers int8, the rest still bf16; it generates
+# what quantizing the bf16 checkpoint at load generates.
+"$zoo" import-hf "$work/lbf-hf" --out "$work/lbf-q8" --quantize int8 --tokenizer "$work/tok.model" > "$work/lbf-q8.out" 2> /dev/null
+grep -q "^quantized [0-9]* linear layers and the token embedding to int8: " "$work/lbf-q8.out"
+"$zoo" info "$work/lbf-q8" > "$work/lbf-q8.info"
+grep -q "bytes per parameter (int8; the rest in bf16, float32)$" "$work/lbf-q8.info" || { cat "$work/lbf-q8.info"; exit 1; }
+q8=$("$zoo" generate "$work/lbf-q8" --prompt "The module" --max-new-tokens 8 --greedy 2> /dev/null)
+at_load=$("$zoo" generate "$work/lbf" --prompt "The module" --max-new-tokens 8 --greedy --quantize int8 2> /dev/null)
+[[ -n "$q8" && "$q8" == "$at_load" ]] || { echo "import-hf --quantize int8: '$q8', at load: '$at_load'"; exit 1; }
 "$zoo" export "$work/lbf" --out "$work/lbf.pt" | grep -q " bf16 parameters"
 "$zoo" export "$work/lbf" --dtype fp32 --out "$work/lbf32.pt" | grep -q " fp32 parameters"
 "$zoo" export-hf "$work/lbf" --out "$work/lbf-back" > /dev/null

@@ -44,6 +44,14 @@ test -d runs/mine/checkpoints/step-6
 grep -q "The list" generated.txt
 test -s runs/mine/curves.png
 
+# Quantize: the README's commands on the trained run.
+block "Quantize" sh | grep "^build/zoo" | sed 's/ *#.*$//' > quantize-commands.txt
+[[ $(wc -l < quantize-commands.txt) -eq 3 ]] || { echo "README: expected 3 commands under 'Quantize'"; exit 1; }
+while read -r command; do
+  eval "\"$zoo\" ${command#build/zoo }" < /dev/null > quantize.out 2>&1 || { cat quantize.out; exit 1; }
+done < quantize-commands.txt
+grep -q "bytes per parameter (int4 (groups of 32); the rest in float32)" quantize.out || { cat quantize.out; exit 1; }
+
 # Export, then the README's Python snippet against it.
 "$zoo" export runs/mine --out model.pt > /dev/null
 block "Export, then load from C++ or Python" python > snippet.py

@@ -61,6 +61,26 @@ fails "token_embedding.weight: int4 group size 64 does not divide the weight's 3
   "$zoo" generate "$work/gpt" --prompt hi --quantize int4 --group-size 64
 fails "group-size: 48 not in" "$zoo" generate "$work/gpt" --prompt hi --quantize int4 --group-size 48
 fails "quantize: int3 not in" "$zoo" generate "$work/gpt" --prompt hi --quantize int3
+# zoo quantize: a checkpoint that generate, eval, info and export-hf take, computing what
+# --quantize at load computes; what needs float weights refuses it by name.
+"$zoo" quantize "$work/gpt" --to int4 --out "$work/gpt-q4" > "$work/qc.out"
+grep -q "^wrote $work/gpt-q4 (gpt, int4 (groups of 32), the other tensors in fp32)$" "$work/qc.out" || { cat "$work/qc.out"; exit 1; }
+"$zoo" info "$work/gpt-q4" > "$work/qc.info"
+grep -qE "^weights: [0-9.]+ MiB in model.pt, [0-9.]+ bytes per parameter \(int4 \(groups of 32\); the rest in float32\)$" "$work/qc.info" || { cat "$work/qc.info"; exit 1; }
+"$zoo" generate "$work/gpt-q4" --prompt "The module" --greedy --max-new-tokens 6 > "$work/qc.gen" 2> /dev/null
+"$zoo" generate "$work/gpt" --prompt "The module" --greedy --max-new-tokens 6 --quantize int4 > "$work/q4.gen" 2> /dev/null
+cmp "$work/qc.gen" "$work/q4.gen"
+"$zoo" eval "$work/gpt-q4" --data "$work/slice.txt" --max-batches 2 > "$work/qc.eval" 2> /dev/null
+"$zoo" eval "$work/gpt" --data "$work/slice.txt" --max-batches 2 --quantize int4 > "$work/q4.eval" 2> /dev/null
+cmp "$work/qc.eval" "$work/q4.eval"
+"$zoo" export-hf "$work/gpt-q4" --out "$work/gpt-q4-hf" > "$work/qc.hf"
+grep -q "^dequantizing the weights of $work/gpt-q4 (int4 (groups of 32))$" "$work/qc.hf" && test -s "$work/gpt-q4-hf/model.safetensors"
+fails "quantized already \(int4 \(groups of 32\)\)" "$zoo" generate "$work/gpt-q4" --prompt hi --quantize int8
+fails "gpt-q4: a quantized checkpoint \(int4 \(groups of 32\)\); training all its weights needs float weights" \
+  "$zoo" finetune "$work/gpt-q4" --train "$work/slice.txt" --task lm steps=1 --run-dir "$work/ft-q4"
+fails "slice.txt: exists and is a file" "$zoo" quantize "$work/gpt" --to int8 --out "$work/slice.txt"
+fails "to is required" "$zoo" quantize "$work/gpt" --out "$work/gpt-q8"
+test ! -e "$work/gpt-q8" && test ! -e "$work/ft-q4"
 "$zoo" plot "$work/gpt" > /dev/null
 [[ "$(head -c 8 "$work/gpt/curves.png" | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] || { echo "curves.png is not a PNG"; exit 1; }
 

@@ -164,15 +164,31 @@ TEST(QuantizedProject, EqualsDequantizeThenMatmulAndTheSameBitsAloneOrBatched) {
 
 // With gradients the product is dequantize-then-linear, differentiable in the input and bias
 // (the frozen base of a LoRA step).
+// QLoRA's frozen base: the input's (and bias's) gradients through the packed weight, as through
+// the dequantized one, from an autograd node that keeps the integers (not a float weight).
 TEST(QuantizedProject, GradientsReachTheInputAndBias) {
-  const auto q = quantize_weight(torch::randn({12, 64}), WeightFormat::kInt4, 32, "w");
-  const auto x = torch::randn({3, 64}, torch::requires_grad());
-  const auto bias = torch::randn({12}, torch::requires_grad());
-  quantized_project(x, q, bias).pow(2).sum().backward();
-  const auto x2 = x.detach().clone().requires_grad_(), bias2 = bias.detach().clone().requires_grad_();
-  torch::nn::functional::linear(x2, dequantize_weight(q), bias2).pow(2).sum().backward();
-  EXPECT_ALLCLOSE(x.grad(), x2.grad(), 1e-5);
-  EXPECT_ALLCLOSE(bias.grad(), bias2.grad(), 1e-5);
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (const auto& q : {quantize_weight(torch::randn({12, 64}), WeightFormat::kInt4, 32, "w"),
+                          quantize_weight(torch::randn({12, 64}), WeightFormat::kInt8, 0, "w")}) {
+      SCOPED_TRACE(to_string(q.format) + " " + c10::toString(dtype));
+      const auto x = torch::randn({2, 3, 64}).to(dtype).requires_grad_();
+      const auto bias = torch::randn({12}, torch::requires_grad());  // float32 beside bf16 rows, as a model's
+      const auto y = quantized_project(x, q, bias);
+      EXPECT_NE(y.grad_fn()->name().find("QuantizedLinearFunction"), std::string::npos) << y.grad_fn()->name();
+      EXPECT_EQ(y.scalar_type(), dtype);
+      y.to(torch::kFloat).pow(2).sum().backward();
+      const auto x2 = x.detach().clone().requires_grad_(), bias2 = bias.detach().clone().requires_grad_();
+      torch::nn::functional::linear(x2, dequantize_weight(q, dtype), bias2.to(dtype)).to(torch::kFloat).pow(2).sum().backward();
+      // Relative to the largest gradient: the same sums in another order.
+      const double tolerance = dtype == torch::kFloat ? 1e-6 : 1e-2;
+      const auto relative = [](const torch::Tensor& got, const torch::Tensor& want) {
+        return max_abs_diff(got.to(torch::kFloat), want.to(torch::kFloat)) / want.abs().max().item<double>();
+      };
+      EXPECT_LE(relative(x.grad(), x2.grad()), tolerance);
+      EXPECT_EQ(bias.grad().scalar_type(), torch::kFloat);
+      EXPECT_LE(relative(bias.grad(), bias2.grad()), tolerance);
+    }
+  }
 }
 
 // A model quantized at load (zoo generate/serve --quantize): every linear layer and the token
@@ -206,7 +222,7 @@ TEST(QuantizedModel, GivesTheDequantizedModelsLogitsAndGreedyTokens) {
         if (auto* linear = item.value()->as<torch::nn::Linear>()) replace(linear->weight, item.key()), ++linears;
         if (item.key() == "token_embedding") replace(item.value()->as<torch::nn::Embedding>()->weight, item.key());
       }
-      const auto summary = quantize_model_weights(*quantized.module(), c.format, c.group, true);
+      const auto summary = quantize_model(quantized, {c.format, c.group, true});
       EXPECT_EQ(summary.linears, linears);
       EXPECT_EQ(summary.tables, 1);
       EXPECT_LT(summary.bytes_after * (c.format == WeightFormat::kInt8 ? 3 : 5), summary.bytes_before);
@@ -233,8 +249,10 @@ TEST(QuantizedModel, GivesTheDequantizedModelsLogitsAndGreedyTokens) {
       } else {
         EXPECT_EQ(generate(quantized.seq2seq, prompts, o).tokens, generate(reference.seq2seq, prompts, o).tokens);
       }
-      EXPECT_EQ(error_of([&] { quantize_model_weights(*quantized.module(), c.format, c.group, true); }),
+      EXPECT_EQ(error_of([&] { quantize_model_weights(*quantized.module(), {c.format, c.group, true}); }),
                 "token_embedding.weight: the weight is quantized already");
+      EXPECT_EQ(error_of([&] { quantize_model(quantized, {c.format, c.group, true}); }),
+                "the model's weights are quantized already (" + quantized.quantization->describe() + ")");
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -138,6 +139,107 @@ TEST(Checkpoint, NonFiniteWeightsAreRefusedNamingTheTensor) {
             (fs::path(dir) / "model.pt").string() +
                 ": tensor 'token_embedding.weight' holds 2 non-finite values (NaN or infinity) of 1600: the weights "
                 "are corrupt or diverged");
+}
+
+// A quantized model saved and loaded: the same integers, scales and zeros, the same logits, its
+// float tensors' type kept; bad records and packed tensors are refused by file and name.
+TEST(Checkpoint, QuantizedCheckpointsRoundTripAndBadOnesAreNamed) {
+  const auto ids = torch::randint(50, {2, 8}, torch::kLong);
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (const WeightQuantization q : {WeightQuantization{WeightFormat::kInt8, 0, true},
+                                       WeightQuantization{WeightFormat::kInt4, 32, false}}) {
+      SCOPED_TRACE(q.describe() + " " + c10::toString(dtype));
+      torch::manual_seed(0);
+      auto model = tiny_gpt();
+      model.module()->to(dtype);
+      quantize_model(model, q);
+      model.module()->eval();
+      const auto dir = testing::scratch_path("quantized/" + q.describe() + c10::toString(dtype)).string();
+      save_checkpoint(dir, model, nullptr, nullptr, {{"step", 3}});
+      auto loaded = load_checkpoint(dir);
+      ASSERT_TRUE(loaded.model.quantization.has_value());
+      EXPECT_EQ(loaded.model.quantization->describe(), q.describe());
+      EXPECT_EQ(loaded.stored_dtype, dtype);
+      place_weights(*loaded.model.module(), torch::kCPU, dtype);
+      loaded.model.module()->eval();
+      const auto saved = model.module()->named_buffers();
+      int64_t scales = 0;
+      for (const auto& b : loaded.model.module()->named_buffers()) {
+        EXPECT_TRUE(b.value().equal(saved[b.key()])) << b.key();  // bit-equal, scales still float32
+        scales += b.key().ends_with(".weight_scale");
+      }
+      EXPECT_EQ(scales, 2 * 4 + (q.token_embeddings ? 1 : 0));
+      torch::NoGradGuard no_grad;
+      EXPECT_TRUE(loaded.model.gpt->forward(ids).equal(model.gpt->forward(ids)));
+      // Its float twin computes what the integers stand for.
+      auto plain = dequantized_model(loaded.model);
+      plain.module()->to(dtype);
+      plain.module()->eval();
+      EXPECT_LE((plain.gpt->forward(ids) - model.gpt->forward(ids)).abs().max().item<double>(),
+                dtype == torch::kFloat ? 1e-5 : 0.1);
+      const auto line = describe_stored_weights(dir, count_parameters(*plain.module()));
+      EXPECT_NE(line.find("bytes per parameter (" + q.describe() + "; the rest in "), std::string::npos) << line;
+    }
+  }
+  auto model = tiny_gpt();
+  const auto plain_dir = testing::scratch_path("quantized/plain").string();
+  save_checkpoint(plain_dir, model, nullptr, nullptr, {{"step", 0}});
+  const auto fp32_line = describe_stored_weights(plain_dir, count_parameters(*model.module()));
+  EXPECT_NE(fp32_line.find(", 4.0"), std::string::npos) << fp32_line;  // 4 bytes a parameter and the file's few
+  EXPECT_NE(fp32_line.find(" bytes per parameter (float32)"), std::string::npos) << fp32_line;
+  quantize_model(model, {WeightFormat::kInt4, 32, true});
+  const auto dir = testing::scratch_path("quantized/bad").string();
+  save_checkpoint(dir, model, nullptr, nullptr, {{"step", 0}});
+  const auto int4_line = describe_stored_weights(dir, count_parameters(*tiny_gpt().module()));
+  EXPECT_LT(std::stod(int4_line.substr(int4_line.find(", ") + 2)), 1.3) << int4_line;
+  // Training all its weights needs float ones; a LoRA run's frozen base takes its integers.
+  auto fresh = tiny_gpt();
+  std::ostringstream log;
+  EXPECT_EQ(error_of([&] { initialize_from_checkpoint(fresh, dir, log); }),
+            dir + ": a quantized checkpoint (int4 (groups of 32)); training all its weights needs float weights: "
+                  "train LoRA adapters on it (lora.rank), or use the checkpoint it was quantized from");
+  initialize_from_checkpoint(fresh, dir, log, /*frozen_base=*/true);
+  ASSERT_TRUE(fresh.quantization.has_value());
+  const auto buffers = model.module()->named_buffers();
+  for (const auto& b : fresh.module()->named_buffers()) EXPECT_TRUE(b.value().equal(buffers[b.key()])) << b.key();
+  // quantization.json: each bad record named by file and key.
+  const auto record = (fs::path(dir) / "quantization.json").string();
+  const std::string good = read_file(record);
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {R"({"format": "int4", "group_size": 32, "token_embeddings": true, "bits": 4})",
+       record + ": (top level): unknown key 'bits' (expected format, group_size, token_embeddings)"},
+      {R"({"format": "int3", "token_embeddings": true})",
+       record + ": format: unknown weight format 'int3' (expected one of: int8, int4)"},
+      {R"({"format": "int4", "group_size": 48, "token_embeddings": true})",
+       record + ": group_size: int4 groups 32, 64 or 128 inputs, not 48"},
+      {R"({"format": "int8", "group_size": 32, "token_embeddings": true})",
+       record + ": group_size: int8 has a scale per output, no group size"},
+  };
+  for (const auto& [text, message] : bad) {
+    write_file_atomically(record, text);
+    EXPECT_EQ(error_of([&] { load_checkpoint(dir); }), message);
+  }
+  // A record that does not match the weights: int8's tensors are missing, int4's unexpected.
+  write_file_atomically(record, R"({"format": "int8", "token_embeddings": true})");
+  EXPECT_NE(error_of([&] { load_checkpoint(dir); }).find("unexpected tensors: "), std::string::npos);
+  write_file_atomically(record, good);
+  // A packed tensor with a negative scale, and one with the wrong type.
+  const auto weights = (fs::path(dir) / "model.pt").string();
+  {
+    torch::NoGradGuard no_grad;
+    auto buffers = model.module()->named_buffers();
+    buffers["blocks.1.ff.down.weight_scale"][2][1] = -0.5;
+    save_weights(weights, *model.module());
+  }
+  EXPECT_EQ(error_of([&] { load_checkpoint(dir); }),
+            weights + ": blocks.1.ff.down.weight: a scale is zero or negative");
+  {
+    torch::NoGradGuard no_grad;
+    auto buffers = model.module()->named_buffers();
+    buffers["blocks.1.ff.down.weight_scale"][2][1] = 0.5;
+    save_weights(weights, *model.module());
+  }
+  EXPECT_NO_THROW(load_checkpoint(dir));
 }
 
 }  // namespace
