@@ -435,6 +435,16 @@ std::vector<std::string> initialize_from_checkpoint(Model& model, const std::str
   };
   for (auto& p : model.module()->named_parameters()) copy(p.key(), p.value());
   for (auto& b : model.module()->named_buffers()) copy(b.key(), b.value());
+  if (model.quantization) {
+    // A layer the quantized base lacks (a new head) would be quantized zeros, frozen: refused.
+    for (const auto& name : fresh) {
+      if (name.ends_with(".weight_quantized")) {
+        throw std::runtime_error(dir + ": the run's " + name.substr(0, name.size() - 17) +
+                                 " is not in this quantized checkpoint (or has another shape); LoRA on a quantized "
+                                 "base adapts the base's own layers: start a new head from a float checkpoint");
+      }
+    }
+  }
   std::vector<std::string> dropped;
   for (const auto& [name, value] : available)
     if (!used.count(name)) dropped.push_back(name);

@@ -19,7 +19,7 @@ pretrained_inputs "$corpus" "$spm_reference"
 # text, and so does the TorchScript export run by scripts/torchscript_generate.py.
 round_trip() {
   local run="$1" prompt="$2" want got
-  "$zoo" export "$run" --out "$run.pt" | grep -q "its tokenizer inside"
+  "$zoo" export "$run" --out "$run.pt" | has "its tokenizer inside"
   "$zoo" export-hf "$run" --out "$run-hf" > /dev/null
   "$zoo" import-hf "$run-hf" --out "$run-back" > /dev/null 2>&1
   "$zoo" export-hf "$run-back" --out "$run-hf2" > /dev/null
@@ -53,7 +53,7 @@ ids=$(printf 'Hello world\n' | "$zoo" tokenizer encode --model "$work/gpt2/token
 [[ "$ids" == "15496 995" ]] || { echo "encoded 'Hello world' as '$ids'"; exit 1; }
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/gpt2" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/gpt2-ft" > /dev/null 2>&1
-"$zoo" eval "$work/gpt2-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
+"$zoo" eval "$work/gpt2-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | has "^perplexity "
 round_trip "$work/gpt2-ft" "The module" ids
 cmp "$references/gpt2-files/vocab.json" "$work/gpt2-ft/checkpoints/last/tokenizer/vocab.json"
 cmp "$references/gpt2-files/merges.txt" "$work/gpt2-ft-hf/merges.txt"
@@ -71,7 +71,7 @@ for i in $(seq 1 20); do echo "{\"prompt\": \"Question $i:\", \"completion\": \"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/gpt2" --train "$work/instructions.jsonl" $ft --run-dir "$work/gpt2-inst" > "$work/inst.out" 2>&1
 grep -q "causal_lm on $work/instructions.jsonl (20 examples)" "$work/inst.out"
-"$zoo" eval "$work/gpt2-inst" --data "$work/instructions.jsonl" 2> /dev/null | grep -q "^perplexity "
+"$zoo" eval "$work/gpt2-inst" --data "$work/instructions.jsonl" 2> /dev/null | has "^perplexity "
 # GPT-2's directory has no chat template: conversations and --chat are refused by name.
 echo '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]}' > "$work/one-chat.jsonl"
 # shellcheck disable=SC2086
@@ -83,7 +83,7 @@ fails "has no chat_template" "$zoo" generate "$work/gpt2-inst" --chat --prompt "
 hf_dir llama 2000 "$work/spm/llama-dir/tokenizer.model" "$work/spm/llama-dir/tokenizer_config.json"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/llama" --train "$work/slice.txt" --task lm $ft block_size=32 --run-dir "$work/llama-ft" > /dev/null 2>&1
-"$zoo" eval "$work/llama-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | grep -q "^perplexity "
+"$zoo" eval "$work/llama-ft" --data "$work/slice.txt" --max-batches 2 2> /dev/null | has "^perplexity "
 round_trip "$work/llama-ft" "The module" text
 # Conversations (TRL's "messages") through the LLaMA directory's chat template, the loss on the
 # assistant's turns; `zoo tokenizer chat` shows the rendered text and `generate --chat` replies.
@@ -116,9 +116,9 @@ hf_dir bert_mlm 30522 "$references/bert-vocab/vocab.txt"
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/bert_mlm" --train "$work/cls.csv" --val "$work/cls.csv" $ft --run-dir "$work/bert-ft" > /dev/null 2> "$work/bert-ft.err"
 grep -q "newly initialized: .*pooler.weight" "$work/bert-ft.err"  # a masked-LM checkpoint has no pooler
-"$zoo" eval "$work/bert-ft" --data "$work/cls.csv" 2> /dev/null | grep -q "^accuracy "
-"$zoo" generate "$work/bert-ft" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)"
-"$zoo" export "$work/bert-ft" --out "$work/bert-ft.pt" | grep -q "its tokenizer inside"
+"$zoo" eval "$work/bert-ft" --data "$work/cls.csv" 2> /dev/null | has "^accuracy "
+"$zoo" generate "$work/bert-ft" --prompt "item 3 is good" 2> /dev/null | has -E "^  (pos|neg)"
+"$zoo" export "$work/bert-ft" --out "$work/bert-ft.pt" | has "its tokenizer inside"
 "$zoo" export-hf "$work/bert-ft" --out "$work/bert-ft-hf" > /dev/null
 grep -q '"BertForSequenceClassification"' "$work/bert-ft-hf/config.json"
 cmp "$references/bert-vocab/vocab.txt" "$work/bert-ft-hf/vocab.txt"
@@ -134,9 +134,9 @@ hf_dir modernbert_mlm 30522 "$references/bert-vocab/vocab.txt"
 "$zoo" finetune "$work/modernbert_mlm" --train "$work/cls.csv" --val "$work/cls.csv" $ft --run-dir "$work/modernbert-ft" \
   > /dev/null 2> "$work/modernbert-ft.err"
 grep -q "newly initialized: classifier.weight, classifier.bias$" "$work/modernbert-ft.err"
-"$zoo" eval "$work/modernbert-ft" --data "$work/cls.csv" 2> /dev/null | grep -q "^accuracy "
-"$zoo" generate "$work/modernbert-ft" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)"
-"$zoo" export "$work/modernbert-ft" --out "$work/modernbert-ft.pt" | grep -q "its tokenizer inside"
+"$zoo" eval "$work/modernbert-ft" --data "$work/cls.csv" 2> /dev/null | has "^accuracy "
+"$zoo" generate "$work/modernbert-ft" --prompt "item 3 is good" 2> /dev/null | has -E "^  (pos|neg)"
+"$zoo" export "$work/modernbert-ft" --out "$work/modernbert-ft.pt" | has "its tokenizer inside"
 "$zoo" export-hf "$work/modernbert-ft" --out "$work/modernbert-ft-hf" > /dev/null
 grep -q '"ModernBertForSequenceClassification"' "$work/modernbert-ft-hf/config.json"
 "$zoo" import-hf "$work/modernbert-ft-hf" --out "$work/modernbert-back" > /dev/null 2>&1
@@ -148,7 +148,7 @@ hf_dir t5 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_confi
 # shellcheck disable=SC2086
 "$zoo" finetune "$work/t5" --train "$work/pairs.jsonl" --val "$work/pairs.jsonl" $ft eval_batches=1 \
   --run-dir "$work/t5-ft" > /dev/null 2>&1
-"$zoo" eval "$work/t5-ft" --data "$work/pairs.jsonl" 2> /dev/null | grep -q "^exact_match "
+"$zoo" eval "$work/t5-ft" --data "$work/pairs.jsonl" 2> /dev/null | has "^exact_match "
 round_trip "$work/t5-ft" "copy 3" text
 # T5 v1.1 (gated-gelu, untied head) the same way.
 hf_dir t5_v1_1 2100 "$work/spm/t5-dir/spiece.model" "$work/spm/t5-dir/tokenizer_config.json"

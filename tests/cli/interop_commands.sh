@@ -51,7 +51,7 @@ same_text() {  # same_text CHECKPOINT EXPORT PROMPT [DTYPE]
 same_text "$work/ckpt" "$work/gpt.pt" "The module"
 ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/t5-ref.pt" write t5 "$work/t5-hf"
 "$zoo" import-hf "$work/t5-hf" --out "$work/t5" --tokenizer "$work/tok.model" > /dev/null 2>&1
-"$zoo" export "$work/t5" --out "$work/t5.pt" | grep -q "methods: forward, encode, decode, generate"
+"$zoo" export "$work/t5" --out "$work/t5.pt" | has "methods: forward, encode, decode, generate"
 same_text "$work/t5" "$work/t5.pt" "Return the list"
 
 # The LLaMA family: Qwen2 (q/k/v biases) and LLaMA (3.1's rope scaling) import, generate and
@@ -71,7 +71,7 @@ PY
   "$zoo" export "$work/$flavor" --out "$work/$flavor.pt" > /dev/null
   same_text "$work/$flavor" "$work/$flavor.pt" "The module"
   # bf16 exports hold bf16 weights (RMSNorm, rope and biases included) and generate.
-  "$zoo" export "$work/$flavor" --dtype bf16 --out "$work/$flavor-bf16.pt" | grep -q " bf16 parameters"
+  "$zoo" export "$work/$flavor" --dtype bf16 --out "$work/$flavor-bf16.pt" | has " bf16 parameters"
   "$python" -c 'import sys, torch; m = torch.jit.load(sys.argv[1]); assert {p.dtype for p in m.parameters()} == {torch.bfloat16}' "$work/$flavor-bf16.pt"
   "$python" "$generate_py" "$work/$flavor-bf16.pt" --prompt "The module" --max-new-tokens 4 --greedy > /dev/null
 done
@@ -85,7 +85,7 @@ same_text "$work/learned" "$work/learned-bf16.pt" "The module reads" bf16
 # A bf16 Hugging Face model stays bf16: the checkpoint stores bf16 (half the bytes), generate and
 # the exports run in bf16 unless told otherwise, and fine-tuning trains float32 master weights.
 ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/lbf-ref.pt" write llama "$work/lbf-hf" --dtype bf16
-"$zoo" import-hf "$work/lbf-hf" --out "$work/lbf" --tokenizer "$work/tok.model" 2> /dev/null | grep -q "parameters in bf16)"
+"$zoo" import-hf "$work/lbf-hf" --out "$work/lbf" --tokenizer "$work/tok.model" 2> /dev/null | has "parameters in bf16)"
 "$zoo" import-hf "$work/lbf-hf" --out "$work/lbf32" --dtype fp32 --tokenizer "$work/tok.model" 2> /dev/null |
   grep -q "parameters in fp32)"
 (( $(stat -c %s "$work/lbf/model.pt") < $(stat -c %s "$work/lbf32/model.pt") * 3 / 4 ))
@@ -101,8 +101,8 @@ grep -q "bytes per parameter (int8; the rest in bf16, float32)$" "$work/lbf-q8.i
 q8=$("$zoo" generate "$work/lbf-q8" --prompt "The module" --max-new-tokens 8 --greedy 2> /dev/null)
 at_load=$("$zoo" generate "$work/lbf" --prompt "The module" --max-new-tokens 8 --greedy --quantize int8 2> /dev/null)
 [[ -n "$q8" && "$q8" == "$at_load" ]] || { echo "import-hf --quantize int8: '$q8', at load: '$at_load'"; exit 1; }
-"$zoo" export "$work/lbf" --out "$work/lbf.pt" | grep -q " bf16 parameters"
-"$zoo" export "$work/lbf" --dtype fp32 --out "$work/lbf32.pt" | grep -q " fp32 parameters"
+"$zoo" export "$work/lbf" --out "$work/lbf.pt" | has " bf16 parameters"
+"$zoo" export "$work/lbf" --dtype fp32 --out "$work/lbf32.pt" | has " fp32 parameters"
 "$zoo" export-hf "$work/lbf" --out "$work/lbf-back" > /dev/null
 grep -q '"torch_dtype": "bfloat16"' "$work/lbf-back/config.json"
 ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/lbf-back.pt" check llama "$work/lbf-back"
@@ -117,7 +117,7 @@ assert {e["dtype"] for k, e in header.items() if k != "__metadata__"} == {"BF16"
 PY
 "$zoo" finetune "$work/lbf" --train "$work/slice.txt" --task lm steps=2 eval_every=0 batch_size=2 block_size=32 \
   --run-dir "$work/lbf-ft" > /dev/null 2>&1
-"$zoo" export "$work/lbf-ft" --out "$work/lbf-ft.pt" | grep -q " fp32 parameters"
+"$zoo" export "$work/lbf-ft" --out "$work/lbf-ft.pt" | has " fp32 parameters"
 fails "--dtype: fp16 not in {auto,fp32,bf16}" "$zoo" generate "$work/ckpt" --prompt x --dtype fp16
 fails "--dtype: fp16 not in {auto,fp32,bf16}" "$zoo" import-hf "$work/lbf-hf" --out "$work/x" --dtype fp16
 fails "no such checkpoint or run directory" "$zoo" export "$work/nothing" --out "$work/x.pt"

@@ -13,6 +13,10 @@ fails() {
   grep -qE -- "$pattern" <<<"$err" || { echo "stderr of '$*' lacks '$pattern': $err"; exit 1; }
 }
 
+# has PATTERN...: grep's test of a pipe, reading all of it. grep -q stops at the first match, and
+# a writer still writing then dies of SIGPIPE, which pipefail makes the script's failure.
+has() { grep "$@" > /dev/null; }
+
 # free_port: a TCP port free on loopback now (for a rendezvous).
 free_port() { "${ZOO_PYTHON:?}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

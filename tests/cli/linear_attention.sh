@@ -39,7 +39,7 @@ PY
   done
   [[ -n "$("$zoo" generate "$work/$kind" --prompt "The list" --max-new-tokens 20 --greedy --dtype bf16 2> /dev/null)" ]]
   [[ -n "$("$zoo" generate "$work/$kind" --prompt "The list" --prompt "A" --max-new-tokens 20 --num-beams 4 2> /dev/null)" ]]
-  "$zoo" eval "$work/$kind" --data "$work/slice.txt" --max-batches 2 | grep -q "^loss "
+  "$zoo" eval "$work/$kind" --data "$work/slice.txt" --max-batches 2 | has "^loss "
   # The TorchScript export, run by PyTorch alone, generates what zoo generates, token for token.
   "$zoo" export "$work/$kind" --out "$work/$kind.pt" > /dev/null
   want=$("$zoo" generate "$work/$kind" --prompt "The list" --prompt "A" --max-new-tokens 30 --greedy 2> /dev/null)
@@ -74,7 +74,7 @@ a, b = losses(sys.argv[1]), losses(sys.argv[2])
 assert len(a) == 12 and a == b, f"stop-and-resume differs from the straight run: {a} vs {b}"
 PY
 
-"$zoo" info gpt-tiny attention=gated_linear | grep -q "token mixing: gated_linear in every layer"
+"$zoo" info gpt-tiny attention=gated_linear | has "token mixing: gated_linear in every layer"
 "$zoo" info gpt-tiny "attention_layers=[gated_linear, softmax, linear, softmax]" |
   grep -q "decoding state 4 x 64 x 65 per layer and sequence"
 fails "position rope acts inside softmax attention" "$zoo" info gpt-tiny attention=gated_linear position=rope

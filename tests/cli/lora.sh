@@ -20,9 +20,9 @@ lora="steps=3 eval_every=0 batch_size=2 lr=0.01 lora.rank=4 lora.alpha=8"
 peft_round_trip() {
   local flavor="$1" run="$2"
   "$zoo" export-hf "$run" --adapters-only --out "$run-peft" > /dev/null
-  "$zoo" export-hf "$run" --out "$run-merged" | grep -q "^merging the LoRA adapters (rank 4, alpha 8"
+  "$zoo" export-hf "$run" --out "$run-merged" | has "^merging the LoRA adapters (rank 4, alpha 8"
   "$python" "$peft" check "$work/$flavor-hf" "$run-peft" "$run-merged" > /dev/null
-  "$zoo" import-hf "$run-peft" --base "$work/$flavor" --out "$run-back" | grep -q "LoRA adapters on"
+  "$zoo" import-hf "$run-peft" --base "$work/$flavor" --out "$run-back" | has "LoRA adapters on"
   "$zoo" export-hf "$run-back" --out "$run-merged2" > /dev/null
   "$python" "$peft" check "$work/$flavor-hf" "$run-peft" "$run-merged2" > /dev/null
 }
@@ -51,7 +51,7 @@ want=$("$zoo" generate "$work/gpt2-lora" --prompt "The module" --max-new-tokens 
 got=$("$zoo" generate "$work/gpt2-lora-back" --prompt "The module" --max-new-tokens 6 --greedy 2> /dev/null)
 [[ -n "$want" && "$want" == "$got" ]] || { echo "LoRA run: '$want', PEFT import: '$got'"; exit 1; }
 # The merged TorchScript export generates the same in plain PyTorch.
-"$zoo" export "$work/gpt2-lora" --out "$work/gpt2-lora.pt" | grep -q "its tokenizer inside"
+"$zoo" export "$work/gpt2-lora" --out "$work/gpt2-lora.pt" | has "its tokenizer inside"
 tokenizer="$work/gpt2-lora/checkpoints/last/tokenizer"
 ids=$(printf 'The module\n' | "$zoo" tokenizer encode --model "$tokenizer")
 got=$("$python" "$generate_py" "$work/gpt2-lora.pt" --ids "$ids" --max-new-tokens 6 --greedy | "$zoo" tokenizer decode --model "$tokenizer")
@@ -121,7 +121,7 @@ for flavor_targets in gpt2:c_attn,c_fc llama:q_proj,v_proj,down_proj qwen3:k_pro
     gemma3:v_proj,gate_proj,up_proj; do
   flavor="${flavor_targets%%:*}"
   "$python" "$peft" make "$work/$flavor-hf" "$work/$flavor-made-peft" "${flavor_targets#*:}" 4 8 > /dev/null
-  "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | grep -q "LoRA adapters on"
+  "$zoo" import-hf "$work/$flavor-made-peft" --base "$work/$flavor" --out "$work/$flavor-made" | has "LoRA adapters on"
   "$zoo" export-hf "$work/$flavor-made" --out "$work/$flavor-made-merged" > /dev/null
   "$python" "$peft" check "$work/$flavor-hf" "$work/$flavor-made-peft" "$work/$flavor-made-merged" > /dev/null
 done
@@ -134,8 +134,8 @@ hf_dir bert_mlm 30522 "$references/bert-vocab/vocab.txt"
 grep -q "trained in full: pooler.weight, pooler.bias, classifier.weight, classifier.bias" "$work/bert.out"
 peft_round_trip bert_mlm "$work/bert-lora"
 grep -q '"SEQ_CLS"' "$work/bert-lora-peft/adapter_config.json"
-"$zoo" generate "$work/bert-lora" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  (pos|neg)\s"
-"$zoo" generate "$work/bert-lora-back" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  [01]\s"
+"$zoo" generate "$work/bert-lora" --prompt "item 3 is good" 2> /dev/null | has -E "^  (pos|neg)\s"
+"$zoo" generate "$work/bert-lora-back" --prompt "item 3 is good" 2> /dev/null | has -E "^  [01]\s"
 
 # ModernBERT masked-LM base fine-tuned as a classifier: adapters on q and v (parts of the fused
 # Wqkv) and gate (half of Wi); the head transform (started from the masked LM's head, as
@@ -151,7 +151,7 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["task_type"] == "SEQ_CLS" and c["target_modules"] == ["Wi", "Wqkv"], c
 PY
-"$zoo" generate "$work/modernbert-lora-back" --prompt "item 3 is good" 2> /dev/null | grep -qE "^  [01]\s"
+"$zoo" generate "$work/modernbert-lora-back" --prompt "item 3 is good" 2> /dev/null | has -E "^  [01]\s"
 # A SEQ_CLS adapter saving the classifier alone (PEFT's default modules_to_save): the head
 # transform comes from the base's masked LM, as transformers loads `head` from it.
 cp -r "$work/modernbert-lora-peft" "$work/modernbert-classifier-peft"
@@ -180,7 +180,7 @@ grep -q "parameters: .* (trainable 4096, " "$work/t5.out"
 peft_round_trip t5 "$work/t5-lora"
 grep -q '"SEQ_2_SEQ_LM"' "$work/t5-lora-peft/adapter_config.json"
 grep -q '"base_model.model.decoder.block.2.layer.1.EncDecAttention.v.lora_B.weight"' "$work/t5-lora-peft/adapter_model.safetensors"
-"$zoo" eval "$work/t5-lora" --data "$work/pairs.jsonl" 2> /dev/null | grep -q "^exact_match "
+"$zoo" eval "$work/t5-lora" --data "$work/pairs.jsonl" 2> /dev/null | has "^exact_match "
 want=$("$zoo" generate "$work/t5-lora" --prompt "copy 3" --max-new-tokens 4 --greedy 2> /dev/null)
 got=$("$zoo" generate "$work/t5-lora-back" --prompt "copy 3" --max-new-tokens 4 --greedy 2> /dev/null)
 [[ "$want" == "$got" ]] || { echo "T5 LoRA run: '$want', PEFT import: '$got'"; exit 1; }

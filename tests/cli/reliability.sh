@@ -53,7 +53,7 @@ status=0
 grep -q "checkpoints/step-4/model.pt: cannot write: the file-size limit (ulimit -f) was reached" "$work/limit.err"
 [[ "$(readlink "$work/run/checkpoints/last")" == "$before" && "$(readlink "$work/run/checkpoints/best")" == "$before" ]]
 test ! -e "$work/run/checkpoints/step-4"
-! ls "$work/run/checkpoints" | grep -q "\.tmp\." || { echo "a temporary checkpoint was left"; exit 1; }
+! ls "$work/run/checkpoints" | has "\.tmp\." || { echo "a temporary checkpoint was left"; exit 1; }
 "$zoo" eval "$work/run" --data "$work/slice.txt" --max-batches 1 > /dev/null 2>&1
 
 # --- SIGKILL at any moment: the run resumes from its last whole checkpoint ---------------------

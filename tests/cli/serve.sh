@@ -19,11 +19,11 @@ pretrained_inputs "$corpus" "$spm_reference"
   model.n_heads=4 model.d_ff=256 model.max_positions=1024 steps=300 block_size=64 batch_size=16 lr=0.005 warmup_steps=20 eval_every=0 seed=3 \
   precision=fp32 --data "$work/slice.txt" --run-dir "$work/gpt" > /dev/null 2>&1
 
-# start_server LOG ARGS...: zoo serve on a free port in the background (--threads $threads, 1
-# unless set); sets $pid and $port.
+# start_server LOG ARGS...: zoo serve of $served ($work/gpt unless set) on a free port in the
+# background (--threads $threads, 1 unless set); sets $pid and $port.
 start_server() {
   local log="$1"; shift
-  "$zoo" --threads "${threads:-1}" serve "$work/gpt" --port 0 "$@" 2> "$log" &
+  "$zoo" --threads "${threads:-1}" serve "${served:-$work/gpt}" --port 0 "$@" 2> "$log" &
   pid=$!
   for _ in $(seq 1 200); do
     port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")
@@ -101,7 +101,7 @@ wait "$pid" || status=$?
 wait "$client"
 [[ $status == 0 ]] || { echo "zoo serve exited $status after SIGTERM: $(cat "$work/serve.log")"; exit 1; }
 grep -q "zoo serve: stopped" "$work/serve.log"
-tail -c 300 "$work/last.txt" | grep -qE '"finish_reason":"(length|stop)"' || { echo "the running request did not finish: $(tail -c 300 "$work/last.txt")"; exit 1; }
+tail -c 300 "$work/last.txt" | has -E '"finish_reason":"(length|stop)"' || { echo "the running request did not finish: $(tail -c 300 "$work/last.txt")"; exit 1; }
 grep -q "data: \[DONE\]" "$work/last.txt"
 
 # Every prompt length that fits the context (1024), at each boundary, whole and streamed, alone and
@@ -110,6 +110,15 @@ grep -q "data: \[DONE\]" "$work/last.txt"
 threads=2 start_server "$work/long.log" --kv-cache-positions 300
 "$python" "$(dirname "$0")/serve_long_prompts.py" "$port" "$zoo" "$work/gpt" "$work/spm/llama-dir/tokenizer.model" \
   "$work/slice.txt" 1024 512 300
+kill -TERM "$pid"
+wait "$pid"
+
+# With int8 weights (#49): a checkpoint zoo quantize wrote passes the same client checks, against
+# zoo generate on it (chunked prefills, eight clients at once, the same greedy tokens).
+"$zoo" quantize "$work/gpt" --to int8 --out "$work/gpt-int8" > /dev/null
+served="$work/gpt-int8" start_server "$work/int8.log" --max-batch 4 --max-queue 4 --api-key secret \
+  --served-model-name tiny --max-body 65536 --prefill-chunk 6
+"$python" "$(dirname "$0")/serve_client.py" "$port" secret "$zoo" "$work/gpt-int8" tiny
 kill -TERM "$pid"
 wait "$pid"
 

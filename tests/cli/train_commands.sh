@@ -102,7 +102,7 @@ step=$(sed -n 's/^  "step": *\([0-9]*\).*/\1/p' "$work/sig/checkpoints/last/stat
 # --- BERT: masked LM, fill [MASK]; fine-tune a classifier on CSV ---------------------------
 # shellcheck disable=SC2086
 "$zoo" train bert-tiny $tiny $common steps=3 eval_every=0 --data "$work/slice.txt" --run-dir "$work/bert" > /dev/null 2>&1
-"$zoo" generate "$work/bert" --prompt "The [MASK] is a function." --show 3 2>/dev/null | grep -q "\[MASK\] at token"
+"$zoo" generate "$work/bert" --prompt "The [MASK] is a function." --show 3 2>/dev/null | has "\[MASK\] at token"
 {
   echo "text,label"
   for i in $(seq 1 40); do echo "\"item $i is good\",pos"; echo "\"item $i is bad\",neg"; done
@@ -111,8 +111,8 @@ step=$(sed -n 's/^  "step": *\([0-9]*\).*/\1/p' "$work/sig/checkpoints/last/stat
   --run-dir "$work/bert-cls" > "$work/cls.out" 2> "$work/cls.err"
 grep -q "newly initialized: classifier.weight, classifier.bias" "$work/cls.err"
 grep -q "final: step 3" "$work/cls.out"
-"$zoo" eval "$work/bert-cls" --data "$work/cls.csv" 2>/dev/null | grep -q "^accuracy "
-"$zoo" generate "$work/bert-cls" --prompt "item 3 is good" 2>/dev/null | grep -qE "^  (pos|neg)"
+"$zoo" eval "$work/bert-cls" --data "$work/cls.csv" 2>/dev/null | has "^accuracy "
+"$zoo" generate "$work/bert-cls" --prompt "item 3 is good" 2>/dev/null | has -E "^  (pos|neg)"
 
 # --- T5: span corruption; fine-tune seq2seq on JSONL; generate with beams ------------------
 # shellcheck disable=SC2086
@@ -122,7 +122,7 @@ for i in $(seq 1 20); do echo "{\"source\": \"copy $i\", \"target\": \"$i\"}"; d
   --run-dir "$work/t5-s2s" > "$work/s2s.out" 2>/dev/null
 grep -q "exact match" "$work/s2s.out"
 "$zoo" generate "$work/t5-s2s" --prompt "copy 3" --num-beams 2 --max-new-tokens 4 > /dev/null 2>&1
-"$zoo" eval "$work/t5-s2s" --data "$work/pairs.jsonl" 2>/dev/null | grep -q "^exact_match "
+"$zoo" eval "$work/t5-s2s" --data "$work/pairs.jsonl" 2>/dev/null | has "^exact_match "
 
 # --- GPT fine-tuning on custom text -------------------------------------------------------
 "$zoo" finetune "$work/gpt" --train "$work/slice.txt" --task lm steps=2 eval_every=0 batch_size=2 \

@@ -202,6 +202,12 @@ TEST(Checkpoint, QuantizedCheckpointsRoundTripAndBadOnesAreNamed) {
   ASSERT_TRUE(fresh.quantization.has_value());
   const auto buffers = model.module()->named_buffers();
   for (const auto& b : fresh.module()->named_buffers()) EXPECT_TRUE(b.value().equal(buffers[b.key()])) << b.key();
+  // A layer the base lacks (here an untied output head) would be frozen zeros: refused.
+  auto untied = build_model(parse_config("family: gpt\nvocab_size: 50\nd_model: 32\nn_layers: 2\nn_heads: 4\n"
+                                         "d_ff: 64\nmax_positions: 32\ntie_embeddings: false\n"));
+  EXPECT_EQ(error_of([&] { initialize_from_checkpoint(untied, dir, log, /*frozen_base=*/true); }),
+            dir + ": the run's lm_head is not in this quantized checkpoint (or has another shape); LoRA on a "
+                  "quantized base adapts the base's own layers: start a new head from a float checkpoint");
   // quantization.json: each bad record named by file and key.
   const auto record = (fs::path(dir) / "quantization.json").string();
   const std::string good = read_file(record);
