@@ -1,6 +1,8 @@
 #include "kernels/quantized_rows_dot.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +14,27 @@
 namespace zoo {
 
 #if ZOO_X86_64_AVX512
+namespace {
+// Columns [begin, end) in blocks of C, each against every row of x in blocks of R and a last
+// partial block one row at a time; the columns that do not fill a block one at a time. Shared
+// by the AVX-512 and AVX2 blocks (each block a call: the loops are inside it).
+template <int R, int C, class Block>
+void columns(int64_t rows, int64_t begin, int64_t end, const Block& block) {
+  int64_t n = begin;
+  for (; n + C <= end; n += C) {
+    int64_t r = 0;
+    for (; r + R <= rows; r += R) block.template run<R, C>(r, n);
+    for (; r < rows; ++r) block.template run<1, C>(r, n);
+  }
+  for (; n < end; ++n) {
+    int64_t r = 0;
+    for (; r + R <= rows; r += R) block.template run<R, 1>(r, n);
+    for (; r < rows; ++r) block.template run<1, 1>(r, n);
+  }
+}
+
+}  // namespace
+
 ZOO_AVX512_KERNELS_BEGIN
 #define ZOO_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 namespace {
@@ -95,23 +118,98 @@ ZOO_AVX512 inline void int4_block(const float* x, const float* x_group_sums, con
   }
 }
 
-// Columns [begin, end) in blocks of C, each against every row of x in blocks of R and a last
-// partial block one row at a time; the columns that do not fill a block one at a time.
-template <int R, int C, class Block>
-ZOO_AVX512 void columns(int64_t rows, int64_t begin, int64_t end, const Block& block) {
-  int64_t n = begin;
-  for (; n + C <= end; n += C) {
-    int64_t r = 0;
-    for (; r + R <= rows; r += R) block.template run<R, C>(r, n);
-    for (; r < rows; ++r) block.template run<1, C>(r, n);
+}  // namespace
+
+// The AVX2 (and FMA) blocks, for CPUs without AVX-512 (AMD Zen 3 and earlier, many Intel
+// desktops): the AVX-512 blocks' scheme in 8 lanes. 16 registers: one row against 4 columns, more
+// rows 4 at a time against 3 (12 sums, 3 weights and a row). int8's inputs past the last 8 are
+// summed one by one after the lanes; every row's sums are the same operations whatever its block.
+#define ZOO_AVX2 __attribute__((target("avx2,fma")))
+namespace {
+
+// The 8 lanes' sum, one fixed tree (lanes 4 apart, then 2, then 1).
+ZOO_AVX2 inline float lane_sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int R, int C>
+ZOO_AVX2 inline void int8_block_avx2(const float* x, const int8_t* w, int64_t in, const float* scale,
+                                     const float* bias, float* y, int64_t ld_y) {
+  __m256 sums[R][C];
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm256_setzero_ps();
   }
-  for (; n < end; ++n) {
-    int64_t r = 0;
-    for (; r + R <= rows; r += R) block.template run<R, 1>(r, n);
-    for (; r < rows; ++r) block.template run<1, 1>(r, n);
+  const int64_t whole = in / 8 * 8;
+  for (int64_t k = 0; k < whole; k += 8) {
+    __m256 weights[C];
+    ZOO_UNROLL for (int c = 0; c < C; ++c) {
+      const auto eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + c * in + k));
+      weights[c] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eight));
+    }
+    ZOO_UNROLL for (int r = 0; r < R; ++r) {
+      const __m256 row = _mm256_loadu_ps(x + r * in + k);
+      ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm256_fmadd_ps(row, weights[c], sums[r][c]);
+    }
+  }
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) {
+      float sum = lane_sum8(sums[r][c]);
+      for (int64_t k = whole; k < in; ++k) sum = std::fma(x[r * in + k], static_cast<float>(w[c * in + k]), sum);
+      y[r * ld_y + c] = std::fma(scale[c], sum, bias ? bias[c] : 0.0f);
+    }
   }
 }
 
+// 8 inputs at a time: bytes j .. j + 7 of a 32-input block hold inputs j .. j + 7 in their low
+// halves and j + 16 .. j + 23 in their high halves; each value times its group's scale.
+template <int R, int C>
+ZOO_AVX2 inline void int4_block_avx2(const float* x, const float* x_group_sums, const uint8_t* w, const float* scale,
+                                     const float* zero, int64_t in, int64_t group, const float* bias, float* y,
+                                     int64_t ld_y) {
+  const int64_t groups = in / group, row_bytes = in / 2;
+  const __m256i low_half = _mm256_set1_epi32(0x0f);
+  __m256 sums[R][C];
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm256_setzero_ps();
+  }
+  int64_t g = 0, left_in_group = group;
+  for (int64_t k = 0; k < in; k += 8) {
+    __m256 weights[C];
+    ZOO_UNROLL for (int c = 0; c < C; ++c) {
+      const auto* bytes = w + c * row_bytes + (k / 32) * 16 + (k % 16);
+      const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+      const __m256i values = (k & 16) ? _mm256_srli_epi32(wide, 4) : _mm256_and_si256(wide, low_half);
+      weights[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(values), _mm256_set1_ps(scale[c * groups + g]));
+    }
+    ZOO_UNROLL for (int r = 0; r < R; ++r) {
+      const __m256 row = _mm256_loadu_ps(x + r * in + k);
+      ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm256_fmadd_ps(row, weights[c], sums[r][c]);
+    }
+    if ((left_in_group -= 8) == 0) ++g, left_in_group = group;
+  }
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) {
+      // The zeros' and the -8 offsets' share, group by group in order.
+      float offset = 0.0f;
+      for (int64_t i = 0; i < groups; ++i) {
+        const float shift = std::fma(-8.0f, scale[c * groups + i], zero[c * groups + i]);
+        offset = std::fma(shift, x_group_sums[r * groups + i], offset);
+      }
+      y[r * ld_y + c] = lane_sum8(sums[r][c]) + offset + (bias ? bias[c] : 0.0f);
+    }
+  }
+}
+
+}  // namespace
+ZOO_AVX512_KERNELS_END
+
+namespace {
+
+// A kernel's block of R rows and C columns at row r, column n (the AVX-512 or AVX2 one).
+template <QuantizedRowsKernel K>
 struct Int8Block {
   const float* x;
   const int8_t* w;
@@ -120,11 +218,17 @@ struct Int8Block {
   float* y;
   int64_t ld_y;
   template <int R, int C>
-  ZOO_AVX512 void run(int64_t r, int64_t n) const {
-    int8_block<R, C>(x + r * in, w + n * in, in, scale + n, bias ? bias + n : nullptr, y + r * ld_y + n, ld_y);
+  void run(int64_t r, int64_t n) const {
+    const float* b = bias ? bias + n : nullptr;
+    if constexpr (K == QuantizedRowsKernel::kAvx512) {
+      int8_block<R, C>(x + r * in, w + n * in, in, scale + n, b, y + r * ld_y + n, ld_y);
+    } else {
+      int8_block_avx2<R, C>(x + r * in, w + n * in, in, scale + n, b, y + r * ld_y + n, ld_y);
+    }
   }
 };
 
+template <QuantizedRowsKernel K>
 struct Int4Block {
   const float *x, *x_group_sums;
   const uint8_t* w;
@@ -133,43 +237,96 @@ struct Int4Block {
   float* y;
   int64_t ld_y;
   template <int R, int C>
-  ZOO_AVX512 void run(int64_t r, int64_t n) const {
+  void run(int64_t r, int64_t n) const {
     const int64_t groups = in / group;
-    int4_block<R, C>(x + r * in, x_group_sums + r * groups, w + n * (in / 2), scale + n * groups, zero + n * groups,
-                     in, group, bias ? bias + n : nullptr, y + r * ld_y + n, ld_y);
+    const float* b = bias ? bias + n : nullptr;
+    if constexpr (K == QuantizedRowsKernel::kAvx512) {
+      int4_block<R, C>(x + r * in, x_group_sums + r * groups, w + n * (in / 2), scale + n * groups,
+                       zero + n * groups, in, group, b, y + r * ld_y + n, ld_y);
+    } else {
+      int4_block_avx2<R, C>(x + r * in, x_group_sums + r * groups, w + n * (in / 2), scale + n * groups,
+                            zero + n * groups, in, group, b, y + r * ld_y + n, ld_y);
+    }
   }
 };
 
-}  // namespace
-ZOO_AVX512_KERNELS_END
-#endif
-
-bool cpu_runs_quantized_rows_dot() {
-#if ZOO_X86_64_AVX512
-  return cpu_runs_f32_rows_dot() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-#else
-  return false;
-#endif
+// Every block of `rows` rows and columns [begin, end). AVX-512, as f32_rows_dot: one row against
+// 8 columns (more loads in flight), more rows 4 at a time against 6 (24 sums, 6 weights and a row
+// in 31 of the 32 registers). AVX2's 16 registers: one row against 4, more rows 4 against 3.
+template <template <QuantizedRowsKernel> class Block, class... Args>
+void run_blocks(QuantizedRowsKernel kernel, int64_t rows, int64_t begin, int64_t end, Args... args) {
+  switch (kernel) {
+    case QuantizedRowsKernel::kAvx512: {
+      const Block<QuantizedRowsKernel::kAvx512> block{args...};
+      return rows == 1 ? columns<1, 8>(rows, begin, end, block) : columns<4, 6>(rows, begin, end, block);
+    }
+    case QuantizedRowsKernel::kAvx2: {
+      const Block<QuantizedRowsKernel::kAvx2> block{args...};
+      return rows == 1 ? columns<1, 4>(rows, begin, end, block) : columns<4, 3>(rows, begin, end, block);
+    }
+  }
 }
 
-void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* scale, int64_t in, const float* bias,
-                   int64_t begin, int64_t end, float* y, int64_t ld_y) {
-  if (!cpu_runs_quantized_rows_dot()) throw std::logic_error("int8_rows_dot: this CPU has no AVX-512F/BW");
+}  // namespace
+#endif
+
+bool cpu_runs(QuantizedRowsKernel kernel) {
 #if ZOO_X86_64_AVX512
-  // As f32_rows_dot: one row against 8 columns (more loads in flight), more rows 4 at a time
-  // against 6 columns (24 sums, 6 weights and a row in 31 of the 32 registers).
-  const Int8Block block{x, w, scale, bias, in, y, ld_y};
-  if (rows == 1) {
-    columns<1, 8>(rows, begin, end, block);
-  } else {
-    columns<4, 6>(rows, begin, end, block);
+  switch (kernel) {
+    case QuantizedRowsKernel::kAvx512:
+      return cpu_runs_f32_rows_dot() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    case QuantizedRowsKernel::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }
+#endif
+  return false;
+}
+
+std::optional<QuantizedRowsKernel> quantized_rows_kernel() {
+  static const std::optional<QuantizedRowsKernel> best = []() -> std::optional<QuantizedRowsKernel> {
+    // ZOO_QUANTIZED_KERNEL=avx2 measures the AVX2 twin on an AVX-512 machine.
+    if (const char* asked = std::getenv("ZOO_QUANTIZED_KERNEL"); asked != nullptr && *asked != '\0') {
+      const auto kernel = from_string<QuantizedRowsKernel>(asked);
+      if (!cpu_runs(kernel)) {
+        throw std::runtime_error(std::string("ZOO_QUANTIZED_KERNEL=") + asked + ": this CPU cannot run it");
+      }
+      return kernel;
+    }
+    if (cpu_runs(QuantizedRowsKernel::kAvx512)) return QuantizedRowsKernel::kAvx512;
+    if (cpu_runs(QuantizedRowsKernel::kAvx2)) return QuantizedRowsKernel::kAvx2;
+    return std::nullopt;
+  }();
+  return best;
+}
+
+bool cpu_runs_quantized_rows_dot() { return quantized_rows_kernel().has_value(); }
+
+namespace {
+
+QuantizedRowsKernel chosen(std::optional<QuantizedRowsKernel> kernel, const char* function) {
+  if (!kernel) kernel = quantized_rows_kernel();
+  if (!kernel || !cpu_runs(*kernel)) {
+    throw std::logic_error(std::string(function) + ": this CPU runs neither kernel (AVX-512F/BW, AVX2 with FMA) asked");
+  }
+  return *kernel;
+}
+
+}  // namespace
+
+void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* scale, int64_t in, const float* bias,
+                   int64_t begin, int64_t end, float* y, int64_t ld_y, std::optional<QuantizedRowsKernel> kernel) {
+  const auto use = chosen(kernel, "int8_rows_dot");
+  static_cast<void>(use);  // where neither kernel is built
+#if ZOO_X86_64_AVX512
+  run_blocks<Int8Block>(use, rows, begin, end, x, w, scale, bias, in, y, ld_y);
 #endif
 }
 
 void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* scale, const float* zero, int64_t in,
-                   int64_t group, const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y) {
-  if (!cpu_runs_quantized_rows_dot()) throw std::logic_error("int4_rows_dot: this CPU has no AVX-512F/BW");
+                   int64_t group, const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y,
+                   std::optional<QuantizedRowsKernel> kernel) {
+  const auto use = chosen(kernel, "int4_rows_dot");
+  static_cast<void>(use);
   if (group <= 0 || group % 32 != 0 || in % group != 0) {
     throw std::invalid_argument("int4_rows_dot: the group (" + std::to_string(group) +
                                 ") must be a multiple of 32 dividing the inputs (" + std::to_string(in) + ")");
@@ -185,13 +342,8 @@ void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* 
       group_sums[static_cast<size_t>(r * groups + g)] = sum;
     }
   }
-  // The blocks of int8_rows_dot.
-  const Int4Block block{x, group_sums.data(), w, scale, zero, bias, in, group, y, ld_y};
-  if (rows == 1) {
-    columns<1, 8>(rows, begin, end, block);
-  } else {
-    columns<4, 6>(rows, begin, end, block);
-  }
+  run_blocks<Int4Block>(use, rows, begin, end, x, static_cast<const float*>(group_sums.data()), w, scale, zero, bias,
+                        in, group, y, ld_y);
 #endif
 }
 

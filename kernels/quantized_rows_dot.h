@@ -8,20 +8,35 @@
 // two conversions, not a dequantization. Blocks as kernels/f32_rows_dot.h's: every output is the
 // same sum in the same order (16 lanes over the row, one fixed tree, the groups in order)
 // whatever the number of rows and wherever it falls in a block, so a sequence decoded in a batch
-// gets bit for bit the products it gets alone. Plain C++ with x86 intrinsics, no torch.
+// gets bit for bit the products it gets alone. An AVX2 twin (8 lanes, FMA) serves CPUs without
+// AVX-512; its sums are in another order, so its bits differ from AVX-512's, not between rows.
+// Plain C++ with x86 intrinsics, no torch.
 
 #include <cstdint>
+#include <optional>
+
+#include "core/enum_names.h"
 
 namespace zoo {
 
-// Whether this CPU runs the kernels (AVX-512F and AVX-512BW; built with GCC or Clang for x86-64).
+enum class QuantizedRowsKernel { kAvx512, kAvx2 };
+ZOO_ENUM_NAMES(QuantizedRowsKernel, "quantized rows kernel", {"avx512", QuantizedRowsKernel::kAvx512},
+               {"avx2", QuantizedRowsKernel::kAvx2});
+
+// Whether this CPU runs `kernel` (built with GCC or Clang for x86-64; AVX-512F/BW/VL, or AVX2 and
+// FMA), and the best it runs (nullopt: neither; the environment's ZOO_QUANTIZED_KERNEL=avx2 or
+// avx512 asks for one, refused when this CPU cannot run it).
+bool cpu_runs(QuantizedRowsKernel kernel);
+std::optional<QuantizedRowsKernel> quantized_rows_kernel();
 bool cpu_runs_quantized_rows_dot();
 
 // int8 weights, one scale per output: x (rows, in) row-major, w (out, in) row-major,
 // scale (out), bias (out) or null. Writes columns [begin, end) of y (rows, ld_y):
 // y[r * ld_y + n] = scale[n] * (x[r, :] . w[n, :]) + bias[n].
+// `kernel`: which (nullopt: the best this CPU runs; one it does not run is a logic error).
 void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* scale, int64_t in, const float* bias,
-                   int64_t begin, int64_t end, float* y, int64_t ld_y);
+                   int64_t begin, int64_t end, float* y, int64_t ld_y,
+                   std::optional<QuantizedRowsKernel> kernel = std::nullopt);
 
 // int4 weights in groups of `group` inputs (a multiple of 32 dividing `in`): w (out, in / 2)
 // bytes, each 32 inputs in 16 bytes, byte j holding input j in its low half and input j + 16 in
@@ -29,6 +44,7 @@ void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* s
 // scale and zero (out, in / group): y = sum over groups of scale * (x . q) + (zero - 8 scale) *
 // (the sum of x over the group), plus bias. Writes columns [begin, end) of y as int8_rows_dot does.
 void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* scale, const float* zero, int64_t in,
-                   int64_t group, const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y);
+                   int64_t group, const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y,
+                   std::optional<QuantizedRowsKernel> kernel = std::nullopt);
 
 }  // namespace zoo

@@ -164,6 +164,54 @@ TEST(QuantizedProject, EqualsDequantizeThenMatmulAndTheSameBitsAloneOrBatched) {
 
 // With gradients the product is dequantize-then-linear, differentiable in the input and bias
 // (the frozen base of a LoRA step).
+// Each kernel this CPU runs, called directly (zoo picks AVX-512 where it can; the AVX2 twin serves
+// CPUs without it, and runs on every machine of this project): against dequantize-then-matmul in
+// float64, the same bits for a row alone or among others, and for any range of columns.
+TEST(QuantizedRowsDot, EachKernelEqualsTheDequantizedProductAndTheSameBitsAloneOrBatched) {
+  EXPECT_TRUE(cpu_runs(QuantizedRowsKernel::kAvx2)) << "x86-64 CPUs of this project have AVX2";
+  struct Case {
+    WeightFormat format;
+    int64_t out, in, group;
+  };
+  for (const auto kernel : {QuantizedRowsKernel::kAvx512, QuantizedRowsKernel::kAvx2}) {
+    if (!cpu_runs(kernel)) continue;  // AVX-512 on an AVX2 machine: that CPU cannot run it
+    for (const Case c : {Case{WeightFormat::kInt8, 13, 771, 0}, Case{WeightFormat::kInt8, 7, 64, 0},
+                         Case{WeightFormat::kInt4, 13, 256, 32}, Case{WeightFormat::kInt4, 11, 384, 128}}) {
+      SCOPED_TRACE(to_string(kernel) + " " + to_string(c.format) + " " + std::to_string(c.in));
+      torch::manual_seed(7);
+      const auto q = quantize_weight(torch::randn({c.out, c.in}), c.format, c.group, "w");
+      const auto bias = torch::randn({c.out});
+      const int64_t rows = 9;
+      const auto x = torch::randn({rows, c.in});
+      const auto run = [&](const torch::Tensor& rows_x, int64_t begin, int64_t end) {
+        auto y = torch::zeros({rows_x.size(0), c.out});
+        const auto contiguous = rows_x.contiguous();
+        switch (c.format) {
+          case WeightFormat::kInt8:
+            int8_rows_dot(contiguous.data_ptr<float>(), contiguous.size(0), q.data.data_ptr<int8_t>(),
+                          q.scale.data_ptr<float>(), c.in, bias.data_ptr<float>(), begin, end, y.data_ptr<float>(),
+                          c.out, kernel);
+            break;
+          case WeightFormat::kInt4:
+            int4_rows_dot(contiguous.data_ptr<float>(), contiguous.size(0), q.data.data_ptr<uint8_t>(),
+                          q.scale.data_ptr<float>(), q.zero.data_ptr<float>(), c.in, c.group, bias.data_ptr<float>(),
+                          begin, end, y.data_ptr<float>(), c.out, kernel);
+            break;
+        }
+        return y;
+      };
+      const auto all = run(x, 0, c.out);
+      const auto want = torch::addmm(bias.to(torch::kDouble), x.to(torch::kDouble),
+                                     dequantize_weight(q).to(torch::kDouble).t());
+      EXPECT_LE(max_abs_diff(all.to(torch::kDouble), want) / want.abs().max().item<double>(), 2e-6);
+      for (int64_t r = 0; r < rows; ++r) EXPECT_TRUE(run(x.narrow(0, r, 1), 0, c.out)[0].equal(all[r])) << r;
+      EXPECT_TRUE(run(x.narrow(0, 2, 5), 0, c.out).equal(all.narrow(0, 2, 5)));
+      const auto middle = run(x, 2, c.out - 1).narrow(1, 2, c.out - 3);
+      EXPECT_TRUE(middle.equal(all.narrow(1, 2, c.out - 3)));
+    }
+  }
+}
+
 // QLoRA's frozen base: the input's (and bias's) gradients through the packed weight, as through
 // the dequantized one, from an autograd node that keeps the integers (not a float weight).
 TEST(QuantizedProject, GradientsReachTheInputAndBias) {
