@@ -13,6 +13,9 @@
 // as DIR/zoo-ROW.json and (with --compare) PyTorch's as DIR/pytorch-ROW.json, for
 // scripts/trace_summary.py (scripts/gpu_check.sh --profile).
 //
+// --llama-cpp runs the generate-* and prefill-* rows of gpt2-small and llama-0.5b in llama.cpp too
+// (scripts/bench_llama_cpp.py, on the same threads; scripts/install_llama_cpp.sh installs it).
+//
 // --device cuda runs the model, matmul and copy rows on the GPU (both sides; bf16 under CUDA
 // autocast); peak memory is then the GPU's (the caching allocator's peak) rather than resident
 // memory, and the tokenizer rows are left out.
@@ -45,6 +48,7 @@ using json = nlohmann::json;
 
 struct BenchArgs {
   bool compare = false, json_lines = false;
+  bool llama_cpp = false;  // the rows with a llama.cpp twin run in llama.cpp too
   std::vector<std::string> only;
   std::string worker;
   int64_t steps = 0;  // measured repetitions; 0 = each workload's default
@@ -187,6 +191,16 @@ int run_bench(const BenchArgs& a) {
   const char* keep = std::getenv("ZOO_MALLOC_DEFAULTS");
   const bool tuned = keep == nullptr || std::string(keep) != "1";
   const std::vector<std::string> torch_env = pytorch_environment(a, device, threads, tuned);
+  const fs::path llama_script = fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_llama_cpp.py";
+  const fs::path llama_home = setup_cache() / "llama-cpp";
+  if (a.llama_cpp && on_gpu) throw std::invalid_argument("zoo bench --llama-cpp: llama.cpp's rows run on the CPU");
+  if (a.llama_cpp && !fs::exists(llama_home / ".version")) {
+    throw std::runtime_error("zoo bench --llama-cpp: llama.cpp is not installed in " + llama_home.string() +
+                             ": run scripts/install_llama_cpp.sh");
+  }
+  const std::vector<std::string> llama_env = {"ZOO_BENCH_THREADS=" + std::to_string(threads),
+                                              "ZOO_LLAMA_CPP=" + llama_home.string(),
+                                              "ZOO_GPT2_TOKENIZER=" + a.gpt2_tokenizer};
   const std::string steps = std::to_string(a.steps);
   if (!a.json_lines) print_header(a, device, threads, tuned);
   bench::MeasuredRows earlier;
@@ -201,7 +215,10 @@ int run_bench(const BenchArgs& a) {
                                {});
     const json torch_result =
         a.compare && workload->pytorch_twin ? bench::run_child({a.python, script.string(), name, steps}, torch_env) : json();
-    const bench::Row row = bench::make_row(*workload, zoo, torch_result, earlier, on_gpu);
+    const json llama_result = a.llama_cpp && workload->llama_cpp_twin
+                                  ? bench::run_child({a.python, llama_script.string(), name, steps}, llama_env)
+                                  : json();
+    const bench::Row row = bench::make_row(*workload, zoo, torch_result, earlier, on_gpu, llama_result);
     earlier[name] = zoo;
     if (a.json_lines) {
       std::cout << row.fields.dump() << std::endl;
@@ -218,6 +235,9 @@ std::vector<Command> add_bench_commands(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "measure training, inference and generation speed (and against PyTorch)");
   cmd->add_flag("--compare", a->compare, "run the same workloads in PyTorch (scripts/bench_pytorch.py), interleaved");
+  cmd->add_flag("--llama-cpp", a->llama_cpp,
+                "run the generate-* and prefill-* rows of gpt2-small and llama-0.5b in llama.cpp too, on the same "
+                "threads (F32, BF16, Q8_0, Q4_0; scripts/install_llama_cpp.sh installs it)");
   cmd->add_flag("--json", a->json_lines, "one JSON object per line: name, unit, zoo[, pytorch, ratio][, mfu]");
   cmd->add_option("--only", a->only, "workloads to run (default: all)");
   cmd->add_option("--steps", a->steps, "measured repetitions per workload (default: each workload's own)")

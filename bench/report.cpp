@@ -190,7 +190,7 @@ std::string fixed(double value, int digits) {
 }
 
 Row make_row(const Workload& workload, const json& zoo, const json& pytorch, const MeasuredRows& earlier,
-             bool on_gpu) {
+             bool on_gpu, const json& llama_cpp) {
   const std::string memory = on_gpu ? "peak GPU memory" : "peak RSS";
   json row = {{"name", workload.name}, {"unit", zoo["unit"]}, {"zoo", zoo["value"]},
               {"zoo_peak_rss_mb", zoo["peak_rss_mb"]}};
@@ -206,7 +206,16 @@ Row make_row(const Workload& workload, const json& zoo, const json& pytorch, con
   }
   const std::string compared = baseline_notes(workload, zoo, earlier, row, memory) +
                                rate_notes(workload, zoo, pytorch, earlier, row);
-  const std::string notes = family_notes(workload, zoo, pytorch, row, memory, compared) + op_notes(zoo, pytorch, row);
+  std::string notes = family_notes(workload, zoo, pytorch, row, memory, compared) + op_notes(zoo, pytorch, row);
+  if (!llama_cpp.is_null()) {
+    row["llama_cpp"] = llama_cpp["value"];
+    row["llama_cpp_type"] = llama_cpp["type"];
+    row["llama_cpp_peak_rss_mb"] = llama_cpp["peak_rss_mb"];
+    row["vs_llama_cpp"] = number(zoo, "value") / number(llama_cpp, "value");
+    notes += std::string(notes.empty() ? "" : "; ") + "llama.cpp " + llama_cpp["type"].get<std::string>() + " " +
+             fixed(number(llama_cpp, "value"), 1) + " " + zoo["unit"].get<std::string>() + ": zoo " +
+             fixed(row["vs_llama_cpp"].get<double>(), 2) + "x";
+  }
   if (zoo.contains("split_ms")) {
     row["zoo_split_ms"] = zoo["split_ms"];
     if (pytorch.contains("split_ms")) row["pytorch_split_ms"] = pytorch["split_ms"];

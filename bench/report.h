@@ -24,9 +24,11 @@ struct Row {
 };
 
 // The row of `workload` from zoo's result and PyTorch's (null when PyTorch did not run it),
-// compared with the rows in `earlier`; `on_gpu` names peak memory the GPU's.
+// compared with the rows in `earlier`; `on_gpu` names peak memory the GPU's. `llama_cpp`:
+// llama.cpp's result of the same row (scripts/bench_llama_cpp.py: value, type, peak_rss_mb), or
+// null.
 Row make_row(const Workload& workload, const nlohmann::json& zoo, const nlohmann::json& pytorch,
-             const MeasuredRows& earlier, bool on_gpu);
+             const MeasuredRows& earlier, bool on_gpu, const nlohmann::json& llama_cpp = nullptr);
 
 // `value` with `digits` digits after the point.
 std::string fixed(double value, int digits);

@@ -1,6 +1,7 @@
 #include "bench/workloads.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <future>
@@ -81,7 +82,8 @@ json forward_bert(int64_t steps, const c10::Device& device) {
 // with `quantized`, its weights quantized as zoo generate --quantize does (int4 in groups of 32).
 json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
                        const c10::Device& device, const std::vector<std::string>& overrides = {},
-                       const std::string& trace = {}, std::optional<WeightFormat> quantized = std::nullopt) {
+                       const std::string& trace = {}, std::optional<WeightFormat> quantized = std::nullopt,
+                       int64_t prompt_tokens = 16) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(model_name, overrides);
   Model model = build_model(config);
@@ -96,12 +98,14 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
   model.module()->eval();
   std::vector<int64_t> prompt;
-  for (int64_t i = 0; i < 16; ++i) prompt.push_back((i * 7919) % config.vocab_size);
+  for (int64_t i = 0; i < prompt_tokens; ++i) prompt.push_back((i * 7919) % config.vocab_size);
   GenerationOptions o;
   o.max_new_tokens = new_tokens;
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); }, device);
   if (!trace.empty()) write_trace([&] { generate(model.gpt, {prompt}, o); }, trace, device.is_cuda());
+  // A prefill row (one new token after a long prompt) is the prompt's tokens a second.
+  if (new_tokens == 1) return {{"unit", "tokens/s"}, {"value", static_cast<double>(prompt_tokens) / s}};
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(new_tokens) / s}, {"bytes_per_token", bytes}};
 }
 
@@ -441,32 +445,52 @@ void add_ring_rows(std::vector<Workload>& w) {
   }
 }
 
-// generate-*: batch-1 decoding of gpt2-small in each weight type and of Qwen3-0.6B's shapes, dense
-// and as a mixture of experts.
+// The weights a generate-* or prefill-* row runs in: float32, bf16, or float32 around weight-only
+// int8 or int4 (#49; int4 in groups of 32), which read a quarter and an eighth of float32's bytes.
+struct RowWeights {
+  const char* suffix;  // of the row's name
+  torch::ScalarType dtype;
+  std::optional<WeightFormat> format;
+};
+constexpr std::array<RowWeights, 4> kRowWeights = {{{"", torch::kFloat, std::nullopt},
+                                                    {"-bf16", torch::kBFloat16, std::nullopt},
+                                                    {"-int8", torch::kFloat, WeightFormat::kInt8},
+                                                    {"-int4", torch::kFloat, WeightFormat::kInt4}}};
+
+// generate-* and prefill-*: batch-1 decoding (16-token prompt, 128 new tokens) and a 128-token
+// prompt's prefill of gpt2-small and of a 0.5B LLaMA (Qwen2-0.5B's sizes without its q, k, v
+// biases: LLaMA's blocks, RMSNorm, SwiGLU, RoPE, 2 key-value heads, the 151,936-token table tied)
+// in each weight type, each also run by llama.cpp (--llama-cpp); and decoding of Qwen3-0.6B's
+// shapes, dense and as a mixture of experts.
 void add_generation_rows(std::vector<Workload>& w) {
   using F = WorkloadFamily;
-  for (const bool bf16 : {false, true}) {
-    w.push_back({.name = bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small",
-                 .family = F::kGeneration,
-                 .run = [bf16](const WorkloadOptions& o) {
-                   return generate_workload("gpt2-small", 128, o.steps, bf16 ? torch::kBFloat16 : torch::kFloat,
-                                            o.device, {},
-                                            trace_path(o, bf16 ? "generate-gpt2-small-bf16" : "generate-gpt2-small"));
-                 },
-                 .pytorch_twin = true,
-                 .bandwidth_bound = true});
-  }
-  // Weight-only int8 and int4 (#49): decoding reads a quarter and an eighth of float32's bytes.
-  for (const WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
-    const std::string name = "generate-gpt2-small-" + to_string(format);
-    w.push_back({.name = name,
-                 .family = F::kGeneration,
-                 .run = [format, name](const WorkloadOptions& o) {
-                   return generate_workload("gpt2-small", 128, o.steps, torch::kFloat, o.device, {},
-                                            trace_path(o, name), format);
-                 },
-                 .default_run = false,
-                 .bandwidth_bound = true});
+  for (const std::string model : {"gpt2-small", "llama-0.5b"}) {
+    const bool gpt2 = model == "gpt2-small";
+    const std::string config = gpt2 ? model : "qwen2-0.5b";
+    const std::vector<std::string> overrides = gpt2 ? std::vector<std::string>{} : std::vector<std::string>{"qkv_bias=false"};
+    for (const RowWeights& weights : kRowWeights) {
+      const std::string name = "generate-" + model + weights.suffix;
+      w.push_back({.name = name,
+                   .family = F::kGeneration,
+                   .run = [config, overrides, weights, name](const WorkloadOptions& o) {
+                     return generate_workload(config, 128, o.steps, weights.dtype, o.device, overrides,
+                                              trace_path(o, name), weights.format);
+                   },
+                   .default_run = gpt2 && !weights.format,
+                   .pytorch_twin = gpt2,
+                   .llama_cpp_twin = true,
+                   .bandwidth_bound = true});
+    }
+    for (const RowWeights& weights : kRowWeights) {
+      w.push_back({.name = "prefill-" + model + weights.suffix,
+                   .family = F::kGeneration,
+                   .run = [config, overrides, weights](const WorkloadOptions& o) {
+                     return generate_workload(config, 1, o.steps, weights.dtype, o.device, overrides, {}, weights.format,
+                                              128);
+                   },
+                   .default_run = false,
+                   .llama_cpp_twin = true});
+    }
   }
   w.push_back({.name = "generate-qwen3-0.6b",
                .family = F::kGeneration,

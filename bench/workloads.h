@@ -24,6 +24,17 @@
 //   forward-bert-base    inference, B=8, T=128
 //   generate-gpt2-small  batch 1, 16-token prompt, 128 new tokens, greedy, KV cache
 //   generate-gpt2-small-bf16   the same with bf16 weights (PyTorch: the model .to(torch.bfloat16))
+//   generate-gpt2-small-int8|int4   the same with weight-only int8 or int4 (groups of 32) in
+//                        every product and the tied head (PyTorch: torchao's Int8WeightOnlyConfig;
+//                        ATen's _weight_int4pack_mm_for_cpu, torchao's int4 running on GPUs only).
+//                        Run when named.
+//   prefill-gpt2-small[-bf16|-int8|-int4]   a 128-token prompt and its next token: prompt tokens/s.
+//                        Run when named.
+//   generate-llama-0.5b[-bf16|-int8|-int4], prefill-llama-0.5b[...]   the same of a 0.5B LLaMA:
+//                        Qwen2-0.5B's sizes without its q, k, v biases, random weights. Run when
+//                        named.
+//                        Every generate-/prefill- row of these two models runs in llama.cpp too
+//                        with --llama-cpp (F32, BF16, Q8_0, Q4_0: scripts/bench_llama_cpp.py).
 //   train-qwen3-0.6b, generate-qwen3-0.6b   Qwen3-0.6B's shapes, random weights: a training step
 //                        at B=1, T=256, and batch-1 decoding of 64 tokens after 16; PyTorch's
 //                        side is transformers' Qwen3ForCausalLM (eager, sdpa). Run when named.
@@ -124,6 +135,7 @@ struct Workload {
   std::function<nlohmann::json(const WorkloadOptions&)> run;  // returns the row's fields (run_workload)
   bool default_run = true;        // measured by a run without --only (else run when named)
   bool pytorch_twin = false;      // scripts/bench_pytorch.py runs it too (--compare)
+  bool llama_cpp_twin = false;    // scripts/bench_llama_cpp.py runs it in llama.cpp too (--llama-cpp)
   bool cpu_only = false;          // refused with --device cuda
   bool bf16_products = false;     // left out of a default run where bf16 products are slow
   Baseline baseline = Baseline::kNone;

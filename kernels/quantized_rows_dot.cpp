@@ -118,6 +118,40 @@ ZOO_AVX512 inline void int4_block(const float* x, const float* x_group_sums, con
   }
 }
 
+// Rows of an int8 weight in float32, 16 at a time (the row's tail masked).
+ZOO_AVX512 void int8_dequantize_avx512(const int8_t* w, const float* scale, int64_t in, int64_t rows, float* out) {
+  for (int64_t n = 0; n < rows; ++n) {
+    const __m512 s = _mm512_set1_ps(scale[n]);
+    for (int64_t k = 0; k < in; k += 16) {
+      const auto mask = static_cast<__mmask16>(in - k >= 16 ? 0xffff : (1u << (in - k)) - 1);
+      const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, w + n * in + k)));
+      _mm512_mask_storeu_ps(out + n * in + k, mask, _mm512_mul_ps(q, s));
+    }
+  }
+}
+
+// Rows of an int4 weight in float32, 32 inputs (16 bytes) at a time. The _round_ forms: no
+// compiler contracts a builtin into a fused multiply-add, which would round once where
+// dequantize_weight rounds twice.
+ZOO_AVX512 void int4_dequantize_avx512(const uint8_t* w, const float* scale, const float* zero, int64_t in,
+                                       int64_t group, int64_t rows, float* out) {
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const int64_t groups = in / group;
+  const __m512i low_half = _mm512_set1_epi32(0x0f);
+  const __m512 eight = _mm512_set1_ps(8.0f);
+  for (int64_t n = 0; n < rows; ++n) {
+    for (int64_t k = 0; k < in; k += 32) {
+      const __m512 s = _mm512_set1_ps(scale[n * groups + k / group]), z = _mm512_set1_ps(zero[n * groups + k / group]);
+      const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + n * (in / 2) + k / 2)));
+      const __m512 low = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(wide, low_half)), eight);
+      const __m512 high = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(wide, 4)), eight);
+      _mm512_storeu_ps(out + n * in + k, _mm512_add_round_ps(_mm512_mul_round_ps(low, s, kNearest), z, kNearest));
+      _mm512_storeu_ps(out + n * in + k + 16,
+                       _mm512_add_round_ps(_mm512_mul_round_ps(high, s, kNearest), z, kNearest));
+    }
+  }
+}
+
 }  // namespace
 
 // The AVX2 (and FMA) blocks, for CPUs without AVX-512 (AMD Zen 3 and earlier, many Intel
@@ -199,6 +233,45 @@ ZOO_AVX2 inline void int4_block_avx2(const float* x, const float* x_group_sums, 
         offset = std::fma(shift, x_group_sums[r * groups + i], offset);
       }
       y[r * ld_y + c] = lane_sum8(sums[r][c]) + offset + (bias ? bias[c] : 0.0f);
+    }
+  }
+}
+
+// AVX2's dequantizers, 8 lanes. The empty asm keeps the product in a register of its own, so that
+// no compiler contracts it and the add into a fused multiply-add (dequantize_weight rounds twice).
+ZOO_AVX2 inline __m256 rounded(__m256 v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
+ZOO_AVX2 void int8_dequantize_avx2(const int8_t* w, const float* scale, int64_t in, int64_t rows, float* out) {
+  for (int64_t n = 0; n < rows; ++n) {
+    const __m256 s = _mm256_set1_ps(scale[n]);
+    int64_t k = 0;
+    for (; k + 8 <= in; k += 8) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + n * in + k));
+      _mm256_storeu_ps(out + n * in + k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), s));
+    }
+    for (; k < in; ++k) out[n * in + k] = static_cast<float>(w[n * in + k]) * scale[n];
+  }
+}
+
+ZOO_AVX2 void int4_dequantize_avx2(const uint8_t* w, const float* scale, const float* zero, int64_t in, int64_t group,
+                                   int64_t rows, float* out) {
+  const int64_t groups = in / group;
+  const __m256i low_half = _mm256_set1_epi32(0x0f);
+  const __m256 eight = _mm256_set1_ps(8.0f);
+  for (int64_t n = 0; n < rows; ++n) {
+    for (int64_t k = 0; k < in; k += 32) {
+      const __m256 s = _mm256_set1_ps(scale[n * groups + k / group]), z = _mm256_set1_ps(zero[n * groups + k / group]);
+      const uint8_t* bytes = w + n * (in / 2) + k / 2;
+      for (int half = 0; half < 2; ++half) {  // bytes 0-7, then 8-15: inputs k + 8 half .. and k + 16 + 8 half ..
+        const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + 8 * half)));
+        const __m256 low = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_and_si256(wide, low_half)), eight);
+        const __m256 high = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(wide, 4)), eight);
+        _mm256_storeu_ps(out + n * in + k + 8 * half, _mm256_add_ps(rounded(_mm256_mul_ps(low, s)), z));
+        _mm256_storeu_ps(out + n * in + k + 16 + 8 * half, _mm256_add_ps(rounded(_mm256_mul_ps(high, s)), z));
+      }
     }
   }
 }
@@ -311,6 +384,13 @@ QuantizedRowsKernel chosen(std::optional<QuantizedRowsKernel> kernel, const char
   return *kernel;
 }
 
+void check_int4_group(int64_t group, int64_t in, const char* function) {
+  if (group <= 0 || group % 32 != 0 || in % group != 0) {
+    throw std::invalid_argument(std::string(function) + ": the group (" + std::to_string(group) +
+                                ") must be a multiple of 32 dividing the inputs (" + std::to_string(in) + ")");
+  }
+}
+
 }  // namespace
 
 void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* scale, int64_t in, const float* bias,
@@ -327,10 +407,7 @@ void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* 
                    std::optional<QuantizedRowsKernel> kernel) {
   const auto use = chosen(kernel, "int4_rows_dot");
   static_cast<void>(use);
-  if (group <= 0 || group % 32 != 0 || in % group != 0) {
-    throw std::invalid_argument("int4_rows_dot: the group (" + std::to_string(group) +
-                                ") must be a multiple of 32 dividing the inputs (" + std::to_string(in) + ")");
-  }
+  check_int4_group(group, in, "int4_rows_dot");
 #if ZOO_X86_64_AVX512
   // Each row's sum over each group, in input order (the same for a row alone or batched).
   const int64_t groups = in / group;
@@ -344,6 +421,36 @@ void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* 
   }
   run_blocks<Int4Block>(use, rows, begin, end, x, static_cast<const float*>(group_sums.data()), w, scale, zero, bias,
                         in, group, y, ld_y);
+#endif
+}
+
+void int8_dequantize_rows(const int8_t* w, const float* scale, int64_t in, int64_t begin, int64_t end, float* out,
+                          std::optional<QuantizedRowsKernel> kernel) {
+  const auto use = chosen(kernel, "int8_dequantize_rows");
+  static_cast<void>(use);
+#if ZOO_X86_64_AVX512
+  switch (use) {
+    case QuantizedRowsKernel::kAvx512: return int8_dequantize_avx512(w + begin * in, scale + begin, in, end - begin, out);
+    case QuantizedRowsKernel::kAvx2: return int8_dequantize_avx2(w + begin * in, scale + begin, in, end - begin, out);
+  }
+#endif
+}
+
+void int4_dequantize_rows(const uint8_t* w, const float* scale, const float* zero, int64_t in, int64_t group,
+                          int64_t begin, int64_t end, float* out, std::optional<QuantizedRowsKernel> kernel) {
+  const auto use = chosen(kernel, "int4_dequantize_rows");
+  static_cast<void>(use);
+  check_int4_group(group, in, "int4_dequantize_rows");
+#if ZOO_X86_64_AVX512
+  const int64_t groups = in / group;
+  switch (use) {
+    case QuantizedRowsKernel::kAvx512:
+      return int4_dequantize_avx512(w + begin * (in / 2), scale + begin * groups, zero + begin * groups, in, group,
+                                    end - begin, out);
+    case QuantizedRowsKernel::kAvx2:
+      return int4_dequantize_avx2(w + begin * (in / 2), scale + begin * groups, zero + begin * groups, in, group,
+                                  end - begin, out);
+  }
 #endif
 }
 

@@ -10,6 +10,8 @@
 // whatever the number of rows and wherever it falls in a block, so a sequence decoded in a batch
 // gets bit for bit the products it gets alone. An AVX2 twin (8 lanes, FMA) serves CPUs without
 // AVX-512; its sums are in another order, so its bits differ from AVX-512's, not between rows.
+// Products of many rows (prefill) multiply floats instead: *_dequantize_rows give a tile of the
+// weight's outputs in float32, dequantize_weight's bits, for LibTorch's matmul (quantized_project).
 // Plain C++ with x86 intrinsics, no torch.
 
 #include <cstdint>
@@ -46,5 +48,15 @@ void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* s
 void int4_rows_dot(const float* x, int64_t rows, const uint8_t* w, const float* scale, const float* zero, int64_t in,
                    int64_t group, const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y,
                    std::optional<QuantizedRowsKernel> kernel = std::nullopt);
+
+// Rows [begin, end) of an int8 weight (out, in) in float32 into out ((end - begin), in):
+// w * scale, one multiply, the bits dequantize_weight gives.
+void int8_dequantize_rows(const int8_t* w, const float* scale, int64_t in, int64_t begin, int64_t end, float* out,
+                          std::optional<QuantizedRowsKernel> kernel = std::nullopt);
+
+// The same of an int4 weight (int4_rows_dot's layout): (q - 8) * scale + zero, the product and
+// the sum each rounded to float32 (no fused multiply-add), as dequantize_weight's two operations.
+void int4_dequantize_rows(const uint8_t* w, const float* scale, const float* zero, int64_t in, int64_t group,
+                          int64_t begin, int64_t end, float* out, std::optional<QuantizedRowsKernel> kernel = std::nullopt);
 
 }  // namespace zoo

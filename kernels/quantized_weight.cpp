@@ -243,6 +243,43 @@ struct QuantizedLinearFunction : torch::autograd::Function<QuantizedLinearFuncti
 
 }  // namespace
 
+namespace {
+
+// Many float32 rows on the CPU (prefill): the weight dequantized a tile of outputs at a time into
+// 1 MiB of float32, which the cache holds (*_dequantize_rows: dequantize_weight's bits at the
+// kernels' speed, not ATen's several passes), each tile's products through LibTorch's matmul. No
+// float32 copy of the whole weight is made (GPT-2's tied head would be 154 MB a forward).
+torch::Tensor tiled_project(const torch::Tensor& rows, const QuantizedWeight& weight, const torch::Tensor& bias) {
+  const int64_t in = weight.in_features(), out = weight.out_features(), n = rows.size(0);
+  const int64_t tile = std::min<int64_t>(out, std::max<int64_t>(16, (int64_t{1} << 18) / in));
+  auto yt = torch::empty({out, n}, rows.options());
+  auto buffer = torch::empty({tile, in}, rows.options());
+  float* tile_data = buffer.data_ptr<float>();
+  const float* scale = weight.scale.data_ptr<float>();
+  const auto xt = rows.t();
+  for (int64_t start = 0; start < out; start += tile) {
+    const int64_t count = std::min(tile, out - start);
+    parallel_for(0, count, 8, [&](int64_t begin, int64_t end) {
+      switch (weight.format) {
+        case WeightFormat::kInt8:
+          int8_dequantize_rows(weight.data.data_ptr<int8_t>(), scale, in, start + begin, start + end,
+                               tile_data + begin * in);
+          break;
+        case WeightFormat::kInt4:
+          int4_dequantize_rows(weight.data.data_ptr<uint8_t>(), scale, weight.zero.data_ptr<float>(), in,
+                               weight.group_size, start + begin, start + end, tile_data + begin * in);
+          break;
+      }
+    });
+    auto products = yt.narrow(0, start, count);
+    torch::mm_out(products, buffer.narrow(0, 0, count), xt);
+  }
+  const auto y = yt.t();
+  return bias.defined() ? y + bias.to(torch::kFloat) : y.contiguous();
+}
+
+}  // namespace
+
 torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight, const torch::Tensor& bias) {
   const int64_t in = weight.in_features(), out = weight.out_features();
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in, "quantized_project: expected (..., ", in, "), got ", x.sizes());
@@ -253,12 +290,17 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
   if (wants_grad) {
     return QuantizedLinearFunction::apply(x, bias.defined() ? bias : torch::empty({0}, x.options()), weight);
   }
-  if (!float_rows || !few_rows || !x.device().is_cpu() || !weight.data.device().is_cpu() ||
-      !cpu_runs_quantized_rows_dot()) {
+  const bool kernels = x.device().is_cpu() && weight.data.device().is_cpu() && cpu_runs_quantized_rows_dot();
+  torch::NoGradGuard no_grad;
+  if (kernels && x.scalar_type() == torch::kFloat && !few_rows && x.numel() > 0) {
+    auto sizes = x.sizes().vec();
+    sizes.back() = out;
+    return tiled_project(x.reshape({-1, in}).contiguous(), weight, bias).view(sizes);
+  }
+  if (!float_rows || !few_rows || !kernels) {
     return project(x, dequantize_weight(weight, x.scalar_type()).to(x.device()),
                    bias.defined() ? bias.to(x.scalar_type()) : bias);
   }
-  torch::NoGradGuard no_grad;
   const auto rows = x.reshape({-1, in}).to(torch::kFloat).contiguous();
   const int64_t n = rows.size(0);
   const auto b = bias.defined() ? bias.to(torch::kFloat).contiguous() : bias;

@@ -63,8 +63,10 @@ torch::Tensor unpack_int4(const torch::Tensor& packed);
 
 // y = x W^T + b with W quantized: x (..., in) float32 or bf16, bias (out) or undefined; the
 // result has x's dtype. Without gradients on the CPU, 1 to kFewRowsMax rows read the packed
-// weights (kernels/quantized_rows_dot.h: AVX-512, or AVX2); otherwise the weight is dequantized
-// into x's dtype for one product (prefill, a CPU without AVX2). Rows that need gradients (QLoRA)
+// weights (kernels/quantized_rows_dot.h: AVX-512, or AVX2), and more float32 rows (prefill)
+// multiply tiles of the weight dequantized by those kernels (1 MiB at a time, never the whole
+// weight); otherwise (bf16 rows, a CPU without AVX2, a GPU) the weight is dequantized into x's
+// dtype for one product. Rows that need gradients (QLoRA)
 // go through an autograd function that keeps the packed weight and dequantizes it again for the
 // input's gradient.
 torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight,

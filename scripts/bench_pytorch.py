@@ -89,7 +89,8 @@ class GPT(nn.Module):
         x = self.tokens(ids) + self.positions(pos)
         for i, block in enumerate(self.blocks):
             x = block(x, None if caches is None else caches[i])
-        return F.linear(self.ln(x), self.tokens.weight)
+        # A quantized model's head is a linear layer of its own (quantize_gpt).
+        return self.head(self.ln(x)) if hasattr(self, "head") else F.linear(self.ln(x), self.tokens.weight)
 
 
 def synchronize():
@@ -321,9 +322,65 @@ def forward_bert(steps):
         return "tokens/s", b * t / median_seconds(2, steps or 5, forward)
 
 
-def generate(steps, dtype=torch.float32):
+class Int4Linear(nn.Module):
+    """A linear layer of int4 weights in groups of 32 with a float zero (torchao's tinygemm
+    parameters) through ATen's CPU product _weight_int4pack_mm_for_cpu: torchao 0.18's int4
+    configs run on GPUs only."""
+
+    def __init__(self, weight, bias=None, group=32):
+        super().__init__()
+        from torchao.quantization.quant_primitives import (MappingType, _choose_qparams_affine_tinygemm,
+                                                           _quantize_affine_tinygemm)
+        from torchao.quantization.utils import pack_tinygemm_scales_and_zeros
+        w = weight.detach().float()
+        self.outputs = w.size(0)
+        w = F.pad(w, (0, 0, 0, -w.size(0) % 16))  # the packing takes outputs in 16s: GPT-2's head has 50257
+        block = (1, group)
+        scale, zero = _choose_qparams_affine_tinygemm(w, MappingType.ASYMMETRIC, block, torch.int32, 0, 15,
+                                                      scale_dtype=torch.float32, zero_point_dtype=torch.float32)
+        q = _quantize_affine_tinygemm(w, block, scale, zero, torch.int32, 0, 15)
+        self.group = group
+        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        self.scales_and_zeros = pack_tinygemm_scales_and_zeros(scale.reshape(w.size(0), -1),
+                                                               zero.reshape(w.size(0), -1), torch.float32)
+        self.bias = bias
+
+    def forward(self, x):
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(-1, x.size(-1)), self.packed, self.group,
+                                                       self.scales_and_zeros)
+        y = y[:, :self.outputs].reshape(*x.shape[:-1], -1)
+        return y if self.bias is None else y + self.bias
+
+
+def quantize_gpt(model, weights):
+    """The nanoGPT model's linear layers and its head in int8 (torchao's Int8WeightOnlyConfig,
+    which runs on the CPU) or int4 (Int4Linear), as zoo bench's -int8/-int4 rows quantize every
+    product and the tied head; the embedding's lookup stays float32 (it reads one row a token)."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    head = nn.Linear(model.tokens.weight.size(1), model.tokens.weight.size(0), bias=False)
+    head.weight = nn.Parameter(model.tokens.weight.detach().clone())
+    model.head = head
+    if weights == "int8":
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+        quantize_(model, Int8WeightOnlyConfig())
+        return model
+
+    def replace(module):
+        for name, child in module.named_children():
+            if isinstance(child, nn.Linear):
+                setattr(module, name, Int4Linear(child.weight, child.bias))
+            else:
+                replace(child)
+    replace(model)
+    return model
+
+
+def generate(steps, dtype=torch.float32, weights=None):
     torch.manual_seed(0)
     model = GPT(**GPT_SIZES["gpt2-small"]).eval().to(DEVICE, dtype)
+    if weights is not None:
+        model = quantize_gpt(model, weights)
     prompt = torch.tensor([[(i * 7919) % 50257 for i in range(16)]], device=DEVICE)
 
     def decode():
@@ -339,7 +396,8 @@ def generate(steps, dtype=torch.float32):
 
     with torch.no_grad():
         rate = 128 / median_seconds(1, min(steps, 3) if steps else 3, decode)
-        write_trace("generate-gpt2-small" + ("-bf16" if dtype == torch.bfloat16 else ""), decode)
+        write_trace("generate-gpt2-small" + ("-bf16" if dtype == torch.bfloat16 else "") +
+                    ("-" + weights if weights else ""), decode)
         return "tokens/s", rate
 
 
@@ -512,6 +570,8 @@ def main():
         "forward-bert-base": lambda: forward_bert(steps),
         "generate-gpt2-small": lambda: generate(steps),
         "generate-gpt2-small-bf16": lambda: generate(steps, torch.bfloat16),
+        "generate-gpt2-small-int8": lambda: generate(steps, weights="int8"),
+        "generate-gpt2-small-int4": lambda: generate(steps, weights="int4"),
         "train-qwen3-0.6b": lambda: train_qwen3(steps),
         "generate-qwen3-0.6b": lambda: generate_qwen3(steps),
         "finetune-qwen2-0.5b-lora": lambda: finetune_qwen2_lora(steps),

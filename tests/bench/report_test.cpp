@@ -89,5 +89,24 @@ TEST(BenchReport, MixtureAgainstTheDenseModelOfItsActiveSize) {
       << row.notes;
 }
 
+// A decoding row beside llama.cpp's result of the same row (--llama-cpp), and its bandwidth bound.
+TEST(BenchReport, DecodingBesideLlamaCpp) {
+  MeasuredRows earlier;
+  earlier["bandwidth"] = {{"value", 10.0}};  // GB/s
+  const json zoo = {{"unit", "tokens/s"}, {"value", 60.0}, {"peak_rss_mb", 300.0}, {"bytes_per_token", 1.25e8}};
+  const json llama = {{"value", 48.0}, {"type", "Q8_0"}, {"peak_rss_mb", 250.0}};
+  const auto row = make_row(find_workload("generate-gpt2-small-int8"), zoo, json(), earlier, false, llama);
+  EXPECT_DOUBLE_EQ(row.fields["vs_llama_cpp"].get<double>(), 1.25);
+  EXPECT_EQ(row.fields["llama_cpp_type"], "Q8_0");
+  EXPECT_DOUBLE_EQ(row.fields["bound"].get<double>(), 80.0);
+  EXPECT_NE(row.notes.find("bandwidth bound 80.0 tokens/s: 75%; llama.cpp Q8_0 48.0 tokens/s: zoo 1.25x"),
+            std::string::npos)
+      << row.notes;
+  // Without llama.cpp's side the row says nothing of it.
+  const auto alone = make_row(find_workload("generate-gpt2-small-int8"), zoo, json(), earlier, false);
+  EXPECT_FALSE(alone.fields.contains("vs_llama_cpp"));
+  EXPECT_EQ(alone.notes.find("llama.cpp"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace zoo::bench

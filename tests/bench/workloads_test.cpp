@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "base_test_util.h"
+#include "bench/workers.h"
 #include "core/files.h"
 #include "models/parameter_count.h"
 
@@ -95,6 +97,23 @@ TEST(BenchWorkloadNames, ThePyTorchScriptRunsEveryComparedWorkload) {
                            "finetune-gpt2-small-lora-bf16", "finetune-gpt2-small-lora-recompute",
                            "train-gpt2-small-1024", "train-gpt2-small-1024-recompute"}) {
     EXPECT_FALSE(compares_with_pytorch(name)) << name;
+  }
+}
+
+// scripts/bench_llama_cpp.py runs exactly the rows with a llama.cpp twin: each model's decoding
+// and prefill in each weight type.
+TEST(BenchWorkloadNames, TheLlamaCppScriptRunsEveryTwinRow) {
+  const auto listed =
+      run_child({testing::reference_python(), (fs::path(ZOO_SOURCE_DIR) / "scripts" / "bench_llama_cpp.py").string(),
+                 "--rows"},
+                {});
+  const auto rows = listed["rows"].get<std::vector<std::string>>();
+  std::set<std::string> twins;
+  for (const auto& w : workloads())
+    if (w.llama_cpp_twin) twins.insert(w.name);
+  EXPECT_EQ(std::set<std::string>(rows.begin(), rows.end()), twins);
+  for (const auto& name : {"generate-gpt2-small-int4", "prefill-llama-0.5b-int8", "generate-llama-0.5b-bf16"}) {
+    EXPECT_TRUE(twins.count(name)) << name;
   }
 }
 

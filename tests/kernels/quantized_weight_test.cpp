@@ -212,6 +212,51 @@ TEST(QuantizedRowsDot, EachKernelEqualsTheDequantizedProductAndTheSameBitsAloneO
   }
 }
 
+// The many-row products' tiles: each kernel this CPU runs dequantizes any range of rows to
+// dequantize_weight's bits (its int4 product and sum each rounded: a fused multiply-add fails it).
+// Then a product over several tiles (2048 inputs: 128 outputs a tile, the last one partial)
+// against dequantize-then-matmul in float64.
+TEST(QuantizedRowsDot, EachKernelDequantizesRowsToTheReferenceBits) {
+  struct Case {
+    WeightFormat format;
+    int64_t in, group;
+  };
+  for (const auto kernel : {QuantizedRowsKernel::kAvx512, QuantizedRowsKernel::kAvx2}) {
+    if (!cpu_runs(kernel)) continue;
+    for (const Case c : {Case{WeightFormat::kInt8, 771, 0}, Case{WeightFormat::kInt8, 64, 0},
+                         Case{WeightFormat::kInt4, 256, 32}, Case{WeightFormat::kInt4, 384, 128}}) {
+      SCOPED_TRACE(to_string(kernel) + " " + to_string(c.format) + " " + std::to_string(c.in));
+      torch::manual_seed(5);
+      const auto q = quantize_weight(torch::randn({13, c.in}) * 0.3, c.format, c.group, "w");
+      auto rows = torch::full({9, c.in}, std::nanf(""));
+      switch (c.format) {
+        case WeightFormat::kInt8:
+          int8_dequantize_rows(q.data.data_ptr<int8_t>(), q.scale.data_ptr<float>(), c.in, 2, 11,
+                               rows.data_ptr<float>(), kernel);
+          break;
+        case WeightFormat::kInt4:
+          int4_dequantize_rows(q.data.data_ptr<uint8_t>(), q.scale.data_ptr<float>(), q.zero.data_ptr<float>(), c.in,
+                               c.group, 2, 11, rows.data_ptr<float>(), kernel);
+          break;
+      }
+      EXPECT_TRUE(rows.equal(dequantize_weight(q).narrow(0, 2, 9)));
+    }
+  }
+  if (!cpu_runs_quantized_rows_dot()) return;
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(6);
+  for (const auto format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    const auto q = quantize_weight(torch::randn({300, 2048}) * 0.05, format, 64, "w");
+    const auto x = torch::randn({2, 15, 2048});
+    const auto bias = torch::randn({300});
+    const auto want = torch::nn::functional::linear(x.to(torch::kDouble), dequantize_weight(q, torch::kDouble),
+                                                    bias.to(torch::kDouble));
+    const auto y = quantized_project(x, q, bias);
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 15, 300}));
+    EXPECT_LE(max_abs_diff(y.to(torch::kDouble), want), 2e-5 * std::sqrt(2048.0)) << to_string(format);
+  }
+}
+
 // QLoRA's frozen base: the input's (and bias's) gradients through the packed weight, as through
 // the dequantized one, from an autograd node that keeps the integers (not a float weight).
 TEST(QuantizedProject, GradientsReachTheInputAndBias) {
