@@ -106,12 +106,7 @@ void add_quantize_options(CLI::App* command, QuantizeArgs& args, const std::stri
 
 std::optional<WeightQuantization> QuantizeArgs::requested() const {
   if (format.empty()) return std::nullopt;
-  WeightQuantization q;
-  q.format = from_string<WeightFormat>(format);
-  switch (q.format) {
-    case WeightFormat::kInt8: q.group_size = 0; break;
-    case WeightFormat::kInt4: q.group_size = group_size; break;
-  }
+  auto q = WeightQuantization::every_weight(from_string<WeightFormat>(format), group_size);
   q.token_embeddings = !keep_embeddings;
   return q;
 }

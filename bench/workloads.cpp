@@ -92,7 +92,7 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   // experts it is not routed to; a quantized layer's integers and scales in place of its weight.
   double bytes = static_cast<double>(torch::elementSize(dtype)) * static_cast<double>(matmul_parameters(model));
   if (quantized) {
-    const auto summary = quantize_model(model, {*quantized, *quantized == WeightFormat::kInt4 ? 32 : 0, true});
+    const auto summary = quantize_model(model, WeightQuantization::every_weight(*quantized));
     bytes -= static_cast<double>(summary.bytes_before - summary.bytes_after);
   }
   if (device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo generate does
@@ -177,7 +177,7 @@ Model training_model(const TrainWorkload& w, const c10::Device& device) {
     attach_lora(model, lora);
     for (auto& p : model.module()->named_parameters()) p.value().set_requires_grad(is_adapter_tensor(p.key()));
     hold_frozen_projections_in_compute_dtype(*model.module(), w.precision);  // as the trainer does
-    if (w.quantized) quantize_model(model, {*w.quantized, *w.quantized == WeightFormat::kInt4 ? 32 : 0, true});
+    if (w.quantized) quantize_model(model, WeightQuantization::every_weight(*w.quantized));
   }
   model.set_activation_checkpointing(w.recompute);
   model.module()->to(device);

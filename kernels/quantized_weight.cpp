@@ -383,6 +383,14 @@ torch::Tensor dequantize_rows(const QuantizedWeight& table, const torch::Tensor&
   return dequantize_weight(rows, dtype).view(sizes);
 }
 
+WeightQuantization WeightQuantization::every_weight(WeightFormat format, int64_t int4_group_size) {
+  switch (format) {
+    case WeightFormat::kInt8: return {format, 0, true};
+    case WeightFormat::kInt4: return {format, int4_group_size, true};
+  }
+  return {};
+}
+
 std::string WeightQuantization::describe() const {
   std::string s = to_string(format);
   if (format == WeightFormat::kInt4) s += " (groups of " + std::to_string(group_size) + ")";

@@ -95,6 +95,8 @@ struct WeightQuantization {
   bool token_embeddings = true;   // the token embedding (and a head tied to it) too
   // "int8", or "int4 (groups of 32)", with "; the token embedding kept" when it is.
   std::string describe() const;
+  // `format` for every weight and the token embedding, int4 in groups of `int4_group_size`.
+  static WeightQuantization every_weight(WeightFormat format, int64_t int4_group_size = 32);
 };
 
 struct QuantizeSummary {

@@ -48,6 +48,15 @@ TEST(QuantizedWeight, IntegersScalesAndZerosAreTorchaos) {
 
 // The packed layout against a plain statement of it: each 32 inputs in 16 bytes, byte j holding
 // input j (low half) and input j + 16 (high half); and back.
+// What --quantize and the bench rows ask: int8 a scale per output, int4 in groups (32 unless told).
+TEST(QuantizedWeight, EveryWeightIsInt8PerOutputOrInt4InGroups) {
+  EXPECT_EQ(WeightQuantization::every_weight(WeightFormat::kInt8).describe(), "int8");
+  EXPECT_EQ(WeightQuantization::every_weight(WeightFormat::kInt8, 64).group_size, 0);
+  EXPECT_EQ(WeightQuantization::every_weight(WeightFormat::kInt4).describe(), "int4 (groups of 32)");
+  EXPECT_EQ(WeightQuantization::every_weight(WeightFormat::kInt4, 128).group_size, 128);
+  EXPECT_TRUE(WeightQuantization::every_weight(WeightFormat::kInt4).token_embeddings);
+}
+
 TEST(QuantizedWeight, Int4PackingIsThePlainLayout) {
   for (const int64_t in : {32, 64, 96, 256}) {
     const auto values = torch::randint(0, 16, {5, in}, torch::kByte);
