@@ -13,6 +13,7 @@
 #include "interop/hugging_face.h"
 #include "interop/peft.h"
 #include "interop/torchscript.h"
+#include "models/parameter_count.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -110,8 +111,10 @@ ExportSource open_export(const ExportArgs& a, OutputKind kind) {
   const bool replacing = check_output(a.out, kind, a.overwrite) == OutputState::kReplace;
   std::string dir = resolve_checkpoint(a.checkpoint);
   Checkpoint checkpoint = load_checkpoint(dir);
-  if (checkpoint.model.quantization) {
-    // Exports hold float weights: what the integers stand for (dequantize_weight).
+  const bool keeps_packed = kind == OutputKind::kTorchScriptFile && !checkpoint.model.lora;
+  if (checkpoint.model.quantization && !keeps_packed) {
+    // Hugging Face and PEFT exports hold float weights: what the integers stand for
+    // (dequantize_weight); so does a TorchScript export with adapters merged into its weights.
     std::cout << "dequantizing the weights of " << dir << " (" << checkpoint.model.quantization->describe() << ")\n";
     checkpoint.model = dequantized_model(checkpoint.model);
   }
@@ -146,13 +149,16 @@ int export_command(const ExportArgs& a) {
   // bf16: the weights zoo generate --dtype bf16 decodes with, the position tables in float32 as
   // the scripts expect (interop/script/positions.py).
   const auto dtype = resolve_weights_dtype(from_string<WeightsDtype>(a.dtype), c.stored_dtype);
-  c.model.module()->to(dtype);
+  place_weights(*c.model.module(), torch::kCPU, dtype);  // quantized weights stay packed
   export_torchscript(c.model, a.out, c.tokenizer.get());
   if (replacing) say_replaced(a.out, "the TorchScript export");
   const auto& config = c.model.config;
   const bool generates = config.family != Family::kBert;
-  std::cout << "wrote " << a.out << " (" << to_string(config.family) << ", "
-            << count_parameters(*c.model.module()) << " " << dtype_name(dtype) << " parameters; methods: forward"
+  // A quantized weight's parameter is emptied in the module: the config counts it.
+  const int64_t parameters = c.model.quantization ? count_parameters(config) : count_parameters(*c.model.module());
+  std::cout << "wrote " << a.out << " (" << to_string(config.family) << ", " << parameters << " "
+            << dtype_name(dtype) << " parameters"
+            << (c.model.quantization ? ", the weights " + c.model.quantization->describe() : "") << "; methods: forward"
             << (config.is_encoder_decoder() ? ", encode, decode" : "") << (generates ? ", generate" : "")
             << (c.tokenizer ? "; its tokenizer inside" : "") << ")\n";
   if (!c.tokenizer) std::cerr << "warning: " << dir << " has no tokenizer; the export carries none\n";

@@ -15,6 +15,8 @@
 
 #include "core/files.h"
 #include "interop/script_files.h"
+#include "kernels/quantized_weight.h"
+#include "layers/mixture_of_experts.h"
 #include "layers/position_bias.h"
 #include "layers/rotary.h"
 #include "models/layer_options.h"
@@ -33,7 +35,8 @@ struct TorchNames : torch::jit::BuiltinModule {
                                                  const std::string& field) override {
     static const std::map<std::string, c10::ScalarType> dtypes = {
         {"float16", torch::kHalf}, {"bfloat16", torch::kBFloat16}, {"float32", torch::kFloat},
-        {"float64", torch::kDouble}, {"int64", torch::kLong}, {"bool", torch::kBool}};
+        {"float64", torch::kDouble}, {"int64", torch::kLong}, {"bool", torch::kBool},
+        {"int8", torch::kChar},      {"uint8", torch::kByte}};
     if (auto it = dtypes.find(field); it != dtypes.end()) {
       return std::make_shared<torch::jit::SimpleValue>(m.graph()->insertConstant(it->second, loc));
     }
@@ -204,9 +207,44 @@ struct ScriptClass {
   std::map<std::string, c10::IValue> attributes;  // its own, besides the config's
 };
 
+// A quantized weight as the scripts read it (interop/script/common.py): each output's integers
+// followed by the bytes of its float32 scales (and int4's zeros), one integer tensor.
+torch::Tensor packed_rows(const QuantizedWeight& q) {
+  const auto bytes = [&](const torch::Tensor& t) {
+    return t.reshape({q.out_features(), -1}).contiguous().view(q.data.scalar_type());
+  };
+  switch (q.format) {
+    case WeightFormat::kInt8: return torch::cat({q.data, bytes(q.scale)}, 1);
+    case WeightFormat::kInt4: return torch::cat({q.data, bytes(q.scale), bytes(q.zero)}, 1);
+  }
+  throw std::logic_error("unhandled weight format");
+}
+
 void add_tensors(const torch::nn::Module& module, const std::string& prefix, ScriptClass& into) {
   for (const auto& p : module.named_parameters()) into.parameters[flat(prefix + p.key())] = p.value().detach();
   for (const auto& b : module.named_buffers()) into.buffers[flat(prefix + b.key())] = b.value().detach();
+  // A quantized weight: its packed rows under the weight's name, in place of the emptied
+  // parameter and the buffers holding its integers, scales and zeros.
+  for (const auto& m : module.named_modules()) {
+    const std::string path = prefix + (m.key().empty() ? "" : m.key() + ".");
+    for (const auto& p : m.value()->named_parameters(/*recurse=*/false)) {
+      const auto q = quantized_weight_of(*m.value(), p.value());
+      if (!q) continue;
+      for (const auto& b : m.value()->named_buffers(/*recurse=*/false)) {
+        const auto& t = b.value();
+        if (t.is_same(q->data) || t.is_same(q->scale) || (q->zero.defined() && t.is_same(q->zero))) {
+          into.buffers.erase(flat(path + b.key()));
+        }
+      }
+      into.parameters.erase(flat(path + p.key()));
+      auto packed = packed_rows(*q);
+      // A mixture of experts' stack: each expert's rows apart, (experts, out, packed).
+      if (const auto* moe = m.value()->as<MixtureOfExpertsImpl>()) {
+        packed = packed.view({moe->options.experts(), -1, packed.size(1)});
+      }
+      into.buffers[flat(path + p.key())] = packed;
+    }
+  }
 }
 
 // The prefix a layer's token mixer's tensors take in the script: self_attn for softmax attention,
@@ -331,6 +369,11 @@ std::vector<ScriptClass> script_classes(const Model& model) {
       classes.push_back(stacked_blocks(child.key(), *blocks));
     } else {
       add_tensors(*child.value(), child.key() + ".", root);
+      // A quantized token embedding's rows are looked up in the dtype its emptied weight keeps.
+      const auto* table = child.value()->as<torch::nn::EmbeddingImpl>();
+      if (table != nullptr && quantized_weight_of(*table, table->weight)) {
+        root.buffers["float_like"] = torch::empty({0}, table->weight.options());
+      }
     }
   }
   for (const auto& p : model.module()->named_parameters(/*recurse=*/false)) root.parameters[p.key()] = p.value();
@@ -402,7 +445,9 @@ torch::jit::Module define_class(const ScriptClass& k, const std::string& class_n
 torch::jit::Module build(const Model& model, nlohmann::json* files) {
   model.config.validate();
   torch::NoGradGuard no_grad;
-  const auto config = config_attributes(model.config);
+  auto config = config_attributes(model.config);
+  const auto& q = model.quantization;
+  config["int4_group_size"] = q && q->format == WeightFormat::kInt4 ? q->group_size : int64_t{0};
   const std::string family = family_script(model.config.family).class_name;
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   std::vector<std::pair<std::string, torch::jit::Module>> submodules;

@@ -35,6 +35,11 @@
 // positions.learned_embedding_weight. A weight the config does not have (a bias, an untied head)
 // is an attribute set to None. The positions submodules also hold the tables the native layers
 // compute (sinusoidal_table, rope_cos and rope_sin, alibi_slopes, relative_buckets) as buffers.
+// A quantized weight (kernels/quantized_weight.h) stays packed: one integer tensor under the
+// weight's name, each output's integers followed by the bytes of its float32 scales (and
+// int4's zeros), which the scripts dequantize for each product (interop/script/common.py says
+// the layout); int4_group_size is an attribute, and float_like an empty tensor of the dtype a
+// quantized token embedding's rows are looked up in.
 // The export refuses a model with a tensor no script reads: a variant the scripts do not know.
 // Python's module.to(torch.float64) converts the floating-point weights and tables; LibTorch's
 // torch::jit::Module::to(dtype) would convert the integer relative_buckets too, so in C++

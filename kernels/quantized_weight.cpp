@@ -54,6 +54,14 @@ int64_t QuantizedWeight::in_features() const {
   return 0;
 }
 
+QuantizedWeight QuantizedWeight::rows(int64_t start, int64_t n) const {
+  QuantizedWeight part = *this;
+  part.data = data.narrow(0, start, n);
+  part.scale = scale.narrow(0, start, n);
+  if (zero.defined()) part.zero = zero.narrow(0, start, n);
+  return part;
+}
+
 int64_t QuantizedWeight::bytes() const {
   int64_t total = data.numel() * static_cast<int64_t>(data.element_size());
   for (const auto* t : {&scale, &zero}) {
@@ -61,6 +69,40 @@ int64_t QuantizedWeight::bytes() const {
   }
   return total;
 }
+
+namespace {
+
+// The tensors an (out, in) weight quantizes into, their contents unset (zero integers, unit
+// scales, zero zeros): the one statement of the layout, which quantize_weight fills and a
+// checkpoint's weights are read into. Throws, naming `name`, for a group size int4 does not take.
+QuantizedWeight quantized_layout(int64_t out, int64_t in, WeightFormat format, int64_t group_size,
+                                 const std::string& name) {
+  QuantizedWeight q;
+  q.format = format;
+  const auto f32 = torch::dtype(torch::kFloat);
+  switch (format) {
+    case WeightFormat::kInt8:
+      q.data = torch::zeros({out, in}, torch::dtype(torch::kChar));
+      q.scale = torch::ones({out}, f32);
+      break;
+    case WeightFormat::kInt4:
+      if (!is_int4_group_size(group_size)) {
+        throw error(name, c10::str("int4 group size ", group_size, " (takes 32, 64 or 128)"));
+      }
+      if (in % group_size != 0) {
+        throw error(name, c10::str("int4 group size ", group_size, " does not divide the weight's ", in,
+                                   " inputs (", out, " x ", in, ")"));
+      }
+      q.group_size = group_size;
+      q.data = torch::zeros({out, in / 2}, torch::dtype(torch::kByte));
+      q.scale = torch::ones({out, in / group_size}, f32);
+      q.zero = torch::zeros({out, in / group_size}, f32);
+      break;
+  }
+  return q;
+}
+
+}  // namespace
 
 QuantizedWeight quantize_weight(const torch::Tensor& weight, WeightFormat format, int64_t group_size,
                                 const std::string& name) {
@@ -72,34 +114,23 @@ QuantizedWeight quantize_weight(const torch::Tensor& weight, WeightFormat format
   const auto w = weight.detach().to(torch::kCPU, torch::kFloat).contiguous();
   check_finite(w, name, "the weight");
   const int64_t out = w.size(0), in = w.size(1);
-  QuantizedWeight q;
-  q.format = format;
+  QuantizedWeight q = quantized_layout(out, in, format, group_size, name);
   switch (format) {
     case WeightFormat::kInt8: {
       // Symmetric over [-128, 127]: the largest magnitude over half the range's width, 255 / 2.
       const auto largest = torch::maximum(-w.amin(1).clamp_max(0), w.amax(1).clamp_min(0));
-      q.scale = (largest / 127.5).clamp_min(kInt8MinScale);
-      q.data = torch::round(w * (1.0 / q.scale).unsqueeze(1)).clamp(-128, 127).to(torch::kChar);
+      q.scale.copy_((largest / 127.5).clamp_min(kInt8MinScale));
+      q.data.copy_(torch::round(w * (1.0 / q.scale).unsqueeze(1)).clamp(-128, 127));
       break;
     }
     case WeightFormat::kInt4: {
-      if (!is_int4_group_size(group_size)) {
-        throw error(name, c10::str("int4 group size ", group_size, " (takes 32, 64 or 128)"));
-      }
-      if (in % group_size != 0) {
-        throw error(name, c10::str("int4 group size ", group_size, " does not divide the weight's ", in,
-                                   " inputs (", out, " x ", in, ")"));
-      }
-      q.group_size = group_size;
       const auto groups = w.view({out, in / group_size, group_size});
       const auto low = groups.amin(-1), high = groups.amax(-1);
-      q.scale = ((high - low) / 15.0).clamp_min(kInt4MinScale);
-      q.zero = low + q.scale * 8.0;  // the range's middle, (0 + 15 + 1) / 2
+      q.scale.copy_(((high - low) / 15.0).clamp_min(kInt4MinScale));
+      q.zero.copy_(low + q.scale * 8.0);  // the range's middle, (0 + 15 + 1) / 2
       const auto bottom = (q.zero - q.scale * 8.0).unsqueeze(-1);
       const auto values = torch::round((groups - bottom) / q.scale.unsqueeze(-1)).clamp(0, 15);
-      q.data = pack_int4(values.to(torch::kByte).view({out, in}));
-      q.scale = q.scale.contiguous();
-      q.zero = q.zero.contiguous();
+      q.data.copy_(pack_int4(values.to(torch::kByte).view({out, in})));
       break;
     }
   }
@@ -133,11 +164,7 @@ torch::Tensor dequantize_weight(const QuantizedWeight& weight, torch::ScalarType
   const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(1, in));
   for (int64_t start = 0; start < out; start += rows) {
     const int64_t n = std::min(rows, out - start);
-    QuantizedWeight block = weight;
-    block.data = weight.data.narrow(0, start, n);
-    block.scale = weight.scale.narrow(0, start, n);
-    if (weight.zero.defined()) block.zero = weight.zero.narrow(0, start, n);
-    result.narrow(0, start, n).copy_(dequantize_block(block));
+    result.narrow(0, start, n).copy_(dequantize_block(weight.rows(start, n)));
   }
   return result;
 }
@@ -336,35 +363,56 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
 }
 
 namespace {
-constexpr const char* kIntegers = "weight_quantized";
-constexpr const char* kScale = "weight_scale";
-constexpr const char* kZero = "weight_zero";
-}  // namespace
 
-void quantize_in_place(torch::nn::Module& owner, torch::Tensor& weight, WeightFormat format, int64_t group_size,
-                       const std::string& name) {
-  if (quantized_weight_of(owner, weight)) throw error(name, "the weight is quantized already");
-  torch::NoGradGuard no_grad;
+// The buffers standing for a quantized parameter `name`: name_quantized, name_scale, name_zero.
+std::string integers_buffer(const std::string& name) { return name + "_quantized"; }
+std::string scale_buffer(const std::string& name) { return name + "_scale"; }
+std::string zero_buffer(const std::string& name) { return name + "_zero"; }
+
+// The name `weight` has among `owner`'s own parameters; empty if it is none of them.
+std::string parameter_name(const torch::nn::Module& owner, const torch::Tensor& weight) {
+  for (const auto& p : owner.named_parameters(/*recurse=*/false)) {
+    if (p.value().is_same(weight)) return p.key();
+  }
+  return {};
+}
+
+// Registers q's tensors as the buffers of parameter `name` and empties `weight`, on its device.
+void hold_quantized(torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, const QuantizedWeight& q) {
   const auto device = weight.device();
-  const auto q = quantize_weight(weight, format, group_size, name);
-  owner.register_buffer(kIntegers, q.data.to(device));
-  owner.register_buffer(kScale, q.scale.to(device));
-  if (q.zero.defined()) owner.register_buffer(kZero, q.zero.to(device));
+  owner.register_buffer(integers_buffer(name), q.data.to(device));
+  owner.register_buffer(scale_buffer(name), q.scale.to(device));
+  if (q.zero.defined()) owner.register_buffer(zero_buffer(name), q.zero.to(device));
   // Every reference to the parameter sees it emptied, and its memory is freed.
   weight.set_(torch::empty({0}, weight.options()));
   weight.requires_grad_(false);
 }
 
+}  // namespace
+
+void quantize_in_place(torch::nn::Module& owner, torch::Tensor& weight, WeightFormat format, int64_t group_size,
+                       const std::string& name) {
+  if (quantized_weight_of(owner, weight)) throw error(name, "the weight is quantized already");
+  const std::string own = parameter_name(owner, weight);
+  if (own.empty()) throw std::logic_error(name + ": quantize_in_place: not a parameter of the module given");
+  torch::NoGradGuard no_grad;
+  // A stack (experts, out, in) quantizes as its rows, (experts * out, in).
+  const auto rows = weight.dim() > 2 ? weight.reshape({-1, weight.size(-1)}) : weight;
+  hold_quantized(owner, weight, own, quantize_weight(rows, format, group_size, name));
+}
+
 std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::Module& owner, const torch::Tensor& weight) {
   if (weight.defined() && weight.numel() > 0) return std::nullopt;
+  const std::string name = parameter_name(owner, weight);
+  if (name.empty()) return std::nullopt;
   const auto buffers = owner.named_buffers(/*recurse=*/false);
-  const auto* integers = buffers.find(kIntegers);
-  const auto* scale = buffers.find(kScale);
+  const auto* integers = buffers.find(integers_buffer(name));
+  const auto* scale = buffers.find(scale_buffer(name));
   if (integers == nullptr || scale == nullptr) return std::nullopt;
   QuantizedWeight q;
   q.data = *integers, q.scale = *scale;
   if (q.data.scalar_type() == torch::kByte) {
-    const auto* zero = buffers.find(kZero);
+    const auto* zero = buffers.find(zero_buffer(name));
     q.format = WeightFormat::kInt4;
     if (zero != nullptr) q.zero = *zero;
     q.group_size = q.scale.dim() == 2 && q.scale.size(1) > 0 ? q.data.size(1) * 2 / q.scale.size(1) : 0;
@@ -403,7 +451,9 @@ std::string QuantizeSummary::describe(const WeightQuantization& quantization) co
     std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes) / 1048576.0);
     return std::string(text);
   };
-  return c10::str("quantized ", linears, " linear layers", tables > 0 ? " and the token embedding" : "", " to ",
+  return c10::str("quantized ", linears, " linear layers",
+                  stacks > 0 ? c10::str(", ", stacks, " stacks of experts' weights") : std::string(),
+                  tables > 0 ? " and the token embedding" : "", " to ",
                   to_string(quantization.format),
                   quantization.format == WeightFormat::kInt4 ? c10::str(" (groups of ", quantization.group_size, ")")
                                                              : std::string(),
@@ -412,40 +462,65 @@ std::string QuantizeSummary::describe(const WeightQuantization& quantization) co
 
 namespace {
 
+// What a quantized weight belongs to, for the summary.
+enum class QuantizedKind { kLinear, kTokenTable, kStack };
+
 // Every weight quantize_model_weights takes, with its module and name: f(owner, weight, name,
-// is_linear).
+// kind).
 template <typename F>
 void for_each_quantizable(torch::nn::Module& model, bool token_embeddings, F&& f) {
   for (const auto& item : model.named_modules()) {
-    auto* linear = item.value()->as<torch::nn::Linear>();
+    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
+    if (auto* linear = item.value()->as<torch::nn::Linear>()) {
+      f(*linear, linear->weight, prefix + "weight", QuantizedKind::kLinear);
+      continue;
+    }
     auto* table = item.value()->as<torch::nn::Embedding>();
-    const bool token_table = table != nullptr && token_embeddings &&
-                             (item.key() == "token_embedding" || item.key().ends_with(".token_embedding"));
-    if (linear == nullptr && !token_table) continue;
-    torch::nn::Module& owner = linear != nullptr ? static_cast<torch::nn::Module&>(*linear) : *table;
-    f(owner, linear != nullptr ? linear->weight : table->weight, item.key() + ".weight", linear != nullptr);
+    if (table != nullptr && token_embeddings &&
+        (item.key() == "token_embedding" || item.key().ends_with(".token_embedding"))) {
+      f(*table, table->weight, prefix + "weight", QuantizedKind::kTokenTable);
+      continue;
+    }
+    if (const auto* stacks = dynamic_cast<const QuantizableStacks*>(item.value().get())) {
+      auto parameters = item.value()->named_parameters(/*recurse=*/false);
+      for (const auto& name : stacks->quantizable_stacks()) {
+        auto* weight = parameters.find(name);
+        TORCH_CHECK(weight != nullptr, item.key(), ": no parameter ", name, " to quantize");
+        f(*item.value(), *weight, prefix + name, QuantizedKind::kStack);
+      }
+    }
   }
 }
 
-bool is_quantized_buffer(const std::string& name) {
-  for (const std::string buffer : {kIntegers, kScale, kZero}) {
-    if (name == buffer || name.ends_with("." + buffer)) return true;
+// Every quantized weight under `model` with its module: f(owner, weight, name, q).
+template <typename F>
+void for_each_quantized(const torch::nn::Module& model, F&& f) {
+  for (const auto& item : model.named_modules()) {
+    for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) {
+      if (const auto q = quantized_weight_of(*item.value(), p.value())) {
+        f(*item.value(), p.value(), (item.key().empty() ? "" : item.key() + ".") + p.key(), *q);
+      }
+    }
   }
-  return false;
 }
 
 }  // namespace
 
 QuantizeSummary quantize_model_weights(torch::nn::Module& model, const WeightQuantization& quantization) {
   QuantizeSummary summary;
-  for_each_quantizable(model, quantization.token_embeddings,
-                       [&](torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, bool linear) {
-                         const int64_t before = weight.numel() * static_cast<int64_t>(weight.element_size());
-                         quantize_in_place(owner, weight, quantization.format, quantization.group_size, name);
-                         (linear ? summary.linears : summary.tables) += 1;
-                         summary.bytes_before += before;
-                         summary.bytes_after += quantized_weight_of(owner, weight)->bytes();
-                       });
+  for_each_quantizable(
+      model, quantization.token_embeddings,
+      [&](torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, QuantizedKind kind) {
+        const int64_t before = weight.numel() * static_cast<int64_t>(weight.element_size());
+        quantize_in_place(owner, weight, quantization.format, quantization.group_size, name);
+        switch (kind) {
+          case QuantizedKind::kLinear: ++summary.linears; break;
+          case QuantizedKind::kTokenTable: ++summary.tables; break;
+          case QuantizedKind::kStack: ++summary.stacks; break;
+        }
+        summary.bytes_before += before;
+        summary.bytes_after += quantized_weight_of(owner, weight)->bytes();
+      });
   release_cached_large_blocks();  // the float weights' large blocks, rather than kept for reuse
   return summary;
 }
@@ -453,48 +528,30 @@ QuantizeSummary quantize_model_weights(torch::nn::Module& model, const WeightQua
 void prepare_quantized_weights(torch::nn::Module& model, const WeightQuantization& quantization) {
   torch::NoGradGuard no_grad;
   for_each_quantizable(model, quantization.token_embeddings,
-                       [&](torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, bool) {
+                       [&](torch::nn::Module& owner, torch::Tensor& weight, const std::string& name, QuantizedKind) {
                          if (quantized_weight_of(owner, weight)) throw error(name, "the weight is quantized already");
-                         const int64_t out = weight.size(0), in = weight.size(1), g = quantization.group_size;
-                         const auto on = torch::TensorOptions().device(weight.device());
-                         switch (quantization.format) {
-                           case WeightFormat::kInt8:
-                             owner.register_buffer(kIntegers, torch::zeros({out, in}, on.dtype(torch::kChar)));
-                             owner.register_buffer(kScale, torch::ones({out}, on.dtype(torch::kFloat)));
-                             break;
-                           case WeightFormat::kInt4:
-                             if (!is_int4_group_size(g) || in % g != 0) {
-                               throw error(name, c10::str("int4 group size ", g, " does not divide the ", in,
-                                                          " inputs of a ", out, " x ", in, " weight"));
-                             }
-                             owner.register_buffer(kIntegers, torch::zeros({out, in / 2}, on.dtype(torch::kByte)));
-                             owner.register_buffer(kScale, torch::ones({out, in / g}, on.dtype(torch::kFloat)));
-                             owner.register_buffer(kZero, torch::zeros({out, in / g}, on.dtype(torch::kFloat)));
-                             break;
-                         }
-                         weight.set_(torch::empty({0}, weight.options()));
-                         weight.requires_grad_(false);
+                         const int64_t in = weight.size(-1), out = weight.numel() / std::max<int64_t>(1, in);
+                         hold_quantized(owner, weight, parameter_name(owner, weight),
+                                        quantized_layout(out, in, quantization.format, quantization.group_size, name));
                        });
   release_cached_large_blocks();
 }
 
 void check_quantized_weights(const torch::nn::Module& model, const std::string& where) {
-  for (const auto& item : model.named_modules()) {
-    const auto* linear = item.value()->as<torch::nn::Linear>();
-    const auto* table = item.value()->as<torch::nn::Embedding>();
-    if (linear == nullptr && table == nullptr) continue;
-    const auto q = quantized_weight_of(*item.value(), linear != nullptr ? linear->weight : table->weight);
-    if (q) check_quantized_weight(*q, where + ": " + item.key() + ".weight");
-  }
+  for_each_quantized(model, [&](const torch::nn::Module&, const torch::Tensor&, const std::string& name,
+                                const QuantizedWeight& q) { check_quantized_weight(q, where + ": " + name); });
 }
 
 void place_weights(torch::nn::Module& model, const torch::Device& device, torch::ScalarType dtype) {
   // LibTorch's Module::to casts every tensor, integers too, replacing each one's data in place;
   // an alias (detach) keeps the quantized buffers' own.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> kept;
-  for (const auto& b : model.named_buffers()) {
-    if (is_quantized_buffer(b.key())) kept.emplace_back(b.value(), b.value().detach());
-  }
+  for_each_quantized(model, [&](const torch::nn::Module&, const torch::Tensor&, const std::string&,
+                                const QuantizedWeight& q) {
+    for (const auto* t : {&q.data, &q.scale, &q.zero}) {
+      if (t->defined()) kept.emplace_back(*t, t->detach());
+    }
+  });
   model.to(device, dtype);
   for (auto& [buffer, value] : kept) buffer.set_data(value.to(device));
 }
@@ -511,8 +568,8 @@ void copy_dequantized(const torch::nn::Module& from, torch::nn::Module& to) {
                           torch::Tensor& target) {
       const auto* value = values.find(name);
       if (value == nullptr) throw std::invalid_argument("copy_dequantized: no tensor " + item.key() + "." + name);
-      const auto q = name == "weight" ? quantized_weight_of(**source, *value) : std::nullopt;
-      target.copy_(q ? dequantize_weight(*q, target.scalar_type()) : *value);
+      const auto q = quantized_weight_of(**source, *value);
+      target.copy_(q ? dequantize_weight(*q, target.scalar_type()).view(target.sizes()) : *value);
     };
     for (auto& p : item.value()->named_parameters(/*recurse=*/false)) copy(parameters, p.key(), p.value());
     for (auto& b : item.value()->named_buffers(/*recurse=*/false)) copy(buffers, b.key(), b.value());

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -39,6 +40,8 @@ struct QuantizedWeight {
 
   int64_t out_features() const { return data.size(0); }
   int64_t in_features() const;
+  // Outputs start .. start + n (views): one expert's weight of a stacked one.
+  QuantizedWeight rows(int64_t start, int64_t n) const;
   // Bytes the weight takes: its integers, scales and zeros.
   int64_t bytes() const;
 };
@@ -76,16 +79,29 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
 // in `dtype`.
 torch::Tensor dequantize_rows(const QuantizedWeight& table, const torch::Tensor& ids, torch::ScalarType dtype);
 
-// A module holds a quantized weight (a torch::nn::Linear's, an Embedding's table) as three
-// buffers beside the rest of its state, weight_quantized (the integers), weight_scale and (int4)
-// weight_zero, so that its state and a checkpoint carry them; its `weight` parameter is emptied
-// (no elements, frozen, its device and dtype kept), and every product and lookup of it goes
-// through kernels/linear.h (project, embed), which finds them.
+// A module holds a quantized weight (a torch::nn::Linear's, an Embedding's table, a mixture of
+// experts' stacks) as three buffers beside the rest of its state, named after the parameter:
+// weight_quantized (the integers), weight_scale and (int4) weight_zero, so that its state and a
+// checkpoint carry them; the parameter is emptied (no elements, frozen, its device and dtype
+// kept), and every product and lookup of it goes through kernels/linear.h (project, embed) or
+// quantized_project, which find them. A parameter of more than 2 dimensions (experts, out, in)
+// quantizes as the 2-D weight of all its rows, (experts * out, in): each expert's weight is
+// rows(e * out, out) of it, as every scale and zero belongs to one output.
 // Quantizes `weight`, a parameter of `owner`, in place (errors start with `name`).
 void quantize_in_place(torch::nn::Module& owner, torch::Tensor& weight, WeightFormat format, int64_t group_size,
                        const std::string& name);
 // What `owner` holds in place of `weight`, or nullopt when `weight` is a float one.
 std::optional<QuantizedWeight> quantized_weight_of(const torch::nn::Module& owner, const torch::Tensor& weight);
+
+// A module whose parameters besides torch::nn::Linear's quantize with the model's: a mixture of
+// experts' stacked weights (layers/mixture_of_experts.h). The model walks below quantize, lay out
+// and check the parameters it names.
+class QuantizableStacks {
+ public:
+  virtual ~QuantizableStacks() = default;
+  // Names of the module's own parameters, each (..., out, in).
+  virtual std::vector<std::string> quantizable_stacks() const = 0;
+};
 
 // How a model's weights are quantized: what --quantize asks and a quantized checkpoint records
 // (train/checkpoint.h, quantization.json).
@@ -101,12 +117,14 @@ struct WeightQuantization {
 
 struct QuantizeSummary {
   int64_t linears = 0, tables = 0;            // linear layers and token embeddings quantized
+  int64_t stacks = 0;                         // stacked weights (QuantizableStacks: experts')
   int64_t bytes_before = 0, bytes_after = 0;  // their weights' bytes
   // "quantized 12 linear layers and the token embedding to int4 (groups of 32): 300.0 MiB of
-  // weights to 84.4 MiB"
+  // weights to 84.4 MiB", with ", 8 stacks of experts' weights" after the linear layers
   std::string describe(const WeightQuantization& quantization) const;
 };
-// Quantizes every torch::nn::Linear under `model` (as torchao's quantize_ does) and, with
+// Quantizes every torch::nn::Linear under `model` (as torchao's quantize_ does), every
+// QuantizableStacks module's stacks, and, with
 // `token_embeddings`, every module named token_embedding (a head tied to it with it: every
 // family looks it up and projects onto it through kernels/linear.h). The float weights' memory is
 // returned (core/large_blocks.h keeps no freed block of theirs).

@@ -25,13 +25,24 @@ void validate(const MixtureOfExpertsOptions& o) {
   }
 }
 
+// x W_e^T for expert e's weight of a stack (experts, out, in), float or quantized (its rows
+// e * out .. (e + 1) * out).
+torch::Tensor expert_product(const MixtureOfExpertsImpl& m, const torch::Tensor& stack, int64_t e,
+                             const torch::Tensor& x) {
+  if (const auto q = quantized_weight_of(m, stack)) {
+    const int64_t out = q->out_features() / m.options.experts();
+    return quantized_project(x, q->rows(e * out, out));
+  }
+  return torch::matmul(x, stack[e].t());
+}
+
 // Expert e's gated feed-forward of the rows of x: down(act(gate x) * up x).
 torch::Tensor expert(const MixtureOfExpertsImpl& m, int64_t e, const torch::Tensor& x) {
   const int64_t f = m.options.d_ff();
-  auto gate_up = torch::matmul(x, m.gate_up[e].t());  // (n, 2 d_ff)
+  auto gate_up = expert_product(m, m.gate_up, e, x);  // (n, 2 d_ff)
   if (m.lora_gate_up) gate_up = gate_up + m.lora_gate_up.ptr()->forward(x, e);
   const auto h = activate(gate_up.narrow(-1, 0, f), m.options.activation()) * gate_up.narrow(-1, f, f);
-  auto y = torch::matmul(h, m.down[e].t());
+  auto y = expert_product(m, m.down, e, h);
   if (m.lora_down) y = y + m.lora_down.ptr()->forward(h, e);
   return y;
 }
@@ -49,9 +60,10 @@ void MixtureOfExpertsImpl::reset() {
 }
 
 std::pair<int64_t, int64_t> MixtureOfExpertsImpl::lora_shape(const std::string& part) const {
-  if (part == "gate_up") return {gate_up.size(1), gate_up.size(2)};
+  // From the options: a quantized stack's parameter is emptied.
+  if (part == "gate_up") return {2 * options.d_ff(), options.d_model()};
   TORCH_CHECK(part == "down", "mixture of experts: no part '", part, "' (gate_up, down)");
-  return {down.size(1), down.size(2)};
+  return {options.d_model(), options.d_ff()};
 }
 
 void MixtureOfExpertsImpl::add_lora(const std::string& part, int64_t rank, double alpha) {

@@ -16,6 +16,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include "kernels/quantized_weight.h"
 #include "layers/lora.h"
 #include "layers/variants.h"
 
@@ -43,7 +44,9 @@ struct MixtureOfExpertsOutput {
   torch::Tensor router_logits;  // (N, E) for the N tokens, float32: the load-balancing loss reads them
 };
 
-class MixtureOfExpertsImpl : public torch::nn::Cloneable<MixtureOfExpertsImpl> {
+// gate_up and down quantize with the model's weights (QuantizableStacks): each expert's rows then
+// read the packed integers through quantized_project.
+class MixtureOfExpertsImpl : public torch::nn::Cloneable<MixtureOfExpertsImpl>, public QuantizableStacks {
  public:
   explicit MixtureOfExpertsImpl(const MixtureOfExpertsOptions& options);
   void reset() override;
@@ -65,8 +68,10 @@ class MixtureOfExpertsImpl : public torch::nn::Cloneable<MixtureOfExpertsImpl> {
   std::pair<int64_t, int64_t> lora_shape(const std::string& part) const;
   // Attaches an adapter of `rank` and `alpha` to `part` of every expert, registered as lora_<part>.
   void add_lora(const std::string& part, int64_t rank, double alpha);
-  // Adds the adapters' updates into gate_up and down and removes them.
+  // Adds the adapters' updates into gate_up and down and removes them (float weights).
   void merge_lora();
+
+  std::vector<std::string> quantizable_stacks() const override { return {"gate_up", "down"}; }
 };
 TORCH_MODULE(MixtureOfExperts);
 
@@ -86,7 +91,8 @@ torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logit
                                   const torch::Tensor& token_mask = {});
 
 // The plain reference: token by token, each of its k experts' feed-forward by matrix-vector
-// products, weighted and summed.
+// products, weighted and summed (float weights; a quantized layer's are checked against this
+// over its weights dequantized).
 torch::Tensor mixture_of_experts_reference(const MixtureOfExpertsImpl& moe, const torch::Tensor& x);
 
 }  // namespace zoo

@@ -239,16 +239,17 @@ def _mixture_of_experts(self, x: Tensor, r: int) -> Tensor:
     if self.normalize_expert_weights:
         weights = weights / weights.sum(-1, keepdim=True)
     out = torch.zeros_like(flat)
-    f = down.size(-1)
     for e in range(router.size(1)):
         hit = chosen == e  # (N, k): a token picks an expert at most once
         rows = hit.any(-1).nonzero().squeeze(-1)
         if rows.numel() == 0:
             continue
         weight = (weights * hit.float()).sum(-1).index_select(0, rows)
-        gu = torch.matmul(flat.index_select(0, rows), gate_up[r, e].t())
+        # an expert's quantized weight is its packed rows (common.py), dequantized for its product
+        gu = torch.matmul(flat.index_select(0, rows), self._weight(gate_up[r, e], flat).t())
+        f = gu.size(-1) // 2
         h = self._activate(gu.narrow(-1, 0, f)) * gu.narrow(-1, f, f)
-        y = torch.matmul(h, down[r, e].t())
+        y = torch.matmul(h, self._weight(down[r, e], flat).t())
         if self.round_expert_weights:
             y = y * weight.unsqueeze(1).to(y.dtype)
         else:

@@ -11,6 +11,14 @@
 #   - the weights, named as in zoo with '.' written '_' (token_embedding_weight); a weight the
 #     config does not have (a bias, an untied head) is None, and TorchScript compiles only the
 #     branch the config takes, so `if w is not None` costs nothing at run time;
+#   - a quantized weight (zoo quantize, --quantize) as one integer tensor per weight, each output's
+#     row its integers followed by the bytes of its float32 scales (and zeros): int8 (out, in + 4),
+#     the scale after the in integers; int4 (uint8) (out, in / 2 + 8 in / g), the in / 2 bytes
+#     of kernels/quantized_weight.h's packing, then in / g scales and in / g zeros, g being
+#     int4_group_size; a mixture of experts' stack is (experts, out, packed), each expert's rows
+#     so. _weight dequantizes it as dequantize_weight does (the same bits); a
+#     quantized token embedding's rows take float_like's dtype (an empty tensor that
+#     module.to(dtype) converts with the float weights; None when the embedding is not quantized);
 #   - the config's variants, spelled as in configs/: norm ("layernorm", "rmsnorm",
 #     "rmsnorm_plus_one"), norm_position ("pre", "post", "sandwich"), activation ("relu", "gelu", "gelu_tanh", "silu"; a gated
 #     feed-forward has ff_gate_weight too), rope_layout ("half", "interleaved"), and numbers
@@ -28,11 +36,46 @@ from torch import device as Device
 # --- TorchScript below: Module::define reads this file from here on ---
 
 
+def _is_quantized(self, weight: Tensor) -> bool:
+    return weight.dtype == torch.int8 or weight.dtype == torch.uint8
+
+
+def _weight(self, weight: Tensor, like: Tensor) -> Tensor:
+    # a float weight as it is; a quantized one (out, packed) as the float weight (out, in) in
+    # like's dtype, computed in float32 by the operations of dequantize_weight
+    if not self._is_quantized(weight):
+        return weight
+    out = weight.size(0)
+    if weight.dtype == torch.int8:
+        n = weight.size(1) - 4
+        scale = torch.view_copy(weight[:, n:].contiguous(), dtype=torch.float32)  # (out, 1)
+        return (weight[:, :n].float() * scale).to(like.dtype)
+    g = self.int4_group_size
+    n = weight.size(1) * 2 * g // (g + 16)  # n / 2 bytes of integers, then 2 n / g float32
+    groups = n // g
+    packed = weight[:, :n // 2].reshape(out, n // 32, 1, 16)  # byte j: input j (low), j + 16 (high)
+    values = torch.cat([packed & 15, packed >> 4], 2).reshape(out, groups, g).float()
+    params = torch.view_copy(weight[:, n // 2:].contiguous(), dtype=torch.float32)  # (out, 2 groups)
+    scale, zero = params[:, :groups].unsqueeze(-1), params[:, groups:].unsqueeze(-1)
+    return ((values - 8.0) * scale + zero).reshape(out, n).to(like.dtype)
+
+
+def _embed(self, table: Tensor, ids: Tensor) -> Tensor:
+    # the rows `ids` of an embedding's table (V, D), float or quantized: (..., D)
+    like = self.float_like
+    if like is not None and self._is_quantized(table):
+        rows = self._weight(table.index_select(0, ids.reshape(-1)), like)
+        return rows.unflatten(0, ids.size())
+    return torch.embedding(table, ids)
+
+
 def _project(self, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
     # x (..., in) -> (..., out) with weight (out, in), as kernels/linear.cpp: a single float32
     # vector (batch-1 decoding) goes through mv, which reads the weights faster than a one-row
     # matrix product; decoding a token is little more than reading every weight once. In bf16,
-    # LibTorch 2.x's linear is the faster (its bf16 mv is slow).
+    # LibTorch 2.x's linear is the faster (its bf16 mv is slow). A quantized weight is
+    # dequantized for the product.
+    weight = self._weight(weight, x)
     if x.numel() == weight.size(1) and not x.is_cuda and x.dtype != torch.bfloat16:
         if bias is None:
             y = torch.mv(weight, x.reshape(-1))

@@ -8,7 +8,6 @@
 from typing import List, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 # --- TorchScript below: Module::define reads this file from here on ---
@@ -25,11 +24,11 @@ def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
     x, pooled = self._encode(input_ids, attention_mask, token_type_ids)
     mlm_bias, nsp, classifier = self.mlm_head_bias, self.nsp_head_weight, self.classifier_weight
     if mlm_bias is not None and nsp is not None:
-        return x, pooled, self._masked_lm(x), F.linear(pooled, nsp, self.nsp_head_bias)
+        return x, pooled, self._masked_lm(x), self._project(pooled, nsp, self.nsp_head_bias)
     if mlm_bias is not None:
         return x, pooled, self._masked_lm(x)
     if nsp is not None:
-        return x, pooled, F.linear(pooled, nsp, self.nsp_head_bias)
+        return x, pooled, self._project(pooled, nsp, self.nsp_head_bias)
     if classifier is not None:
         # a sequence is classified by its pooled tokens (through the pooler where there is one),
         # tokens each by their own output; then the head transform (ModernBERT)
@@ -40,7 +39,7 @@ def forward(self, input_ids: Tensor, attention_mask: Optional[Tensor] = None,
         if transform is not None:
             features = self._transform(features, transform, self.head_transform_dense_bias,
                                        self.head_transform_norm_weight, self.head_transform_norm_bias)
-        return x, pooled, F.linear(features, classifier, self.classifier_bias)
+        return x, pooled, self._project(features, classifier, self.classifier_bias)
     return x, pooled
 
 
@@ -51,7 +50,7 @@ def _encode(self, input_ids: Tensor, attention_mask: Optional[Tensor],
     b, t = input_ids.size()
     assert t <= self.max_positions, "forward: {} tokens, more than max_positions ({})".format(t, self.max_positions)
     positions = torch.arange(0, t, device=input_ids.device).unsqueeze(0).expand(b, t)
-    x = self.positions.embed(torch.embedding(self.token_embedding_weight, input_ids), positions)
+    x = self.positions.embed(self._embed(self.token_embedding_weight, input_ids), positions)
     segments = self.token_type_embedding_weight
     if segments is not None:
         types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
@@ -75,7 +74,7 @@ def _encode(self, input_ids: Tensor, attention_mask: Optional[Tensor],
     pooler = self.pooler_weight
     if pooler is None:
         return x, torch.zeros([0], dtype=x.dtype, device=x.device)
-    return x, torch.tanh(F.linear(self._pool(x, attention_mask), pooler, self.pooler_bias))
+    return x, torch.tanh(self._project(self._pool(x, attention_mask), pooler, self.pooler_bias))
 
 
 def _encoder_bias(self, allowed: Optional[Tensor], position_bias: Optional[Tensor], like: Tensor) -> Optional[Tensor]:
@@ -102,7 +101,7 @@ def _transform(self, x: Tensor, dense: Tensor, dense_bias: Optional[Tensor], nor
                norm_bias: Optional[Tensor]) -> Tensor:
     # models/bert.cpp's transform_features: dense, activation, norm
     assert norm is not None, "a head transform without its norm"
-    return self._norm(self._activate(F.linear(x, dense, dense_bias)), norm, norm_bias)
+    return self._norm(self._activate(self._project(x, dense, dense_bias)), norm, norm_bias)
 
 
 def _masked_lm(self, x: Tensor) -> Tensor:
@@ -111,4 +110,4 @@ def _masked_lm(self, x: Tensor) -> Tensor:
     dense, bias = self.mlm_head_dense_weight, self.mlm_head_bias
     assert dense is not None and bias is not None, "no masked-LM head"
     h = self._transform(x, dense, self.mlm_head_dense_bias, self.mlm_head_norm_weight, self.mlm_head_norm_bias)
-    return F.linear(h, self.token_embedding_weight, bias)
+    return self._project(h, self.token_embedding_weight, bias)

@@ -12,7 +12,7 @@ from torch import Tensor
 
 def _embed_tokens(self, ids: Tensor) -> Tensor:
     # ids (B, T) -> (B, T, D); the Transformer scales them by sqrt(d_model) (Vaswani et al.)
-    x = torch.embedding(self.token_embedding_weight, ids)
+    x = self._embed(self.token_embedding_weight, ids)
     if self.scale_embeddings:
         # sqrt(d_model) rounded to the embeddings' dtype first, as models/gpt.cpp's embedding_scale
         x = x * torch.full([], self.d_model ** 0.5, dtype=x.dtype, device=x.device)

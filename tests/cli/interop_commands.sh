@@ -3,7 +3,7 @@
 # (in transformers' layout) becomes a zoo checkpoint that generates and fine-tunes like any
 # other, and exports back to files the reference forward reads to the same logits; so do Qwen2
 # and LLaMA directories. `zoo export` writes TorchScript that generates, in plain Python with its
-# own tokenizer, what zoo generates.
+# own tokenizer, what zoo generates, from float or quantized weights.
 set -euo pipefail
 zoo="$1"
 corpus="$2"
@@ -53,6 +53,14 @@ ZOO_HF_VOCAB=2048 "$python" "$reference" "$work/t5-ref.pt" write t5 "$work/t5-hf
 "$zoo" import-hf "$work/t5-hf" --out "$work/t5" --tokenizer "$work/tok.model" > /dev/null 2>&1
 "$zoo" export "$work/t5" --out "$work/t5.pt" | has "methods: forward, encode, decode, generate"
 same_text "$work/t5" "$work/t5.pt" "Return the list"
+# Quantized checkpoints export packed (#49): the integers and scales inside, dequantized by the
+# export's own products; each generates in PyTorch what zoo generates from the checkpoint.
+"$zoo" quantize "$work/ckpt" --to int4 --out "$work/ckpt-q4" > /dev/null
+"$zoo" export "$work/ckpt-q4" --out "$work/gpt-q4.pt" | has "fp32 parameters, the weights int4 (groups of 32); methods"
+same_text "$work/ckpt-q4" "$work/gpt-q4.pt" "The module"
+"$zoo" quantize "$work/t5" --to int8 --out "$work/t5-q8" > /dev/null
+"$zoo" export "$work/t5-q8" --out "$work/t5-q8.pt" | has "the weights int8; methods: forward, encode, decode, generate"
+same_text "$work/t5-q8" "$work/t5-q8.pt" "Return the list"
 
 # The LLaMA family: Qwen2 (q/k/v biases) and LLaMA (3.1's rope scaling) import, generate and
 # export back to the reference's logits; their TorchScript exports generate what zoo generates.

@@ -81,6 +81,13 @@ fails "gpt-q4: a quantized checkpoint \(int4 \(groups of 32\)\); training all it
 fails "slice.txt: exists and is a file" "$zoo" quantize "$work/gpt" --to int8 --out "$work/slice.txt"
 fails "to is required" "$zoo" quantize "$work/gpt" --out "$work/gpt-q8"
 test ! -e "$work/gpt-q8" && test ! -e "$work/ft-q4"
+# scripts/quantized_quality.sh (#49's quality bounds on a trained run) on this run: its table, and
+# greedy text from the packed weights against the dequantized float32 model's.
+ZOO="$zoo" bash "$(dirname "$0")/../../scripts/quantized_quality.sh" "$work/gpt" "The module" > "$work/quality.out"
+grep -qE "^int8 +[0-9.]+ +[-+][0-9.]+% \(within 1%\)$" "$work/quality.out" || { cat "$work/quality.out"; exit 1; }
+grep -qE "^int4, groups of 32 +[0-9.]+ +[-+][0-9.]+% \(within 5%\)$" "$work/quality.out"
+grep -qE "^int4, groups of 64 +error: .*group size 64 does not divide the weight's 32 inputs" "$work/quality.out"
+[[ $(grep -c "^int[48] greedy, \"The module\": the dequantized float32 model's text" "$work/quality.out") -eq 2 ]]
 "$zoo" plot "$work/gpt" > /dev/null
 [[ "$(head -c 8 "$work/gpt/curves.png" | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] || { echo "curves.png is not a PNG"; exit 1; }
 

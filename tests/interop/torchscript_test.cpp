@@ -65,6 +65,9 @@ struct Variant {
   // Export in float32 and convert the loaded module to `dtype` (Module.to in Python): stacked
   // weights and computed tables move with it.
   bool convert_loaded = false;
+  // Weights quantized after the conversion (the export keeps them packed); int4 widens d_ff to 64
+  // so that every input dimension holds whole groups of 32.
+  std::optional<WeightQuantization> quantization = std::nullopt;
 };
 
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
@@ -132,14 +135,17 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
   void SetUp() override {
     torch::manual_seed(GetParam().seed);
     config_ = shrunk(GetParam().config, GetParam().overrides);
+    const auto& quantization = GetParam().quantization;
+    if (quantization && quantization->format == WeightFormat::kInt4) config_.d_ff = 64;
     model_ = build_model(config_);
     model_.module()->eval();
     if (!GetParam().convert_loaded) model_.module()->to(GetParam().dtype);
+    if (quantization) quantize_model(model_, *quantization);
     path_ = testing::scratch_path("torchscript-" + GetParam().name).string() + ".pt";
     export_torchscript(model_, path_, &testing::shared_tokenizer());
     loaded_ = torch::jit::load(path_);
     if (GetParam().convert_loaded) {
-      model_.module()->to(GetParam().dtype);
+      place_weights(*model_.module(), torch::kCPU, GetParam().dtype);
       // As Python's Module.to does: torch::jit::Module::to would convert relative_buckets too.
       for (auto module : loaded_.modules()) {
         for (const auto& a : module.named_attributes(/*recurse=*/false)) {
@@ -253,9 +259,9 @@ class TorchScriptExport : public ::testing::TestWithParam<Variant> {
   // exactly), leaving margins_ as they were.
   std::map<std::string, torch::Tensor> native_in_float64() {
     const auto margins = margins_;
-    model_.module()->to(torch::kDouble);
+    place_weights(*model_.module(), torch::kCPU, torch::kDouble);  // quantized weights stay packed
     auto out = native();
-    model_.module()->to(torch::kFloat);
+    place_weights(*model_.module(), torch::kCPU, torch::kFloat);
     margins_ = margins;
     return out;
   }
@@ -369,6 +375,7 @@ TEST_P(TorchScriptExport, CarriesItsConfigAndTokenizer) {
   // the archive holds no other parameter.
   int64_t native_elements = 0, archived_elements = 0;
   for (const auto& p : model_.module()->named_parameters()) {
+    if (p.value().numel() == 0) continue;  // a quantized weight's, below
     auto value = archived(loaded_, p.key());
     ASSERT_TRUE(value.defined()) << p.key();
     EXPECT_TRUE(value.equal(p.value().to(value.scalar_type()))) << p.key();  // the archive: before any conversion
@@ -376,6 +383,25 @@ TEST_P(TorchScriptExport, CarriesItsConfigAndTokenizer) {
   }
   for (const auto& p : loaded_.named_parameters()) archived_elements += p.value.numel();
   EXPECT_EQ(archived_elements, native_elements);
+  // A quantized weight is one integer tensor under its name (interop/script/common.py): each
+  // output's integers, then its float32 scales' (and zeros') bytes.
+  int64_t quantized = 0;
+  for (const auto& m : model_.module()->named_modules()) {
+    for (const auto& p : m.value()->named_parameters(/*recurse=*/false)) {
+      const auto q = quantized_weight_of(*m.value(), p.value());
+      if (!q) continue;
+      const std::string name = (m.key().empty() ? "" : m.key() + ".") + p.key();
+      const auto stored = archived(loaded_, name);  // a stack of experts: (experts, out, packed)
+      const auto packed = stored.reshape({-1, stored.size(-1)});
+      const int64_t n = q->data.size(1);
+      ASSERT_EQ(packed.scalar_type(), q->data.scalar_type()) << name;
+      EXPECT_TRUE(packed.narrow(1, 0, n).equal(q->data)) << name;
+      const auto floats = packed.narrow(1, n, packed.size(1) - n).contiguous().view(torch::kFloat);
+      EXPECT_TRUE(floats.equal(q->zero.defined() ? torch::cat({q->scale, q->zero}, 1) : q->scale.unsqueeze(1))) << name;
+      ++quantized;
+    }
+  }
+  EXPECT_EQ(quantized > 0, GetParam().quantization.has_value());
 }
 
 std::vector<Variant> variants() {
@@ -453,6 +479,21 @@ std::vector<Variant> variants() {
     v.push_back({id + "_bfloat16", name, {}, torch::kBFloat16, 5});
   }
   v.push_back({"llama_tiny_float64_after_loading", "llama-tiny", {}, torch::kDouble, 7, true});
+  // Quantized weights (#49), packed in the export and dequantized by its scripts: int8 and int4
+  // in each kind of stack, a tied head and a masked-LM head on a quantized embedding, bf16
+  // activations, and float64 after loading (the packed integers and scales stay as they are).
+  const auto int8 = WeightQuantization::every_weight(WeightFormat::kInt8);
+  const auto int4 = WeightQuantization::every_weight(WeightFormat::kInt4);
+  v.push_back({"gpt_tiny_int8", "gpt-tiny", {}, torch::kFloat, 7, false, int8});
+  v.push_back({"llama_tiny_int4", "llama-tiny", {}, torch::kFloat, 7, false, int4});
+  v.push_back({"bert_pretraining_int4", "bert-tiny", {"head=pretraining"}, torch::kFloat, 7, false, int4});
+  v.push_back({"t5_tiny_int8", "t5-tiny", {}, torch::kFloat, 7, false, int8});
+  v.push_back({"gpt_tiny_int4_bfloat16", "gpt-tiny", {}, torch::kBFloat16, 5, false, int4});
+  v.push_back({"llama_tiny_int8_float64_after_loading", "llama-tiny", {}, torch::kDouble, 7, true, int8});
+  // Quantized experts beside a dense layer; seed 1 (the default 7 routes one token of row 0 on a
+  // near tie of two experts, too close to call).
+  v.push_back({"llama_experts_int4", "llama-tiny", {"experts=4", "experts_per_token=2", "dense_layers=[1]"},
+               torch::kFloat, 1, false, int4});
   v.push_back({"t5_tiny_float64_after_loading", "t5-tiny", {}, torch::kDouble, 7, true});
   return v;
 }

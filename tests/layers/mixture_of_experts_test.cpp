@@ -33,6 +33,56 @@ TEST(MixtureOfExperts, GroupedByExpertEqualsTokenByToken) {
   }
 }
 
+// Quantized experts (#49): gate_up and down quantize with the model's weights as the 2-D weights of
+// all their rows, and the layer computes what the same layer computes over those weights
+// dequantized (the float layer equals the reference, above): forward, and with LoRA adapters on
+// every expert (QLoRA) their gradients and the input's, the packed base taking none.
+TEST(MixtureOfExperts, QuantizedExpertsComputeTheirDequantizedWeights) {
+  for (const auto format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    SCOPED_TRACE(to_string(format));
+    const auto make = [] {  // the same layer each time
+      torch::manual_seed(5);
+      MixtureOfExperts layer(MixtureOfExpertsOptions(32, 64, 4, 2));
+      for (auto& p : layer->parameters()) p.data().mul_(20.0);  // clear routing choices
+      layer->add_lora("gate_up", 4, 8.0);
+      layer->add_lora("down", 4, 8.0);
+      for (auto& p : layer->named_parameters()) {
+        if (p.key().ends_with(".B")) p.value().data().normal_(0, 0.5);  // B != 0: the adapters count
+      }
+      return layer;
+    };
+    auto moe = make(), plain = make();
+    const auto summary = quantize_model_weights(*moe, WeightQuantization::every_weight(format));
+    EXPECT_EQ(summary.stacks, 2);
+    EXPECT_EQ(summary.linears, 0);
+    EXPECT_EQ(moe->gate_up.numel(), 0);
+    EXPECT_EQ(moe->down.numel(), 0);
+    {
+      torch::NoGradGuard no_grad;
+      const auto gate_up = quantized_weight_of(*moe, moe->gate_up), down = quantized_weight_of(*moe, moe->down);
+      ASSERT_TRUE(gate_up && down);
+      EXPECT_EQ(gate_up->out_features(), 4 * 128);
+      EXPECT_EQ(down->in_features(), 64);
+      plain->gate_up.copy_(dequantize_weight(*gate_up).view({4, 128, 32}));
+      plain->down.copy_(dequantize_weight(*down).view({4, 32, 64}));
+    }
+    const auto x = torch::randn({3, 5, 32});
+    const auto xq = x.clone().requires_grad_(true), xf = x.clone().requires_grad_(true);
+    const auto quantized = moe->forward(xq).out, reference = plain->forward(xf).out;
+    EXPECT_LE(max_abs_diff(quantized, reference), 1e-4);
+    const auto probe = torch::randn_like(reference);
+    (quantized * probe).sum().backward();
+    (reference * probe).sum().backward();
+    EXPECT_LE(max_abs_diff(xq.grad(), xf.grad()), 1e-4);
+    const auto adapters = moe->named_parameters(), float_adapters = plain->named_parameters();
+    for (const auto& p : adapters) {
+      if (p.key().rfind("lora_", 0) != 0) continue;
+      EXPECT_LE(max_abs_diff(p.value().grad(), float_adapters[p.key()].grad()), 1e-3) << p.key();
+    }
+    EXPECT_FALSE(moe->gate_up.grad().defined());
+  }
+}
+
 // transformers' MixtralSparseMoeBlock (8 experts, top 2 renormalised) and Qwen3MoeSparseMoeBlock
 // (4 experts, top 1 raw) on the same weights: outputs, router logits, gradients, and
 // load_balancing_loss_func over two layers' logits with and without a padding mask.

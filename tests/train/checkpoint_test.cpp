@@ -181,6 +181,31 @@ TEST(Checkpoint, QuantizedCheckpointsRoundTripAndBadOnesAreNamed) {
       EXPECT_NE(line.find("bytes per parameter (" + q.describe() + "; the rest in "), std::string::npos) << line;
     }
   }
+  {
+    // A mixture of experts: its stacks quantized as their rows, read back into the same layout.
+    SCOPED_TRACE("experts");
+    torch::manual_seed(0);
+    auto experts = build_model(testing::tiny_config("gpt", {"d_model=32", "d_ff=64", "experts=4", "experts_per_token=2", "activation=swiglu", "bias=false"}));
+    experts.module()->eval();
+    const WeightQuantization q{WeightFormat::kInt4, 32, true};
+    EXPECT_EQ(quantize_model(experts, q).stacks, 2 * experts.config.n_layers);
+    const auto dir = testing::scratch_path("quantized/experts").string();
+    save_checkpoint(dir, experts, nullptr, nullptr, {{"step", 1}});
+    auto loaded = load_checkpoint(dir);
+    loaded.model.module()->eval();
+    const auto saved = experts.module()->named_buffers();
+    int64_t stacks = 0;
+    for (const auto& b : loaded.model.module()->named_buffers()) {
+      EXPECT_TRUE(b.value().equal(saved[b.key()])) << b.key();
+      stacks += b.key().ends_with(".gate_up_quantized") || b.key().ends_with(".down_quantized");
+    }
+    EXPECT_EQ(stacks, 2 * experts.config.n_layers);
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(loaded.model.gpt->forward(ids).equal(experts.gpt->forward(ids)));
+    auto plain = dequantized_model(loaded.model);
+    plain.module()->eval();
+    EXPECT_LE((plain.gpt->forward(ids) - experts.gpt->forward(ids)).abs().max().item<double>(), 1e-4);
+  }
   auto model = tiny_gpt();
   const auto plain_dir = testing::scratch_path("quantized/plain").string();
   save_checkpoint(plain_dir, model, nullptr, nullptr, {{"step", 0}});
