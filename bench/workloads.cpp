@@ -78,12 +78,17 @@ json forward_bert(int64_t steps, const c10::Device& device) {
   return {{"unit", "tokens/s"}, {"value", static_cast<double>(b * t) / s}};
 }
 
+// What a generate_workload row reports: new tokens a second (decoding), or prompt tokens a second
+// (a prefill: the prompt and one new token).
+enum class GenerateRate { kNewTokens, kPromptTokens };
+
 // Batch-1 greedy decoding of `model_name` (random weights): a 16-token prompt, then `new_tokens`;
 // with `quantized`, its weights quantized as zoo generate --quantize does (int4 in groups of 32).
+// A prefill row is a `prompt_tokens` prompt and one new token.
 json generate_workload(const std::string& model_name, int64_t new_tokens, int64_t steps, torch::ScalarType dtype,
                        const c10::Device& device, const std::vector<std::string>& overrides = {},
                        const std::string& trace = {}, std::optional<WeightFormat> quantized = std::nullopt,
-                       int64_t prompt_tokens = 16) {
+                       GenerateRate rate = GenerateRate::kNewTokens, int64_t prompt_tokens = 16) {
   torch::manual_seed(0);
   const ModelConfig config = bench_config(model_name, overrides);
   Model model = build_model(config);
@@ -104,9 +109,12 @@ json generate_workload(const std::string& model_name, int64_t new_tokens, int64_
   const double s = median_seconds(1, steps > 0 ? std::min<int64_t>(steps, 3) : 3,
                                   [&] { generate(model.gpt, {prompt}, o); }, device);
   if (!trace.empty()) write_trace([&] { generate(model.gpt, {prompt}, o); }, trace, device.is_cuda());
-  // A prefill row (one new token after a long prompt) is the prompt's tokens a second.
-  if (new_tokens == 1) return {{"unit", "tokens/s"}, {"value", static_cast<double>(prompt_tokens) / s}};
-  return {{"unit", "tokens/s"}, {"value", static_cast<double>(new_tokens) / s}, {"bytes_per_token", bytes}};
+  switch (rate) {
+    case GenerateRate::kPromptTokens: return {{"unit", "tokens/s"}, {"value", static_cast<double>(prompt_tokens) / s}};
+    case GenerateRate::kNewTokens:
+      return {{"unit", "tokens/s"}, {"value", static_cast<double>(new_tokens) / s}, {"bytes_per_token", bytes}};
+  }
+  return {};
 }
 
 json gemm(int64_t steps, torch::ScalarType dtype, const c10::Device& device) {
@@ -278,10 +286,42 @@ class InProcessServer {
   int port_ = 0;
 };
 
-std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o) {
+// The weights a generate-*, prefill-* or serve-* row runs in: float32, bf16, or float32 around
+// weight-only int8 or int4 (#49; int4 in groups of 32), which read a quarter and an eighth of
+// float32's bytes.
+struct RowWeights {
+  const char* suffix;  // of the row's name
+  torch::ScalarType dtype;
+  std::optional<WeightFormat> format;
+};
+constexpr std::array<RowWeights, 4> kRowWeights = {{{"", torch::kFloat, std::nullopt},
+                                                    {"-bf16", torch::kBFloat16, std::nullopt},
+                                                    {"-int8", torch::kFloat, WeightFormat::kInt8},
+                                                    {"-int4", torch::kFloat, WeightFormat::kInt4}}};
+
+// The serve rows' too: int8 or int4 under bf16 activations (torchao's weight-only configs on a
+// bf16 model).
+constexpr std::array<RowWeights, 2> kBf16ActivationWeights = {{{"-bf16-int8", torch::kBFloat16, WeightFormat::kInt8},
+                                                               {"-bf16-int4", torch::kBFloat16, WeightFormat::kInt4}}};
+
+// The weights of serve row `name`, "serve-gpt2-small" + suffix + "-S".
+const RowWeights& serve_weights(const std::string& name) {
+  const std::string prefix = "serve-gpt2-small";
+  const std::string suffix = name.substr(prefix.size(), name.rfind('-') - prefix.size());
+  for (const RowWeights& weights : kRowWeights) {
+    if (suffix == weights.suffix) return weights;
+  }
+  for (const RowWeights& weights : kBf16ActivationWeights) {
+    if (suffix == weights.suffix) return weights;
+  }
+  return kRowWeights[0];
+}
+
+std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, const RowWeights& weights) {
   torch::manual_seed(0);
   Model model = build_model(bench_config("gpt2-small"));
-  model.module()->to(o.device);
+  model.module()->to(o.device, weights.dtype);
+  if (weights.format) quantize_model(model, WeightQuantization::every_weight(*weights.format));
   if (o.device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo serve does
   model.module()->eval();
   ServeOptions options;
@@ -299,7 +339,7 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
   int port = 0;
   std::unique_ptr<InProcessServer> server;
   if (o.serve_target.empty()) {
-    server = serve_gpt2_small(o);
+    server = serve_gpt2_small(o, serve_weights(name));
     port = server->port();
   } else {
     const auto colon = o.serve_target.rfind(':');
@@ -445,17 +485,6 @@ void add_ring_rows(std::vector<Workload>& w) {
   }
 }
 
-// The weights a generate-* or prefill-* row runs in: float32, bf16, or float32 around weight-only
-// int8 or int4 (#49; int4 in groups of 32), which read a quarter and an eighth of float32's bytes.
-struct RowWeights {
-  const char* suffix;  // of the row's name
-  torch::ScalarType dtype;
-  std::optional<WeightFormat> format;
-};
-constexpr std::array<RowWeights, 4> kRowWeights = {{{"", torch::kFloat, std::nullopt},
-                                                    {"-bf16", torch::kBFloat16, std::nullopt},
-                                                    {"-int8", torch::kFloat, WeightFormat::kInt8},
-                                                    {"-int4", torch::kFloat, WeightFormat::kInt4}}};
 
 // generate-* and prefill-*: batch-1 decoding (16-token prompt, 128 new tokens) and a 128-token
 // prompt's prefill of gpt2-small and of a 0.5B LLaMA (Qwen2-0.5B's sizes without its q, k, v
@@ -486,7 +515,7 @@ void add_generation_rows(std::vector<Workload>& w) {
                    .family = F::kGeneration,
                    .run = [config, overrides, weights](const WorkloadOptions& o) {
                      return generate_workload(config, 1, o.steps, weights.dtype, o.device, overrides, {}, weights.format,
-                                              128);
+                                              GenerateRate::kPromptTokens, 128);
                    },
                    .default_run = false,
                    .llama_cpp_twin = true});
@@ -575,6 +604,19 @@ std::vector<Workload> every_workload() {
     }
     w.push_back(serve);
   }
+  // The same server over bf16, int8 and int4 weights at 8 and 16 streams (#49: int8 above bf16).
+  const auto add_serve_rows = [&w](const RowWeights& weights) {
+    for (const char* streams : {"8", "16"}) {
+      const std::string name = std::string("serve-gpt2-small") + weights.suffix + "-" + streams;
+      w.push_back({.name = name, .family = F::kServe, .run = [name](const WorkloadOptions& o) {
+                     return serve_workload(name, o);
+                   }, .default_run = false});
+    }
+  };
+  for (const RowWeights& weights : kRowWeights) {
+    if (*weights.suffix != '\0') add_serve_rows(weights);  // float32's are the rows above
+  }
+  for (const RowWeights& weights : kBf16ActivationWeights) add_serve_rows(weights);
   add_ring_rows(w);
   return w;
 }

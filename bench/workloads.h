@@ -58,6 +58,9 @@
 //                        of all streams together, and per-token latency p50/p99. PyTorch's side
 //                        is transformers' GPT2LMHeadModel behind a server that answers one
 //                        request at a time, measured by the same load generator. Run when named.
+//   serve-gpt2-small-W-S the same with W = bf16 weights, int8 or int4 (quantized at load), or
+//                        bf16-int8 or bf16-int4 (those under bf16 activations), for S = 8 or 16.
+//                        Run when named.
 //   serve-ttft-gpt2-small   time to first token of a 128-token prompt sent half a second into 8
 //                        streams' decoding (64 tokens each), and on the idle server (a field);
 //                        the median of 3 rounds. Run when named.

@@ -310,6 +310,8 @@ torch::Tensor tiled_project(const torch::Tensor& rows, const QuantizedWeight& we
 torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& weight, const torch::Tensor& bias) {
   const int64_t in = weight.in_features(), out = weight.out_features();
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in, "quantized_project: expected (..., ", in, "), got ", x.sizes());
+  auto out_sizes = x.sizes().vec();  // (..., out)
+  out_sizes.back() = out;
   const bool wants_grad =
       torch::GradMode::is_enabled() && (x.requires_grad() || (bias.defined() && bias.requires_grad()));
   const bool float_rows = x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16;
@@ -320,9 +322,7 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
   const bool kernels = x.device().is_cpu() && weight.data.device().is_cpu() && cpu_runs_quantized_rows_dot();
   torch::NoGradGuard no_grad;
   if (kernels && x.scalar_type() == torch::kFloat && !few_rows && x.numel() > 0) {
-    auto sizes = x.sizes().vec();
-    sizes.back() = out;
-    return tiled_project(x.reshape({-1, in}).contiguous(), weight, bias).view(sizes);
+    return tiled_project(x.reshape({-1, in}).contiguous(), weight, bias).view(out_sizes);
   }
   if (!float_rows || !few_rows || !kernels) {
     return project(x, dequantize_weight(weight, x.scalar_type()).to(x.device()),
@@ -357,9 +357,7 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
       break;
     }
   }
-  auto sizes = x.sizes().vec();
-  sizes.back() = out;
-  return y.to(x.scalar_type()).view(sizes);
+  return y.to(x.scalar_type()).view(out_sizes);
 }
 
 namespace {
