@@ -1,5 +1,6 @@
 #include "layers/mixture_of_experts.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include <c10/util/StringUtil.h>
@@ -25,24 +26,31 @@ void validate(const MixtureOfExpertsOptions& o) {
   }
 }
 
-// x W_e^T for expert e's weight of a stack (experts, out, in), float or quantized (its rows
-// e * out .. (e + 1) * out).
-torch::Tensor expert_product(const MixtureOfExpertsImpl& m, const torch::Tensor& stack, int64_t e,
-                             const torch::Tensor& x) {
-  if (const auto q = quantized_weight_of(m, stack)) {
-    const int64_t out = q->out_features() / m.options.experts();
-    return quantized_project(x, q->rows(e * out, out));
+// A stack (experts, out, in) as the experts' products read it: its float weights, or its
+// quantized ones (looked up once a forward, not once an expert).
+struct Stack {
+  Stack(const MixtureOfExpertsImpl& m, const torch::Tensor& weights)
+      : weights(weights), quantized(quantized_weight_of(m, weights)), experts(m.options.experts()) {}
+  const torch::Tensor& weights;
+  std::optional<QuantizedWeight> quantized;
+  int64_t experts;
+
+  // x W_e^T with expert e's weight: a quantized stack's rows e * out .. (e + 1) * out.
+  torch::Tensor product(int64_t e, const torch::Tensor& x) const {
+    if (!quantized) return torch::matmul(x, weights[e].t());
+    const int64_t out = quantized->out_features() / experts;
+    return quantized_project(x, quantized->rows(e * out, out));
   }
-  return torch::matmul(x, stack[e].t());
-}
+};
 
 // Expert e's gated feed-forward of the rows of x: down(act(gate x) * up x).
-torch::Tensor expert(const MixtureOfExpertsImpl& m, int64_t e, const torch::Tensor& x) {
+torch::Tensor expert(const MixtureOfExpertsImpl& m, const Stack& gate_up_stack, const Stack& down_stack, int64_t e,
+                     const torch::Tensor& x) {
   const int64_t f = m.options.d_ff();
-  auto gate_up = expert_product(m, m.gate_up, e, x);  // (n, 2 d_ff)
+  auto gate_up = gate_up_stack.product(e, x);  // (n, 2 d_ff)
   if (m.lora_gate_up) gate_up = gate_up + m.lora_gate_up.ptr()->forward(x, e);
   const auto h = activate(gate_up.narrow(-1, 0, f), m.options.activation()) * gate_up.narrow(-1, f, f);
-  auto y = expert_product(m, m.down, e, h);
+  auto y = down_stack.product(e, h);
   if (m.lora_down) y = y + m.lora_down.ptr()->forward(h, e);
   return y;
 }
@@ -107,13 +115,14 @@ MixtureOfExpertsOutput MixtureOfExpertsImpl::forward(const torch::Tensor& x) {
   const auto weight_of = routing.weights.reshape(-1).index_select(0, order);
   const auto counts = torch::bincount(expert_of, {}, n_experts).cpu();  // the groups' sizes, on the host
   auto out = torch::zeros_like(flat);
+  const Stack gate_up_stack(*this, gate_up), down_stack(*this, down);
   int64_t start = 0;
   for (int64_t e = 0; e < n_experts; ++e) {
     const int64_t n = counts[e].item<int64_t>();
     if (n == 0) continue;
     const auto tokens = token_of.narrow(0, start, n);
     // Weighted in float32 and cast back (Mixtral), or in the input's dtype (Qwen3-MoE).
-    const auto y = expert(*this, e, flat.index_select(0, tokens));
+    const auto y = expert(*this, gate_up_stack, down_stack, e, flat.index_select(0, tokens));
     const auto weight = weight_of.narrow(0, start, n).unsqueeze(1);
     out.index_add_(0, tokens, options.round_weights() ? y * weight.to(y.scalar_type())
                                                       : (y.to(torch::kFloat) * weight).to(flat.scalar_type()));
