@@ -291,6 +291,49 @@ std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::
       out[i].error = e.what();
     }
   }
+  // The rows that ask for log-probabilities, read together, each keeping its own alternatives.
+  std::vector<int64_t> asking, tokens;
+  int64_t top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows[i].logprobs && out[i].error.empty()) {
+      asking.push_back(i);
+      tokens.push_back(out[i].token);
+      top = std::max(top, *rows[i].logprobs);
+    }
+  }
+  if (asking.empty()) return out;
+  auto scores = token_logprobs(logits.index_select(0, torch::tensor(asking).to(logits.device())), tokens, top);
+  for (size_t a = 0; a < asking.size(); ++a) {
+    auto& score = scores[a];
+    score.top.resize(std::min<size_t>(score.top.size(), static_cast<size_t>(*rows[asking[a]].logprobs)));
+    out[asking[a]].logprob = std::move(score);
+  }
+  return out;
+}
+
+std::vector<TokenLogprob> token_logprobs(const torch::Tensor& logits, const std::vector<int64_t>& tokens, int64_t top) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  TORCH_CHECK(logits.dim() == 2 && logits.size(0) == n, "token_logprobs: logits ", logits.sizes(), " for ", n, " tokens");
+  std::vector<TokenLogprob> out(n);
+  if (n == 0) return out;
+  const auto lp = torch::log_softmax(logits.to(torch::kFloat), -1);
+  const auto ids = torch::tensor(tokens, torch::kLong).to(lp.device()).unsqueeze(1);
+  // The chosen tokens' values and the top ones' in one read, as double.
+  auto parts = std::vector<torch::Tensor>{lp.gather(1, ids)};
+  torch::Tensor top_ids;
+  if (top > 0) {
+    auto [values, indices] = lp.topk(std::min<int64_t>(top, lp.size(1)), -1);
+    parts.push_back(values);
+    top_ids = indices.to(torch::kCPU);
+  }
+  const auto host = read_to_host(torch::cat(parts, 1).to(torch::kDouble));
+  const auto* values = host.data_ptr<double>();
+  const int64_t kept = top_ids.defined() ? top_ids.size(1) : 0, width = 1 + kept;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i].token = tokens[i];
+    out[i].logprob = values[i * width];
+    for (int64_t k = 0; k < kept; ++k) out[i].top.emplace_back(top_ids[i][k].item<int64_t>(), values[i * width + 1 + k]);
+  }
   return out;
 }
 

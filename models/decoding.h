@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -52,6 +54,17 @@ std::unique_ptr<DecodingModel> encoder_decoder_decoding(EncoderDecoder& model,
 // options.max_new_tokens; finished rows idle on `pad_id`.
 GenerationResult decode_rows(DecodingModel& model, const GenerationOptions& options, int64_t pad_id);
 
+// A token's log-probability under the model, as OpenAI's API reports it and vLLM computes it by
+// default: the log-softmax of the raw logits in float32, before temperature, repetition penalty
+// and top-k/top-p; with the `top` most likely tokens' (best first).
+struct TokenLogprob {
+  int64_t token = 0;
+  std::optional<double> logprob;  // nullopt: a prompt's first token, which nothing predicts
+  std::vector<std::pair<int64_t, double>> top;
+};
+// Row i of `logits` (n, V) scoring `tokens[i]`, with `top` (0-20) alternatives: one read.
+std::vector<TokenLogprob> token_logprobs(const torch::Tensor& logits, const std::vector<int64_t>& tokens, int64_t top);
+
 // One row of a batch whose rows each have their own options, generator and tokens so far: the
 // server's rows, which join and leave the batch at any step (serve/batch_scheduler.h).
 struct DecodingRow {
@@ -59,14 +72,17 @@ struct DecodingRow {
   at::Generator* generator = nullptr;
   const std::vector<int64_t>* context = nullptr;  // prompt and tokens so far: what the repetition penalty reads
   int64_t generated = 0;                          // tokens so far
+  std::optional<int64_t> logprobs;                // the token's log-probability, with this many alternatives
 };
 struct RowToken {
   int64_t token = 0;
   std::string error;  // set when the row cannot go on; the token is then meaningless
+  std::optional<TokenLogprob> logprob;  // the row asked for it (token_logprobs)
 };
 // Each row's next token from the logits (rows, V) float32, chosen as decode_rows chooses it for
-// a batch of that row alone. A row whose logits hold NaN or infinity (corrupt weights, an
-// overflow in bf16), or whose sampling throws, gets its error, and the other rows their tokens.
+// a batch of that row alone, with its log-probability where the row asks (the rows that ask read
+// together). A row whose logits hold NaN or infinity (corrupt weights, an overflow in bf16), or
+// whose sampling throws, gets its error, and the other rows their tokens.
 std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::vector<DecodingRow>& rows);
 
 // Beam search over `model`'s rows, options.num_beams per prompt (gpt_decoding's or

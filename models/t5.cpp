@@ -45,13 +45,15 @@ void EncoderDecoderImpl::reset() {
 }
 
 torch::Tensor EncoderDecoderImpl::embed(const torch::Tensor& ids, int64_t start,
-                                        PositionEncoding& positions, const torch::Tensor& explicit_positions) {
+                                        PositionEncoding& positions, const torch::Tensor& explicit_positions,
+                                        bool counted_from_mask) {
   const int64_t t = ids.size(1);
   TORCH_CHECK(start + t <= config.max_length(), "encoder-decoder: cannot forward ", start + t,
               " tokens, max_positions is ", config.max_length());
   auto x = zoo::embed(token_embedding, ids);  // zoo::, not this class's embed
   if (config.scale_embeddings) x = x * embedding_scale(config, x.scalar_type());
-  const auto pe = explicit_positions.defined() ? positions->embedding(explicit_positions, x.scalar_type())
+  const auto pe = explicit_positions.defined()
+                      ? positions->embedding(explicit_positions, x.scalar_type(), counted_from_mask ? start + t : 0)
                                               : positions->embedding(start, t, x.scalar_type(), x.device());
   if (pe.defined()) x = x + pe;
   return dropout->forward(x);
@@ -107,7 +109,7 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& decoder_input_ids,
   }
   const auto& explicit_positions =
       ring ? position_ids : decoder_mask.defined() ? positions_from_mask(decoder_mask, t) : torch::Tensor();
-  auto x = embed(decoder_input_ids, past, decoder_positions, explicit_positions);
+  auto x = embed(decoder_input_ids, past, decoder_positions, explicit_positions, /*counted_from_mask=*/!ring);
   // One bias for every layer's self-attention, one for its cross-attention over the memory; or,
   // around a ring, both ring attention (the cross-attention's keys are the encoder's chunks).
   AttentionBias self_bias, cross_bias;

@@ -65,9 +65,10 @@ class EncoderDecoderImpl : public torch::nn::Cloneable<EncoderDecoderImpl> {
   torch::nn::Linear lm_head{nullptr};  // untied only
 
  private:
-  // explicit_positions (B, T): positions of the tokens (default: start, start + 1, ...).
+  // explicit_positions (B, T): positions of the tokens (default: start, start + 1, ...); counted
+  // from a mask they are below start + T, known without reading them back (counted_from_mask).
   torch::Tensor embed(const torch::Tensor& ids, int64_t start, PositionEncoding& positions,
-                      const torch::Tensor& explicit_positions = {});
+                      const torch::Tensor& explicit_positions = {}, bool counted_from_mask = false);
   std::vector<TransformerBlock> encoder_list_, decoder_list_;
 };
 TORCH_MODULE(EncoderDecoder);

@@ -78,7 +78,7 @@ struct BatchScheduler::Slot {
         stops(request.stop_texts),
         generator(make_generator(request.options.seed)),
         context(decoder_start ? std::vector<int64_t>{*decoder_start} : request.prompt) {}
-  DecodingRow decoding() { return {&request.options, &generator, &context, generated}; }
+  DecodingRow decoding() { return {&request.options, &generator, &context, generated, request.logprobs}; }
 
   SequenceId id;
   SequenceRequest request;
@@ -88,6 +88,7 @@ struct BatchScheduler::Slot {
   std::vector<int64_t> context;  // prompt and tokens so far (the repetition penalty reads it)
   int64_t next = 0;              // the token the next step feeds
   int64_t generated = 0;
+  std::vector<TokenLogprob> logprobs;  // not yet handed to the request
   Clock::time_point last_token;
 };
 
@@ -160,7 +161,7 @@ void BatchScheduler::loop() {
   while (true) {
     StepPlan plan;
     std::vector<std::pair<SequenceRequest, std::string>> refused;
-    std::vector<std::unique_ptr<Slot>> whole;
+    std::vector<std::unique_ptr<Slot>> whole, scored;
     bool cancel = false;
     {
       std::unique_lock lock(mutex_);
@@ -171,7 +172,7 @@ void BatchScheduler::loop() {
       for (const SequenceId id : waiting) {
         const auto& r = waiting_.at(id);
         if (cancel) {
-          r.channel->push({r.index, "", FinishReason::kCancelled, "", static_cast<int64_t>(r.prompt.size()), 0});
+          r.channel->push({r.index, "", FinishReason::kCancelled, "", static_cast<int64_t>(r.prompt.size()), 0, {}});
         }
         // A client that went away before its sequence ran holds no place.
         if (cancel || r.channel->cancelled()) planner_.finished(id), waiting_.erase(id);
@@ -186,6 +187,7 @@ void BatchScheduler::loop() {
       for (const auto& [id, message] : plan.refused) refused.emplace_back(take(id), message);
       const auto start = runner_.decoder_start();
       for (const SequenceId id : plan.prefill) whole.push_back(std::make_unique<Slot>(id, take(id), tokenizer_, start));
+      for (const SequenceId id : plan.scored) scored.push_back(std::make_unique<Slot>(id, take(id), tokenizer_, start));
       for (const SequenceId id : planner_.chunked()) {
         if (!chunked_.count(id)) {
           chunked_.emplace(id, Chunked{std::make_unique<Slot>(id, take(id), tokenizer_, start), runner_.chunk_cache()});
@@ -203,6 +205,7 @@ void BatchScheduler::loop() {
       plan.chunk.reset();
     }
     for (const auto& [request, message] : refused) fail(request, message);
+    for (auto& slot : scored) score(std::move(slot));
     if (!whole.empty()) prefill(std::move(whole));
     if (plan.chunk) prefill_chunk(*plan.chunk);
     // A client that went away frees its row now.
@@ -252,6 +255,18 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
   }
 }
 
+void BatchScheduler::score(std::unique_ptr<Slot> slot) {
+  const SequenceId id = slot->id;
+  try {
+    const auto& r = slot->request;
+    if (r.echo && !runner_.encoder_decoder()) slot->logprobs = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
+    finish(*slot, "", FinishReason::kLength);
+  } catch (const std::exception& e) {
+    fail(slot->request, message_of(e));
+  }
+  release(id);
+}
+
 void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t index, int64_t positions,
                            int64_t memory_length, const torch::Tensor& logits) {
   const SequenceId id = slot->id;
@@ -262,6 +277,9 @@ void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t i
       release(id);
       return;
     }
+    const auto& r = slot->request;
+    if (r.echo && !runner_.encoder_decoder()) slot->logprobs = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
+    if (first.logprob) slot->logprobs.push_back(*first.logprob);
     if (metrics_ != nullptr) {
       metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot->request.arrival).count());
     }
@@ -322,7 +340,8 @@ void BatchScheduler::decode_step() {
   // sampling or stop texts throwing) ends with an error, and the others go on.
   std::vector<bool> ended(n);
   for (size_t i = 0; i < n; ++i) {
-    auto& [token, error] = chosen[i];
+    auto& [token, error, logprob] = chosen[i];
+    if (logprob) row(i).logprobs.push_back(std::move(*logprob));
     if (error.empty()) {
       try {
         ended[i] = deliver(row(i), token);
@@ -365,7 +384,10 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
     finish(s, text + s.stops.flush(), FinishReason::kLength);
     return true;
   }
-  if (!text.empty()) s.request.channel->push({s.request.index, std::move(text), std::nullopt, "", 0, 0});
+  if (!text.empty() || !s.logprobs.empty()) {
+    s.request.channel->push({s.request.index, std::move(text), std::nullopt, "", 0, 0, std::move(s.logprobs)});
+    s.logprobs.clear();
+  }
   return false;
 }
 
@@ -375,7 +397,8 @@ void BatchScheduler::finish(Slot& s, std::string text, FinishReason reason) {
     metrics_->tokens(prompt, s.generated);
     metrics_->request_latency(std::chrono::duration<double>(Clock::now() - s.request.arrival).count());
   }
-  s.request.channel->push({s.request.index, std::move(text), reason, "", prompt, s.generated});
+  s.request.channel->push({s.request.index, std::move(text), reason, "", prompt, s.generated, std::move(s.logprobs)});
+  s.logprobs.clear();
 }
 
 void BatchScheduler::cancel_row(size_t index) {
@@ -397,7 +420,7 @@ void BatchScheduler::release(SequenceId id) {
 void BatchScheduler::fail(const SequenceRequest& request, const std::string& message, int64_t generated) {
   if (metrics_ != nullptr) metrics_->sequence_failed();
   request.channel->push(
-      {request.index, "", FinishReason::kError, message, static_cast<int64_t>(request.prompt.size()), generated});
+      {request.index, "", FinishReason::kError, message, static_cast<int64_t>(request.prompt.size()), generated, {}});
 }
 
 void BatchScheduler::fail_running(const std::string& message) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "models/finish_reason.h"
+#include "models/decoding.h"
 #include "models/generation.h"
 #include "models/model.h"
 #include "serve/metrics.h"
@@ -41,6 +42,9 @@ struct SequenceEvent {
   std::string error;          // kError's message
   int64_t prompt_tokens = 0;  // on the last event
   int64_t completion_tokens = 0;  // on the last event
+  // The log-probabilities of the tokens since the last event, when the request asks: with `echo`,
+  // the first event's start with the prompt's tokens'.
+  std::vector<TokenLogprob> logprobs;
 };
 
 // Where one request's sequences deliver their events; the HTTP thread waits on it.
@@ -65,6 +69,8 @@ struct SequenceRequest {
   std::vector<int64_t> prompt;         // at least one token; prompt + max_new_tokens fit the context
   GenerationOptions options;           // max_new_tokens, sampling, repetition penalty, seed, eos_ids
   std::vector<std::string> stop_texts;
+  std::optional<int64_t> logprobs;  // each token's log-probability and this many alternatives' (0-20)
+  bool echo = false;                // a decoder's prompt tokens' too, before the first new token's
   std::shared_ptr<ResponseChannel> channel;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
@@ -108,6 +114,9 @@ class BatchScheduler {
   // Prefills `slots` together; when that fails (an allocation), each alone, so that only the
   // prompt that cannot be prefilled fails.
   void prefill(std::vector<std::unique_ptr<Slot>> slots);
+  // A sequence that generates nothing (max_new_tokens 0): its prompt's log-probabilities, if
+  // asked, and its end.
+  void score(std::unique_ptr<Slot> slot);
   // The planned chunk of a prompt read in chunks; its last chunk places it in a row.
   void prefill_chunk(const StepPlan::Chunk& chunk);
   // A prefilled slot's first token from `logits` (1, V), then its row `index` of `cache` placed

@@ -82,6 +82,24 @@ torch::Tensor ModelRunner::read_chunk(const std::vector<int64_t>& tokens, KVCach
   return model_.gpt->next_token_logits(ids, {}, &cache).to(torch::kFloat);
 }
 
+std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const std::vector<int64_t>& prompt, int64_t top) {
+  if (encoder_decoder()) throw std::logic_error("ModelRunner: an encoder-decoder's source has no log-probabilities");
+  std::vector<TokenLogprob> out(1);
+  if (prompt.empty()) return {};
+  out[0].token = prompt[0];
+  const auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device());
+  const auto hidden = model_.gpt->hidden_states(ids)[0];  // (T, d)
+  constexpr int64_t kPositions = 256;
+  const auto t = static_cast<int64_t>(prompt.size());
+  for (int64_t begin = 0; begin + 1 < t; begin += kPositions) {
+    const int64_t length = std::min(kPositions, t - 1 - begin);
+    const auto logits = model_.gpt->logits(hidden.narrow(0, begin, length));
+    const std::vector<int64_t> next(prompt.begin() + begin + 1, prompt.begin() + begin + 1 + length);
+    for (auto& entry : token_logprobs(logits, next, top)) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 void ModelRunner::place(KVCache& cache, int64_t index, int64_t positions, int64_t memory_length) {
   if (rows() == max_batch_) throw std::logic_error("ModelRunner: every row of the batch is taken");
   // The row holds its positions at the end of the shared axis, and an encoder-decoder's memory.

@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include "layers/kv_cache.h"
+#include "models/decoding.h"
 #include "models/model.h"
 
 namespace zoo {
@@ -50,6 +51,11 @@ class ModelRunner {
   // continuing from it: the logits (1, V) float32 after `tokens`.
   KVCache chunk_cache() const;
   torch::Tensor read_chunk(const std::vector<int64_t>& tokens, KVCache& cache);
+
+  // A decoder's prompt read alone, each token scored by the positions before it (token_logprobs,
+  // `top` alternatives; the first token's logprob is none): what `echo` returns. The head runs
+  // over 256 positions at a time, never the whole prompt's logits at once.
+  std::vector<TokenLogprob> prompt_logprobs(const std::vector<int64_t>& prompt, int64_t top);
 
   // Row `index` of `cache` (prefill's, or a chunked prompt's with index 0), holding `positions`
   // decoder positions and an encoder-decoder's `memory_length` source tokens, takes the batch's

@@ -159,10 +159,11 @@ void refuse_unsupported(const json& j, bool chat) {
     if (v->is_object() || v->is_array()) return !v->empty();
     return true;
   };
-  for (const char* name : {"logprobs", "top_logprobs", "echo", "suffix", "logit_bias", "frequency_penalty",
-                           "presence_penalty", "tools", "functions", "tool_choice", "function_call"}) {
+  for (const char* name : {"suffix", "logit_bias", "frequency_penalty", "presence_penalty", "tools", "functions",
+                           "tool_choice", "function_call"}) {
     if (asked(name)) throw bad(name, "is not supported by zoo serve");
   }
+  if (chat && asked("echo")) throw bad("echo", "is a /v1/completions field: a chat's answer never repeats its prompt");
   if (const json* best_of = field(j, "best_of"); best_of != nullptr && *best_of != json(1)) {
     if (!(best_of->is_number_integer() && field(j, "n") != nullptr && *best_of == j["n"])) {
       throw bad("best_of", "is not supported by zoo serve (only best_of = n)");
@@ -199,7 +200,7 @@ std::vector<std::string> stop_field(const json& j) {
 ApiSampling sampling_fields(const json& j, bool chat) {
   ApiSampling s;
   const int64_t kMaxTokens = int64_t{1} << 31;
-  s.max_tokens = integer_field(j, "max_tokens", 1, kMaxTokens);
+  s.max_tokens = integer_field(j, "max_tokens", 0, kMaxTokens);
   if (chat) {
     if (auto m = integer_field(j, "max_completion_tokens", 1, kMaxTokens)) s.max_tokens = m;
   }
@@ -212,6 +213,20 @@ ApiSampling sampling_fields(const json& j, bool chat) {
   s.stop = stop_field(j);
   if (auto seed = integer_field(j, "seed", 0, std::numeric_limits<int64_t>::max())) {
     s.seed = static_cast<uint64_t>(*seed);
+  }
+  // OpenAI's completions take at most 5 alternatives and its chats 20; vLLM takes 20 for both.
+  constexpr int64_t kMaxTopLogprobs = 20;
+  if (chat) {
+    const bool logprobs = bool_field(j, "logprobs", false);
+    const auto top = integer_field(j, "top_logprobs", 0, kMaxTopLogprobs);
+    if (top && !logprobs) throw bad("top_logprobs", "needs logprobs: true");
+    if (logprobs) s.logprobs = top.value_or(0);
+  } else {
+    s.logprobs = integer_field(j, "logprobs", 0, kMaxTopLogprobs);
+    s.echo = bool_field(j, "echo", false);
+  }
+  if (s.max_tokens == 0 && !s.echo) {
+    throw bad("max_tokens", "must be at least 1 (0 only with echo: the prompt scored, nothing generated)");
   }
   s.n = integer_field(j, "n", 1, kMaxChoices).value_or(1);
   s.stream = bool_field(j, "stream", false);
@@ -374,11 +389,64 @@ std::optional<std::string> openai_finish_reason(FinishReason reason) {
   throw std::logic_error("unhandled finish reason");
 }
 
+int64_t utf8_characters(const std::string& text) {
+  int64_t n = 0;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return n;
+}
+
+namespace {
+
+json utf8_bytes(const std::string& text) {
+  json bytes = json::array();
+  for (const char c : text) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+// The "logprobs" of a choice: a completion's parallel lists (tokens, token_logprobs, top_logprobs
+// as {token: logprob} with the chosen token among them, as vLLM's, text_offset), or a chat's
+// "content" list of {token, logprob, bytes, top_logprobs}.
+json logprobs_json(const ApiChoice& c, bool chat) {
+  if (!c.logprobs) return nullptr;
+  if (chat) {
+    json content = json::array();
+    for (const auto& t : *c.logprobs) {
+      json top = json::array();
+      for (const auto& [token, value] : t.top) top.push_back({{"token", token}, {"logprob", value}, {"bytes", utf8_bytes(token)}});
+      content.push_back({{"token", t.token}, {"logprob", t.logprob.value_or(0.0)}, {"bytes", utf8_bytes(t.token)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  int64_t offset = c.text_offset;
+  for (const auto& t : *c.logprobs) {
+    tokens.push_back(t.token);
+    values.push_back(t.logprob ? json(*t.logprob) : json());
+    if (t.logprob) {
+      json top = json::object();
+      for (const auto& [token, value] : t.top) {
+        if (!top.contains(token)) top[token] = value;
+      }
+      if (!top.contains(t.token)) top[t.token] = *t.logprob;
+      tops.push_back(std::move(top));
+    } else {
+      tops.push_back(nullptr);
+    }
+    offsets.push_back(offset);
+    offset += utf8_characters(t.token);
+  }
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(values)}, {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+}  // namespace
+
 json completion_response(const std::string& id, int64_t created, const std::string& model, bool chat,
                          const std::vector<ApiChoice>& choices, const ApiUsage& usage) {
   json list = json::array();
   for (const auto& c : choices) {
-    json choice = {{"index", c.index}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+    json choice = {{"index", c.index}, {"finish_reason", c.finish_reason}, {"logprobs", logprobs_json(c, chat)}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
@@ -398,7 +466,7 @@ json completion_chunk(const std::string& id, int64_t created, const std::string&
                       const ApiChoice& choice, bool first) {
   json c = {{"index", choice.index},
             {"finish_reason", choice.finish_reason.empty() ? json() : json(choice.finish_reason)},
-            {"logprobs", nullptr}};
+            {"logprobs", logprobs_json(choice, chat)}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

@@ -6,12 +6,13 @@
 //
 // Fields zoo does not know are ignored, as vLLM and llama.cpp's server do (clients send more than
 // they need); a known field of the wrong type or out of range, and a feature zoo does not have
-// (logprobs, tools, ...) asked for, is refused with 400 naming the field.
+// (tools, logit_bias, ...) asked for, is refused with 400 naming the field.
 
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,10 @@ struct ApiSampling {
   int64_t n = 1;                      // choices per prompt
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage: a last chunk with the usage
+  // Log-probabilities: a completion's `logprobs: N`, a chat's `logprobs: true` with
+  // `top_logprobs: N`; N (0-20) alternatives per token. nullopt: none asked.
+  std::optional<int64_t> logprobs;
+  bool echo = false;                  // /v1/completions: the prompt first (max_tokens 0: it alone)
 };
 
 struct CompletionRequest {
@@ -84,11 +89,26 @@ struct ApiUsage {
   nlohmann::json to_json() const;
 };
 
+// One token's log-probability as the API reports it: its text, its value (none for a prompt's
+// first token, which nothing predicts) and the most likely tokens' (best first).
+struct ApiTokenLogprob {
+  std::string token;
+  std::optional<double> logprob;
+  std::vector<std::pair<std::string, double>> top;
+};
+
 struct ApiChoice {
   int64_t index = 0;
   std::string text;
   std::string finish_reason;  // "stop" or "length"; empty while streaming
+  // Asked for: the tokens' log-probabilities (those of this chunk, when streaming), and where the
+  // first of them starts in the choice's text (characters, as Python counts them).
+  std::optional<std::vector<ApiTokenLogprob>> logprobs;
+  int64_t text_offset = 0;
 };
+
+// Characters (code points) in UTF-8 `text`: OpenAI's text offsets count them.
+int64_t utf8_characters(const std::string& text);
 
 // OpenAI's finish_reason for a sequence that ended normally: "stop" (an EOS token or a stop
 // text) or "length"; nullopt for kCancelled and kError, which are answered as errors.

@@ -32,6 +32,13 @@ ApiError sequence_error(FinishReason reason, const std::string& message) {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// A choice's text (and how it ended, once it has), no log-probabilities.
+ApiChoice text_choice(int64_t index, std::string text, std::string finish_reason = "") {
+  ApiChoice c;
+  c.index = index, c.text = std::move(text), c.finish_reason = std::move(finish_reason);
+  return c;
+}
+
 int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -205,6 +212,9 @@ class Server {
       }
     }
     const auto& s = r.sampling;
+    if (s.echo && encoder_decoder()) {
+      throw ApiError(400, "echo: an encoder-decoder's prompt is its source, which it does not score", "echo");
+    }
     std::vector<SequenceRequest> out;
     std::random_device entropy;
     for (size_t p = 0; p < prompts.size(); ++p) {
@@ -214,7 +224,7 @@ class Server {
       const ContextLimits limits{encoder_decoder(), model_.config.max_length(), max_context_};
       const int64_t room = new_token_room(length, limits);
       if (room < 1) throw ApiError(400, prompt_field + ": " + no_room_message(length, limits), prompt_field);
-      int64_t max_tokens = s.max_tokens.value_or(r.chat ? room : std::min<int64_t>(16, room));
+      const int64_t max_tokens = s.max_tokens.value_or(r.chat ? room : std::min<int64_t>(16, room));
       if (max_tokens > room) {
         throw ApiError(400, "max_tokens: the prompt (" + std::to_string(length) + " tokens) plus max_tokens (" +
                                 std::to_string(max_tokens) + ") is more than the context (" +
@@ -238,6 +248,8 @@ class Server {
                                 : (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
         if (specials.eos && !s.ignore_eos) q.options.eos_ids = {*specials.eos};
         q.stop_texts = s.stop;
+        q.logprobs = s.logprobs;
+        q.echo = s.echo;
         q.channel = channel;
         out.push_back(std::move(q));
       }
@@ -276,10 +288,17 @@ class Server {
                           {{"Retry-After", "1"}});
       }
       const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
+      Answer answer(tokenizer_, count, request.sampling.logprobs.has_value());
+      if (request.sampling.echo) {
+        for (int64_t i = 0; i < count; ++i) {
+          const auto& p = request.prompts[i / request.sampling.n];
+          answer.echo(i, p.is_ids ? tokenizer_.decode(p.ids, /*skip_special_tokens=*/false) : p.text);
+        }
+      }
       if (request.sampling.stream) {
-        stream(exchange, id, chat, count, request.sampling.n, request.sampling.include_usage, channel);
+        stream(exchange, id, chat, request.sampling.n, request.sampling.include_usage, channel, answer);
       } else {
-        respond(exchange, id, chat, count, request.sampling.n, channel);
+        respond(exchange, id, chat, request.sampling.n, channel, answer);
       }
     } catch (const ApiError& e) {
       send_error(exchange, e);
@@ -288,10 +307,63 @@ class Server {
     }
   }
 
-  void respond(HttpExchange& exchange, const std::string& id, bool chat, int64_t count, int64_t n,
-               const std::shared_ptr<ResponseChannel>& channel) {
+  // What each choice of an answer has said so far: an echoed prompt not yet sent, and, when
+  // log-probabilities are asked, the last token (whose text a token's own follows) and the
+  // characters its tokens' texts have taken.
+  class Answer {
+   public:
+    Answer(const Tokenizer& tokenizer, int64_t count, bool logprobs)
+        : tokenizer_(tokenizer), logprobs_(logprobs), choices_(count) {}
+    int64_t count() const { return static_cast<int64_t>(choices_.size()); }
+    void echo(int64_t index, std::string text) { choices_[index].echo = std::move(text); }
+    // The part of choice `index` an event brings, as the API reports it.
+    ApiChoice part(const SequenceEvent& e) {
+      auto& c = choices_[e.index];
+      auto part = text_choice(e.index, c.echo + e.text);
+      c.echo.clear();
+      if (!logprobs_) return part;
+      part.logprobs.emplace();
+      part.text_offset = c.offset;
+      for (const auto& t : e.logprobs) {
+        ApiTokenLogprob entry{text_of(t.token, c.previous), t.logprob, {}};
+        for (const auto& [token, value] : t.top) entry.top.emplace_back(text_of(token, c.previous), value);
+        c.offset += utf8_characters(entry.token);
+        c.previous = t.token;
+        part.logprobs->push_back(std::move(entry));
+      }
+      return part;
+    }
+    bool pending(const SequenceEvent& e) const {
+      return !e.text.empty() || !e.logprobs.empty() || !choices_[e.index].echo.empty();
+    }
+
+   private:
+    // A token's text is what it adds after the token before it: a SentencePiece word's leading
+    // space is kept (decoded alone, the first word of a text loses it).
+    std::string text_of(int64_t token, int64_t previous) const {
+      if (previous < 0) return tokenizer_.decode({token}, /*skip_special_tokens=*/false);
+      const auto before = tokenizer_.decode({previous}, false), both = tokenizer_.decode({previous, token}, false);
+      if (both.compare(0, before.size(), before) == 0) return both.substr(before.size());
+      return tokenizer_.decode({token}, false);
+    }
+    struct Choice {
+      std::string echo;
+      int64_t previous = -1, offset = 0;
+    };
+    const Tokenizer& tokenizer_;
+    bool logprobs_;
+    std::vector<Choice> choices_;
+  };
+
+  void respond(HttpExchange& exchange, const std::string& id, bool chat, int64_t n,
+               const std::shared_ptr<ResponseChannel>& channel, Answer& answer) {
+    const int64_t count = answer.count();
     std::vector<ApiChoice> choices(count);
-    for (int64_t i = 0; i < count; ++i) choices[i].index = i;
+    for (int64_t i = 0; i < count; ++i) {
+      SequenceEvent nothing;
+      nothing.index = i;
+      choices[i] = answer.part(nothing);
+    }
     ApiUsage usage;
     std::vector<int64_t> prompt_tokens(count, 0);
     int64_t finished = 0;
@@ -305,7 +377,11 @@ class Server {
       }
       for (auto& e : channel->wait(std::chrono::milliseconds(100))) {
         auto& c = choices[e.index];
-        c.text += e.text;
+        auto part = answer.part(e);
+        c.text += part.text;
+        if (part.logprobs) {
+          for (auto& t : *part.logprobs) c.logprobs->push_back(std::move(t));
+        }
         if (!e.finish) continue;
         ++finished;
         prompt_tokens[e.index] = e.prompt_tokens;
@@ -325,8 +401,9 @@ class Server {
   }
 
   // Server-sent events, each written as it comes; the worker holds the stream to its end.
-  void stream(HttpExchange& exchange, const std::string& id, bool chat, int64_t count, int64_t n, bool include_usage,
-              const std::shared_ptr<ResponseChannel>& channel) {
+  void stream(HttpExchange& exchange, const std::string& id, bool chat, int64_t n, bool include_usage,
+              const std::shared_ptr<ResponseChannel>& channel, Answer& answer) {
+    const int64_t count = answer.count();
     const std::string model = options_.model_name;
     const int64_t created = unix_time();
     auto write = [&](const std::string& text) { return exchange.write(text); };
@@ -337,7 +414,7 @@ class Server {
     // Chat streams open with the assistant's role, as OpenAI's do.
     if (chat) {
       for (int64_t i = 0; i < count; ++i) {
-        if (!write(sse_event(completion_chunk(id, created, model, chat, {i, "", ""}, true)))) return client_gone();
+        if (!write(sse_event(completion_chunk(id, created, model, chat, text_choice(i, ""), true)))) return client_gone();
       }
     }
     int64_t finished = 0;
@@ -348,8 +425,8 @@ class Server {
         const bool last = e.finish.has_value();
         const auto reason = last ? openai_finish_reason(*e.finish) : std::nullopt;
         bool ok = true;
-        if (!e.text.empty()) ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, e.text, ""}, false)));
-        if (ok && reason) ok = write(sse_event(completion_chunk(id, created, model, chat, {e.index, "", *reason}, false)));
+        if (answer.pending(e)) ok = write(sse_event(completion_chunk(id, created, model, chat, answer.part(e), false)));
+        if (ok && reason) ok = write(sse_event(completion_chunk(id, created, model, chat, text_choice(e.index, "", *reason), false)));
         if (ok && last && !reason) {
           if (*e.finish == FinishReason::kError) log_failure(id, e.index, e.error);
           ok = write(sse_event(json::parse(sequence_error(*e.finish, e.error).body())));

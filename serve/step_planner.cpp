@@ -39,6 +39,11 @@ StepPlan StepPlanner::plan() {
       continue;
     }
     s.state = SequenceState::kPrefilling;
+    if (s.max_new_tokens == 0) {
+      plan.scored.push_back(id);
+      ++reading_;
+      continue;
+    }
     const bool whole = options_.whole_past > 0 && s.prompt_tokens > options_.whole_past;
     if (chunking && s.prompt_tokens > options_.prefill_chunk && !whole) {
       chunked_.push_back(id);

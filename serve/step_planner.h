@@ -44,6 +44,9 @@ struct StepPlan {
   // Admitted sequences whose prompt and max_new_tokens do not fit the context, with the error.
   std::vector<std::pair<SequenceId, std::string>> refused;
   std::vector<SequenceId> prefill;  // admitted now: prompts read together this turn, then placed in rows
+  // Admitted now to generate nothing (max_new_tokens 0: a prompt scored for its log-probabilities,
+  // as evaluation harnesses ask): read alone this turn and finished, never given a row.
+  std::vector<SequenceId> scored;
   struct Chunk {
     SequenceId id = 0;
     int64_t begin = 0, length = 0;  // the prompt tokens [begin, begin + length)

@@ -3,8 +3,9 @@
 # SentencePiece tokenizer whose directory has a chat template) is served, then driven by the
 # official openai client (serve_client.py: completions, chat, streaming, stop sequences, seeds,
 # concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
-# disconnects), by thirty slow clients beside /health and a completion, by curl for the raw
-# server-sent events, and stopped with SIGTERM while a request runs: the request finishes and the
+# disconnects), for log-probabilities against transformers on its export-hf and by
+# lm-evaluation-harness (serve_logprobs.py), by thirty slow clients beside /health and a
+# completion, by curl for the raw server-sent events, and stopped with SIGTERM while a request runs: the request finishes and the
 # server exits 0. A small T5 answers as zoo generate does, alone or among others. Bad command lines
 # are refused by name.
 set -euo pipefail
@@ -41,6 +42,9 @@ start_server "$work/serve.log" --max-batch 4 --max-queue 4 --api-key secret --se
   --prefill-chunk 6
 trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
 "$python" "$(dirname "$0")/serve_client.py" "$port" secret "$zoo" "$work/gpt" tiny
+# Log-probabilities against transformers on the export, and lm-evaluation-harness against the server.
+"$zoo" export-hf "$work/gpt" --out "$work/gpt-hf" > /dev/null
+"$python" "$(dirname "$0")/serve_logprobs.py" "$port" secret tiny "$work/gpt-hf" "$work"
 
 # Thirty slow clients (slowloris: a header line every half second, never a whole request) hold
 # none of the 16 workers this server has: /health and a completion answer within 2 s meanwhile,

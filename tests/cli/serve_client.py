@@ -160,7 +160,7 @@ bad = [
     ("POST", "/v1/completions", b'{"prompt": "x", "temperature": -1}'),
     ("POST", "/v1/completions", b'{"prompt": "x", "top_p": 2}'), ("POST", "/v1/completions", b'{"prompt": "x", "n": "3"}'),
     ("POST", "/v1/completions", b'{"prompt": [99999999]}'), ("POST", "/v1/completions", b'{"prompt": "\xff\xfe"}'),
-    ("POST", "/v1/completions", b'{"prompt": "x", "stop": ""}'), ("POST", "/v1/completions", b'{"prompt": "x", "logprobs": 2}'),
+    ("POST", "/v1/completions", b'{"prompt": "x", "stop": ""}'), ("POST", "/v1/completions", b'{"prompt": "x", "logprobs": 21}'),
     ("POST", "/v1/chat/completions", b'{"messages": []}'), ("POST", "/v1/chat/completions", b'{"messages": [{"role": 1}]}'),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": null}]}'),
     ("POST", "/v1/embeddings", b'{"input": "x"}'), ("GET", "/v1/completions", None), ("POST", "/v1/nothing", b"{}"),

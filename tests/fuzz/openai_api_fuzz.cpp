@@ -1,7 +1,8 @@
 // libFuzzer target for zoo serve's request parser and server-sent-event writer: any body is
 // parsed as a completion, a chat completion and an embedding request, each either accepted or
 // refused with an ApiError whose body is valid JSON; what is accepted is echoed through the
-// response writers as zoo serve would stream it, and every event is valid JSON again. Numbers of
+// response writers as zoo serve would stream it (with each piece's log-probability and its
+// alternatives when asked), and every event is valid JSON again. Numbers of
 // any length: each body is tried again with its first digit repeated 400 times (past any 64-bit
 // type), which a mutator rarely reaches by itself.
 #include <cstddef>
@@ -32,14 +33,27 @@ void check_body(const std::string& body) {
       for (const auto& p : r.prompts) text += p.text;
       for (const auto& m : r.messages) text += m.content;
       std::string sent;
+      std::vector<zoo::ApiTokenLogprob> all;
       for (size_t i = 0; i < text.size() && !stops.stopped(); i += 3) {
         const auto piece = stops.add(text.substr(i, 3));
         sent += piece;
-        check_event(zoo::sse_event(zoo::completion_chunk("id", 0, r.model, chat, {0, piece, ""}, i == 0)));
+        zoo::ApiChoice chunk;
+        chunk.text = piece;
+        if (r.sampling.logprobs) {
+          zoo::ApiTokenLogprob entry{text.substr(i, 3), i == 0 && r.sampling.echo ? std::nullopt : std::optional(-0.5), {}};
+          for (int64_t k = 0; k < *r.sampling.logprobs; ++k) entry.top.emplace_back(text.substr(i, 1 + k % 3), -1.0 * k);
+          chunk.logprobs = std::vector{entry};
+          chunk.text_offset = zoo::utf8_characters(sent);
+          all.push_back(entry);
+        }
+        check_event(zoo::sse_event(zoo::completion_chunk("id", 0, r.model, chat, chunk, i == 0)));
       }
       sent += stops.flush();
       if (sent.size() > text.size()) std::abort();
-      check_event(zoo::sse_event(zoo::completion_response("id", 0, r.model, chat, {{0, sent, "stop"}}, {1, 2})));
+      zoo::ApiChoice whole;
+      whole.text = sent, whole.finish_reason = "stop";
+      if (r.sampling.logprobs) whole.logprobs = all;
+      check_event(zoo::sse_event(zoo::completion_response("id", 0, r.model, chat, {whole}, {1, 2})));
     } catch (const zoo::ApiError& e) {
       if (e.status != 400 || nlohmann::json::parse(e.body(), nullptr, false).is_discarded()) std::abort();
     }

@@ -95,6 +95,8 @@ case "$(basename "$fuzzer")" in
   openai_api_fuzz)
     printf '%s' '{"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "stop": ["\n", "lo"], "seed": 4, "n": 2, "stream": true, "stream_options": {"include_usage": true}}' > "$corpus/completion.json"
     printf '%s' '{"prompt": ["a", [5, 6]], "logprobs": null, "echo": false}' > "$corpus/prompts.json"
+    printf '%s' '{"prompt": [[1, 2, 3]], "logprobs": 5, "echo": true, "max_tokens": 0}' > "$corpus/logprobs.json"
+    printf '%s' '{"messages": [{"role": "user", "content": "Hi"}], "logprobs": true, "top_logprobs": 20}' > "$corpus/chat-logprobs.json"
     printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 9}' > "$corpus/chat.json"
     printf '%s' '{"input": ["a", "b"], "encoding_format": "float"}' > "$corpus/embeddings.json"
     { printf '{"prompt": '; repeat '[' 3000; repeat ']' 3000; printf '}'; } > "$corpus/nested.json"

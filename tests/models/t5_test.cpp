@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/op_profile.h"
 #include "models/generation.h"
 #include "test_util.h"
 
@@ -125,6 +126,28 @@ TEST(EncoderDecoder, DecoderIsCausalEncoderIsNot) {
   auto changed_src = src.clone();
   changed_src[0][5] = (src[0][5].item<int64_t>() % 39) + 1;
   EXPECT_GT(max_abs_diff(model->encode(changed_src).narrow(1, 0, 5), memory.narrow(1, 0, 5)), 1e-4);
+}
+
+// Decoder positions counted from a mask (left-padded rows, as serve's batches have) are below the
+// mask's length: the Transformer's sinusoidal table takes them without reading them back, and a
+// mask whose positions run past max_positions is refused before any is computed.
+TEST(EncoderDecoder, DecoderPositionsFromAMaskAreNotReadBack) {
+  auto model = tiny("transformer", {"max_positions=16"});
+  torch::NoGradGuard no_grad;
+  const auto memory = model->encode(torch::randint(1, 40, {2, 5}, torch::kLong));
+  const auto tgt = torch::randint(1, 40, {2, 4}, torch::kLong);
+  const auto mask = torch::tensor({{0, 1, 1, 1}, {1, 1, 1, 1}}, torch::kLong);
+  torch::Tensor padded;
+  const auto ops = profile_ops([&] { padded = model->decode(tgt, memory, {}, nullptr, mask); });
+  EXPECT_EQ(synchronizing_calls(ops), 0) << describe_synchronizing(ops);
+  // The padded row's last three tokens sit at positions 0..2, as the same tokens alone.
+  const auto alone = model->decode(tgt.narrow(0, 0, 1).narrow(1, 1, 3), memory.narrow(0, 0, 1));
+  EXPECT_LE(max_abs_diff(padded.narrow(0, 0, 1).narrow(1, 1, 3), alone), 1e-5);
+  EXPECT_NE(testing::error_of([&] {
+              model->decode(torch::ones({1, 17}, torch::kLong), memory.narrow(0, 0, 1), {}, nullptr,
+                            torch::ones({1, 17}, torch::kLong));
+            }).find("max_positions is 16"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -28,6 +28,41 @@ std::unique_ptr<DecodingModel> alone(Model& model, const std::vector<int64_t>& p
 
 torch::Tensor one(int64_t token) { return torch::tensor({token}, torch::kLong).view({1, 1}); }
 
+// The prompt's log-probabilities (echo) are the log-softmax of one forward over it, each token
+// scored by the positions before it, over more than one block of 256 positions of the head; the
+// first token has none, the alternatives are the top ones. token_logprobs on a worked example.
+TEST(ModelRunner, PromptLogprobsAreTheForwardsLogSoftmax) {
+  c10::InferenceMode inference;
+  torch::manual_seed(5);
+  Model model = build_model(testing::tiny_config("gpt", {"init_std=0.2", "max_positions=320"}));
+  model.module()->eval();
+  ModelRunner runner(model, 2, 8);
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < 300; ++i) prompt.push_back(3 + (i * 7) % 29);
+  const auto entries = runner.prompt_logprobs(prompt, 3);
+  ASSERT_EQ(entries.size(), prompt.size());
+  EXPECT_FALSE(entries[0].logprob.has_value());
+  EXPECT_TRUE(entries[0].top.empty());
+  const auto want = torch::log_softmax(model.gpt->forward(torch::tensor(prompt).unsqueeze(0))[0].to(torch::kDouble), -1);
+  for (size_t k = 1; k < prompt.size(); ++k) {
+    const auto row = want[static_cast<int64_t>(k) - 1];
+    ASSERT_TRUE(entries[k].logprob.has_value());
+    EXPECT_NEAR(*entries[k].logprob, row[prompt[k]].item<double>(), 1e-5) << k;
+    ASSERT_EQ(entries[k].top.size(), 3u);
+    const auto top = row.topk(3);
+    for (int64_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(entries[k].top[j].first, std::get<1>(top)[j].item<int64_t>()) << k;
+      EXPECT_NEAR(entries[k].top[j].second, std::get<0>(top)[j].item<double>(), 1e-5) << k;
+    }
+  }
+  // log-softmax of (0, ln 3): ln(1/4) and ln(3/4).
+  const auto worked = token_logprobs(torch::tensor({{0.0, std::log(3.0)}}), {0}, 1);
+  EXPECT_NEAR(*worked[0].logprob, std::log(0.25), 1e-7);
+  ASSERT_EQ(worked[0].top.size(), 1u);
+  EXPECT_EQ(worked[0].top[0].first, 1);
+  EXPECT_NEAR(worked[0].top[0].second, std::log(0.75), 1e-7);
+}
+
 void expect_rows(const torch::Tensor& batch, const std::vector<torch::Tensor>& reference) {
   ASSERT_EQ(batch.size(0), static_cast<int64_t>(reference.size()));
   EXPECT_EQ(batch.scalar_type(), torch::kFloat);

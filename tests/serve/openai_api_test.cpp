@@ -52,6 +52,48 @@ TEST(OpenAiApi, CompletionRequestFields) {
   EXPECT_FALSE(s.sampling.seed.has_value());
 }
 
+// Log-probabilities: a completion's logprobs N and echo (max_tokens 0 with echo scores the prompt
+// alone), a chat's logprobs with top_logprobs; none unless asked.
+TEST(OpenAiApi, LogprobsFields) {
+  const auto r = parse_completion_request(R"({"prompt": [1, 2], "logprobs": 5, "echo": true, "max_tokens": 0})", false);
+  EXPECT_EQ(r.sampling.logprobs, 5);
+  EXPECT_TRUE(r.sampling.echo);
+  EXPECT_EQ(r.sampling.max_tokens, 0);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "logprobs": 0})", false).sampling.logprobs, 0);
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "logprobs": null})", false).sampling.logprobs.has_value());
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}], )";
+  EXPECT_EQ(parse_completion_request(chat + R"("logprobs": true, "top_logprobs": 3})", true).sampling.logprobs, 3);
+  EXPECT_EQ(parse_completion_request(chat + R"("logprobs": true})", true).sampling.logprobs, 0);
+  EXPECT_FALSE(parse_completion_request(chat + R"("logprobs": false})", true).sampling.logprobs.has_value());
+}
+
+// The two shapes, on a worked example: a completion's parallel lists, the prompt's first token
+// null, the chosen token among its alternatives, offsets in characters (é is one) from the
+// choice's text_offset; a chat's content entries with their UTF-8 bytes.
+TEST(OpenAiApi, LogprobsShapes) {
+  ApiChoice c;
+  c.text = "\xc3\xa9t\xc3\xa9!";
+  c.finish_reason = "length";
+  c.text_offset = 2;
+  c.logprobs = std::vector<ApiTokenLogprob>{{"\xc3\xa9t", std::nullopt, {}},
+                                            {"\xc3\xa9", -0.5, {{"a", -0.25}, {"b", -1.0}}},
+                                            {"!", -2.0, {{"!", -2.0}}}};
+  const auto completion = completion_response("cmpl-1", 1, "m", false, {c}, {3, 2})["choices"][0]["logprobs"];
+  EXPECT_EQ(completion["tokens"], json({"\xc3\xa9t", "\xc3\xa9", "!"}));
+  EXPECT_EQ(completion["token_logprobs"], json({nullptr, -0.5, -2.0}));
+  EXPECT_EQ(completion["top_logprobs"], json::parse(R"([null, {"a": -0.25, "b": -1.0, "\u00e9": -0.5}, {"!": -2.0}])"));
+  EXPECT_EQ(completion["text_offset"], json({2, 4, 5}));
+  const auto content = completion_response("chatcmpl-1", 1, "m", true, {c}, {3, 2})["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u);
+  EXPECT_EQ(content[1]["token"], "\xc3\xa9");
+  EXPECT_EQ(content[1]["logprob"], -0.5);
+  EXPECT_EQ(content[1]["bytes"], json({0xc3, 0xa9}));
+  EXPECT_EQ(content[1]["top_logprobs"][0], json::parse(R"({"token": "a", "logprob": -0.25, "bytes": [97]})"));
+  EXPECT_EQ(utf8_characters("\xc3\xa9t\xf0\x9f\x99\x82"), 3);
+  // Not asked: null in both.
+  EXPECT_TRUE(completion_chunk("c", 1, "m", false, {0, "a", ""}, false)["choices"][0]["logprobs"].is_null());
+}
+
 TEST(OpenAiApi, ChatRequestMessages) {
   const auto r = parse_completion_request(
       R"({"messages": [{"role": "system", "content": "Be brief."},
@@ -80,7 +122,8 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
       {R"({"prompt": []})", false, "prompt", "an empty list"},
       {R"({"prompt": [[]]})", false, "prompt[0]", "empty list of token ids"},
       {R"({"prompt": [-1]})", false, "prompt", "non-negative"},
-      {R"({"prompt": "x", "max_tokens": 0})", false, "max_tokens", "must be in [1"},
+      {R"({"prompt": "x", "max_tokens": -1})", false, "max_tokens", "must be in [0"},
+      {R"({"prompt": "x", "max_tokens": 0})", false, "max_tokens", "0 only with echo"},
       {R"({"prompt": "x", "max_tokens": 2.5})", false, "max_tokens", "must be an integer"},
       {R"({"prompt": "x", "max_tokens": "9"})", false, "max_tokens", "must be an integer"},
       {R"({"prompt": "x", "max_tokens": 18446744073709551615})", false, "max_tokens", "at most"},
@@ -97,8 +140,15 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
       {R"({"prompt": "x", "seed": -3})", false, "seed", "must be in [0"},
       {R"({"prompt": "x", "stream": "yes"})", false, "stream", "must be true or false"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", false, "stream_options", "only allowed with stream"},
-      {R"({"prompt": "x", "logprobs": 3})", false, "logprobs", "not supported"},
-      {R"({"prompt": "x", "echo": true})", false, "echo", "not supported"},
+      {R"({"prompt": "x", "logprobs": 21})", false, "logprobs", "must be in [0, 20]"},
+      {R"({"prompt": "x", "logprobs": true})", false, "logprobs", "must be an integer"},
+      {R"({"prompt": "x", "echo": 1})", false, "echo", "must be true or false"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "echo": true})", true, "echo", "/v1/completions field"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": 2})", true, "logprobs", "must be true or false"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", true, "top_logprobs",
+       "needs logprobs: true"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 21})", true,
+       "top_logprobs", "must be in [0, 20]"},
       {R"({"prompt": "x", "presence_penalty": 0.5})", false, "presence_penalty", "not supported"},
       {R"({"prompt": "x", "model": 3})", false, "model", "must be a string"},
       {R"({"messages": "hi"})", true, "messages", "non-empty array"},

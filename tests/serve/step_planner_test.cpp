@@ -38,6 +38,23 @@ TEST(StepPlanner, AdmitsAsManyAsThereAreRowsOldestFirst) {
   EXPECT_EQ(planner.admitted(), 1);
 }
 
+// A sequence that generates nothing (a prompt scored for its log-probabilities) is admitted as one
+// that is read, long or not, never chunked nor placed in a row; it holds its place until finished.
+TEST(StepPlanner, ScoredPromptsAreReadAloneAndTakeNoRow) {
+  StepPlanner planner(decoder(4));
+  planner.enqueue(1, 20, 0), planner.enqueue(2, 3, 2), planner.enqueue(3, 3, 2);
+  auto plan = planner.plan();
+  EXPECT_EQ(plan.scored, (std::vector<SequenceId>{1}));
+  EXPECT_EQ(plan.prefill, (std::vector<SequenceId>{2}));
+  EXPECT_TRUE(planner.chunked().empty());
+  EXPECT_EQ(planner.state(3), SequenceState::kWaiting);  // 1 holds the second row's place while read
+  EXPECT_FALSE(planner.finished(1).has_value());
+  planner.placed(2);
+  plan = planner.plan();
+  EXPECT_EQ(plan.prefill, (std::vector<SequenceId>{3}));
+  EXPECT_TRUE(planner.rows() == std::vector<SequenceId>{2});
+}
+
 TEST(StepPlanner, LongPromptsAreReadAChunkATurnHoldingTheirRow) {
   StepPlanner planner(decoder());
   planner.enqueue(1, 20, 4), planner.enqueue(2, 3, 4), planner.enqueue(3, 3, 4);
