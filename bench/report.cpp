@@ -158,7 +158,8 @@ std::string family_notes(const Workload& workload, const json& zoo, const json& 
       // PyTorch has no tokenizer: the tokenizer rows compare with each other (bytes per second).
       return fixed(number(zoo, "text_bytes_per_token"), 2) + " bytes of text per token" + compared;
     case WorkloadFamily::kServe: {
-      for (const char* key : {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms"}) {
+      for (const char* key :
+           {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms", "first_turn_ms"}) {
         if (zoo.contains(key)) row[std::string("zoo_") + key] = zoo[key];
         if (pytorch.contains(key)) row[std::string("pytorch_") + key] = pytorch[key];
       }
@@ -166,6 +167,9 @@ std::string family_notes(const Workload& workload, const json& zoo, const json& 
       if (zoo.contains("idle_ms")) {
         notes = "128-token prompt under 8 streams; idle " + fixed(number(zoo, "idle_ms"), 0) + " ms (" +
                 fixed(number(zoo, "vs_idle"), 2) + "x under load)";
+      } else if (zoo.contains("first_turn_ms")) {
+        notes = "a 992-token conversation's next turn; its first turn " + fixed(number(zoo, "first_turn_ms"), 0) +
+                " ms (" + fixed(number(zoo, "vs_first_turn"), 2) + "x the first)";
       } else {
         notes = compared + "per token p50 " + fixed(number(zoo, "token_p50_ms"), 0) + " ms, p99 " +
                 fixed(number(zoo, "token_p99_ms"), 0) + " ms";

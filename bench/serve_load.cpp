@@ -76,6 +76,7 @@ LoadResult run_load(const std::string& host, int port, const LoadSpec& spec) {
   std::vector<std::vector<int64_t>> prompts(out.requests.size());
   for (auto& p : prompts) {
     for (int64_t i = 0; i < spec.prompt_tokens; ++i) p.push_back(static_cast<int64_t>(rng() % spec.vocab_size));
+    std::copy_n(prompts[0].begin(), std::min(spec.shared_prefix_tokens, spec.prompt_tokens), p.begin());
   }
   const auto start = Clock::now();
   std::vector<std::thread> threads;

@@ -19,6 +19,7 @@ struct LoadSpec {
   int64_t max_tokens = 64;          // generated per request (ignore_eos: exactly this many)
   int64_t vocab_size = 50257;       // prompts' ids are below it
   int64_t seed = 0;                 // the prompts' ids
+  int64_t shared_prefix_tokens = 0;  // every prompt begins with the first's this many (a conversation so far)
   std::string api_key;
 };
 

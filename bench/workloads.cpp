@@ -376,6 +376,26 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
     const double idle_ms = ms(quantile(idle, 0.5)), loaded_ms = ms(quantile(loaded, 0.5));
     return {{"unit", "ms"}, {"value", loaded_ms}, {"idle_ms", idle_ms}, {"vs_idle", loaded_ms / idle_ms}};
   }
+  if (name == "serve-second-turn-gpt2-small") {
+    // A conversation's next turn resends its 992 tokens so far and 24 new ones (with 4 to
+    // generate, gpt2-small's 1,024 positions): its first token against the first turn's, read
+    // whole (the prefix cache, #50). A conversation of its own each round.
+    LoadSpec turns;
+    turns.requests_per_stream = 2;
+    turns.prompt_tokens = 1016;
+    turns.shared_prefix_tokens = 992;
+    turns.max_tokens = 4;
+    std::vector<double> first, second;
+    const int64_t rounds = o.steps > 0 ? o.steps : 3;
+    for (int64_t round = 0; round < rounds; ++round) {
+      turns.seed = 400 + round;
+      const auto load = run_load(host, port, turns);
+      first.push_back(load.requests[0].ttft);
+      second.push_back(load.requests[1].ttft);
+    }
+    const double first_ms = ms(quantile(first, 0.5)), second_ms = ms(quantile(second, 0.5));
+    return {{"unit", "ms"}, {"value", second_ms}, {"first_turn_ms", first_ms}, {"vs_first_turn", second_ms / first_ms}};
+  }
   LoadSpec spec;
   spec.streams = std::stoll(name.substr(name.rfind('-') + 1));
   // One stream sends four requests in turn; more streams two each.
@@ -604,6 +624,11 @@ std::vector<Workload> every_workload() {
     }
     w.push_back(serve);
   }
+  // A conversation's second turn against its first (#50: the prefix cache), zoo alone: the twin's
+  // server keeps no prompt.
+  w.push_back({.name = "serve-second-turn-gpt2-small", .family = F::kServe, .run = [](const WorkloadOptions& o) {
+                 return serve_workload("serve-second-turn-gpt2-small", o);
+               }, .default_run = false});
   // The same server over bf16, int8 and int4 weights at 8 and 16 streams (#49: int8 above bf16).
   const auto add_serve_rows = [&w](const RowWeights& weights) {
     for (const char* streams : {"8", "16"}) {
@@ -639,7 +664,8 @@ const Workload& find_workload(const std::string& name) {
                               ", and when named: long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window "
                               "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
                               "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
-                              "32768, serve-gpt2-small-S for S 1, 8, 16, and serve-ttft-gpt2-small)");
+                              "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small and "
+                              "serve-second-turn-gpt2-small)");
 }
 
 json run_workload(const std::string& name, const WorkloadOptions& options) {

@@ -6,15 +6,10 @@
 
 #include <torch/torch.h>
 
+#include "core/splitmix.h"
+
 namespace zoo {
 namespace {
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // Portable draws (the standard distributions differ between library implementations).
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
@@ -40,8 +35,8 @@ std::vector<int64_t> random_segmentation(int64_t n, int64_t k, std::mt19937_64& 
 }  // namespace
 
 std::mt19937_64 example_rng(uint64_t seed, int64_t epoch, int64_t index) {
-  return std::mt19937_64(splitmix(splitmix(seed) ^ splitmix(static_cast<uint64_t>(epoch) * 0x100000001B3ULL +
-                                                                static_cast<uint64_t>(index))));
+  const uint64_t place = static_cast<uint64_t>(epoch) * 0x100000001B3ULL + static_cast<uint64_t>(index);
+  return std::mt19937_64(splitmix64(splitmix64(seed) ^ splitmix64(place)));
 }
 
 ShuffledSampler::ShuffledSampler(int64_t n, uint64_t seed) : n_(n), seed_(seed) {

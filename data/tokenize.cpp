@@ -7,17 +7,11 @@
 
 #include "core/files.h"
 #include "core/line_reader.h"
+#include "core/splitmix.h"
 #include "core/unicode.h"
 
 namespace zoo {
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64: a well-spread hash of (seed, index)
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -68,7 +62,8 @@ TokenizeStats tokenize_to_files(const std::vector<std::string>& inputs, const To
       }
       any_text = true;
       if (current == nullptr) {
-        const double u = static_cast<double>(mix(o.seed ^ mix(static_cast<uint64_t>(index++)))) / 18446744073709551616.0;
+        const double u =
+            static_cast<double>(splitmix64(o.seed ^ splitmix64(static_cast<uint64_t>(index++)))) / 18446744073709551616.0;
         current = u < o.val_fraction ? &val : &train;
       }
       current->add(tokenizer.encode(line));

@@ -36,6 +36,7 @@ SchedulerOptions checked(SchedulerOptions o, const ModelConfig& config) {
   if (o.max_context < 2) refuse("--max-context must be at least 2, got " + std::to_string(o.max_context));
   if (o.max_queue < 0) refuse("--max-queue must be >= 0, got " + std::to_string(o.max_queue));
   if (o.prefill_chunk < 0) refuse("--prefill-chunk must be >= 0 (0: prompts whole), got " + std::to_string(o.prefill_chunk));
+  if (o.prefix_cache_bytes < 0) refuse("--prefix-cache-mb must be >= 0 (0: no prefix cache)");
   if (o.cache_positions < 0) {
     refuse("--kv-cache-positions must be >= 0 (0: the default), got " + std::to_string(o.cache_positions));
   }
@@ -103,11 +104,13 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
       options_(checked(options, model.config)),
       metrics_(metrics),
       runner_(std::move(model), options_.max_batch, reserved_positions(options_)),
+      prefix_cache_(runner_.encoder_decoder() ? 0 : options_.prefix_cache_bytes),
       planner_(PlannerOptions{options_.max_batch, options_.max_queue, options_.prefill_chunk,
                               {runner_.encoder_decoder(), runner_.config().max_length(), options_.max_context},
                               uses_long_factors(runner_.config().rope_scaling, runner_.config().max_length())
                                   ? runner_.config().rope_scaling.original_max_positions
-                                  : 0}) {
+                                  : 0,
+                              [this](SequenceId id) { return cached_prefix(id); }}) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -119,6 +122,12 @@ BatchScheduler::~BatchScheduler() {
   }
   wake_.notify_all();
   thread_.join();
+}
+
+int64_t BatchScheduler::cached_prefix(SequenceId id) {
+  const int64_t n = prefix_cache_.match(waiting_.at(id).prompt);
+  if (n > 0) matched_[id] = n;
+  return n;
 }
 
 bool BatchScheduler::submit(std::vector<SequenceRequest> sequences) {
@@ -190,7 +199,13 @@ void BatchScheduler::loop() {
       for (const SequenceId id : plan.scored) scored.push_back(std::make_unique<Slot>(id, take(id), tokenizer_, start));
       for (const SequenceId id : planner_.chunked()) {
         if (!chunked_.count(id)) {
-          chunked_.emplace(id, Chunked{std::make_unique<Slot>(id, take(id), tokenizer_, start), runner_.chunk_cache()});
+          Chunked entry{std::make_unique<Slot>(id, take(id), tokenizer_, start), runner_.chunk_cache()};
+          // Its cached prefix, copied now: nothing is evicted between the planner's asking and here.
+          if (const auto m = matched_.find(id); m != matched_.end()) {
+            prefix_cache_.fill(entry.slot->request.prompt, m->second, entry.cache);
+            matched_.erase(m);
+          }
+          chunked_.emplace(id, std::move(entry));
         }
       }
       running_ = planner_.admitted();  // counted as running from here, so that submit() never sees it nowhere
@@ -225,7 +240,11 @@ void BatchScheduler::loop() {
       running_ = planner_.admitted();
       waiting = static_cast<int64_t>(planner_.waiting().size());
     }
-    if (metrics_ != nullptr) metrics_->batch(waiting, static_cast<int64_t>(planner_.rows().size()), options_.max_batch);
+    if (metrics_ != nullptr) {
+      metrics_->batch(waiting, static_cast<int64_t>(planner_.rows().size()), options_.max_batch);
+      const auto& c = prefix_cache_.counts();
+      metrics_->prefix_cache(c.lookup_tokens, c.hit_tokens, c.evicted_blocks, c.bytes, c.blocks);
+    }
   }
 }
 
@@ -278,6 +297,7 @@ void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t i
       return;
     }
     const auto& r = slot->request;
+    if (!runner_.encoder_decoder()) prefix_cache_.insert(r.prompt, cache, index);
     if (r.echo && !runner_.encoder_decoder()) slot->logprobs = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
     if (first.logprob) slot->logprobs.push_back(*first.logprob);
     if (metrics_ != nullptr) {

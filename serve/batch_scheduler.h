@@ -29,6 +29,7 @@
 #include "models/model.h"
 #include "serve/metrics.h"
 #include "serve/model_runner.h"
+#include "serve/prefix_cache.h"
 #include "serve/step_planner.h"
 #include "tokenizers/tokenizer.h"
 
@@ -85,6 +86,9 @@ struct SchedulerOptions {
   // Positions each row of the batch's KV cache holds before it first grows (by doubling); 0: the
   // longest context and a quarter more, at most 4096.
   int64_t cache_positions = 0;
+  // The prefix cache's budget (serve/prefix_cache.h): a decoder's prompts' keys kept for later
+  // prompts that begin the same way. 0: none.
+  int64_t prefix_cache_bytes = 0;
 };
 
 class BatchScheduler {
@@ -137,11 +141,15 @@ class BatchScheduler {
   // moving into it, in the planner and in the runner alike.
   void release(SequenceId id);
   void fail_running(const std::string& message);
+  // The planner's question at admission (under the lock, on the loop's thread): a waiting
+  // prompt's cached tokens, remembered until its cache is made from them in the same turn.
+  int64_t cached_prefix(SequenceId id);
 
   const Tokenizer& tokenizer_;
   SchedulerOptions options_;
   ServerMetrics* metrics_;
   ModelRunner runner_;
+  PrefixCache prefix_cache_;  // the loop's thread's alone (the planner asks it under the lock, on that thread)
   // The sequences past the queue, each in one place: running (a row of the batch, in the
   // planner's row order), or read in chunks into a cache of its own.
   std::unordered_map<SequenceId, std::unique_ptr<Slot>> slots_;
@@ -151,6 +159,7 @@ class BatchScheduler {
   std::condition_variable wake_;
   StepPlanner planner_;
   std::unordered_map<SequenceId, SequenceRequest> waiting_;  // the queue's requests
+  std::unordered_map<SequenceId, int64_t> matched_;  // cached_prefix's answers, until used this turn
   SequenceId next_id_ = 0;
   std::atomic<int64_t> running_{0};
   std::atomic<int64_t> steps_{0};

@@ -82,6 +82,13 @@ void ServerMetrics::batch(int64_t queued, int64_t running, int64_t slots) {
   if (running > 0) occupancy_.observe(static_cast<double>(running));
 }
 
+void ServerMetrics::prefix_cache(int64_t lookup_tokens, int64_t hit_tokens, int64_t evicted_blocks, int64_t bytes,
+                                 int64_t blocks) {
+  std::lock_guard lock(mutex_);
+  prefix_lookup_tokens_ = lookup_tokens, prefix_hit_tokens_ = hit_tokens, prefix_evicted_blocks_ = evicted_blocks;
+  prefix_bytes_ = bytes, prefix_blocks_ = blocks;
+}
+
 void ServerMetrics::connections(const ConnectionCounts& counts) {
   std::lock_guard lock(mutex_);
   connections_ = counts;
@@ -122,6 +129,19 @@ std::string ServerMetrics::render() const {
       << "# TYPE zoo_batch_running gauge\nzoo_batch_running " << running_ << "\n"
       << "# HELP zoo_batch_slots Slots of the running batch (--max-batch).\n"
       << "# TYPE zoo_batch_slots gauge\nzoo_batch_slots " << slots_ << "\n"
+      << "# HELP zoo_prefix_cache_lookup_tokens_total Prompt tokens looked up in the prefix cache.\n"
+      << "# TYPE zoo_prefix_cache_lookup_tokens_total counter\nzoo_prefix_cache_lookup_tokens_total "
+      << prefix_lookup_tokens_ << "\n"
+      << "# HELP zoo_prefix_cache_hit_tokens_total Prompt tokens found in the prefix cache, not read again.\n"
+      << "# TYPE zoo_prefix_cache_hit_tokens_total counter\nzoo_prefix_cache_hit_tokens_total " << prefix_hit_tokens_
+      << "\n"
+      << "# HELP zoo_prefix_cache_evicted_blocks_total Blocks evicted from the prefix cache (least recently used).\n"
+      << "# TYPE zoo_prefix_cache_evicted_blocks_total counter\nzoo_prefix_cache_evicted_blocks_total "
+      << prefix_evicted_blocks_ << "\n"
+      << "# HELP zoo_prefix_cache_bytes Bytes of keys and values the prefix cache holds (within --prefix-cache-mb).\n"
+      << "# TYPE zoo_prefix_cache_bytes gauge\nzoo_prefix_cache_bytes " << prefix_bytes_ << "\n"
+      << "# HELP zoo_prefix_cache_blocks Blocks of 32 prompt tokens the prefix cache holds.\n"
+      << "# TYPE zoo_prefix_cache_blocks gauge\nzoo_prefix_cache_blocks " << prefix_blocks_ << "\n"
       << "# HELP zoo_connections_open HTTP connections open.\n"
       << "# TYPE zoo_connections_open gauge\nzoo_connections_open " << connections_.open << "\n"
       << "# HELP zoo_connections_refused_total Connections refused with 503 at --max-connections, none being idle.\n"

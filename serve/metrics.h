@@ -46,6 +46,9 @@ class ServerMetrics {
   void sequence_failed();
   // The scheduler's state after each step.
   void batch(int64_t queued, int64_t running, int64_t slots);
+  // The prefix cache's totals (serve/prefix_cache.h): prompt tokens looked up and found cached,
+  // blocks evicted, and the bytes and blocks it holds.
+  void prefix_cache(int64_t lookup_tokens, int64_t hit_tokens, int64_t evicted_blocks, int64_t bytes, int64_t blocks);
   // The HTTP front's connections, as it counts them (taken when /metrics is rendered).
   void connections(const ConnectionCounts& counts);
 
@@ -59,6 +62,8 @@ class ServerMetrics {
   std::map<std::pair<std::string, int>, int64_t> requests_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0, sequences_failed_ = 0;
   int64_t queued_ = 0, running_ = 0, slots_ = 0;
+  int64_t prefix_lookup_tokens_ = 0, prefix_hit_tokens_ = 0, prefix_evicted_blocks_ = 0, prefix_bytes_ = 0,
+          prefix_blocks_ = 0;
   ConnectionCounts connections_;
   Histogram ttft_, tpot_, latency_, occupancy_;
 };

@@ -83,6 +83,7 @@ class Server {
         SchedulerOptions s;
         s.max_batch = options.max_batch, s.max_context = options.max_context, s.max_queue = options.max_queue;
         s.prefill_chunk = options.prefill_chunk, s.cache_positions = options.cache_positions;
+        s.prefix_cache_bytes = options.prefix_cache_mb << 20;
         scheduler_ = std::make_unique<BatchScheduler>(model, tokenizer, s, &metrics_);
         max_context_ = scheduler_->options().max_context;
         break;

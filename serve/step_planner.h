@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -37,6 +38,10 @@ struct PlannerOptions {
   // A prompt longer than this is read whole, never in chunks: longrope's trained context, past
   // which every key takes the long factors, which the first chunks could not know. 0: none.
   int64_t whole_past = 0;
+  // The tokens of a decoder's waiting prompt already cached (serve/prefix_cache.h), asked once at
+  // its admission: the prompt is then read from there, as one read in chunks is (in one chunk
+  // when prefill_chunk is 0). Unset: no cache.
+  std::function<int64_t(SequenceId)> cached_tokens;
 };
 
 // One turn of the loop, in the order the scheduler runs it.

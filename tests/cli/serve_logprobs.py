@@ -11,6 +11,7 @@ scratch directory. Checks, each exiting non-zero with what failed:
 - `max_tokens: 0` with `echo` scores the prompt alone, as the echo of a longer request does;
 - under concurrency each row's values equal its values alone; streamed chunks carry the same
   values as the whole answer; a chat's `logprobs`/`top_logprobs` come in its own shape;
+- the prefix cache: a history sent again is found there (/metrics) and answers the same;
 - lm-evaluation-harness's `local-completions` model runs a loglikelihood (multiple-choice) task and a
   generate_until task, defined here over JSONL files, against zoo serve; its `hf` model runs them on
   HF_DIR; the accuracies and generations are equal and every log-likelihood within 1e-3.
@@ -19,6 +20,7 @@ import concurrent.futures
 import json
 import math
 import os
+import re
 import sys
 import urllib.request
 
@@ -143,6 +145,22 @@ for bad, field in [({"prompt": "x", "logprobs": 21}, "logprobs"), ({"prompt": "x
         check(False, f"{bad} was accepted")
     except urllib.error.HTTPError as e:
         check(e.code == 400 and json.load(e)["error"]["param"] == field, f"{bad}: {e.code}")
+
+# The prefix cache: a prompt that begins as an earlier one did reads only the rest (the hits count
+# it) and answers as it did when read whole.
+def metric(name):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    text = urllib.request.urlopen(request, timeout=30).read().decode()
+    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+
+history = " ".join(["The list of values is returned by the function."] * 12)
+hits = metric("zoo_prefix_cache_hit_tokens_total")
+first = post("/completions", {"model": model_id, "prompt": history + " First", "max_tokens": 8, "temperature": 0})
+post("/completions", {"model": model_id, "prompt": history + " Second", "max_tokens": 8, "temperature": 0})
+again = post("/completions", {"model": model_id, "prompt": history + " First", "max_tokens": 8, "temperature": 0})
+check(again["choices"][0]["text"] == first["choices"][0]["text"], "a prompt read from the prefix cache answers otherwise")
+check(metric("zoo_prefix_cache_hit_tokens_total") - hits >= 2 * 64, "the prefix cache found no block of a repeated history")
 
 # lm-evaluation-harness, local-completions against zoo serve and hf on the same weights.
 import lm_eval  # noqa: E402

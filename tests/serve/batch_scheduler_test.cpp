@@ -110,6 +110,62 @@ TEST_P(BatchSchedulerTest, GreedyUnderConcurrencyEqualsEachAlone) {
   }
 }
 
+// With a prefix cache, prompts that begin as earlier ones did read only the rest, their first
+// tokens' keys taken from the cache, and give what they give alone, token for token: a chat's
+// second turn (its first turn and more), the same prompt again, a prompt ending where a block
+// does (its last token is read again), another after a block's worth of the same tokens. Blocks
+// are found (the metrics count hits) for every layout whose rows keep every key, and none for
+// recurrent layers (a state is not cached) or encoder-decoders (no cache at all).
+TEST_P(BatchSchedulerTest, PrefixCacheReadsOnlyWhatFollowsAndChangesNoToken) {
+  const auto& variant = GetParam();
+  auto model = tiny_model(variant.family, variant.overrides);
+  for (const int64_t chunk : {int64_t{0}, int64_t{7}}) {
+    SCOPED_TRACE(chunk == 0 ? "prompts whole" : "prompts in chunks of 7");
+    SchedulerOptions options;
+    options.max_batch = 3;
+    options.prefill_chunk = chunk;
+    options.prefix_cache_bytes = int64_t{64} << 20;
+    ServerMetrics metrics;
+    auto scheduler = std::make_unique<BatchScheduler>(model, tokenizer(), options, &metrics);
+    auto channel = std::make_shared<ResponseChannel>();
+    // Within the tiny models' 64 positions: 6 new tokens after prompts of at most 52.
+    const auto first = random_prompt(40, 7), other = random_prompt(20, 8);
+    auto turn = first;
+    for (int64_t t : random_prompt(10, 9)) turn.push_back(t);
+    auto block = std::vector<int64_t>(turn.begin(), turn.begin() + PrefixCache::kBlockTokens);
+    auto branch = block;
+    for (int64_t t : other) branch.push_back(t);
+    const std::vector<std::vector<int64_t>> waves[] = {{first, other}, {turn, first, block}, {branch, turn}};
+    std::vector<SequenceRequest> requests;
+    std::map<int64_t, Outcome> got;
+    for (const auto& wave : waves) {
+      std::vector<SequenceRequest> these;
+      for (const auto& p : wave) these.push_back(request(static_cast<int64_t>(requests.size() + these.size()), p, 6, channel));
+      for (const auto& r : these) requests.push_back(r);
+      ASSERT_TRUE(scheduler->submit(these));
+      got.merge(collect(*channel, static_cast<int64_t>(these.size())));  // each wave ends before the next
+    }
+    const auto render = metrics.render();
+    scheduler.reset();  // the model is the test's again
+    for (const auto& r : requests) {
+      const auto want = reference(model, r);
+      EXPECT_EQ(got.at(r.index).text, want.text) << "sequence " << r.index;
+      EXPECT_EQ(got.at(r.index).completion_tokens, want.completion_tokens) << "sequence " << r.index;
+    }
+    // Every decoder's prompts are found but with a recurrent layer (a state) or longrope (prompts
+    // past its trained context are read whole, never from a cache). A window keeps a whole
+    // prompt's keys while it is read (the next query drops them); read in chunks, it drops the
+    // oldest as it goes, and such a prompt is not cached.
+    const bool keeps_keys =
+        variant.family == "gpt" && std::none_of(variant.overrides.begin(), variant.overrides.end(), [&](const std::string& o) {
+          return o.find("linear") != std::string::npos || o.find("longrope") != std::string::npos ||
+                 (chunk > 0 && o.find("window") != std::string::npos);
+        });
+    const bool hits = render.find("zoo_prefix_cache_hit_tokens_total 0\n") == std::string::npos;
+    EXPECT_EQ(hits, keeps_keys) << render;
+  }
+}
+
 void expect_each_alone_under_concurrency(const Variant& variant, int64_t prefill_chunk) {
   auto model = tiny_model(variant.family, variant.overrides);
   SchedulerOptions options;
