@@ -80,8 +80,8 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
       ->check(non_negative_integer());
   cmd->add_option("--prefix-cache-mb", a->options.prefix_cache_mb,
                   "MiB of prompts' keys and values kept for later prompts that begin the same way (a chat's next turn); "
-                  "least recently used first out (0: no prefix cache)")
-      ->check(non_negative_integer());
+                  "least recently used first out (default 0: no prefix cache)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--max-body", a->options.max_body_bytes, "largest request body in bytes; larger get 413")
       ->check(positive_integer());
   cmd->add_option("--grace", a->options.grace_seconds, "seconds running requests may finish after SIGTERM")

@@ -317,7 +317,8 @@ const RowWeights& serve_weights(const std::string& name) {
   return kRowWeights[0];
 }
 
-std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, const RowWeights& weights) {
+std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, const RowWeights& weights,
+                                                  int64_t prefix_cache_mb) {
   torch::manual_seed(0);
   Model model = build_model(bench_config("gpt2-small"));
   model.module()->to(o.device, weights.dtype);
@@ -329,6 +330,7 @@ std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, cons
   options.max_batch = 16;
   options.max_queue = 64;
   options.model_name = "gpt2-small";
+  options.prefix_cache_mb = prefix_cache_mb;
   return std::make_unique<InProcessServer>(std::move(model), bench_gpt2_tokenizer(o.gpt2_tokenizer), options);
 }
 
@@ -339,7 +341,8 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
   int port = 0;
   std::unique_ptr<InProcessServer> server;
   if (o.serve_target.empty()) {
-    server = serve_gpt2_small(o, serve_weights(name));
+    // The prefix cache for the second-turn row alone (zoo serve's default is none).
+    server = serve_gpt2_small(o, serve_weights(name), name == "serve-second-turn-gpt2-small" ? 512 : 0);
     port = server->port();
   } else {
     const auto colon = o.serve_target.rfind(':');

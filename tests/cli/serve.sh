@@ -39,7 +39,7 @@ start_server() {
 # Prompts longer than 6 tokens are prefilled 6 a step: every check below, greedy against `zoo
 # generate` and eight clients at once among them, runs through chunked prefills too.
 start_server "$work/serve.log" --max-batch 4 --max-queue 4 --api-key secret --served-model-name tiny --max-body 65536 \
-  --prefill-chunk 6
+  --prefill-chunk 6 --prefix-cache-mb 64
 trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
 "$python" "$(dirname "$0")/serve_client.py" "$port" secret "$zoo" "$work/gpt" tiny
 # Log-probabilities against transformers on the export, and lm-evaluation-harness against the server.
@@ -200,4 +200,5 @@ fails "--prefill-chunk: must be 0 or a positive integer, got '-1'" "$zoo" serve 
 fails "--max-connections: must be a positive integer" "$zoo" serve "$work/gpt" --max-connections 0
 fails "--request-timeout: must be a positive number" "$zoo" serve "$work/gpt" --request-timeout 0
 fails "--keep-alive: must be a positive number" "$zoo" serve "$work/gpt" --keep-alive -1
+fails "--prefix-cache-mb: Value 9999999999999 not in range" "$zoo" serve "$work/gpt" --prefix-cache-mb 9999999999999
 echo "cli.serve: ok"
