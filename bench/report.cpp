@@ -159,7 +159,7 @@ std::string family_notes(const Workload& workload, const json& zoo, const json& 
       return fixed(number(zoo, "text_bytes_per_token"), 2) + " bytes of text per token" + compared;
     case WorkloadFamily::kServe: {
       for (const char* key :
-           {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms", "first_turn_ms"}) {
+           {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms", "first_turn_ms", "free_ms"}) {
         if (zoo.contains(key)) row[std::string("zoo_") + key] = zoo[key];
         if (pytorch.contains(key)) row[std::string("pytorch_") + key] = pytorch[key];
       }
@@ -170,6 +170,10 @@ std::string family_notes(const Workload& workload, const json& zoo, const json& 
       } else if (zoo.contains("first_turn_ms")) {
         notes = "a 992-token conversation's next turn; its first turn " + fixed(number(zoo, "first_turn_ms"), 0) +
                 " ms (" + fixed(number(zoo, "vs_first_turn"), 2) + "x the first)";
+      } else if (zoo.contains("free_ms")) {
+        notes = "a token at 8 streams held to JSON (" + fixed(number(zoo, "tokens"), 0) + " tokens); free " +
+                fixed(number(zoo, "free_ms"), 1) + " ms (" + fixed(number(zoo, "free_tokens"), 0) + " tokens; " +
+                fixed(number(zoo, "vs_free"), 3) + "x held)";
       } else {
         notes = compared + "per token p50 " + fixed(number(zoo, "token_p50_ms"), 0) + " ms, p99 " +
                 fixed(number(zoo, "token_p99_ms"), 0) + " ms";

@@ -21,8 +21,10 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 // One streamed request: its events parsed as they arrive.
 RequestTimes send(httplib::Client& client, const LoadSpec& spec, const std::vector<int64_t>& prompt,
                   std::vector<double>& gaps, const std::string& what) {
-  const json body = {{"prompt", prompt},       {"max_tokens", spec.max_tokens}, {"temperature", 0},
-                     {"ignore_eos", true},     {"stream", true},                {"stream_options", {{"include_usage", true}}}};
+  json body = {{"prompt", prompt}, {"max_tokens", spec.max_tokens}, {"temperature", 0}, {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  if (spec.response_format.empty()) body["ignore_eos"] = true;
+  else body["response_format"] = json::parse(spec.response_format);
   RequestTimes times;
   std::string pending;
   bool done = false;

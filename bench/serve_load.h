@@ -20,6 +20,9 @@ struct LoadSpec {
   int64_t vocab_size = 50257;       // prompts' ids are below it
   int64_t seed = 0;                 // the prompts' ids
   int64_t shared_prefix_tokens = 0;  // every prompt begins with the first's this many (a conversation so far)
+  // The requests' response_format (JSON), answers held to its grammar and ending when their value
+  // does (no ignore_eos); empty: free text of exactly max_tokens.
+  std::string response_format;
   std::string api_key;
 };
 

@@ -399,6 +399,23 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
     const double first_ms = ms(quantile(first, 0.5)), second_ms = ms(quantile(second, 0.5));
     return {{"unit", "ms"}, {"value", second_ms}, {"first_turn_ms", first_ms}, {"vs_first_turn", second_ms / first_ms}};
   }
+  if (name == "serve-json-gpt2-small-8") {
+    // Eight streams' answers held to any JSON object (response_format json_object) against the
+    // same eight free: what the grammar's mask adds to a token's time at a batch of 8 (#50). The
+    // grammar is compiled by a first request, as a server's first structured request compiles it.
+    LoadSpec spec;
+    spec.streams = 8;
+    spec.requests_per_stream = o.steps > 0 ? o.steps : 2;
+    LoadSpec first = warmup;
+    first.response_format = R"({"type": "json_object"})";
+    run_load(host, port, first);
+    const auto plain = run_load(host, port, spec);
+    spec.response_format = first.response_format;
+    const auto held = run_load(host, port, spec);
+    const double free_ms = ms(quantile(plain.token_gaps, 0.5)), held_ms = ms(quantile(held.token_gaps, 0.5));
+    return {{"unit", "ms"}, {"value", held_ms}, {"free_ms", free_ms}, {"vs_free", held_ms / free_ms},
+            {"tokens", held.tokens}, {"free_tokens", plain.tokens}};
+  }
   LoadSpec spec;
   spec.streams = std::stoll(name.substr(name.rfind('-') + 1));
   // One stream sends four requests in turn; more streams two each.
@@ -632,6 +649,10 @@ std::vector<Workload> every_workload() {
   w.push_back({.name = "serve-second-turn-gpt2-small", .family = F::kServe, .run = [](const WorkloadOptions& o) {
                  return serve_workload("serve-second-turn-gpt2-small", o);
                }, .default_run = false});
+  // A token's time at 8 streams with answers held to JSON against free ones (#50: the mask's cost).
+  w.push_back({.name = "serve-json-gpt2-small-8", .family = F::kServe, .run = [](const WorkloadOptions& o) {
+                 return serve_workload("serve-json-gpt2-small-8", o);
+               }, .default_run = false});
   // The same server over bf16, int8 and int4 weights at 8 and 16 streams (#49: int8 above bf16).
   const auto add_serve_rows = [&w](const RowWeights& weights) {
     for (const char* streams : {"8", "16"}) {
@@ -667,8 +688,8 @@ const Workload& find_workload(const std::string& name) {
                               ", and when named: long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window "
                               "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
                               "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
-                              "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small and "
-                              "serve-second-turn-gpt2-small)");
+                              "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small, "
+                              "serve-second-turn-gpt2-small and serve-json-gpt2-small-8)");
 }
 
 json run_workload(const std::string& name, const WorkloadOptions& options) {

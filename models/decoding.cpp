@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "core/op_profile.h"
+#include "core/token_bitmask.h"
 
 namespace zoo {
 namespace {
@@ -260,6 +261,26 @@ GenerationResult decode_rows(DecodingModel& model, const GenerationOptions& o, i
   return result;
 }
 
+namespace {
+
+// A grammar's bitmask as a (1, vocab) boolean row; throws when it allows nothing, which no
+// grammar reached by allowed tokens does.
+torch::Tensor allowed_tokens(const std::vector<int32_t>& mask, int64_t vocab) {
+  TORCH_CHECK(static_cast<int64_t>(mask.size()) * 32 >= vocab, "allowed_tokens: a mask of ", mask.size(),
+              " words for ", vocab, " tokens");
+  auto out = torch::empty({1, vocab}, torch::kBool);
+  auto* bits = out.data_ptr<bool>();
+  bool any = false;
+  for (int64_t t = 0; t < vocab; ++t) {
+    bits[t] = token_in_bitmask(mask, t);
+    any = any || bits[t];
+  }
+  TORCH_CHECK(any, "the response format's grammar allows no token here");
+  return out;
+}
+
+}  // namespace
+
 std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::vector<DecodingRow>& rows) {
   const auto n = static_cast<int64_t>(rows.size());
   std::vector<RowToken> out(n);
@@ -277,13 +298,22 @@ std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::
       continue;
     }
     try {
-      if (!o.sample && o.repetition_penalty == 1.0) {
+      if (!o.sample && o.repetition_penalty == 1.0 && row.allowed == nullptr) {
         out[i].token = read[n + i];
+        continue;
+      }
+      auto row_logits = logits.narrow(0, i, 1);
+      if (row.allowed != nullptr) {
+        row_logits = row_logits.masked_fill(allowed_tokens(*row.allowed, logits.size(1)).to(logits.device()).logical_not(),
+                                            -std::numeric_limits<float>::infinity());
+      }
+      if (!o.sample && o.repetition_penalty == 1.0) {
+        out[i].token = read_to_host(row_logits.argmax(-1)).data_ptr<int64_t>()[0];
         continue;
       }
       torch::Tensor context;
       if (o.repetition_penalty != 1.0) context = torch::tensor(*row.context, torch::kLong).unsqueeze(0).to(logits.device());
-      const auto processed = process_logits(logits.narrow(0, i, 1), context, {}, o);
+      const auto processed = process_logits(row_logits, context, {}, o);
       out[i].token = read_to_host(choose_tokens(processed, o, *row.generator)).data_ptr<int64_t>()[0];
     } catch (const c10::Error& e) {
       out[i].error = e.what_without_backtrace();  // LibTorch's backtrace means nothing to a client

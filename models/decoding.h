@@ -73,6 +73,9 @@ struct DecodingRow {
   const std::vector<int64_t>* context = nullptr;  // prompt and tokens so far: what the repetition penalty reads
   int64_t generated = 0;                          // tokens so far
   std::optional<int64_t> logprobs;                // the token's log-probability, with this many alternatives
+  // The tokens a grammar allows (structured output, serve/token_grammar.h), a bitmask
+  // (core/token_bitmask.h); the others are never chosen. nullptr: every token.
+  const std::vector<int32_t>* allowed = nullptr;
 };
 struct RowToken {
   int64_t token = 0;
@@ -81,7 +84,8 @@ struct RowToken {
 };
 // Each row's next token from the logits (rows, V) float32, chosen as decode_rows chooses it for
 // a batch of that row alone, with its log-probability where the row asks (the rows that ask read
-// together). A row whose logits hold NaN or infinity (corrupt weights, an overflow in bf16), or
+// together). A row with `allowed` tokens chooses among them alone; its log-probabilities stay the
+// model's own, before the mask (as vLLM reports them). A row whose logits hold NaN or infinity (corrupt weights, an overflow in bf16), or
 // whose sampling throws, gets its error, and the other rows their tokens.
 std::vector<RowToken> choose_row_tokens(const torch::Tensor& logits, const std::vector<DecodingRow>& rows);
 

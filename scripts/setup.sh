@@ -6,7 +6,9 @@
 #      with the pinned packages of scripts/requirements.txt: torch 2.15, whose wheel carries the
 #      LibTorch zoo builds against (CUDA build, C++11 ABI), and the Hugging Face libraries the
 #      tests compare with. Several GB the first time; reused while requirements.txt is unchanged.
-#   3. CMake against that LibTorch (C++20), through ccache where it is installed.
+#   3. xgrammar's source archive from PyPI (pinned version and hash), extracted into the cache
+#      folder: zoo serve's structured output builds its C++ core.
+#   4. CMake against that LibTorch (C++20), through ccache where it is installed.
 #
 #   ZOO_BUILD_DIR     build folder (default: build)
 #   ZOO_BUILD_TYPE    CMake build type (default: Release)
@@ -81,6 +83,23 @@ else
   echo "setup: Python environment $zoo_venv up to date"
 fi
 
+# xgrammar's sources (its C++ core is built with zoo). The package index is pip's own configuration.
+xgrammar_version=0.2.9
+xgrammar_sha256=87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
+xgrammar_dir="$zoo_cache/xgrammar-$xgrammar_version"
+if [[ ! -f "$xgrammar_dir/include/xgrammar/xgrammar.h" ]]; then
+  echo "setup: fetching xgrammar $xgrammar_version's sources into $xgrammar_dir"
+  work="$(mktemp -d "${TMPDIR:-/tmp}/zoo-xgrammar.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+  "$zoo_python" -m pip download -q --no-deps --no-binary xgrammar "xgrammar==$xgrammar_version" -d "$work"
+  echo "$xgrammar_sha256  $work/xgrammar-$xgrammar_version.tar.gz" | sha256sum -c --quiet -
+  tar xzf "$work/xgrammar-$xgrammar_version.tar.gz" -C "$work"
+  rm -rf "$xgrammar_dir.new" && mv "$work/xgrammar-$xgrammar_version" "$xgrammar_dir.new"
+  mv "$xgrammar_dir.new" "$xgrammar_dir"  # whole, or not there
+else
+  echo "setup: xgrammar $xgrammar_version's sources present"
+fi
+
 # LibTorch: ZOO_LIBTORCH or CMAKE_PREFIX_PATH if given, else the environment's torch.
 torch_cmake="${ZOO_LIBTORCH:-}"
 if [[ -n "$torch_cmake" && -d "$torch_cmake/share/cmake" ]]; then torch_cmake="$torch_cmake/share/cmake"; fi
@@ -100,5 +119,6 @@ fi
 build_dir="${ZOO_BUILD_DIR:-build}"
 jobs="$(nproc)"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${ZOO_BUILD_TYPE:-Release}" "${prefix_args[@]}" \
-  -DZOO_PYTHON="$zoo_python" -DZOO_REFERENCE_DIR="$zoo_cache/references" "${launcher_args[@]}" ${ZOO_CMAKE_ARGS:-}
+  -DZOO_PYTHON="$zoo_python" -DZOO_REFERENCE_DIR="$zoo_cache/references" -DZOO_XGRAMMAR_DIR="$xgrammar_dir" \
+  "${launcher_args[@]}" ${ZOO_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "$jobs"

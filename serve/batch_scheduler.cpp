@@ -78,8 +78,14 @@ struct BatchScheduler::Slot {
         decoder(tokenizer, decoder_start ? std::vector<int64_t>{} : request.prompt),
         stops(request.stop_texts),
         generator(make_generator(request.options.seed)),
-        context(decoder_start ? std::vector<int64_t>{*decoder_start} : request.prompt) {}
-  DecodingRow decoding() { return {&request.options, &generator, &context, generated, request.logprobs}; }
+        context(decoder_start ? std::vector<int64_t>{*decoder_start} : request.prompt) {
+    if (request.grammar) constraint.emplace(request.grammar);
+  }
+  // The row as its next token is chosen: with its grammar's mask filled for this step.
+  DecodingRow decoding() {
+    return {&request.options, &generator, &context, generated, request.logprobs,
+            constraint ? &constraint->allowed() : nullptr};
+  }
 
   SequenceId id;
   SequenceRequest request;
@@ -90,6 +96,7 @@ struct BatchScheduler::Slot {
   int64_t next = 0;              // the token the next step feeds
   int64_t generated = 0;
   std::vector<TokenLogprob> logprobs;  // not yet handed to the request
+  std::optional<TokenConstraint> constraint;  // the request's grammar, where it has one
   Clock::time_point last_token;
 };
 
@@ -389,6 +396,9 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
   ++s.generated;
   s.context.push_back(token);
   s.next = token;
+  if (s.constraint && !s.constraint->accept(token)) {
+    throw std::runtime_error("token " + std::to_string(token) + " is not allowed by the response format's grammar");
+  }
   const auto& o = s.request.options;
   if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end()) {
     finish(s, s.stops.flush(), FinishReason::kEos);
@@ -397,6 +407,10 @@ bool BatchScheduler::deliver(Slot& s, int64_t token) {
   std::string text = s.stops.add(s.decoder.add(token));
   if (s.stops.stopped()) {
     finish(s, std::move(text), FinishReason::kStop);
+    return true;
+  }
+  if (s.constraint && s.constraint->terminated()) {  // complete, with no stop token to wait for
+    finish(s, text + s.stops.flush(), FinishReason::kStop);
     return true;
   }
   // max_tokens is reached, or the next token would need a position past the context.

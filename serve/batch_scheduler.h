@@ -31,6 +31,7 @@
 #include "serve/model_runner.h"
 #include "serve/prefix_cache.h"
 #include "serve/step_planner.h"
+#include "serve/token_grammar.h"
 #include "tokenizers/tokenizer.h"
 
 namespace zoo {
@@ -72,6 +73,9 @@ struct SequenceRequest {
   std::vector<std::string> stop_texts;
   std::optional<int64_t> logprobs;  // each token's log-probability and this many alternatives' (0-20)
   bool echo = false;                // a decoder's prompt tokens' too, before the first new token's
+  // response_format's grammar: each token chosen among those it allows, and the answer ending
+  // (kStop) once it is complete. nullptr: free text.
+  std::shared_ptr<const TokenGrammar> grammar;
   std::shared_ptr<ResponseChannel> channel;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };

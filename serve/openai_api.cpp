@@ -169,11 +169,62 @@ void refuse_unsupported(const json& j, bool chat) {
       throw bad("best_of", "is not supported by zoo serve (only best_of = n)");
     }
   }
-  if (const json* format = field(j, "response_format"); chat && format != nullptr) {
-    if (!format->is_object() || format->value("type", json()) != json("text")) {
-      throw bad("response_format", "only {\"type\": \"text\"} is supported by zoo serve");
-    }
+}
+
+// A schema's keywords, checked where structured output would silently ignore them: `where` is the
+// schema's path, as response_format.json_schema.schema.properties.NAME.
+void check_schema(const json& s, const std::string& where, int depth) {
+  constexpr int kMaxDepth = 64;
+  if (s.is_boolean()) return;  // true: anything; false: nothing
+  if (!s.is_object()) throw ApiError(400, where + ": must be a schema (an object), got " + s.type_name(), "response_format");
+  if (depth > kMaxDepth) {
+    throw ApiError(400, where + ": schemas nest deeper than " + std::to_string(kMaxDepth), "response_format");
   }
+  auto sub = [&](const json& v, const std::string& at) { check_schema(v, at, depth + 1); };
+  auto each_of_object = [&](const std::string& key, const json& v) {
+    if (!v.is_object()) throw ApiError(400, where + "." + key + ": must be an object of schemas", "response_format");
+    for (const auto& [name, schema] : v.items()) sub(schema, where + "." + key + "." + name);
+  };
+  auto each_of_array = [&](const std::string& key, const json& v) {
+    if (!v.is_array() || v.empty()) throw ApiError(400, where + "." + key + ": must be a non-empty array of schemas", "response_format");
+    for (size_t i = 0; i < v.size(); ++i) sub(v[i], where + "." + key + "[" + std::to_string(i) + "]");
+  };
+  for (const auto& [key, value] : s.items()) {
+    if (!json_schema_keyword_supported(key)) {
+      throw ApiError(400, where + ": the keyword '" + key + "' is not supported by zoo serve's structured output",
+                     "response_format");
+    }
+    if (key == "properties" || key == "$defs" || key == "definitions") each_of_object(key, value);
+    else if (key == "anyOf" || key == "prefixItems") each_of_array(key, value);
+    else if (key == "items" || (key == "additionalProperties" && !value.is_boolean())) sub(value, where + "." + key);
+  }
+}
+
+ResponseFormat response_format_field(const json& j) {
+  ResponseFormat format;
+  const json* v = field(j, "response_format");
+  if (v == nullptr) return format;
+  if (!v->is_object()) throw bad("response_format", std::string("must be an object, got ") + v->type_name());
+  const json* type = field(*v, "type");
+  if (type == nullptr || !type->is_string()) throw bad("response_format.type", "must be text, json_object or json_schema");
+  const auto name = type->get<std::string>();
+  if (name == "text") return format;
+  if (name == "json_object") {
+    format.kind = ResponseFormatKind::kJsonObject;
+    return format;
+  }
+  if (name != "json_schema") throw bad("response_format.type", "must be text, json_object or json_schema, got '" + name + "'");
+  const json* spec = field(*v, "json_schema");
+  if (spec == nullptr || !spec->is_object()) throw bad("response_format.json_schema", "must be an object with a schema");
+  if (const json* strict = field(*spec, "strict"); strict != nullptr && !strict->is_boolean()) {
+    throw bad("response_format.json_schema.strict", std::string("must be true or false, got ") + strict->type_name());
+  }
+  const json* schema = field(*spec, "schema");
+  if (schema == nullptr) throw bad("response_format.json_schema.schema", "is required");
+  check_schema(*schema, "response_format.json_schema.schema", 0);
+  format.kind = ResponseFormatKind::kJsonSchema;
+  format.schema = schema->dump();
+  return format;
 }
 
 std::vector<std::string> stop_field(const json& j) {
@@ -315,6 +366,22 @@ std::vector<ApiMessage> messages_field(const json& j) {
 
 }  // namespace
 
+bool json_schema_keyword_supported(const std::string& keyword) {
+  static const char* const kKeywords[] = {
+      // structure
+      "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
+      "enum", "const", "anyOf", "$ref", "$defs", "definitions",
+      // values
+      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern",
+      // annotations
+      "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+      "writeOnly"};
+  for (const char* k : kKeywords) {
+    if (keyword == k) return true;
+  }
+  return false;
+}
+
 std::string ApiError::body() const {
   return json{{"error",
                {{"message", what()}, {"type", type}, {"param", param.empty() ? json() : json(param)}, {"code", status}}}}
@@ -328,6 +395,10 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
   r.model = string_field(j, "model");
   refuse_unsupported(j, chat);
   r.sampling = sampling_fields(j, chat);
+  r.response_format = response_format_field(j);
+  if (r.response_format.kind != ResponseFormatKind::kText && r.sampling.ignore_eos) {
+    throw bad("ignore_eos", "cannot be combined with response_format: a structured answer ends when its value does");
+  }
   if (chat) {
     r.messages = messages_field(j);
   } else {

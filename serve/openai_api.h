@@ -63,12 +63,27 @@ struct ApiSampling {
   bool echo = false;                  // /v1/completions: the prompt first (max_tokens 0: it alone)
 };
 
+// What an answer must be (response_format): free text, any JSON value (json_object; OpenAI's asks
+// for an object, and so does zoo's grammar), or JSON valid under a schema (json_schema).
+enum class ResponseFormatKind { kText, kJsonObject, kJsonSchema };
+struct ResponseFormat {
+  ResponseFormatKind kind = ResponseFormatKind::kText;
+  std::string schema;  // kJsonSchema: the schema, serialized
+};
+
+// The JSON-schema keywords structured output holds an answer to (OpenAI's strict mode's), and those
+// that only annotate; a schema with any other is refused by name. Not minLength/maxLength:
+// xgrammar 0.2.9's bounded strings admit raw control characters, which JSON forbids; nor format:
+// its date regex admits November 31st.
+bool json_schema_keyword_supported(const std::string& keyword);
+
 struct CompletionRequest {
   bool chat = false;
   std::string model;                 // empty when not given
   std::vector<ApiPrompt> prompts;    // /v1/completions
   std::vector<ApiMessage> messages;  // /v1/chat/completions
   ApiSampling sampling;
+  ResponseFormat response_format;
 };
 
 struct EmbeddingRequest {

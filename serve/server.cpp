@@ -180,6 +180,25 @@ class Server {
     }
   }
 
+  // response_format's grammar, compiled on the request's thread (xgrammar caches it per schema).
+  std::shared_ptr<const TokenGrammar> grammar_of(const ResponseFormat& format) {
+    try {
+      TokenGrammars* grammars = nullptr;
+      {
+        std::lock_guard lock(grammars_mutex_);
+        if (!grammars_) {
+          std::vector<int64_t> stops;
+          if (tokenizer_.special().eos) stops.push_back(*tokenizer_.special().eos);
+          grammars_ = std::make_unique<TokenGrammars>(tokenizer_, model_.config.vocab_size, stops);
+        }
+        grammars = grammars_.get();
+      }
+      return grammars->compile(format);
+    } catch (const std::invalid_argument& e) {
+      throw ApiError(400, std::string("response_format: ") + e.what(), "response_format");
+    }
+  }
+
   // The request as sequences for the scheduler: prompts tokenized, lengths and options checked.
   std::vector<SequenceRequest> sequences_of(const CompletionRequest& r, const std::shared_ptr<ResponseChannel>& channel) {
     std::vector<std::vector<int64_t>> prompts;
@@ -216,6 +235,8 @@ class Server {
     if (s.echo && encoder_decoder()) {
       throw ApiError(400, "echo: an encoder-decoder's prompt is its source, which it does not score", "echo");
     }
+    std::shared_ptr<const TokenGrammar> grammar;
+    if (r.response_format.kind != ResponseFormatKind::kText) grammar = grammar_of(r.response_format);
     std::vector<SequenceRequest> out;
     std::random_device entropy;
     for (size_t p = 0; p < prompts.size(); ++p) {
@@ -251,6 +272,7 @@ class Server {
         q.stop_texts = s.stop;
         q.logprobs = s.logprobs;
         q.echo = s.echo;
+        q.grammar = grammar;
         q.channel = channel;
         out.push_back(std::move(q));
       }
@@ -482,6 +504,8 @@ class Server {
   ServerMetrics metrics_;
   std::unique_ptr<BatchScheduler> scheduler_;
   std::mutex model_mutex_;  // embeddings: one forward at a time
+  std::mutex grammars_mutex_;
+  std::unique_ptr<TokenGrammars> grammars_;  // made at the first structured request
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> next_id_{0};

@@ -4,7 +4,8 @@
 # official openai client (serve_client.py: completions, chat, streaming, stop sequences, seeds,
 # concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
 # disconnects), for log-probabilities against transformers on its export-hf and by
-# lm-evaluation-harness (serve_logprobs.py), by thirty slow clients beside /health and a
+# lm-evaluation-harness (serve_logprobs.py), for structured output under 50 JSON schemas
+# (serve_structured.py), by thirty slow clients beside /health and a
 # completion, by curl for the raw server-sent events, and stopped with SIGTERM while a request runs: the request finishes and the
 # server exits 0. A small T5 answers as zoo generate does, alone or among others. Bad command lines
 # are refused by name.
@@ -45,6 +46,34 @@ trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
 # Log-probabilities against transformers on the export, and lm-evaluation-harness against the server.
 "$zoo" export-hf "$work/gpt" --out "$work/gpt-hf" > /dev/null
 "$python" "$(dirname "$0")/serve_logprobs.py" "$port" secret tiny "$work/gpt-hf" "$work"
+# Structured output (response_format): a model with its initial weights (one step at a learning
+# rate of 1e-12) samples answers under 50 JSON schemas, each validated by the jsonschema package;
+# a model trained on JSON lines answers greedily with JSON that parses.
+"$python" - "$work/json.txt" <<'PY'
+import json, random, sys
+rng = random.Random(0)
+words = ["alpha", "beta", "list", "value", "items", "path", "data"]
+with open(sys.argv[1], "w") as f:
+    for _ in range(4000):
+        f.write(json.dumps({"name": rng.choice(words), "count": rng.randint(0, 99), "ok": rng.random() < 0.5}) + "\n")
+PY
+for model in random json; do
+  steps=1 lr=1e-12 data="$work/slice.txt"
+  [[ $model == json ]] && steps=300 lr=0.005 data="$work/json.txt"
+  "$zoo" train gpt-tiny tokenizer="$work/spm/llama-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
+    model.n_heads=4 model.d_ff=256 model.max_positions=1024 steps=$steps block_size=64 batch_size=16 lr=$lr \
+    warmup_steps=0 eval_every=0 seed=3 precision=fp32 --data "$data" --run-dir "$work/$model" > /dev/null 2>&1
+done
+main_pid=$pid main_port=$port
+trap 'kill "$pid" "$main_pid" "${random_pid:-}" 2> /dev/null || true; rm -rf "$work"' EXIT
+served="$work/random" threads=2 start_server "$work/random.log" --max-batch 8 --max-queue 64 --api-key secret \
+  --served-model-name tiny
+random_pid=$pid random_port=$port
+served="$work/json" start_server "$work/json.log" --api-key secret --served-model-name tiny
+"$python" "$(dirname "$0")/serve_structured.py" "$random_port" "$port" secret tiny
+kill -TERM "$pid" "$random_pid"
+wait "$pid" "$random_pid"
+pid=$main_pid port=$main_port
 
 # Thirty slow clients (slowloris: a header line every half second, never a whole request) hold
 # none of the 16 workers this server has: /health and a completion answer within 2 s meanwhile,

@@ -99,6 +99,9 @@ case "$(basename "$fuzzer")" in
     printf '%s' '{"messages": [{"role": "user", "content": "Hi"}], "logprobs": true, "top_logprobs": 20}' > "$corpus/chat-logprobs.json"
     printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}], "max_completion_tokens": 9}' > "$corpus/chat.json"
     printf '%s' '{"input": ["a", "b"], "encoding_format": "float"}' > "$corpus/embeddings.json"
+    printf '%s' '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}' > "$corpus/json-object.json"
+    printf '%s' '{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "s", "strict": true, "schema": {"$defs": {"p": {"type": "integer", "minimum": 0}}, "type": "object", "properties": {"a": {"$ref": "#/$defs/p"}, "b": {"anyOf": [{"type": "array", "items": {"enum": ["x", null]}, "maxItems": 3}, true]}}, "required": ["a"], "additionalProperties": false}}}}' > "$corpus/json-schema.json"
+    { printf '{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": '; repeat '{"items": ' 200; printf '{}'; repeat '}' 200; printf '}}}'; } > "$corpus/deep-schema.json"
     { printf '{"prompt": '; repeat '[' 3000; repeat ']' 3000; printf '}'; } > "$corpus/nested.json"
     printf '{"prompt": "caf\u00e9 \ud83d\ude42", "stop": "\u00e9"}' > "$corpus/unicode.json"
     # Numbers past every 64-bit type (issue #52: 5,000 digits answered 500).

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "inference/text_generation.h"
@@ -349,6 +350,48 @@ TEST(BatchScheduler, StopTextCutsTheCompletion) {
   const auto got = collect(*channel, 1).at(0);
   EXPECT_EQ(got.text, whole.substr(0, whole.find(stop)));
   EXPECT_EQ(got.finish, FinishReason::kStop);
+}
+
+// Rows held to a grammar (response_format) decode in the same batch as free ones: each of theirs
+// is one of the schema's values, ended by the stop token once complete (or by max_new_tokens
+// before), greedy or sampled; the free rows give what they give alone.
+TEST(BatchScheduler, StructuredRowsDecodeBesideFreeOnes) {
+  auto model = tiny_gpt({"vocab_size=512"});  // the tokenizer's byte tokens ('"' among them) included
+  TokenGrammars grammars(tokenizer(), model.config.vocab_size, {3});
+  const auto grammar = grammars.compile({ResponseFormatKind::kJsonSchema, R"({"enum": ["ab", "cd", 12]})"});
+  BatchScheduler scheduler(model, tokenizer(), {.max_batch = 4});
+  auto channel = std::make_shared<ResponseChannel>();
+  std::vector<SequenceRequest> requests;
+  for (int64_t i = 0; i < 8; ++i) {
+    auto r = request(i, random_prompt(3 + i, 400 + i), 20, channel);
+    if (i % 2 == 1) {
+      r.grammar = grammar;
+      r.options.sample = i > 4;  // two greedy rows, two sampled
+      r.options.seed = static_cast<uint64_t>(i);
+    }
+    requests.push_back(r);
+  }
+  requests[7].options.max_new_tokens = 1;  // too few for any value
+  std::vector<Outcome> alone;
+  for (const auto& r : requests) alone.push_back(r.grammar ? Outcome{} : reference(model, r));
+  ASSERT_TRUE(scheduler.submit(requests));
+  const auto got = collect(*channel, 8);
+  for (int64_t i = 0; i < 8; ++i) {
+    const auto& o = got.at(i);
+    SCOPED_TRACE("row " + std::to_string(i) + ": " + o.text + " " + o.error);
+    if (i % 2 == 0) {
+      EXPECT_EQ(o.text, alone[i].text);
+      EXPECT_EQ(o.finish, alone[i].finish);
+      continue;
+    }
+    if (i == 7) {
+      EXPECT_EQ(o.finish, FinishReason::kLength);
+      continue;
+    }
+    EXPECT_EQ(o.finish, FinishReason::kEos);
+    const auto value = nlohmann::json::parse(o.text, nullptr, false);
+    EXPECT_TRUE(value == "ab" || value == "cd" || value == 12);
+  }
 }
 
 // A client that goes away frees its row at the next step, and the sequence waiting for that row

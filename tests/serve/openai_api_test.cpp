@@ -54,6 +54,37 @@ TEST(OpenAiApi, CompletionRequestFields) {
 
 // Log-probabilities: a completion's logprobs N and echo (max_tokens 0 with echo scores the prompt
 // alone), a chat's logprobs with top_logprobs; none unless asked.
+// response_format: text (the default), any JSON object, or a schema kept as its serialization;
+// completions take it as chats do (vLLM's extension).
+TEST(OpenAiApi, ResponseFormatFields) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x"})", false).response_format.kind, ResponseFormatKind::kText);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "response_format": {"type": "text"}})", false).response_format.kind,
+            ResponseFormatKind::kText);
+  const auto object = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", true);
+  EXPECT_EQ(object.response_format.kind, ResponseFormatKind::kJsonObject);
+  const json schema = {{"$defs", {{"p", {{"type", "integer"}, {"minimum", 0}}}}},
+                       {"type", "object"},
+                       {"properties", {{"a", {{"$ref", "#/$defs/p"}}}, {"b", {{"anyOf", {{{"type", "null"}}, true}}}}}},
+                       {"required", {"a"}},
+                       {"additionalProperties", false},
+                       {"title", "T"}};
+  const json body = {{"prompt", "x"},
+                     {"response_format", {{"type", "json_schema"},
+                                          {"json_schema", {{"name", "n"}, {"strict", true}, {"schema", schema}}}}}};
+  const auto r = parse_completion_request(body.dump(), false);
+  EXPECT_EQ(r.response_format.kind, ResponseFormatKind::kJsonSchema);
+  EXPECT_EQ(json::parse(r.response_format.schema), schema);
+  for (const char* keyword : {"type", "enum", "const", "anyOf", "$ref", "$defs", "pattern", "maxItems", "description"}) {
+    EXPECT_TRUE(json_schema_keyword_supported(keyword)) << keyword;
+  }
+  for (const char* keyword : {"allOf", "oneOf", "not", "if", "uniqueItems", "contains", "patternProperties",
+                              "propertyNames", "multipleOf", "minProperties", "dependentRequired", "propertes",
+                              "minLength", "maxLength", "format"}) {
+    EXPECT_FALSE(json_schema_keyword_supported(keyword)) << keyword;
+  }
+}
+
 TEST(OpenAiApi, LogprobsFields) {
   const auto r = parse_completion_request(R"({"prompt": [1, 2], "logprobs": 5, "echo": true, "max_tokens": 0})", false);
   EXPECT_EQ(r.sampling.logprobs, 5);
@@ -157,8 +188,30 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
       {R"({"messages": [{"role": "user"}]})", true, "messages[0].content", "is required"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, "messages[0].content[0]", "text"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})", true, "tools", "not supported"},
-      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})", true,
-       "response_format", "only"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": "json"})", true, "response_format",
+       "must be an object"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "yaml"}})", true,
+       "response_format.type", "got 'yaml'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}})", true,
+       "response_format.json_schema", "must be an object"},
+      {R"({"messages": [{"role": "user", "content": "hi"}],
+           "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})", true,
+       "response_format.json_schema.schema", "is required"},
+      {R"({"messages": [{"role": "user", "content": "hi"}],
+           "response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": 1, "schema": {}}}})", true,
+       "response_format.json_schema.strict", "true or false"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+           "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "array",
+           "items": {"type": "string", "pattern": "^a+$", "uniqueItems": true}}}}}}})", true, "response_format",
+       "response_format.json_schema.schema.properties.a.items: the keyword 'uniqueItems' is not supported"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+           "json_schema": {"name": "x", "schema": {"$defs": {"d": {"not": {"type": "null"}}}, "$ref": "#/$defs/d"}}}})",
+       true, "response_format", "schema.$defs.d: the keyword 'not'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+           "json_schema": {"name": "x", "schema": {"anyOf": [{"type": "string"}, 3]}}}})", true, "response_format",
+       "schema.anyOf[1]: must be a schema"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"},
+           "ignore_eos": true})", true, "ignore_eos", "cannot be combined with response_format"},
   };
   for (const auto& c : cases) {
     const auto e = error_of(c.body, c.chat);
