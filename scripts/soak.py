@@ -11,9 +11,12 @@ abandoned before their answer (the server cancels them: 499). A burst past the q
 503s, never another 5xx.
 
 The server process is sampled every 2 s (/proc/PID: resident memory, open descriptors,
-threads). Reported, and with --check required:
-  - resident memory after warm-up (--warmup-seconds, a fifth of the run by default) grows by at
-    most 5% (--max-rss-growth);
+threads; /metrics: the prefix cache's bytes). Reported, and with --check required:
+  - resident memory after warm-up (--warmup-seconds, a fifth of the run by default), less the
+    prefix cache's keys (which fill toward their budget by design), grows by at most 5%
+    (--max-rss-growth);
+  - the prefix cache never holds more than --prefix-cache-mb, and, given one, it evicted blocks
+    (the load reached its budget);
   - open descriptors at rest afterwards equal those at rest before;
   - threads never exceed those at rest plus the HTTP workers' bound (--max-threads-over-rest);
   - the p99 of the time between a stream's consecutive events in the last quarter of the run is
@@ -171,7 +174,11 @@ class Soak:
 
     def sampler(self, stop):
         while not stop.is_set():
-            self.samples.append((self.now(), proc_status(self.a.pid)))
+            status = proc_status(self.a.pid)
+            cached = self.health().get("zoo_prefix_cache_bytes", 0) / 2**20
+            status["prefix_cache_mb"] = cached
+            status["rss_less_cache_mb"] = status["rss_mb"] - cached
+            self.samples.append((self.now(), status))
             stop.wait(2)
 
     def health(self):
@@ -228,8 +235,8 @@ class Soak:
         w = self.a.warmup_seconds if self.a.warmup_seconds is not None else s / 5
         warm = [p for t, p in self.samples if t <= w]
         later = [p for t, p in self.samples if t > w]
-        rss_warm = max(p["rss_mb"] for p in warm) if warm else float("nan")
-        rss_later = max(p["rss_mb"] for p in later) if later else float("nan")
+        rss_warm = max(p["rss_less_cache_mb"] for p in warm) if warm else float("nan")
+        rss_later = max(p["rss_less_cache_mb"] for p in later) if later else float("nan")
         first = sorted(g for t, g in self.gaps if w < t <= w + s / 4)
         last = sorted(g for t, g in self.gaps if t > s - s / 4)
 
@@ -243,8 +250,11 @@ class Soak:
             "statuses": {str(k): v for k, v in sorted(self.status_counts.items(), key=lambda kv: str(kv[0]))},
             "client_errors": self.errors[:20],
             "client_error_count": len(self.errors),
+            # Less the prefix cache's bytes at each sample.
             "rss_mb": {"rest_before": rest_before["rss_mb"], "end_of_warmup": rss_warm, "max_after_warmup": rss_later,
                        "growth": rss_later / rss_warm - 1 if warm and later else None},
+            "prefix_cache_mb": {"max": max(p["prefix_cache_mb"] for _, p in self.samples),
+                                "evicted_blocks": self.health().get("zoo_prefix_cache_evicted_blocks_total", 0)},
             "fds": {"rest_before": rest_before["fds"], "rest_after": rest_after["fds"],
                     "max": max(p["fds"] for _, p in self.samples)},
             "threads": {"rest_before": rest_before["threads"], "rest_after": rest_after["threads"],
@@ -260,6 +270,11 @@ class Soak:
             failures.append(f"{r['client_error_count']} client errors, first: {self.errors[:3]}")
         if r["rss_mb"]["growth"] is None or r["rss_mb"]["growth"] > self.a.max_rss_growth:
             failures.append(f"resident memory grew {r['rss_mb']} after warm-up")
+        if r["prefix_cache_mb"]["max"] > self.a.prefix_cache_mb:
+            failures.append(f"the prefix cache held {r['prefix_cache_mb']['max']:.2f} MB, past its "
+                            f"{self.a.prefix_cache_mb} MB")
+        if self.a.prefix_cache_mb > 0 and r["prefix_cache_mb"]["evicted_blocks"] == 0:
+            failures.append("the prefix cache never reached its budget (no block evicted)")
         if rest_after["fds"] != rest_before["fds"]:
             failures.append(f"open descriptors at rest {rest_before['fds']} before, {rest_after['fds']} after")
         if r["threads"]["max"] > rest_before["threads"] + self.a.max_threads_over_rest:
@@ -284,6 +299,7 @@ def main():
     p.add_argument("--long-prompt-words", type=int, default=120)
     p.add_argument("--burst", type=int, default=80)
     p.add_argument("--max-threads-over-rest", type=int, default=0)
+    p.add_argument("--prefix-cache-mb", type=float, default=0, help="the server's --prefix-cache-mb")
     p.add_argument("--max-rss-growth", type=float, default=0.05, help="after warm-up, as a fraction")
     p.add_argument("--max-latency-ratio", type=float, default=1.5, help="p99 stream gap, last quarter to first")
     p.add_argument("--warmup-seconds", type=float, help="memory and latency are judged after it (default: a fifth)")

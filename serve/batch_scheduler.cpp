@@ -281,11 +281,18 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
   }
 }
 
+std::vector<TokenLogprob> BatchScheduler::echoed(const SequenceRequest& r) {
+  if (r.echoed && !r.echoed->empty()) return *r.echoed;
+  auto values = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
+  if (r.echoed) *r.echoed = values;
+  return values;
+}
+
 void BatchScheduler::score(std::unique_ptr<Slot> slot) {
   const SequenceId id = slot->id;
   try {
     const auto& r = slot->request;
-    if (r.echo && !runner_.encoder_decoder()) slot->logprobs = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
+    if (r.echo && !runner_.encoder_decoder()) slot->logprobs = echoed(r);
     finish(*slot, "", FinishReason::kLength);
   } catch (const std::exception& e) {
     fail(slot->request, message_of(e));
@@ -305,7 +312,7 @@ void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t i
     }
     const auto& r = slot->request;
     if (!runner_.encoder_decoder()) prefix_cache_.insert(r.prompt, cache, index);
-    if (r.echo && !runner_.encoder_decoder()) slot->logprobs = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
+    if (r.echo && !runner_.encoder_decoder()) slot->logprobs = echoed(r);
     if (first.logprob) slot->logprobs.push_back(*first.logprob);
     if (metrics_ != nullptr) {
       metrics_->time_to_first_token(std::chrono::duration<double>(Clock::now() - slot->request.arrival).count());

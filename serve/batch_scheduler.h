@@ -73,6 +73,9 @@ struct SequenceRequest {
   std::vector<std::string> stop_texts;
   std::optional<int64_t> logprobs;  // each token's log-probability and this many alternatives' (0-20)
   bool echo = false;                // a decoder's prompt tokens' too, before the first new token's
+  // The echoed values, shared by the choices of one prompt: the first to need them reads the
+  // prompt, the others take its values (empty until then; nullptr: not shared).
+  std::shared_ptr<std::vector<TokenLogprob>> echoed;
   // response_format's grammar: each token chosen among those it allows, and the answer ending
   // (kStop) once it is complete. nullptr: free text.
   std::shared_ptr<const TokenGrammar> grammar;
@@ -125,6 +128,8 @@ class BatchScheduler {
   // A sequence that generates nothing (max_new_tokens 0): its prompt's log-probabilities, if
   // asked, and its end.
   void score(std::unique_ptr<Slot> slot);
+  // An echoing request's prompt values (ModelRunner::prompt_logprobs), read once per prompt.
+  std::vector<TokenLogprob> echoed(const SequenceRequest& request);
   // The planned chunk of a prompt read in chunks; its last chunk places it in a row.
   void prefill_chunk(const StepPlan::Chunk& chunk);
   // A prefilled slot's first token from `logits` (1, V), then its row `index` of `cache` placed

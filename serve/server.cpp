@@ -252,6 +252,7 @@ class Server {
                                 std::to_string(max_tokens) + ") is more than the context (" +
                                 std::to_string(max_context_) + " positions)", "max_tokens");
       }
+      const auto echoed = s.echo ? std::make_shared<std::vector<TokenLogprob>>() : nullptr;
       for (int64_t i = 0; i < s.n; ++i) {
         SequenceRequest q;
         q.index = static_cast<int64_t>(p) * s.n + i;
@@ -272,6 +273,7 @@ class Server {
         q.stop_texts = s.stop;
         q.logprobs = s.logprobs;
         q.echo = s.echo;
+        q.echoed = echoed;
         q.grammar = grammar;
         q.channel = channel;
         out.push_back(std::move(q));

@@ -109,6 +109,19 @@ r = client.completions.create(model=model_id, prompt="The list", max_tokens=3, t
 check(r.choices[0].text.startswith("The list"), f"echo's text {r.choices[0].text!r}")
 check(len(r.choices[0].logprobs.tokens) == r.usage.prompt_tokens + r.usage.completion_tokens, "echo's token count")
 
+# Several choices of several prompts (the prompt's values are read once per prompt, shared by its
+# choices): each choice echoes its own prompt's values, as that prompt alone does.
+pair = ["The list of", "A function returns"]
+r = client.completions.create(model=model_id, prompt=pair, max_tokens=2, temperature=1.0, seed=3, n=3, logprobs=1,
+                              echo=True)
+for c in r.choices:
+    single = client.completions.create(model=model_id, prompt=pair[c.index // 3], max_tokens=0, logprobs=1, echo=True)
+    want = single.choices[0].logprobs
+    got = c.logprobs
+    check(got.tokens[:len(want.tokens)] == want.tokens and got.token_logprobs[:len(want.tokens)] == want.token_logprobs,
+          f"choice {c.index} echoes {got.tokens[:len(want.tokens)]} {got.token_logprobs[:len(want.tokens)]}, its prompt "
+          f"alone {want.tokens} {want.token_logprobs}")
+
 # Under concurrency: each row's values are its values alone.
 bodies = [{"model": model_id, "prompt": p, "max_tokens": 8, "temperature": 0, "logprobs": 3} for p in prompts * 2]
 alone = [post("/completions", b)["choices"][0]["logprobs"] for b in bodies]
