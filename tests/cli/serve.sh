@@ -25,6 +25,7 @@ pretrained_inputs "$corpus" "$spm_reference"
 # background (--threads $threads, 1 unless set); sets $pid and $port.
 start_server() {
   local log="$1"; shift
+  : > "$log"  # there before the server writes it: the loop below reads it at once
   "$zoo" --threads "${threads:-1}" serve "${served:-$work/gpt}" --port 0 "$@" 2> "$log" &
   pid=$!
   for _ in $(seq 1 200); do
