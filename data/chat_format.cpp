@@ -25,11 +25,17 @@ ChatFormat::ChatFormat(const Tokenizer& tokenizer, const std::string& tokenizer_
 }
 
 std::string ChatFormat::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  nlohmann::ordered_json variables = tokens_;
-  auto& list = variables["messages"] = nlohmann::ordered_json::array();
+  auto list = nlohmann::ordered_json::array();
   for (const auto& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  return render(list, add_generation_prompt, nullptr);
+}
+
+std::string ChatFormat::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                               const nlohmann::ordered_json& tools) const {
+  nlohmann::ordered_json variables = tokens_;
+  variables["messages"] = messages;
   variables["add_generation_prompt"] = add_generation_prompt;
-  variables["tools"] = nullptr;  // transformers passes None when there are none
+  variables["tools"] = tools;  // transformers passes None when there are none
   variables["documents"] = nullptr;
   return template_.render(variables);
 }

@@ -1,6 +1,7 @@
 #include "serve/openai_api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -104,7 +105,8 @@ json parse_object(const std::string& body) {
   return j;
 }
 
-const json* field(const json& j, const char* name) {
+template <class Json>
+const Json* field(const Json& j, const char* name) {
   auto it = j.find(name);
   return it == j.end() || it->is_null() ? nullptr : &*it;
 }
@@ -159,9 +161,15 @@ void refuse_unsupported(const json& j, bool chat) {
     if (v->is_object() || v->is_array()) return !v->empty();
     return true;
   };
-  for (const char* name : {"suffix", "logit_bias", "frequency_penalty", "presence_penalty", "tools", "functions",
-                           "tool_choice", "function_call"}) {
-    if (asked(name)) throw bad(name, "is not supported by zoo serve");
+  for (const char* name : {"suffix", "logit_bias", "frequency_penalty", "presence_penalty", "functions",
+                           "function_call"}) {
+    if (asked(name)) throw bad(name, std::string("is not supported by zoo serve") +
+                                         (name[0] == 'f' ? " (the legacy form: use tools and tool_choice)" : ""));
+  }
+  if (!chat) {
+    for (const char* name : {"tools", "tool_choice"}) {
+      if (asked(name)) throw bad(name, "is a /v1/chat/completions field");
+    }
   }
   if (chat && asked("echo")) throw bad("echo", "is a /v1/completions field: a chat's answer never repeats its prompt");
   if (const json* best_of = field(j, "best_of"); best_of != nullptr && *best_of != json(1)) {
@@ -172,27 +180,28 @@ void refuse_unsupported(const json& j, bool chat) {
 }
 
 // A schema's keywords, checked where structured output would silently ignore them: `where` is the
-// schema's path, as response_format.json_schema.schema.properties.NAME.
-void check_schema(const json& s, const std::string& where, int depth) {
+// schema's path, as response_format.json_schema.schema.properties.NAME; `param` the request field.
+template <class Json>
+void check_schema(const Json& s, const std::string& where, const std::string& param, int depth) {
   constexpr int kMaxDepth = 64;
   if (s.is_boolean()) return;  // true: anything; false: nothing
-  if (!s.is_object()) throw ApiError(400, where + ": must be a schema (an object), got " + s.type_name(), "response_format");
+  if (!s.is_object()) throw ApiError(400, where + ": must be a schema (an object), got " + s.type_name(), param);
   if (depth > kMaxDepth) {
-    throw ApiError(400, where + ": schemas nest deeper than " + std::to_string(kMaxDepth), "response_format");
+    throw ApiError(400, where + ": schemas nest deeper than " + std::to_string(kMaxDepth), param);
   }
-  auto sub = [&](const json& v, const std::string& at) { check_schema(v, at, depth + 1); };
-  auto each_of_object = [&](const std::string& key, const json& v) {
-    if (!v.is_object()) throw ApiError(400, where + "." + key + ": must be an object of schemas", "response_format");
+  auto sub = [&](const Json& v, const std::string& at) { check_schema(v, at, param, depth + 1); };
+  auto each_of_object = [&](const std::string& key, const Json& v) {
+    if (!v.is_object()) throw ApiError(400, where + "." + key + ": must be an object of schemas", param);
     for (const auto& [name, schema] : v.items()) sub(schema, where + "." + key + "." + name);
   };
-  auto each_of_array = [&](const std::string& key, const json& v) {
-    if (!v.is_array() || v.empty()) throw ApiError(400, where + "." + key + ": must be a non-empty array of schemas", "response_format");
+  auto each_of_array = [&](const std::string& key, const Json& v) {
+    if (!v.is_array() || v.empty()) throw ApiError(400, where + "." + key + ": must be a non-empty array of schemas", param);
     for (size_t i = 0; i < v.size(); ++i) sub(v[i], where + "." + key + "[" + std::to_string(i) + "]");
   };
   for (const auto& [key, value] : s.items()) {
     if (!json_schema_keyword_supported(key)) {
       throw ApiError(400, where + ": the keyword '" + key + "' is not supported by zoo serve's structured output",
-                     "response_format");
+                     param);
     }
     if (key == "properties" || key == "$defs" || key == "definitions") each_of_object(key, value);
     else if (key == "anyOf" || key == "prefixItems") each_of_array(key, value);
@@ -221,7 +230,7 @@ ResponseFormat response_format_field(const json& j) {
   }
   const json* schema = field(*spec, "schema");
   if (schema == nullptr) throw bad("response_format.json_schema.schema", "is required");
-  check_schema(*schema, "response_format.json_schema.schema", 0);
+  check_schema(*schema, "response_format.json_schema.schema", "response_format", 0);
   format.kind = ResponseFormatKind::kJsonSchema;
   format.schema = schema->dump();
   return format;
@@ -324,6 +333,140 @@ std::vector<ApiPrompt> prompt_field(const json& j) {
   return prompts;
 }
 
+std::string string_field_at(const json& j, const char* name, const std::string& where) {
+  const json* v = field(j, name);
+  if (v == nullptr) return "";
+  if (!v->is_string()) throw bad(where + "." + name, std::string("must be a string, got ") + v->type_name());
+  return v->get<std::string>();
+}
+
+// A function's name, as OpenAI allows them: 1-64 letters, digits, '_' and '-'.
+template <class Json>
+std::string function_name(const Json* v, const std::string& where) {
+  if (v == nullptr || !v->is_string()) throw bad(where, "must be a function's name (a string)");
+  const auto name = v->template get<std::string>();
+  const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (!ok) throw bad(where, "a function's name is 1 to 64 letters, digits, '_' or '-', got " + v->dump());
+  return name;
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}],
+// the arguments a JSON object's text (or, as some clients send them, the object).
+std::vector<ApiToolCall> message_tool_calls(const json& m, const std::string& message_where) {
+  const json* v = field(m, "tool_calls");
+  if (v == nullptr) return {};
+  const std::string where = message_where + ".tool_calls";
+  if (!v->is_array()) throw bad(where, std::string("must be an array of tool calls, got ") + v->type_name());
+  std::vector<ApiToolCall> calls;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& c = (*v)[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!c.is_object()) throw bad(at, std::string("must be an object, got ") + c.type_name());
+    if (const json* type = field(c, "type"); type != nullptr && *type != json("function")) {
+      throw bad(at + ".type", "must be \"function\", got " + type->dump());
+    }
+    const json* function = field(c, "function");
+    if (function == nullptr || !function->is_object()) throw bad(at + ".function", "must be an object with name and arguments");
+    ApiToolCall call;
+    call.id = string_field_at(c, "id", at);
+    call.name = function_name(field(*function, "name"), at + ".function.name");
+    const json* arguments = field(*function, "arguments");
+    if (arguments == nullptr) {
+      call.arguments = "{}";
+    } else if (arguments->is_string()) {
+      call.arguments = arguments->get<std::string>();
+    } else if (arguments->is_object()) {
+      call.arguments = arguments->dump();
+    } else {
+      throw bad(at + ".function.arguments", std::string("must be a JSON object's text, got ") + arguments->type_name());
+    }
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+// tools: [{"type": "function", "function": {"name", "description", "parameters", "strict"}}], read
+// from the body kept in its keys' order (a template prints each tool with tojson).
+nlohmann::ordered_json tools_field(const nlohmann::ordered_json& j) {
+  using ordered = nlohmann::ordered_json;
+  const ordered* v = field(j, "tools");
+  if (v == nullptr) return nullptr;
+  if (!v->is_array()) throw bad("tools", std::string("must be an array of tools, got ") + v->type_name());
+  if (v->size() > kMaxTools) {
+    throw bad("tools", "at most " + std::to_string(kMaxTools) + " tools, got " + std::to_string(v->size()));
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& t = (*v)[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) throw bad(at, std::string("must be an object, got ") + t.type_name());
+    if (t.value("type", ordered()) != ordered("function")) {
+      throw bad(at + ".type", "must be \"function\" (the only kind of tool zoo serve calls)");
+    }
+    const ordered* function = field(t, "function");
+    if (function == nullptr || !function->is_object()) throw bad(at + ".function", "must be an object");
+    const auto name = function_name(field(*function, "name"), at + ".function.name");
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      throw bad(at + ".function.name", "'" + name + "' names an earlier tool too");
+    }
+    names.push_back(name);
+    if (const ordered* d = field(*function, "description"); d != nullptr && !d->is_string()) {
+      throw bad(at + ".function.description", std::string("must be a string, got ") + d->type_name());
+    }
+    if (const ordered* p = field(*function, "parameters"); p != nullptr && !p->is_object()) {
+      throw bad(at + ".function.parameters", std::string("must be a JSON schema (an object), got ") + p->type_name());
+    }
+    if (const ordered* s = field(*function, "strict"); s != nullptr && !s->is_boolean()) {
+      throw bad(at + ".function.strict", std::string("must be true or false, got ") + s->type_name());
+    }
+  }
+  return *v;
+}
+
+// tool_choice: "none", "auto", "required", or {"type": "function", "function": {"name"}} naming a tool.
+ToolChoice tool_choice_field(const json& j, const nlohmann::ordered_json& tools) {
+  const json* v = field(j, "tool_choice");
+  ToolChoice choice;
+  choice.kind = tools.is_null() ? ToolChoiceKind::kNone : ToolChoiceKind::kAuto;
+  if (v == nullptr) return choice;
+  if (v->is_string()) {
+    const auto s = v->get<std::string>();
+    if (s == "none") choice.kind = ToolChoiceKind::kNone;
+    else if (s == "auto") choice.kind = ToolChoiceKind::kAuto;
+    else if (s == "required") choice.kind = ToolChoiceKind::kRequired;
+    else throw bad("tool_choice", "must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}, got '" + s + "'");
+  } else if (v->is_object()) {
+    if (v->value("type", json()) != json("function")) throw bad("tool_choice.type", "must be \"function\"");
+    const json* function = field(*v, "function");
+    if (function == nullptr || !function->is_object()) throw bad("tool_choice.function", "must be an object with a name");
+    choice.kind = ToolChoiceKind::kNamed;
+    choice.name = function_name(field(*function, "name"), "tool_choice.function.name");
+  } else {
+    throw bad("tool_choice", std::string("must be a string or an object, got ") + v->type_name());
+  }
+  if (choice.kind != ToolChoiceKind::kNone && tools.is_null()) {
+    throw bad("tool_choice", "needs tools to choose among");
+  }
+  if (choice.kind == ToolChoiceKind::kNamed) {
+    bool known = false;
+    for (const auto& t : tools) known = known || t["function"]["name"] == choice.name;
+    if (!known) throw bad("tool_choice.function.name", "'" + choice.name + "' is not one of the request's tools");
+  }
+  // A forced choice holds the answer to the tools' schemas: each is checked as response_format's is.
+  if (choice.kind == ToolChoiceKind::kRequired || choice.kind == ToolChoiceKind::kNamed) {
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const auto& function = tools[i]["function"];
+      if (choice.kind == ToolChoiceKind::kNamed && function["name"] != choice.name) continue;
+      if (const auto* p = field(function, "parameters")) {
+        check_schema(*p, "tools[" + std::to_string(i) + "].function.parameters", "tools", 0);
+      }
+    }
+  }
+  return choice;
+}
+
 std::vector<ApiMessage> messages_field(const json& j) {
   const json* v = field(j, "messages");
   if (v == nullptr) throw bad("messages", "is required");
@@ -341,9 +484,18 @@ std::vector<ApiMessage> messages_field(const json& j) {
     bool known = false;
     for (const char* r : kRoles) known = known || message.role == r;
     if (!known) throw bad(where + ".role", "must be system, developer, user, assistant or tool, got '" + message.role + "'");
+    message.name = string_field_at(m, "name", where);
+    if (message.role == "assistant") message.tool_calls = message_tool_calls(m, where);
+    if (message.role == "tool") {
+      message.tool_call_id = string_field_at(m, "tool_call_id", where);
+      if (message.tool_call_id.empty()) throw bad(where + ".tool_call_id", "is required in a tool message");
+    }
     const json* content = field(m, "content");
-    if (content == nullptr) throw bad(where + ".content", "is required");
-    if (content->is_string()) {
+    if (content == nullptr && !message.tool_calls.empty()) {
+      message.null_content = true;
+    } else if (content == nullptr) {
+      throw bad(where + ".content", "is required");
+    } else if (content->is_string()) {
       message.content = content->get<std::string>();
     } else if (content->is_array()) {
       // Content parts: zoo's models read text only.
@@ -365,6 +517,32 @@ std::vector<ApiMessage> messages_field(const json& j) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json chat_template_messages(const std::vector<ApiMessage>& messages) {
+  using ordered = nlohmann::ordered_json;
+  ordered out = ordered::array();
+  for (const auto& m : messages) {
+    ordered message = {{"role", m.role}, {"content", m.null_content ? ordered() : ordered(m.content)}};
+    if (!m.name.empty()) message["name"] = m.name;
+    if (!m.tool_calls.empty()) {
+      ordered calls = ordered::array();
+      for (const auto& c : m.tool_calls) {
+        // vLLM's reading: arguments that are an object's text are passed as the object.
+        ordered arguments = ordered::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+        if (!arguments.is_object()) arguments = c.arguments;
+        ordered call = ordered::object();
+        if (!c.id.empty()) call["id"] = c.id;
+        call["type"] = "function";
+        call["function"] = {{"name", c.name}, {"arguments", std::move(arguments)}};
+        calls.push_back(std::move(call));
+      }
+      message["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) message["tool_call_id"] = m.tool_call_id;
+    out.push_back(std::move(message));
+  }
+  return out;
+}
 
 bool json_schema_keyword_supported(const std::string& keyword) {
   static const char* const kKeywords[] = {
@@ -401,6 +579,16 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
   }
   if (chat) {
     r.messages = messages_field(j);
+    if (field(j, "tools") != nullptr) r.tools = tools_field(nlohmann::ordered_json::parse(body));
+    r.tool_choice = tool_choice_field(j, r.tools);
+    r.parallel_tool_calls = bool_field(j, "parallel_tool_calls", true);
+    const auto forced = r.tool_choice.kind == ToolChoiceKind::kRequired || r.tool_choice.kind == ToolChoiceKind::kNamed;
+    if (forced && r.response_format.kind != ResponseFormatKind::kText) {
+      throw bad("tool_choice", "a forced tool call cannot be combined with response_format: the call is the answer");
+    }
+    if (forced && r.sampling.ignore_eos) {
+      throw bad("ignore_eos", "cannot be combined with a forced tool call: the answer ends when the call does");
+    }
   } else {
     r.prompts = prompt_field(j);
   }
@@ -511,6 +699,19 @@ json logprobs_json(const ApiChoice& c, bool chat) {
           {"text_offset", std::move(offsets)}};
 }
 
+// A message's tool_calls; a streamed delta's carry each call's index, and each call comes whole.
+json tool_calls_json(const std::vector<ApiToolCall>& calls, bool indexed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) call["index"] = i;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 }  // namespace
 
 json completion_response(const std::string& id, int64_t created, const std::string& model, bool chat,
@@ -520,6 +721,10 @@ json completion_response(const std::string& id, int64_t created, const std::stri
     json choice = {{"index", c.index}, {"finish_reason", c.finish_reason}, {"logprobs", logprobs_json(c, chat)}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;  // as OpenAI answers a turn of calls alone
+        choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, /*indexed=*/false);
+      }
     } else {
       choice["text"] = c.text;
     }
@@ -542,6 +747,7 @@ json completion_chunk(const std::string& id, int64_t created, const std::string&
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!choice.text.empty() || (first && choice.finish_reason.empty())) delta["content"] = choice.text;
+    if (!choice.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(choice.tool_calls, /*indexed=*/true);
     c["delta"] = std::move(delta);
   } else {
     c["text"] = choice.text;

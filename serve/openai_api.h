@@ -6,7 +6,7 @@
 //
 // Fields zoo does not know are ignored, as vLLM and llama.cpp's server do (clients send more than
 // they need); a known field of the wrong type or out of range, and a feature zoo does not have
-// (tools, logit_bias, ...) asked for, is refused with 400 naming the field.
+// (logit_bias, the legacy functions, ...) asked for, is refused with 400 naming the field.
 
 #include <cstdint>
 #include <optional>
@@ -39,10 +39,36 @@ struct ApiPrompt {
   bool is_ids = false;
 };
 
+// A call of one of the request's tools: its arguments are a JSON object's text, as OpenAI sends them.
+struct ApiToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+  bool operator==(const ApiToolCall& o) const { return id == o.id && name == o.name && arguments == o.arguments; }
+};
+
 struct ApiMessage {
   std::string role;
   std::string content;
+  bool null_content = false;           // an assistant turn of tool calls alone ("content": null)
+  std::vector<ApiToolCall> tool_calls;  // an assistant turn's
+  std::string tool_call_id;             // a tool turn's: the call it answers
+  std::string name;                     // the optional participant or function name
 };
+
+// The messages as a chat template reads them (transformers' apply_chat_template, as vLLM passes
+// them): each call's arguments as an object where its text is one, as templates print them with
+// tojson; the keys a message does not have left out (a template may test `'tool_calls' in message`).
+nlohmann::ordered_json chat_template_messages(const std::vector<ApiMessage>& messages);
+
+// tool_choice: none (the model answers in text; the tools are not shown to it), auto (it may call
+// them: its answer is read for calls), required (it calls one or more), or one function by name.
+enum class ToolChoiceKind { kNone, kAuto, kRequired, kNamed };
+struct ToolChoice {
+  ToolChoiceKind kind = ToolChoiceKind::kNone;
+  std::string name;  // kNamed
+};
+constexpr size_t kMaxTools = 128;  // OpenAI's bound
 
 // What sampling and stopping a completion asks for.
 struct ApiSampling {
@@ -84,6 +110,12 @@ struct CompletionRequest {
   std::vector<ApiMessage> messages;  // /v1/chat/completions
   ApiSampling sampling;
   ResponseFormat response_format;
+  // Chats: the tools as a template reads them (a list of {"type": "function", "function": {name,
+  // description, parameters}}, keys in the request's order), null when none; tool_choice
+  // defaults to auto with tools and none without.
+  nlohmann::ordered_json tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
 };
 
 struct EmbeddingRequest {
@@ -115,7 +147,8 @@ struct ApiTokenLogprob {
 struct ApiChoice {
   int64_t index = 0;
   std::string text;
-  std::string finish_reason;  // "stop" or "length"; empty while streaming
+  std::string finish_reason;  // "stop", "length" or "tool_calls"; empty while streaming
+  std::vector<ApiToolCall> tool_calls;  // a chat's
   // Asked for: the tokens' log-probabilities (those of this chunk, when streaming), and where the
   // first of them starts in the choice's text (characters, as Python counts them).
   std::optional<std::vector<ApiTokenLogprob>> logprobs;

@@ -17,6 +17,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/openai_api.h"
+#include "serve/tool_calls.h"
 
 namespace zoo {
 namespace {
@@ -74,7 +75,12 @@ std::string endpoint_label(const std::string& path) {
 class Server {
  public:
   Server(Model& model, const Tokenizer& tokenizer, const ServeOptions& options, std::ostream& log)
-      : model_(model), tokenizer_(tokenizer), options_(options), log_(log), created_(unix_time()) {
+      : model_(model),
+        tokenizer_(tokenizer),
+        options_(options),
+        log_(log),
+        created_(unix_time()),
+        tool_format_(tokenizer.chat_template() ? tool_call_format_of(*tokenizer.chat_template()) : std::nullopt) {
     const auto family = model.config.family;
     switch (family) {
       case Family::kGpt:
@@ -180,8 +186,14 @@ class Server {
     }
   }
 
+  // Whether a chat's answer is read for tool calls: not under tool_choice none, nor when
+  // response_format holds it to a JSON value of its own (the tools are still shown).
+  static bool reads_tool_calls(const CompletionRequest& r) {
+    return r.tool_choice.kind != ToolChoiceKind::kNone && r.response_format.kind == ResponseFormatKind::kText;
+  }
+
   // response_format's grammar, compiled on the request's thread (xgrammar caches it per schema).
-  std::shared_ptr<const TokenGrammar> grammar_of(const ResponseFormat& format) {
+  std::shared_ptr<const TokenGrammar> grammar_of(const ResponseFormat& format, const std::string& field = "response_format") {
     try {
       TokenGrammars* grammars = nullptr;
       {
@@ -195,7 +207,7 @@ class Server {
       }
       return grammars->compile(format);
     } catch (const std::invalid_argument& e) {
-      throw ApiError(400, std::string("response_format: ") + e.what(), "response_format");
+      throw ApiError(400, field + ": " + e.what(), field);
     }
   }
 
@@ -205,11 +217,17 @@ class Server {
     const std::string prompt_field = r.chat ? "messages" : "prompt";
     const auto& specials = tokenizer_.special();
     if (r.chat) {
-      std::vector<ChatMessage> messages;
-      for (const auto& m : r.messages) messages.push_back({m.role, m.content});
+      if (reads_tool_calls(r) && r.tool_choice.kind == ToolChoiceKind::kAuto && !tool_format_) {
+        throw ApiError(400, "tools: this model's chat template shows it no tool-call format zoo serve reads (Hermes "
+                            "<tool_call> JSON, Qwen's <function=...> XML, Llama 3's JSON); tool_choice \"required\" "
+                            "or a named function still work, held to JSON by a grammar", "tools");
+      }
+      // tool_choice none: the model is not shown the tools, so it answers in text.
+      const auto& tools = r.tool_choice.kind == ToolChoiceKind::kNone ? nlohmann::ordered_json() : r.tools;
       std::string text;
       try {
-        text = ChatFormat(tokenizer_, options_.model_name).render(messages, /*add_generation_prompt=*/true);
+        text = ChatFormat(tokenizer_, options_.model_name)
+                   .render(chat_template_messages(r.messages), /*add_generation_prompt=*/true, tools);
       } catch (const std::exception& e) {
         throw ApiError(400, std::string("messages: ") + e.what(), "messages");
       }
@@ -237,6 +255,9 @@ class Server {
     }
     std::shared_ptr<const TokenGrammar> grammar;
     if (r.response_format.kind != ResponseFormatKind::kText) grammar = grammar_of(r.response_format);
+    if (r.tool_choice.kind == ToolChoiceKind::kRequired || r.tool_choice.kind == ToolChoiceKind::kNamed) {
+      grammar = grammar_of({ResponseFormatKind::kJsonSchema, forced_tool_schema(r.tools, r.tool_choice, r.parallel_tool_calls)}, "tools");
+    }
     std::vector<SequenceRequest> out;
     std::random_device entropy;
     for (size_t p = 0; p < prompts.size(); ++p) {
@@ -314,6 +335,9 @@ class Server {
       }
       const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
       Answer answer(tokenizer_, count, request.sampling.logprobs.has_value());
+      if (reads_tool_calls(request)) {
+        for (int64_t i = 0; i < count; ++i) answer.read_tool_calls(i, ToolCallReader(request.tool_choice, tool_format_, request.tools));
+      }
       if (request.sampling.echo) {
         for (int64_t i = 0; i < count; ++i) {
           const auto& p = request.prompts[i / request.sampling.n];
@@ -341,10 +365,12 @@ class Server {
         : tokenizer_(tokenizer), logprobs_(logprobs), choices_(count) {}
     int64_t count() const { return static_cast<int64_t>(choices_.size()); }
     void echo(int64_t index, std::string text) { choices_[index].echo = std::move(text); }
-    // The part of choice `index` an event brings, as the API reports it.
+    void read_tool_calls(int64_t index, ToolCallReader reader) { choices_[index].tools.emplace(std::move(reader)); }
+    // The part of choice `index` an event brings, as the API reports it: text that may be a tool
+    // call is held until end().
     ApiChoice part(const SequenceEvent& e) {
       auto& c = choices_[e.index];
-      auto part = text_choice(e.index, c.echo + e.text);
+      auto part = text_choice(e.index, c.echo + (c.tools ? c.tools->add(e.text) : e.text));
       c.echo.clear();
       if (!logprobs_) return part;
       part.logprobs.emplace();
@@ -358,8 +384,17 @@ class Server {
       }
       return part;
     }
-    bool pending(const SequenceEvent& e) const {
-      return !e.text.empty() || !e.logprobs.empty() || !choices_[e.index].echo.empty();
+    // What choice `index` held back, at its end (`reason` "stop", "length", ...): the text that
+    // did not read as tool calls, and the calls ("tool_calls" ends an answer that stopped on them).
+    ApiChoice end(int64_t index, const std::string& reason) {
+      auto& c = choices_[index];
+      auto out = text_choice(index, "", reason);
+      if (!c.tools) return out;
+      auto end = c.tools->finish();
+      out.text = std::move(end.content);
+      out.tool_calls = std::move(end.calls);
+      if (!out.tool_calls.empty() && reason == "stop") out.finish_reason = "tool_calls";
+      return out;
     }
 
    private:
@@ -374,6 +409,7 @@ class Server {
     struct Choice {
       std::string echo;
       int64_t previous = -1, offset = 0;
+      std::optional<ToolCallReader> tools;
     };
     const Tokenizer& tokenizer_;
     bool logprobs_;
@@ -412,7 +448,10 @@ class Server {
         prompt_tokens[e.index] = e.prompt_tokens;
         usage.completion_tokens += e.completion_tokens;
         if (const auto reason = openai_finish_reason(*e.finish)) {
-          c.finish_reason = *reason;
+          auto end = answer.end(e.index, *reason);
+          c.text += end.text;
+          c.tool_calls = std::move(end.tool_calls);
+          c.finish_reason = end.finish_reason;
         } else {
           if (*e.finish == FinishReason::kError) log_failure(id, e.index, e.error);
           failure = sequence_error(*e.finish, e.error);
@@ -450,8 +489,22 @@ class Server {
         const bool last = e.finish.has_value();
         const auto reason = last ? openai_finish_reason(*e.finish) : std::nullopt;
         bool ok = true;
-        if (answer.pending(e)) ok = write(sse_event(completion_chunk(id, created, model, chat, answer.part(e), false)));
-        if (ok && reason) ok = write(sse_event(completion_chunk(id, created, model, chat, text_choice(e.index, "", *reason), false)));
+        const auto part = answer.part(e);
+        if (!part.text.empty() || (part.logprobs && !part.logprobs->empty())) {
+          ok = write(sse_event(completion_chunk(id, created, model, chat, part, false)));
+        }
+        if (ok && reason) {
+          // What was held for tool calls: its text, then the calls, then how the answer ended.
+          auto end = answer.end(e.index, *reason);
+          if (!end.text.empty() || !end.tool_calls.empty()) {
+            auto held = end;
+            held.finish_reason.clear();
+            ok = write(sse_event(completion_chunk(id, created, model, chat, held, false)));
+          }
+          end.text.clear();
+          end.tool_calls.clear();
+          if (ok) ok = write(sse_event(completion_chunk(id, created, model, chat, end, false)));
+        }
         if (ok && last && !reason) {
           if (*e.finish == FinishReason::kError) log_failure(id, e.index, e.error);
           ok = write(sse_event(json::parse(sequence_error(*e.finish, e.error).body())));
@@ -508,6 +561,7 @@ class Server {
   std::mutex model_mutex_;  // embeddings: one forward at a time
   std::mutex grammars_mutex_;
   std::unique_ptr<TokenGrammars> grammars_;  // made at the first structured request
+  std::optional<ToolCallFormat> tool_format_;  // how the chat template shows tool calls
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> next_id_{0};

@@ -5,7 +5,7 @@
 # concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
 # disconnects), for log-probabilities against transformers on its export-hf and by
 # lm-evaluation-harness (serve_logprobs.py), for structured output under 50 JSON schemas
-# (serve_structured.py), by thirty slow clients beside /health and a
+# (serve_structured.py), for tool calls (serve_tools.py), by thirty slow clients beside /health and a
 # completion, by curl for the raw server-sent events, and stopped with SIGTERM while a request runs: the request finishes and the
 # server exits 0. A small T5 answers as zoo generate does, alone or among others. Bad command lines
 # are refused by name.
@@ -72,6 +72,21 @@ served="$work/random" threads=2 start_server "$work/random.log" --max-batch 8 --
 random_pid=$pid random_port=$port
 served="$work/json" start_server "$work/json.log" --api-key secret --served-model-name tiny
 "$python" "$(dirname "$0")/serve_structured.py" "$random_port" "$port" secret tiny
+kill -TERM "$pid"
+wait "$pid"
+# Tool calls: a sliding-window model fine-tuned (prompt/completion) to answer Qwen2.5's tools
+# prompt with a <tool_call>, served with that template; the random model (whose template shows
+# no tools) takes the forced choices.
+"$python" "$(dirname "$0")/serve_tools.py" data "$work/tools.jsonl"
+cp -r "$work/spm/llama-dir" "$work/spm/tools-dir"
+cp "${ZOO_REFERENCE_DIR:?}/chat-templates/qwen2_5.jinja" "$work/spm/tools-dir/chat_template.jinja"
+"$zoo" train mistral-tiny tokenizer="$work/spm/tools-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
+  model.n_heads=4 model.n_kv_heads=2 model.d_ff=256 model.max_positions=1024 steps=1 block_size=64 batch_size=2 \
+  lr=1e-12 warmup_steps=0 eval_every=0 seed=3 precision=fp32 --data "$work/slice.txt" --run-dir "$work/tools-init" > /dev/null 2>&1
+"$zoo" finetune "$work/tools-init" --train "$work/tools.jsonl" --run-dir "$work/tools" steps=200 batch_size=8 \
+  lr=0.005 warmup_steps=0 eval_every=0 block_size=320 > /dev/null 2>&1
+served="$work/tools" start_server "$work/tools.log" --api-key secret --served-model-name tiny
+"$python" "$(dirname "$0")/serve_tools.py" check "$port" "$random_port" secret tiny "$work/spm/tools-dir/tokenizer.model"
 kill -TERM "$pid" "$random_pid"
 wait "$pid" "$random_pid"
 pid=$main_pid port=$main_port

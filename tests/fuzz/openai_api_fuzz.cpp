@@ -2,7 +2,9 @@
 // parsed as a completion, a chat completion and an embedding request, each either accepted or
 // refused with an ApiError whose body is valid JSON; what is accepted is echoed through the
 // response writers as zoo serve would stream it (with each piece's log-probability and its
-// alternatives when asked), and every event is valid JSON again. Numbers of
+// alternatives when asked), and every event is valid JSON again. A chat's text is read again as a
+// model's answer in each tool-call format, streamed and whole: the content sent is never more than
+// the text, and each call's arguments are a JSON object. Numbers of
 // any length: each body is tried again with its first digit repeated 400 times (past any 64-bit
 // type), which a mutator rarely reaches by itself.
 #include <cstddef>
@@ -14,6 +16,7 @@
 
 #include "serve/openai_api.h"
 #include "serve/stop_texts.h"
+#include "serve/tool_calls.h"
 
 namespace {
 
@@ -50,6 +53,25 @@ void check_body(const std::string& body) {
       }
       sent += stops.flush();
       if (sent.size() > text.size()) std::abort();
+      if (chat) {
+        if (!zoo::chat_template_messages(r.messages).is_array()) std::abort();
+        const bool forced = r.tool_choice.kind == zoo::ToolChoiceKind::kRequired || r.tool_choice.kind == zoo::ToolChoiceKind::kNamed;
+        if (forced && nlohmann::json::parse(zoo::forced_tool_schema(r.tools, r.tool_choice, r.parallel_tool_calls)).is_discarded()) std::abort();
+        for (const auto format : {zoo::ToolCallFormat::kHermes, zoo::ToolCallFormat::kQwenXml, zoo::ToolCallFormat::kLlama3Json}) {
+          zoo::ToolCallReader reader({zoo::ToolChoiceKind::kAuto, ""}, format, r.tools);
+          std::string content;
+          for (size_t i = 0; i < text.size(); i += 5) content += reader.add(text.substr(i, 5));
+          const auto end = reader.finish();
+          content += end.content;
+          if (content.size() > text.size()) std::abort();
+          zoo::ApiChoice calls;
+          calls.text = content, calls.tool_calls = end.calls, calls.finish_reason = "tool_calls";
+          for (const auto& c : end.calls) {
+            if (!nlohmann::json::parse(c.arguments, nullptr, false).is_object()) std::abort();
+          }
+          check_event(zoo::sse_event(zoo::completion_chunk("id", 0, r.model, chat, calls, false)));
+        }
+      }
       zoo::ApiChoice whole;
       whole.text = sent, whole.finish_reason = "stop";
       if (r.sampling.logprobs) whole.logprobs = all;

@@ -125,6 +125,61 @@ TEST(OpenAiApi, LogprobsShapes) {
   EXPECT_TRUE(completion_chunk("c", 1, "m", false, {0, "a", ""}, false)["choices"][0]["logprobs"].is_null());
 }
 
+// Tools, tool_choice and a conversation with calls and their results; the messages as a chat
+// template reads them (vLLM's reading: arguments that are an object's text become the object).
+TEST(OpenAiApi, ToolFieldsAndMessages) {
+  const auto r = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "Weather?"},
+                       {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"z\": 1, \"a\": [true]}"}},
+                        {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "not json"}}]},
+                       {"role": "tool", "tool_call_id": "call_1", "content": "12°C"}],
+          "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+                     "parameters": {"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "array"}}}}}],
+          "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": false})",
+      true);
+  EXPECT_EQ(r.tool_choice.kind, ToolChoiceKind::kNamed);
+  EXPECT_EQ(r.tool_choice.name, "get_weather");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  // The tools keep the request's key order (z before a), as a template's tojson prints them.
+  EXPECT_EQ(r.tools.dump(), R"([{"type":"function","function":{"name":"get_weather","description":"d",)"
+                            R"("parameters":{"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"array"}}}}}])");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_TRUE(r.messages[1].null_content);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"z": 1, "a": [true]})");
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(chat_template_messages(r.messages).dump(),
+            R"([{"role":"user","content":"Weather?"},)"
+            R"({"role":"assistant","content":null,"tool_calls":[)"
+            R"({"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"z":1,"a":[true]}}},)"
+            R"({"id":"call_2","type":"function","function":{"name":"get_weather","arguments":"not json"}}]},)"
+            R"({"role":"tool","content":"12°C","tool_call_id":"call_1"}])");
+  // Defaults: auto with tools, none without; "none" and "required" by name.
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  const std::string hi = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(parse_completion_request("{" + hi + ", " + tools + "}", true).tool_choice.kind, ToolChoiceKind::kAuto);
+  EXPECT_EQ(parse_completion_request("{" + hi + "}", true).tool_choice.kind, ToolChoiceKind::kNone);
+  EXPECT_EQ(parse_completion_request("{" + hi + ", " + tools + R"(, "tool_choice": "none"})", true).tool_choice.kind,
+            ToolChoiceKind::kNone);
+  EXPECT_EQ(parse_completion_request("{" + hi + ", " + tools + R"(, "tool_choice": "required"})", true).tool_choice.kind,
+            ToolChoiceKind::kRequired);
+  // Calls in a whole answer (content null when they are all of it) and in a streamed delta.
+  ApiChoice choice{0, "", "tool_calls"};
+  choice.tool_calls = {{"call_a", "f", "{\"x\":1}"}, {"call_b", "g", "{}"}};
+  const auto whole = completion_response("c", 1, "m", true, {choice}, ApiUsage{1, 2});
+  const auto& message = whole["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  EXPECT_EQ(message["tool_calls"], json::parse(R"([{"id": "call_a", "type": "function", "function": {"name": "f",
+      "arguments": "{\"x\":1}"}}, {"id": "call_b", "type": "function", "function": {"name": "g", "arguments": "{}"}}])"));
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+  choice.finish_reason.clear();
+  const auto delta = completion_chunk("c", 1, "m", true, choice, false)["choices"][0]["delta"];
+  EXPECT_EQ(delta["tool_calls"][1]["index"], 1);
+  EXPECT_EQ(delta["tool_calls"][1]["function"]["name"], "g");
+  EXPECT_FALSE(delta.contains("content"));
+}
+
 TEST(OpenAiApi, ChatRequestMessages) {
   const auto r = parse_completion_request(
       R"({"messages": [{"role": "system", "content": "Be brief."},
@@ -187,7 +242,39 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
       {R"({"messages": [{"role": "wizard", "content": "hi"}]})", true, "messages[0].role", "must be system"},
       {R"({"messages": [{"role": "user"}]})", true, "messages[0].content", "is required"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, "messages[0].content[0]", "text"},
-      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})", true, "tools", "not supported"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})", true, "tools[0].function",
+       "must be an object"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": {"type": "function"}})", true, "tools", "must be an array"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "retrieval", "function": {"name": "f"}}]})",
+       true, "tools[0].type", "must be \"function\""},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "a b"}}]})",
+       true, "tools[0].function.name", "1 to 64 letters"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}},
+           {"type": "function", "function": {"name": "f"}}]})", true, "tools[1].function.name", "names an earlier tool"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f",
+           "parameters": "none"}}]})", true, "tools[0].function.parameters", "must be a JSON schema"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto"})", true, "tool_choice", "needs tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+           "tool_choice": "always"})", true, "tool_choice", "got 'always'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+           "tool_choice": {"type": "function", "function": {"name": "g"}}})", true, "tool_choice.function.name",
+       "'g' is not one of the request's tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f",
+           "parameters": {"type": "object", "properties": {"a": {"type": "string", "minLength": 2}}}}}],
+           "tool_choice": "required"})", true, "tools", "tools[0].function.parameters.properties.a: the keyword 'minLength'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}],
+           "tool_choice": "required", "response_format": {"type": "json_object"}})", true, "tool_choice",
+       "cannot be combined with response_format"},
+      {R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}]})", false, "tools",
+       "/v1/chat/completions field"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "functions": [{"name": "f"}]})", true, "functions",
+       "use tools and tool_choice"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}]})",
+       true, "messages[0].tool_calls[0].function.name", "must be a function's name"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f",
+           "arguments": 3}}]}]})", true, "messages[0].tool_calls[0].function.arguments", "a JSON object's text"},
+      {R"({"messages": [{"role": "tool", "content": "12"}]})", true, "messages[0].tool_call_id", "is required"},
+      {R"({"messages": [{"role": "assistant"}]})", true, "messages[0].content", "is required"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": "json"})", true, "response_format",
        "must be an object"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "yaml"}})", true,

@@ -1,0 +1,198 @@
+"""zoo serve's tool calls (tools, tool_choice), through the official openai client.
+
+Usage:
+  serve_tools.py data OUT            conversations for the tools model to learn (see below)
+  serve_tools.py check TOOLS_PORT RANDOM_PORT API_KEY MODEL_ID SPM_MODEL
+
+`data` writes 300 prompt/completion examples (JSONL) for `zoo finetune`: the prompt is the end of
+a conversation rendered by transformers with Qwen2.5's chat template and TOOLS (its system turn
+lists them, then a user's question), the completion the assistant's call of get_weather as the
+template writes calls. The model (sliding-window attention, so the start of the prompt is out of
+its sight anyway) learns to answer that prompt with a call.
+
+`check`: TOOLS_PORT serves that model (its tokenizer has Qwen2.5's template), RANDOM_PORT one
+with its initial weights and a template that shows no tools. Each check exits non-zero with what
+failed:
+- tool_choice auto: the trained model's greedy answer is read as calls (finish_reason
+  "tool_calls"), each naming a tool, its arguments valid under the tool's schema (jsonschema);
+  streamed, the deltas join into the same calls, and no call text leaks into the content;
+- the prompt holds the tools and a conversation's calls and results as transformers renders them
+  (usage.prompt_tokens equals the sentencepiece package's tokens of transformers' text);
+- tool_choice none: the tools are not shown (fewer prompt tokens) and no calls are read;
+- tool_choice required (with and without parallel calls) and a named function, on the random
+  model: sampled answers are calls whose arguments validate, whatever the weights;
+- tool_choice auto on a template that shows no tool format is refused with 400, as are malformed tools.
+"""
+import json
+import os
+import random
+import sys
+import urllib.error
+import urllib.request
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city over the next days.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                       "required": ["city", "days"]}}},
+    {"type": "function", "function": {
+        "name": "search", "description": "Search the web.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+]
+CITIES = ["Paris", "Oslo", "Lima", "Rome", "Kyiv", "Quito"]
+# The same tools with bounded values, for the model with its initial weights: a string under no
+# bound could run to max_tokens (a pattern bounds it; minLength/maxLength are refused).
+BOUNDED = [
+    {"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "pattern": "^[A-Za-z ]{1,12}$"},
+            "days": {"type": "integer", "minimum": 1, "maximum": 9}},
+            "required": ["city", "days"], "additionalProperties": False}}},
+    {"type": "function", "function": {
+        "name": "search", "parameters": {"type": "object", "properties": {
+            "query": {"type": "string", "pattern": "^[a-z ]{0,16}$"}}, "required": ["query"],
+            "additionalProperties": False}}},
+]
+
+
+def qwen_template():
+    return open(os.path.join(os.environ["ZOO_REFERENCE_DIR"], "chat-templates", "qwen2_5.jinja"), encoding="utf-8").read()
+
+
+def render(messages, tools, generation):
+    from transformers.utils import chat_template_utils
+    rendered, _ = chat_template_utils.render_jinja_template(
+        conversations=[messages], tools=tools, chat_template=qwen_template(), add_generation_prompt=generation)
+    return rendered[0]
+
+
+def data(out):
+    rng = random.Random(0)
+    with open(out, "w", encoding="utf-8") as f:
+        for _ in range(300):
+            city, days = rng.choice(CITIES), rng.randint(1, 9)
+            question = [{"role": "user", "content": f"Weather in {city} for {days} days?"}]
+            call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": city, "days": days}}}
+            prompt = render(question, TOOLS, True)
+            whole = render([*question, {"role": "assistant", "content": "", "tool_calls": [call]}], TOOLS, False)
+            completion = whole[len(prompt):whole.rindex("<|im_end|>")]
+            f.write(json.dumps({"prompt": prompt[-240:], "completion": completion}) + "\n")
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit(f"serve_tools: {message}")
+
+
+def main():
+    import jsonschema
+    import openai
+    import sentencepiece
+
+    tools_port, random_port, api_key, model_id, spm_model = sys.argv[2:7]
+    tools_client = openai.OpenAI(base_url=f"http://127.0.0.1:{tools_port}/v1", api_key=api_key, max_retries=0, timeout=300)
+    random_client = openai.OpenAI(base_url=f"http://127.0.0.1:{random_port}/v1", api_key=api_key, max_retries=0,
+                                  timeout=300)
+    def valid_calls(calls, where, count=None, tools=TOOLS):
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+        check(calls, f"{where}: no tool calls")
+        if count is not None:
+            check(len(calls) == count, f"{where}: {len(calls)} calls, expected {count}")
+        for call in calls:
+            check(call.type == "function" and call.id.startswith("call_"), f"{where}: {call}")
+            check(call.function.name in schemas, f"{where}: a call of {call.function.name!r}")
+            try:
+                jsonschema.validate(json.loads(call.function.arguments), schemas[call.function.name])
+            except (json.JSONDecodeError, jsonschema.ValidationError) as e:
+                sys.exit(f"serve_tools: {where}: arguments {call.function.arguments!r}: {e}")
+        return [(c.function.name, json.loads(c.function.arguments)) for c in calls]
+
+    # auto: the trained model calls a tool, read from its <tool_call> text.
+    question = [{"role": "user", "content": "Weather in Oslo for 3 days?"}]
+    r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
+                                             max_tokens=80)
+    choice = r.choices[0]
+    check(choice.finish_reason == "tool_calls", f"auto: finished by {choice.finish_reason}: {choice.message}")
+    whole = valid_calls(choice.message.tool_calls, "auto")
+    check(not choice.message.content, f"auto: content {choice.message.content!r} beside the calls")
+    tokenizer = sentencepiece.SentencePieceProcessor(model_file=spm_model)
+
+    def prompt_tokens(messages, tools):
+        return len(tokenizer.encode(render(messages, tools, True)))
+
+    # A chat's prompt is the template's text alone, as apply_chat_template(tokenize=True) makes it.
+    check(r.usage.prompt_tokens == prompt_tokens(question, TOOLS),
+          f"auto: {r.usage.prompt_tokens} prompt tokens, transformers renders {prompt_tokens(question, TOOLS)}")
+    # Streamed: the calls come whole in one delta, after any content, and join into the same calls.
+    content, calls, reasons = "", {}, []
+    for chunk in tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
+                                                      max_tokens=80, stream=True):
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for call in delta.tool_calls or []:
+            check(call.index not in calls, f"stream: call {call.index} sent twice")
+            calls[call.index] = (call.function.name, json.loads(call.function.arguments))
+        if chunk.choices[0].finish_reason:
+            reasons.append(chunk.choices[0].finish_reason)
+    check(reasons == ["tool_calls"], f"stream: finish reasons {reasons}")
+    check([calls[i] for i in sorted(calls)] == whole, f"stream: calls {calls}, whole {whole}")
+    check("<tool_call>" not in content and not content.strip(), f"stream: content {content!r}")
+
+    # A conversation with a call and its result: the prompt renders as transformers renders it.
+    call_id = choice.message.tool_calls[0].id
+    turn = [*question,
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": "get_weather", "arguments": json.dumps({"city": "Oslo", "days": 3})}}]},
+            {"role": "tool", "tool_call_id": call_id, "content": "Snow, -4°C."}]
+    r = tools_client.chat.completions.create(model=model_id, messages=turn, tools=TOOLS, temperature=0, max_tokens=4)
+    # transformers gets the arguments as an object, as vLLM passes them to templates.
+    reference = [*question, {**turn[1], "tool_calls": [{**turn[1]["tool_calls"][0], "function": {
+        "name": "get_weather", "arguments": {"city": "Oslo", "days": 3}}}]}, turn[2]]
+    check(r.usage.prompt_tokens == prompt_tokens(reference, TOOLS),
+          f"results: {r.usage.prompt_tokens} prompt tokens, transformers renders {prompt_tokens(reference, TOOLS)}")
+
+    # none: the tools are not shown, and nothing is read as a call.
+    r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, tool_choice="none",
+                                             temperature=0, max_tokens=40)
+    check(r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls", f"none: {r.choices[0]}")
+    check(r.usage.prompt_tokens == prompt_tokens(question, None), f"none: {r.usage.prompt_tokens} prompt tokens")
+
+    # Forced choices on the random model: held to the calls' JSON by a grammar.
+    for n, (tool_choice, parallel) in enumerate([("required", True), ("required", False),
+                                                 ({"type": "function", "function": {"name": "search"}}, True)]):
+        r = random_client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": f"go {n}"}], tools=BOUNDED, tool_choice=tool_choice,
+            parallel_tool_calls=parallel, n=4, temperature=1.0, seed=n, max_tokens=400)
+        for c in r.choices:
+            where = f"tool_choice={tool_choice} parallel={parallel}"
+            check(c.finish_reason == "tool_calls", f"{where}: finished by {c.finish_reason}: {c.message}")
+            got = valid_calls(c.message.tool_calls, where, None if parallel and tool_choice == "required" else 1, BOUNDED)
+            if isinstance(tool_choice, dict):
+                check(all(name == "search" for name, _ in got), f"{where}: {got}")
+
+    def refused(port, body):
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=60)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())["error"]
+        sys.exit(f"serve_tools: {body} was answered")
+
+    status, error = refused(random_port, {"messages": question, "tools": TOOLS})
+    check(status == 400 and error["param"] == "tools" and "no tool-call format" in error["message"], str(error))
+    status, error = refused(tools_port, {"messages": question, "tools": [{"type": "function", "function": {"name": "a b"}}]})
+    check(status == 400 and error["param"] == "tools[0].function.name", str(error))
+    status, error = refused(tools_port, {"messages": question, "tools": TOOLS,
+                                         "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+    check(status == 400 and "'nope' is not one of the request's tools" in error["message"], str(error))
+    print(f"serve_tools: auto calls {whole}, streamed alike; prompts as transformers renders them; none, required, "
+          "named and refusals checked")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "data":
+        data(sys.argv[2])
+    else:
+        main()
