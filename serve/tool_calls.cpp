@@ -13,6 +13,27 @@ using ordered = nlohmann::ordered_json;
 constexpr const char* kCallOpen = "<tool_call>";
 constexpr const char* kCallClose = "</tool_call>";
 constexpr const char* kPythonTag = "<|python_tag|>";
+constexpr const char* kMistralCalls = "[TOOL_CALLS]";
+constexpr const char* kMistralArgs = "[ARGS]";
+
+// How a format's calls show in an answer, for reading it as it streams: the marker a call
+// begins with (anywhere, or only at the answer's start), and the character that begins a call
+// at the answer's start when the decoder drops the marker (a special token).
+struct Shape {
+  std::string marker;
+  bool marker_anywhere;
+  char opening;
+};
+
+Shape shape_of(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+    case ToolCallFormat::kQwenXml: return {kCallOpen, true, 0};
+    case ToolCallFormat::kLlama3Json: return {kPythonTag, false, '{'};
+    case ToolCallFormat::kMistral: return {kMistralCalls, true, '['};
+  }
+  throw std::logic_error("unhandled tool call format");
+}
 
 bool blank(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
@@ -178,6 +199,7 @@ std::string to_string(ToolCallFormat format) {
     case ToolCallFormat::kHermes: return "hermes";
     case ToolCallFormat::kQwenXml: return "qwen-xml";
     case ToolCallFormat::kLlama3Json: return "llama3-json";
+    case ToolCallFormat::kMistral: return "mistral";
   }
   throw std::logic_error("unhandled tool call format");
 }
@@ -185,6 +207,7 @@ std::string to_string(ToolCallFormat format) {
 std::optional<ToolCallFormat> tool_call_format_of(const std::string& chat_template) {
   // Each template shows its models the calls' format; these are the strings that tell them apart.
   if (chat_template.find("<function=") != std::string::npos) return ToolCallFormat::kQwenXml;
+  if (chat_template.find(kMistralCalls) != std::string::npos) return ToolCallFormat::kMistral;
   if (chat_template.find(kCallOpen) != std::string::npos) return ToolCallFormat::kHermes;
   if (chat_template.find("<|start_header_id|>") != std::string::npos &&
       chat_template.find("\"parameters\": ") != std::string::npos) {
@@ -224,6 +247,39 @@ std::optional<std::vector<ApiToolCall>> parse_tool_calls(ToolCallFormat format, 
         while (at < t.size() && blank(t[at])) ++at;
         if (at < t.size() && t[at] == ';') ++at;  // several calls: "{...}; {...}"
         while (at < t.size() && blank(t[at])) ++at;
+      }
+      if (calls.empty()) return std::nullopt;
+      return calls;
+    }
+    case ToolCallFormat::kMistral: {
+      // [TOOL_CALLS][{"name", "arguments"}, ...] (v3 tokenizers; the marker may have been
+      // dropped as a special token), or [TOOL_CALLS]NAME[ARGS]{...} for each call (v11 and later).
+      std::string t = trimmed(text);
+      const std::string marker = kMistralCalls, args = kMistralArgs;
+      if (starts_with(t, 0, marker)) t = trimmed(t.substr(marker.size()));
+      if (!t.empty() && t[0] == '[') {
+        const ordered list = parsed(t);
+        if (!list.is_array() || list.empty()) return std::nullopt;
+        for (const auto& c : list) {
+          auto call = call_of(c, "arguments");
+          if (!call) return std::nullopt;
+          calls.push_back(std::move(*call));
+        }
+        return calls;
+      }
+      size_t at = 0;
+      while (at < t.size()) {
+        const size_t name_end = t.find(args, at);
+        if (name_end == std::string::npos) return std::nullopt;
+        const std::string name = trimmed(t.substr(at, name_end - at));
+        const size_t value = name_end + args.size(), value_end = json_value_end(t, value);
+        if (name.empty() || value >= t.size() || t[value] != '{' || value_end == std::string::npos) return std::nullopt;
+        const ordered arguments = parsed(t.substr(value, value_end - value));
+        if (!arguments.is_object()) return std::nullopt;
+        calls.push_back({"", name, arguments.dump()});
+        at = value_end;
+        while (at < t.size() && blank(t[at])) ++at;
+        if (starts_with(t, at, marker)) at += marker.size();
       }
       if (calls.empty()) return std::nullopt;
       return calls;
@@ -277,49 +333,41 @@ std::string ToolCallReader::add(const std::string& piece) {
   }
   if (content_) return piece;
   held_ += piece;
-  std::string out;
-  switch (*format_) {
-    case ToolCallFormat::kHermes:
-    case ToolCallFormat::kQwenXml: {
-      // Text before a call is content; so is all but what may be the start of "<tool_call>".
-      // Blanks that open the answer wait for what follows them: before a call they are dropped
-      // (SentencePiece's word marker makes a call's first token " <").
-      const std::string open = kCallOpen;
-      const size_t at = held_.find(open);
-      if (at != std::string::npos) {
-        out = held_.substr(0, at);
-        held_.erase(0, at);
-        calls_ = true;
-        if (!texted_ && all_blank(out)) out.clear();
-        texted_ = texted_ || !out.empty();
-        return out;
-      }
-      size_t keep = std::min(held_.size(), open.size() - 1);
-      while (keep > 0 && held_.compare(held_.size() - keep, keep, open, 0, keep) != 0) --keep;
-      out = held_.substr(0, held_.size() - keep);
-      if (!texted_ && all_blank(out)) return "";
-      held_.erase(0, held_.size() - keep);
-      texted_ = true;
-      return out;
+  const auto shape = shape_of(*format_);
+  const std::string& marker = shape.marker;
+  if (!texted_) {
+    // The answer's start: blanks tell nothing yet, and blanks before a call are dropped
+    // (SentencePiece's word marker makes a call's first token " <").
+    size_t at = 0;
+    while (at < held_.size() && blank(held_[at])) ++at;
+    if (at == held_.size()) return "";
+    const std::string rest = held_.substr(at);
+    if ((shape.opening != 0 && rest[0] == shape.opening) || starts_with(rest, 0, marker)) {
+      held_ = rest;
+      calls_ = true;
+      return "";
     }
-    case ToolCallFormat::kLlama3Json: {
-      // The answer is a call when it begins with one; blanks first tell nothing yet.
-      size_t at = 0;
-      while (at < held_.size() && blank(held_[at])) ++at;
-      if (at == held_.size()) return "";
-      const std::string tag = kPythonTag;
-      const std::string rest = held_.substr(at);
-      if (rest[0] == '{' || starts_with(rest, 0, tag)) {
-        calls_ = true;
-        return "";
-      }
-      if (rest.size() < tag.size() && tag.compare(0, rest.size(), rest) == 0) return "";
-      content_ = true;
-      out.swap(held_);
-      return out;
-    }
+    if (rest.size() < marker.size() && marker.compare(0, rest.size(), rest) == 0) return "";
+    texted_ = true;
+    if (!shape.marker_anywhere) content_ = true;
   }
-  throw std::logic_error("unhandled tool call format");
+  std::string out;
+  if (content_) {
+    out.swap(held_);
+    return out;
+  }
+  // Text before a call is content; so is all but what may be the start of the marker.
+  if (const size_t at = held_.find(marker); at != std::string::npos) {
+    out = held_.substr(0, at);
+    held_.erase(0, at);
+    calls_ = true;
+    return out;
+  }
+  size_t keep = std::min(held_.size(), marker.size() - 1);
+  while (keep > 0 && held_.compare(held_.size() - keep, keep, marker, 0, keep) != 0) --keep;
+  out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
 }
 
 ToolCallReader::End ToolCallReader::finish() {

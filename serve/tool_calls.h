@@ -7,7 +7,9 @@
 //   its parameter's type in the tool's schema (a string as written, numbers, booleans, objects
 //   and arrays as JSON);
 // - kLlama3Json (Llama 3.1-3.3): the whole answer is {"name": N, "parameters": {...}} (several
-//   joined by ";"), after <|python_tag|> when the decoder keeps it.
+//   joined by ";"), after <|python_tag|> when the decoder keeps it;
+// - kMistral (Mistral's tokenizers): [TOOL_CALLS] then a JSON list of {"name", "arguments"} (v3;
+//   the list alone when the decoder drops the special token), or NAME[ARGS]{...} per call (v11+).
 // A forced choice (tool_choice "required", or one function by name) is held by a grammar to JSON,
 // as vLLM holds it: an array of {"name", "parameters"}, or the named function's arguments alone.
 // Text before the first call is the answer's content (none when it is only blanks); an answer
@@ -24,7 +26,7 @@
 
 namespace zoo {
 
-enum class ToolCallFormat { kHermes, kQwenXml, kLlama3Json };
+enum class ToolCallFormat { kHermes, kQwenXml, kLlama3Json, kMistral };
 
 std::string to_string(ToolCallFormat format);
 
@@ -64,8 +66,8 @@ class ToolCallReader {
   nlohmann::ordered_json tools_;
   std::string held_;
   bool calls_ = false;    // held_ starts a call: everything after is held
-  bool content_ = false;  // kLlama3Json: the answer began as text, so none of it is a call
-  bool texted_ = false;   // content other than blanks was sent
+  bool content_ = false;  // the answer began as text in a format whose calls only begin one
+  bool texted_ = false;   // the answer began as text
 };
 
 }  // namespace zoo

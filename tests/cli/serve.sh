@@ -74,21 +74,29 @@ served="$work/json" start_server "$work/json.log" --api-key secret --served-mode
 "$python" "$(dirname "$0")/serve_structured.py" "$random_port" "$port" secret tiny
 kill -TERM "$pid"
 wait "$pid"
-# Tool calls: a sliding-window model fine-tuned (prompt/completion) to answer Qwen2.5's tools
-# prompt with a <tool_call>, served with that template; the random model (whose template shows
-# no tools) takes the forced choices.
+# Tool calls: a sliding-window model fine-tuned (prompt/completion) to answer three real
+# templates' tools prompts each with a call in that template's format, served once with each
+# template; the random model (whose template shows no tools) takes the forced choices.
 "$python" "$(dirname "$0")/serve_tools.py" data "$work/tools.jsonl"
-cp -r "$work/spm/llama-dir" "$work/spm/tools-dir"
-cp "${ZOO_REFERENCE_DIR:?}/chat-templates/qwen2_5.jinja" "$work/spm/tools-dir/chat_template.jinja"
-"$zoo" train mistral-tiny tokenizer="$work/spm/tools-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
-  model.n_heads=4 model.n_kv_heads=2 model.d_ff=256 model.max_positions=1024 steps=1 block_size=64 batch_size=2 \
+"$zoo" train mistral-tiny tokenizer="$work/spm/llama-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
+  model.n_heads=4 model.n_kv_heads=2 model.d_ff=256 model.max_positions=2048 steps=1 block_size=64 batch_size=2 \
   lr=1e-12 warmup_steps=0 eval_every=0 seed=3 precision=fp32 --data "$work/slice.txt" --run-dir "$work/tools-init" > /dev/null 2>&1
-"$zoo" finetune "$work/tools-init" --train "$work/tools.jsonl" --run-dir "$work/tools" steps=200 batch_size=8 \
+"$zoo" finetune "$work/tools-init" --train "$work/tools.jsonl" --run-dir "$work/tools" steps=300 batch_size=8 \
   lr=0.005 warmup_steps=0 eval_every=0 block_size=320 > /dev/null 2>&1
-served="$work/tools" start_server "$work/tools.log" --api-key secret --served-model-name tiny
-"$python" "$(dirname "$0")/serve_tools.py" check "$port" "$random_port" secret tiny "$work/spm/tools-dir/tokenizer.model"
-kill -TERM "$pid" "$random_pid"
-wait "$pid" "$random_pid"
+tool_servers=() tool_pids=()
+for template in qwen2_5 qwen3_5_nothink llama3_1; do
+  cp -r "$work/tools" "$work/tools-$template"
+  for dir in "$work/tools-$template"/checkpoints/*/tokenizer; do
+    cp "${ZOO_REFERENCE_DIR:?}/chat-templates/$template.jinja" "$dir/chat_template.jinja"
+  done
+  served="$work/tools-$template" start_server "$work/tools-$template.log" --api-key secret --served-model-name tiny
+  tool_servers+=("$template=$port") tool_pids+=("$pid")
+done
+trap 'kill "$main_pid" "${random_pid:-}" "${tool_pids[@]}" 2> /dev/null || true; rm -rf "$work"' EXIT
+"$python" "$(dirname "$0")/serve_tools.py" check "$random_port" secret tiny "$work/spm/llama-dir/tokenizer.model" \
+  "${tool_servers[@]}"
+kill -TERM "$random_pid" "${tool_pids[@]}"
+wait "$random_pid" "${tool_pids[@]}"
 pid=$main_pid port=$main_port
 
 # Thirty slow clients (slowloris: a header line every half second, never a whole request) hold

@@ -1,27 +1,29 @@
 """zoo serve's tool calls (tools, tool_choice), through the official openai client.
 
 Usage:
-  serve_tools.py data OUT            conversations for the tools model to learn (see below)
-  serve_tools.py check TOOLS_PORT RANDOM_PORT API_KEY MODEL_ID SPM_MODEL
+  serve_tools.py data OUT
+  serve_tools.py check RANDOM_PORT API_KEY MODEL_ID SPM_MODEL TEMPLATE=PORT...
 
-`data` writes 300 prompt/completion examples (JSONL) for `zoo finetune`: the prompt is the end of
-a conversation rendered by transformers with Qwen2.5's chat template and TOOLS (its system turn
-lists them, then a user's question), the completion the assistant's call of get_weather as the
-template writes calls. The model (sliding-window attention, so the start of the prompt is out of
-its sight anyway) learns to answer that prompt with a call.
+`data` writes prompt/completion examples (JSONL) for `zoo finetune`, 200 for each of TEMPLATES:
+the prompt is the end of a conversation rendered by transformers with that real chat template
+and TOOLS (a user's question about the weather), the completion the assistant's call of
+get_weather as the template itself writes the call (Hermes <tool_call> JSON, Qwen's
+<function=...> XML, Llama 3's bare JSON). The model (sliding-window attention, so the start of a
+prompt is out of its sight anyway) learns to answer each template's prompt with its own format.
 
-`check`: TOOLS_PORT serves that model (its tokenizer has Qwen2.5's template), RANDOM_PORT one
-with its initial weights and a template that shows no tools. Each check exits non-zero with what
-failed:
-- tool_choice auto: the trained model's greedy answer is read as calls (finish_reason
+`check`: each TEMPLATE=PORT serves that model with that template (so with its format),
+RANDOM_PORT a model with its initial weights whose template shows no tools. Each check exits
+non-zero with what failed:
+- for each format, tool_choice auto: the greedy answer is read as calls (finish_reason
   "tool_calls"), each naming a tool, its arguments valid under the tool's schema (jsonschema);
   streamed, the deltas join into the same calls, and no call text leaks into the content;
-- the prompt holds the tools and a conversation's calls and results as transformers renders them
-  (usage.prompt_tokens equals the sentencepiece package's tokens of transformers' text);
-- tool_choice none: the tools are not shown (fewer prompt tokens) and no calls are read;
+- the prompt holds the tools, and a conversation's calls and results, as transformers renders
+  them (usage.prompt_tokens equals the sentencepiece package's tokens of transformers' text);
+- tool_choice none: the tools are not shown and no calls are read;
 - tool_choice required (with and without parallel calls) and a named function, on the random
   model: sampled answers are calls whose arguments validate, whatever the weights;
-- tool_choice auto on a template that shows no tool format is refused with 400, as are malformed tools.
+- tool_choice auto on a template that shows no tool format is refused with 400, as are
+  malformed tools and a named function that is not among them.
 """
 import json
 import os
@@ -39,7 +41,6 @@ TOOLS = [
         "name": "search", "description": "Search the web.",
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
 ]
-CITIES = ["Paris", "Oslo", "Lima", "Rome", "Kyiv", "Quito"]
 # The same tools with bounded values, for the model with its initial weights: a string under no
 # bound could run to max_tokens (a pattern bounds it; minLength/maxLength are refused).
 BOUNDED = [
@@ -53,30 +54,39 @@ BOUNDED = [
             "query": {"type": "string", "pattern": "^[a-z ]{0,16}$"}}, "required": ["query"],
             "additionalProperties": False}}},
 ]
+CITIES = ["Paris", "Oslo", "Lima", "Rome", "Kyiv", "Quito"]
+# Real templates, one per format, and the text that ends an assistant turn in each.
+TEMPLATES = {"qwen2_5": "<|im_end|>", "qwen3_5_nothink": "<|im_end|>", "llama3_1": "<|eot_id|>"}
+# The special tokens zoo passes a template for the test's SentencePiece tokenizer (its own).
+SPECIALS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
-def qwen_template():
-    return open(os.path.join(os.environ["ZOO_REFERENCE_DIR"], "chat-templates", "qwen2_5.jinja"), encoding="utf-8").read()
+def template(name):
+    with open(os.path.join(os.environ["ZOO_REFERENCE_DIR"], "chat-templates", name + ".jinja"), encoding="utf-8") as f:
+        return f.read()
 
 
-def render(messages, tools, generation):
+def render(name, messages, tools, generation):
     from transformers.utils import chat_template_utils
     rendered, _ = chat_template_utils.render_jinja_template(
-        conversations=[messages], tools=tools, chat_template=qwen_template(), add_generation_prompt=generation)
+        conversations=[messages], tools=tools, chat_template=template(name), add_generation_prompt=generation,
+        **SPECIALS)
     return rendered[0]
 
 
 def data(out):
     rng = random.Random(0)
     with open(out, "w", encoding="utf-8") as f:
-        for _ in range(300):
-            city, days = rng.choice(CITIES), rng.randint(1, 9)
-            question = [{"role": "user", "content": f"Weather in {city} for {days} days?"}]
-            call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": city, "days": days}}}
-            prompt = render(question, TOOLS, True)
-            whole = render([*question, {"role": "assistant", "content": "", "tool_calls": [call]}], TOOLS, False)
-            completion = whole[len(prompt):whole.rindex("<|im_end|>")]
-            f.write(json.dumps({"prompt": prompt[-240:], "completion": completion}) + "\n")
+        for name, end_of_turn in TEMPLATES.items():
+            for _ in range(200):
+                city, days = rng.choice(CITIES), rng.randint(1, 9)
+                question = [{"role": "user", "content": f"Weather in {city} for {days} days?"}]
+                call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": city, "days": days}}}
+                prompt = render(name, question, TOOLS, True)
+                whole = render(name, [*question, {"role": "assistant", "content": "", "tool_calls": [call]}], TOOLS, False)
+                assert whole.startswith(prompt), name
+                completion = whole[len(prompt):whole.rindex(end_of_turn)]
+                f.write(json.dumps({"prompt": prompt[-240:], "completion": completion}) + "\n")
 
 
 def check(condition, message):
@@ -89,10 +99,13 @@ def main():
     import openai
     import sentencepiece
 
-    tools_port, random_port, api_key, model_id, spm_model = sys.argv[2:7]
-    tools_client = openai.OpenAI(base_url=f"http://127.0.0.1:{tools_port}/v1", api_key=api_key, max_retries=0, timeout=300)
-    random_client = openai.OpenAI(base_url=f"http://127.0.0.1:{random_port}/v1", api_key=api_key, max_retries=0,
-                                  timeout=300)
+    random_port, api_key, model_id, spm_model = sys.argv[2:6]
+    ports = dict(arg.split("=") for arg in sys.argv[6:])
+    check(sorted(ports) == sorted(TEMPLATES), f"ports for {sorted(ports)}, templates {sorted(TEMPLATES)}")
+
+    def client(port):
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=api_key, max_retries=0, timeout=300)
+
     def valid_calls(calls, where, count=None, tools=TOOLS):
         schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
         check(calls, f"{where}: no tool calls")
@@ -107,58 +120,70 @@ def main():
                 sys.exit(f"serve_tools: {where}: arguments {call.function.arguments!r}: {e}")
         return [(c.function.name, json.loads(c.function.arguments)) for c in calls]
 
-    # auto: the trained model calls a tool, read from its <tool_call> text.
-    question = [{"role": "user", "content": "Weather in Oslo for 3 days?"}]
-    r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
-                                             max_tokens=80)
-    choice = r.choices[0]
-    check(choice.finish_reason == "tool_calls", f"auto: finished by {choice.finish_reason}: {choice.message}")
-    whole = valid_calls(choice.message.tool_calls, "auto")
-    check(not choice.message.content, f"auto: content {choice.message.content!r} beside the calls")
     tokenizer = sentencepiece.SentencePieceProcessor(model_file=spm_model)
 
-    def prompt_tokens(messages, tools):
-        return len(tokenizer.encode(render(messages, tools, True)))
+    def prompt_tokens(name, messages, tools):
+        # A chat's prompt is the template's text alone, as apply_chat_template(tokenize=True)
+        # makes it; the BOS that Llama 3's template writes is one token (sentencepiece's encode
+        # would spell the text "<s>").
+        text = render(name, messages, tools, True)
+        bos = text.startswith(SPECIALS["bos_token"])
+        return bos + len(tokenizer.encode(text[len(SPECIALS["bos_token"]):] if bos else text))
 
-    # A chat's prompt is the template's text alone, as apply_chat_template(tokenize=True) makes it.
-    check(r.usage.prompt_tokens == prompt_tokens(question, TOOLS),
-          f"auto: {r.usage.prompt_tokens} prompt tokens, transformers renders {prompt_tokens(question, TOOLS)}")
-    # Streamed: the calls come whole in one delta, after any content, and join into the same calls.
-    content, calls, reasons = "", {}, []
-    for chunk in tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
-                                                      max_tokens=80, stream=True):
-        delta = chunk.choices[0].delta
-        content += delta.content or ""
-        for call in delta.tool_calls or []:
-            check(call.index not in calls, f"stream: call {call.index} sent twice")
-            calls[call.index] = (call.function.name, json.loads(call.function.arguments))
-        if chunk.choices[0].finish_reason:
-            reasons.append(chunk.choices[0].finish_reason)
-    check(reasons == ["tool_calls"], f"stream: finish reasons {reasons}")
-    check([calls[i] for i in sorted(calls)] == whole, f"stream: calls {calls}, whole {whole}")
-    check("<tool_call>" not in content and not content.strip(), f"stream: content {content!r}")
+    question = [{"role": "user", "content": "Weather in Oslo for 3 days?"}]
+    found = {}
+    for name, port in ports.items():
+        tools_client = client(port)
+        # auto: the model calls a tool, read from its answer in the template's format.
+        r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
+                                                 max_tokens=200)
+        choice = r.choices[0]
+        check(choice.finish_reason == "tool_calls", f"{name} auto: finished by {choice.finish_reason}: {choice.message}")
+        whole = found[name] = valid_calls(choice.message.tool_calls, f"{name} auto")
+        check(not choice.message.content, f"{name} auto: content {choice.message.content!r} beside the calls")
+        check(r.usage.prompt_tokens == prompt_tokens(name, question, TOOLS),
+              f"{name} auto: {r.usage.prompt_tokens} prompt tokens, transformers renders "
+              f"{prompt_tokens(name, question, TOOLS)}")
+        # Streamed: the calls come whole in one delta, after any content, and join into the same calls.
+        content, calls, reasons = "", {}, []
+        for chunk in tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
+                                                          max_tokens=200, stream=True):
+            delta = chunk.choices[0].delta
+            content += delta.content or ""
+            for call in delta.tool_calls or []:
+                check(call.index not in calls, f"{name} stream: call {call.index} sent twice")
+                calls[call.index] = (call.function.name, json.loads(call.function.arguments))
+            if chunk.choices[0].finish_reason:
+                reasons.append(chunk.choices[0].finish_reason)
+        check(reasons == ["tool_calls"], f"{name} stream: finish reasons {reasons}")
+        check([calls[i] for i in sorted(calls)] == whole, f"{name} stream: calls {calls}, whole {whole}")
+        check(not content.strip(), f"{name} stream: content {content!r}")
 
-    # A conversation with a call and its result: the prompt renders as transformers renders it.
-    call_id = choice.message.tool_calls[0].id
-    turn = [*question,
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": "get_weather", "arguments": json.dumps({"city": "Oslo", "days": 3})}}]},
-            {"role": "tool", "tool_call_id": call_id, "content": "Snow, -4°C."}]
-    r = tools_client.chat.completions.create(model=model_id, messages=turn, tools=TOOLS, temperature=0, max_tokens=4)
-    # transformers gets the arguments as an object, as vLLM passes them to templates.
-    reference = [*question, {**turn[1], "tool_calls": [{**turn[1]["tool_calls"][0], "function": {
-        "name": "get_weather", "arguments": {"city": "Oslo", "days": 3}}}]}, turn[2]]
-    check(r.usage.prompt_tokens == prompt_tokens(reference, TOOLS),
-          f"results: {r.usage.prompt_tokens} prompt tokens, transformers renders {prompt_tokens(reference, TOOLS)}")
+        # A conversation with a call and its result: the prompt renders as transformers renders it.
+        call_id = choice.message.tool_calls[0].id
+        turn = [*question,
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function",
+                     "function": {"name": "get_weather", "arguments": json.dumps({"city": "Oslo", "days": 3})}}]},
+                {"role": "tool", "tool_call_id": call_id, "content": "Snow, -4°C."}]
+        r = tools_client.chat.completions.create(model=model_id, messages=turn, tools=TOOLS, temperature=0, max_tokens=4)
+        # transformers gets the arguments as an object, as vLLM passes them to templates.
+        reference = [*question, {**turn[1], "tool_calls": [{**turn[1]["tool_calls"][0], "function": {
+            "name": "get_weather", "arguments": {"city": "Oslo", "days": 3}}}]}, turn[2]]
+        check(r.usage.prompt_tokens == prompt_tokens(name, reference, TOOLS),
+              f"{name} results: {r.usage.prompt_tokens} prompt tokens, transformers renders "
+              f"{prompt_tokens(name, reference, TOOLS)}")
 
-    # none: the tools are not shown, and nothing is read as a call.
-    r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, tool_choice="none",
-                                             temperature=0, max_tokens=40)
-    check(r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls", f"none: {r.choices[0]}")
-    check(r.usage.prompt_tokens == prompt_tokens(question, None), f"none: {r.usage.prompt_tokens} prompt tokens")
+        # none: the tools are not shown, and nothing is read as a call.
+        r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, tool_choice="none",
+                                                 temperature=0, max_tokens=40)
+        check(r.choices[0].message.tool_calls is None and r.choices[0].finish_reason != "tool_calls",
+              f"{name} none: {r.choices[0]}")
+        check(r.usage.prompt_tokens == prompt_tokens(name, question, None),
+              f"{name} none: {r.usage.prompt_tokens} prompt tokens")
 
     # Forced choices on the random model: held to the calls' JSON by a grammar.
+    random_client = client(random_port)
     for n, (tool_choice, parallel) in enumerate([("required", True), ("required", False),
                                                  ({"type": "function", "function": {"name": "search"}}, True)]):
         r = random_client.chat.completions.create(
@@ -180,14 +205,15 @@ def main():
             return e.code, json.loads(e.read())["error"]
         sys.exit(f"serve_tools: {body} was answered")
 
+    some_port = next(iter(ports.values()))
     status, error = refused(random_port, {"messages": question, "tools": TOOLS})
     check(status == 400 and error["param"] == "tools" and "no tool-call format" in error["message"], str(error))
-    status, error = refused(tools_port, {"messages": question, "tools": [{"type": "function", "function": {"name": "a b"}}]})
+    status, error = refused(some_port, {"messages": question, "tools": [{"type": "function", "function": {"name": "a b"}}]})
     check(status == 400 and error["param"] == "tools[0].function.name", str(error))
-    status, error = refused(tools_port, {"messages": question, "tools": TOOLS,
-                                         "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+    status, error = refused(some_port, {"messages": question, "tools": TOOLS,
+                                        "tool_choice": {"type": "function", "function": {"name": "nope"}}})
     check(status == 400 and "'nope' is not one of the request's tools" in error["message"], str(error))
-    print(f"serve_tools: auto calls {whole}, streamed alike; prompts as transformers renders them; none, required, "
+    print(f"serve_tools: auto calls {found}, streamed alike; prompts as transformers renders them; none, required, "
           "named and refusals checked")
 
 

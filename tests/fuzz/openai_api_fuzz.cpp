@@ -57,7 +57,8 @@ void check_body(const std::string& body) {
         if (!zoo::chat_template_messages(r.messages).is_array()) std::abort();
         const bool forced = r.tool_choice.kind == zoo::ToolChoiceKind::kRequired || r.tool_choice.kind == zoo::ToolChoiceKind::kNamed;
         if (forced && nlohmann::json::parse(zoo::forced_tool_schema(r.tools, r.tool_choice, r.parallel_tool_calls)).is_discarded()) std::abort();
-        for (const auto format : {zoo::ToolCallFormat::kHermes, zoo::ToolCallFormat::kQwenXml, zoo::ToolCallFormat::kLlama3Json}) {
+        for (const auto format : {zoo::ToolCallFormat::kHermes, zoo::ToolCallFormat::kQwenXml, zoo::ToolCallFormat::kLlama3Json,
+                                  zoo::ToolCallFormat::kMistral}) {
           zoo::ToolCallReader reader({zoo::ToolChoiceKind::kAuto, ""}, format, r.tools);
           std::string content;
           for (size_t i = 0; i < text.size(); i += 5) content += reader.add(text.substr(i, 5));

@@ -145,11 +145,17 @@ TEST(ToolCalls, StreamedAnswersReadAsWholeOnes) {
       {ToolCallFormat::kLlama3Json, "{\"name\": \"search\", \"parameters\": {\"query\": \"}{\"}}; {\"name\": \"search\", \"parameters\": {}}"},
       {ToolCallFormat::kLlama3Json, "<|python_tag|>{\"name\": \"search\", \"arguments\": {\"query\": \"q\"}}"},
       {ToolCallFormat::kLlama3Json, "  The answer is {not a call}."},
+      {ToolCallFormat::kMistral, "Checking. [TOOL_CALLS] [{\"name\": \"search\", \"arguments\": {\"query\": \"[TOOL\"}}, "
+                                 "{\"name\": \"get_weather\", \"arguments\": \"{\\\"days\\\": 1}\"}]"},
+      {ToolCallFormat::kMistral, "[{\"name\": \"search\", \"arguments\": {}}]"},  // the marker dropped as a special token
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"query\": \"a}\"}[TOOL_CALLS]get_weather[ARGS]{}"},
+      {ToolCallFormat::kMistral, "[1] is a citation, [TOOL not a call"},
   };
   const std::vector<std::pair<std::string, size_t>> expected = {
       {"I will <tool look.\n", 2}, {"No call here, only <tool talk <tool_", 0}, {"", 1}, {" \n  a reply", 0}, {"", 1},
       {"", 2}, {"", 1},
-      {"  The answer is {not a call}.", 0}};
+      {"  The answer is {not a call}.", 0}, {"Checking. ", 2}, {"", 1}, {"", 2},
+      {"[1] is a citation, [TOOL not a call", 0}};
   for (size_t a = 0; a < answers.size(); ++a) {
     const auto& [format, text] = answers[a];
     SCOPED_TRACE(text);
@@ -178,6 +184,15 @@ TEST(ToolCalls, StreamedAnswersReadAsWholeOnes) {
             (std::vector<ApiToolCall>{{"", "search", "{\"query\":\" two\\nlines \"}"}}));
 }
 
+// Mistral's templates (none among the reference files) write [TOOL_CALLS] before a turn's calls.
+TEST(ToolCalls, MistralsFormatIsFoundFromItsMarker) {
+  EXPECT_EQ(tool_call_format_of("{%- if message.tool_calls %}{{- '[TOOL_CALLS][' }}{%- endif %}"), ToolCallFormat::kMistral);
+  EXPECT_EQ(tool_call_format_of("{{ messages[0]['content'] }}"), std::nullopt);
+  const auto calls = parse_tool_calls(ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"query\": \"x\"}", tools());
+  ASSERT_TRUE(calls);
+  EXPECT_EQ(*calls, (std::vector<ApiToolCall>{{"", "search", "{\"query\":\"x\"}"}}));
+}
+
 // Text shaped like calls but not well formed is the answer's content, whole.
 TEST(ToolCalls, MalformedCallsAreContent) {
   const std::vector<std::pair<ToolCallFormat, std::string>> malformed = {
@@ -190,6 +205,10 @@ TEST(ToolCalls, MalformedCallsAreContent) {
       {ToolCallFormat::kLlama3Json, "{\"name\": \"search\", \"parameters\": {\"query\": \"x\"}"},
       {ToolCallFormat::kLlama3Json, "{\"name\": \"search\", \"parameters\": {}} trailing words"},
       {ToolCallFormat::kLlama3Json, "{\"name\": \"s\\u00e9\", \"parameters\": {\"q\": \"\xff\"}}"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS] [{\"name\": \"search\", \"arguments\": [1]}]"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"query\": "},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS][1]"},
+      {ToolCallFormat::kMistral, "[TOOL_CALLS][]"},
   };
   for (const auto& [format, text] : malformed) {
     SCOPED_TRACE(text);
