@@ -31,8 +31,11 @@ std::string ChatFormat::render(const std::vector<ChatMessage>& messages, bool ad
 }
 
 std::string ChatFormat::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                               const nlohmann::ordered_json& tools) const {
+                               const nlohmann::ordered_json& tools, const nlohmann::ordered_json& extra) const {
   nlohmann::ordered_json variables = tokens_;
+  if (extra.is_object()) {
+    for (const auto& [name, value] : extra.items()) variables[name] = value;
+  }
   variables["messages"] = messages;
   variables["add_generation_prompt"] = add_generation_prompt;
   variables["tools"] = tools;  // transformers passes None when there are none

@@ -25,7 +25,8 @@ class ChatFormat {
   // Messages as the template reads them (a JSON list; zoo serve's carry tool calls), and the
   // tools it shows the model (a JSON list, or null for none).
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                     const nlohmann::ordered_json& tools) const;
+                     const nlohmann::ordered_json& tools,
+                     const nlohmann::ordered_json& extra = nullptr) const;  // more variables (an object)
 
   // A conversation as the text a model trains on, and the [begin, end) byte ranges of it that
   // are assistant turns: turn i is the text between render(messages[:i], add_generation_prompt)

@@ -485,7 +485,10 @@ std::vector<ApiMessage> messages_field(const json& j) {
     for (const char* r : kRoles) known = known || message.role == r;
     if (!known) throw bad(where + ".role", "must be system, developer, user, assistant or tool, got '" + message.role + "'");
     message.name = string_field_at(m, "name", where);
-    if (message.role == "assistant") message.tool_calls = message_tool_calls(m, where);
+    if (message.role == "assistant") {
+      message.tool_calls = message_tool_calls(m, where);
+      message.reasoning_content = string_field_at(m, "reasoning_content", where);
+    }
     if (message.role == "tool") {
       message.tool_call_id = string_field_at(m, "tool_call_id", where);
       if (message.tool_call_id.empty()) throw bad(where + ".tool_call_id", "is required in a tool message");
@@ -524,6 +527,7 @@ nlohmann::ordered_json chat_template_messages(const std::vector<ApiMessage>& mes
   for (const auto& m : messages) {
     ordered message = {{"role", m.role}, {"content", m.null_content ? ordered() : ordered(m.content)}};
     if (!m.name.empty()) message["name"] = m.name;
+    if (!m.reasoning_content.empty()) message["reasoning_content"] = m.reasoning_content;
     if (!m.tool_calls.empty()) {
       ordered calls = ordered::array();
       for (const auto& c : m.tool_calls) {
@@ -582,6 +586,14 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
     if (field(j, "tools") != nullptr) r.tools = tools_field(nlohmann::ordered_json::parse(body));
     r.tool_choice = tool_choice_field(j, r.tools);
     r.parallel_tool_calls = bool_field(j, "parallel_tool_calls", true);
+    if (const json* kwargs = field(j, "chat_template_kwargs")) {
+      if (!kwargs->is_object()) throw bad("chat_template_kwargs", std::string("must be an object, got ") + kwargs->type_name());
+      // The variables the server sets itself are not the request's to replace.
+      for (const char* name : {"messages", "tools", "documents", "add_generation_prompt"}) {
+        if (kwargs->contains(name)) throw bad(std::string("chat_template_kwargs.") + name, "is set by the server from the request");
+      }
+      r.template_kwargs = nlohmann::ordered_json::parse(body)["chat_template_kwargs"];
+    }
     const auto forced = r.tool_choice.kind == ToolChoiceKind::kRequired || r.tool_choice.kind == ToolChoiceKind::kNamed;
     if (forced && r.response_format.kind != ResponseFormatKind::kText) {
       throw bad("tool_choice", "a forced tool call cannot be combined with response_format: the call is the answer");
@@ -721,6 +733,7 @@ json completion_response(const std::string& id, int64_t created, const std::stri
     json choice = {{"index", c.index}, {"finish_reason", c.finish_reason}, {"logprobs", logprobs_json(c, chat)}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) choice["message"]["content"] = nullptr;  // as OpenAI answers a turn of calls alone
         choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, /*indexed=*/false);
@@ -747,6 +760,7 @@ json completion_chunk(const std::string& id, int64_t created, const std::string&
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!choice.text.empty() || (first && choice.finish_reason.empty())) delta["content"] = choice.text;
+    if (!choice.reasoning.empty()) delta["reasoning_content"] = choice.reasoning;
     if (!choice.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(choice.tool_calls, /*indexed=*/true);
     c["delta"] = std::move(delta);
   } else {

@@ -52,6 +52,7 @@ struct ApiMessage {
   std::string content;
   bool null_content = false;           // an assistant turn of tool calls alone ("content": null)
   std::vector<ApiToolCall> tool_calls;  // an assistant turn's
+  std::string reasoning_content;        // an assistant turn's thinking (Qwen3's templates render it)
   std::string tool_call_id;             // a tool turn's: the call it answers
   std::string name;                     // the optional participant or function name
 };
@@ -116,6 +117,9 @@ struct CompletionRequest {
   nlohmann::ordered_json tools;
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
+  // Chats: chat_template_kwargs (vLLM's), more variables for the template, as Qwen3's
+  // enable_thinking; an object, null when none.
+  nlohmann::ordered_json template_kwargs;
 };
 
 struct EmbeddingRequest {
@@ -149,6 +153,7 @@ struct ApiChoice {
   std::string text;
   std::string finish_reason;  // "stop", "length" or "tool_calls"; empty while streaming
   std::vector<ApiToolCall> tool_calls;  // a chat's
+  std::string reasoning;                // a chat's thinking (reasoning_content), read apart from its text
   // Asked for: the tokens' log-probabilities (those of this chunk, when streaming), and where the
   // first of them starts in the choice's text (characters, as Python counts them).
   std::optional<std::vector<ApiTokenLogprob>> logprobs;

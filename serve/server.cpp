@@ -17,6 +17,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/openai_api.h"
+#include "serve/reasoning.h"
 #include "serve/tool_calls.h"
 
 namespace zoo {
@@ -80,7 +81,8 @@ class Server {
         options_(options),
         log_(log),
         created_(unix_time()),
-        tool_format_(tokenizer.chat_template() ? tool_call_format_of(*tokenizer.chat_template()) : std::nullopt) {
+        tool_format_(tokenizer.chat_template() ? tool_call_format_of(*tokenizer.chat_template()) : std::nullopt),
+        reasons_(tokenizer.chat_template() && template_reasons(*tokenizer.chat_template())) {
     const auto family = model.config.family;
     switch (family) {
       case Family::kGpt:
@@ -175,7 +177,7 @@ class Server {
     log_ << "zoo serve: " << id << " choice " << choice << " failed: " << reason << "\n" << std::flush;
   }
 
-  bool encoder_decoder() const { return model_.config.family == Family::kT5 || model_.config.family == Family::kTransformer; }
+  bool encoder_decoder() const { return model_.config.is_encoder_decoder(); }
 
   void check_ids(const std::vector<int64_t>& ids, const std::string& field) const {
     for (int64_t id : ids) {
@@ -212,7 +214,9 @@ class Server {
   }
 
   // The request as sequences for the scheduler: prompts tokenized, lengths and options checked.
-  std::vector<SequenceRequest> sequences_of(const CompletionRequest& r, const std::shared_ptr<ResponseChannel>& channel) {
+  // `opens_reasoning`: a chat's prompt ends inside a <think> block.
+  std::vector<SequenceRequest> sequences_of(const CompletionRequest& r, const std::shared_ptr<ResponseChannel>& channel,
+                                            bool& opens_reasoning) {
     std::vector<std::vector<int64_t>> prompts;
     const std::string prompt_field = r.chat ? "messages" : "prompt";
     const auto& specials = tokenizer_.special();
@@ -227,10 +231,11 @@ class Server {
       std::string text;
       try {
         text = ChatFormat(tokenizer_, options_.model_name)
-                   .render(chat_template_messages(r.messages), /*add_generation_prompt=*/true, tools);
+                   .render(chat_template_messages(r.messages), /*add_generation_prompt=*/true, tools, r.template_kwargs);
       } catch (const std::exception& e) {
         throw ApiError(400, std::string("messages: ") + e.what(), "messages");
       }
+      opens_reasoning = prompt_opens_reasoning(text);
       prompts.push_back(tokenizer_.encode(text, /*add_special_tokens=*/false));
     } else {
       for (const auto& p : r.prompts) {
@@ -324,7 +329,8 @@ class Server {
       auto request = parse_completion_request(req.body, chat);
       check_model_name(request.model);
       auto channel = std::make_shared<ResponseChannel>();
-      auto sequences = sequences_of(request, channel);
+      bool opens_reasoning = false;
+      auto sequences = sequences_of(request, channel, opens_reasoning);
       const int64_t count = static_cast<int64_t>(sequences.size());
       InFlight in_flight(in_flight_);  // the handler runs to the answer's last byte
       if (!scheduler_->submit(std::move(sequences))) {
@@ -335,6 +341,9 @@ class Server {
       }
       const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
       Answer answer(tokenizer_, count, request.sampling.logprobs.has_value());
+      if (chat && reasons_) {
+        for (int64_t i = 0; i < count; ++i) answer.read_reasoning(i, ReasoningReader(opens_reasoning));
+      }
       if (reads_tool_calls(request)) {
         for (int64_t i = 0; i < count; ++i) answer.read_tool_calls(i, ToolCallReader(request.tool_choice, tool_format_, request.tools));
       }
@@ -366,18 +375,24 @@ class Server {
     int64_t count() const { return static_cast<int64_t>(choices_.size()); }
     void echo(int64_t index, std::string text) { choices_[index].echo = std::move(text); }
     void read_tool_calls(int64_t index, ToolCallReader reader) { choices_[index].tools.emplace(std::move(reader)); }
-    // The part of choice `index` an event brings, as the API reports it: text that may be a tool
-    // call is held until end().
+    void read_reasoning(int64_t index, ReasoningReader reader) { choices_[index].reasoning.emplace(std::move(reader)); }
+    // The part of choice `index` an event brings, as the API reports it: its thinking apart, and
+    // text that may be a tool call held until end().
     ApiChoice part(const SequenceEvent& e) {
       auto& c = choices_[e.index];
-      auto part = text_choice(e.index, c.echo + (c.tools ? c.tools->add(e.text) : e.text));
+      ReasoningReader::Piece piece{"", e.text};
+      if (c.reasoning) piece = c.reasoning->add(e.text);
+      auto part = text_choice(e.index, c.echo + (c.tools ? c.tools->add(piece.content) : piece.content));
+      part.reasoning = std::move(piece.reasoning);
       c.echo.clear();
       if (!logprobs_) return part;
       part.logprobs.emplace();
       part.text_offset = c.offset;
       for (const auto& t : e.logprobs) {
-        ApiTokenLogprob entry{text_of(t.token, c.previous), t.logprob, {}};
-        for (const auto& [token, value] : t.top) entry.top.emplace_back(text_of(token, c.previous), value);
+        // The token before is decoded once for the chosen token and all its alternatives.
+        const auto before = c.previous < 0 ? std::string() : tokenizer_.decode({c.previous}, /*skip_special_tokens=*/false);
+        ApiTokenLogprob entry{text_of(t.token, c.previous, before), t.logprob, {}};
+        for (const auto& [token, value] : t.top) entry.top.emplace_back(text_of(token, c.previous, before), value);
         c.offset += utf8_characters(entry.token);
         c.previous = t.token;
         part.logprobs->push_back(std::move(entry));
@@ -389,9 +404,14 @@ class Server {
     ApiChoice end(int64_t index, const std::string& reason) {
       auto& c = choices_[index];
       auto out = text_choice(index, "", reason);
+      if (c.reasoning) {
+        auto held = c.reasoning->finish();
+        out.reasoning = std::move(held.reasoning);
+        out.text = c.tools ? c.tools->add(held.content) : held.content;
+      }
       if (!c.tools) return out;
       auto end = c.tools->finish();
-      out.text = std::move(end.content);
+      out.text += end.content;
       out.tool_calls = std::move(end.calls);
       if (!out.tool_calls.empty() && reason == "stop") out.finish_reason = "tool_calls";
       return out;
@@ -400,15 +420,16 @@ class Server {
    private:
     // A token's text is what it adds after the token before it: a SentencePiece word's leading
     // space is kept (decoded alone, the first word of a text loses it).
-    std::string text_of(int64_t token, int64_t previous) const {
+    std::string text_of(int64_t token, int64_t previous, const std::string& before) const {
       if (previous < 0) return tokenizer_.decode({token}, /*skip_special_tokens=*/false);
-      const auto before = tokenizer_.decode({previous}, false), both = tokenizer_.decode({previous, token}, false);
+      const auto both = tokenizer_.decode({previous, token}, false);
       if (both.compare(0, before.size(), before) == 0) return both.substr(before.size());
       return tokenizer_.decode({token}, false);
     }
     struct Choice {
       std::string echo;
       int64_t previous = -1, offset = 0;
+      std::optional<ReasoningReader> reasoning;
       std::optional<ToolCallReader> tools;
     };
     const Tokenizer& tokenizer_;
@@ -440,6 +461,7 @@ class Server {
         auto& c = choices[e.index];
         auto part = answer.part(e);
         c.text += part.text;
+        c.reasoning += part.reasoning;
         if (part.logprobs) {
           for (auto& t : *part.logprobs) c.logprobs->push_back(std::move(t));
         }
@@ -450,6 +472,7 @@ class Server {
         if (const auto reason = openai_finish_reason(*e.finish)) {
           auto end = answer.end(e.index, *reason);
           c.text += end.text;
+          c.reasoning += end.reasoning;
           c.tool_calls = std::move(end.tool_calls);
           c.finish_reason = end.finish_reason;
         } else {
@@ -490,18 +513,19 @@ class Server {
         const auto reason = last ? openai_finish_reason(*e.finish) : std::nullopt;
         bool ok = true;
         const auto part = answer.part(e);
-        if (!part.text.empty() || (part.logprobs && !part.logprobs->empty())) {
+        if (!part.text.empty() || !part.reasoning.empty() || (part.logprobs && !part.logprobs->empty())) {
           ok = write(sse_event(completion_chunk(id, created, model, chat, part, false)));
         }
         if (ok && reason) {
           // What was held for tool calls: its text, then the calls, then how the answer ended.
           auto end = answer.end(e.index, *reason);
-          if (!end.text.empty() || !end.tool_calls.empty()) {
+          if (!end.text.empty() || !end.reasoning.empty() || !end.tool_calls.empty()) {
             auto held = end;
             held.finish_reason.clear();
             ok = write(sse_event(completion_chunk(id, created, model, chat, held, false)));
           }
           end.text.clear();
+          end.reasoning.clear();
           end.tool_calls.clear();
           if (ok) ok = write(sse_event(completion_chunk(id, created, model, chat, end, false)));
         }
@@ -562,6 +586,7 @@ class Server {
   std::mutex grammars_mutex_;
   std::unique_ptr<TokenGrammars> grammars_;  // made at the first structured request
   std::optional<ToolCallFormat> tool_format_;  // how the chat template shows tool calls
+  bool reasons_;                               // the chat template writes <think> blocks
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> next_id_{0};

@@ -1,6 +1,5 @@
 #include "serve/token_grammar.h"
 
-#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>

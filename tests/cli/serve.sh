@@ -74,9 +74,10 @@ served="$work/json" start_server "$work/json.log" --api-key secret --served-mode
 "$python" "$(dirname "$0")/serve_structured.py" "$random_port" "$port" secret tiny
 kill -TERM "$pid"
 wait "$pid"
-# Tool calls: a sliding-window model fine-tuned (prompt/completion) to answer three real
-# templates' tools prompts each with a call in that template's format, served once with each
-# template; the random model (whose template shows no tools) takes the forced choices.
+# Tool calls: a sliding-window model fine-tuned (prompt/completion) to answer four real
+# templates' tools prompts each with a call in that template's format (Qwen3's after thinking),
+# served once with each template; the random model (whose template shows no tools) takes the
+# forced choices.
 "$python" "$(dirname "$0")/serve_tools.py" data "$work/tools.jsonl"
 "$zoo" train mistral-tiny tokenizer="$work/spm/llama-dir" model.vocab_size=2000 model.d_model=96 model.n_layers=2 \
   model.n_heads=4 model.n_kv_heads=2 model.d_ff=256 model.max_positions=2048 steps=1 block_size=64 batch_size=2 \
@@ -84,7 +85,7 @@ wait "$pid"
 "$zoo" finetune "$work/tools-init" --train "$work/tools.jsonl" --run-dir "$work/tools" steps=300 batch_size=8 \
   lr=0.005 warmup_steps=0 eval_every=0 block_size=320 > /dev/null 2>&1
 tool_servers=() tool_pids=()
-for template in qwen2_5 qwen3_5_nothink llama3_1; do
+for template in qwen2_5 qwen3_5_nothink llama3_1 qwen3; do
   cp -r "$work/tools" "$work/tools-$template"
   for dir in "$work/tools-$template"/checkpoints/*/tokenizer; do
     cp "${ZOO_REFERENCE_DIR:?}/chat-templates/$template.jinja" "$dir/chat_template.jinja"

@@ -8,7 +8,7 @@ Usage:
 the prompt is the end of a conversation rendered by transformers with that real chat template
 and TOOLS (a user's question about the weather), the completion the assistant's call of
 get_weather as the template itself writes the call (Hermes <tool_call> JSON, Qwen's
-<function=...> XML, Llama 3's bare JSON). The model (sliding-window attention, so the start of a
+<function=...> XML, Llama 3's bare JSON), after a <think> block for Qwen3's. The model (sliding-window attention, so the start of a
 prompt is out of its sight anyway) learns to answer each template's prompt with its own format.
 
 `check`: each TEMPLATE=PORT serves that model with that template (so with its format),
@@ -20,6 +20,8 @@ non-zero with what failed:
 - the prompt holds the tools, and a conversation's calls and results, as transformers renders
   them (usage.prompt_tokens equals the sentencepiece package's tokens of transformers' text);
 - tool_choice none: the tools are not shown and no calls are read;
+- Qwen3's: the thinking comes apart as reasoning_content (whole and streamed alike), and
+  chat_template_kwargs' enable_thinking reaches the template;
 - tool_choice required (with and without parallel calls) and a named function, on the random
   model: sampled answers are calls whose arguments validate, whatever the weights;
 - tool_choice auto on a template that shows no tool format is refused with 400, as are
@@ -55,8 +57,15 @@ BOUNDED = [
             "additionalProperties": False}}},
 ]
 CITIES = ["Paris", "Oslo", "Lima", "Rome", "Kyiv", "Quito"]
-# Real templates, one per format, and the text that ends an assistant turn in each.
-TEMPLATES = {"qwen2_5": "<|im_end|>", "qwen3_5_nothink": "<|im_end|>", "llama3_1": "<|eot_id|>"}
+# Real templates, one per format (and Qwen3's, which thinks before its calls), and the text that
+# ends an assistant turn in each.
+TEMPLATES = {"qwen2_5": "<|im_end|>", "qwen3_5_nothink": "<|im_end|>", "llama3_1": "<|eot_id|>", "qwen3": "<|im_end|>"}
+THINKING = {"qwen3"}
+
+
+def ask(name, city, days):
+    # Qwen3's tools prompt ends as Qwen2.5's does: its question tells the model to think first.
+    return [{"role": "user", "content": f"{'Think: w' if name in THINKING else 'W'}eather in {city} for {days} days?"}]
 # The special tokens zoo passes a template for the test's SentencePiece tokenizer (its own).
 SPECIALS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
@@ -66,11 +75,11 @@ def template(name):
         return f.read()
 
 
-def render(name, messages, tools, generation):
+def render(name, messages, tools, generation, **kwargs):
     from transformers.utils import chat_template_utils
     rendered, _ = chat_template_utils.render_jinja_template(
         conversations=[messages], tools=tools, chat_template=template(name), add_generation_prompt=generation,
-        **SPECIALS)
+        **SPECIALS, **kwargs)
     return rendered[0]
 
 
@@ -80,10 +89,13 @@ def data(out):
         for name, end_of_turn in TEMPLATES.items():
             for _ in range(200):
                 city, days = rng.choice(CITIES), rng.randint(1, 9)
-                question = [{"role": "user", "content": f"Weather in {city} for {days} days?"}]
+                question = ask(name, city, days)
                 call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": city, "days": days}}}
                 prompt = render(name, question, TOOLS, True)
-                whole = render(name, [*question, {"role": "assistant", "content": "", "tool_calls": [call]}], TOOLS, False)
+                answer = {"role": "assistant", "content": "", "tool_calls": [call]}
+                if name in THINKING:
+                    answer["reasoning_content"] = f"The user asks about {city}."
+                whole = render(name, [*question, answer], TOOLS, False)
                 assert whole.startswith(prompt), name
                 completion = whole[len(prompt):whole.rindex(end_of_turn)]
                 f.write(json.dumps({"prompt": prompt[-240:], "completion": completion}) + "\n")
@@ -122,18 +134,18 @@ def main():
 
     tokenizer = sentencepiece.SentencePieceProcessor(model_file=spm_model)
 
-    def prompt_tokens(name, messages, tools):
+    def prompt_tokens(name, messages, tools, **kwargs):
         # A chat's prompt is the template's text alone, as apply_chat_template(tokenize=True)
         # makes it; the BOS that Llama 3's template writes is one token (sentencepiece's encode
         # would spell the text "<s>").
-        text = render(name, messages, tools, True)
+        text = render(name, messages, tools, True, **kwargs)
         bos = text.startswith(SPECIALS["bos_token"])
         return bos + len(tokenizer.encode(text[len(SPECIALS["bos_token"]):] if bos else text))
 
-    question = [{"role": "user", "content": "Weather in Oslo for 3 days?"}]
     found = {}
     for name, port in ports.items():
         tools_client = client(port)
+        question = ask(name, "Oslo", 3)
         # auto: the model calls a tool, read from its answer in the template's format.
         r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
                                                  max_tokens=200)
@@ -145,11 +157,12 @@ def main():
               f"{name} auto: {r.usage.prompt_tokens} prompt tokens, transformers renders "
               f"{prompt_tokens(name, question, TOOLS)}")
         # Streamed: the calls come whole in one delta, after any content, and join into the same calls.
-        content, calls, reasons = "", {}, []
+        content, reasoning, calls, reasons = "", "", {}, []
         for chunk in tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
                                                           max_tokens=200, stream=True):
             delta = chunk.choices[0].delta
             content += delta.content or ""
+            reasoning += getattr(delta, "reasoning_content", None) or ""
             for call in delta.tool_calls or []:
                 check(call.index not in calls, f"{name} stream: call {call.index} sent twice")
                 calls[call.index] = (call.function.name, json.loads(call.function.arguments))
@@ -158,6 +171,17 @@ def main():
         check(reasons == ["tool_calls"], f"{name} stream: finish reasons {reasons}")
         check([calls[i] for i in sorted(calls)] == whole, f"{name} stream: calls {calls}, whole {whole}")
         check(not content.strip(), f"{name} stream: content {content!r}")
+        thought = getattr(choice.message, "reasoning_content", None)
+        if name in THINKING:
+            check(thought and thought.strip().startswith("The user asks about"), f"{name}: reasoning {thought!r}")
+            check(reasoning == thought, f"{name} stream: reasoning {reasoning!r}, whole {thought!r}")
+            r = tools_client.chat.completions.create(model=model_id, messages=question, tools=TOOLS, temperature=0,
+                                                     max_tokens=8, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+            check(r.usage.prompt_tokens == prompt_tokens(name, question, TOOLS, enable_thinking=False),
+                  f"{name} enable_thinking=False: {r.usage.prompt_tokens} prompt tokens, transformers renders "
+                  f"{prompt_tokens(name, question, TOOLS, enable_thinking=False)}")
+        else:
+            check(thought is None and not reasoning, f"{name}: reasoning {thought!r} {reasoning!r}")
 
         # A conversation with a call and its result: the prompt renders as transformers renders it.
         call_id = choice.message.tool_calls[0].id
@@ -206,6 +230,7 @@ def main():
         sys.exit(f"serve_tools: {body} was answered")
 
     some_port = next(iter(ports.values()))
+    question = ask("", "Oslo", 3)
     status, error = refused(random_port, {"messages": question, "tools": TOOLS})
     check(status == 400 and error["param"] == "tools" and "no tool-call format" in error["message"], str(error))
     status, error = refused(some_port, {"messages": question, "tools": [{"type": "function", "function": {"name": "a b"}}]})

@@ -178,6 +178,20 @@ TEST(OpenAiApi, ToolFieldsAndMessages) {
   EXPECT_EQ(delta["tool_calls"][1]["index"], 1);
   EXPECT_EQ(delta["tool_calls"][1]["function"]["name"], "g");
   EXPECT_FALSE(delta.contains("content"));
+  // Thinking: reasoning_content beside the content, in whole answers and deltas; an assistant
+  // turn's own passed back to the template; chat_template_kwargs as more template variables.
+  ApiChoice thought{0, "4.", "stop"};
+  thought.reasoning = "Two and two.";
+  EXPECT_EQ(completion_response("c", 1, "m", true, {thought}, {})["choices"][0]["message"]["reasoning_content"],
+            "Two and two.");
+  thought.text.clear(), thought.finish_reason.clear();
+  EXPECT_EQ(completion_chunk("c", 1, "m", true, thought, false)["choices"][0]["delta"],
+            json::parse(R"({"reasoning_content": "Two and two."})"));
+  const auto with_kwargs = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "4.",
+          "reasoning_content": "Sum."}], "chat_template_kwargs": {"enable_thinking": false, "z": 1, "a": 2}})", true);
+  EXPECT_EQ(with_kwargs.template_kwargs.dump(), R"({"enable_thinking":false,"z":1,"a":2})");
+  EXPECT_EQ(chat_template_messages(with_kwargs.messages)[1]["reasoning_content"], "Sum.");
 }
 
 TEST(OpenAiApi, ChatRequestMessages) {
@@ -275,6 +289,10 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
            "arguments": 3}}]}]})", true, "messages[0].tool_calls[0].function.arguments", "a JSON object's text"},
       {R"({"messages": [{"role": "tool", "content": "12"}]})", true, "messages[0].tool_call_id", "is required"},
       {R"({"messages": [{"role": "assistant"}]})", true, "messages[0].content", "is required"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})", true, "chat_template_kwargs",
+       "must be an object"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}})", true,
+       "chat_template_kwargs.messages", "set by the server"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": "json"})", true, "response_format",
        "must be an object"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "yaml"}})", true,
