@@ -10,6 +10,7 @@
 #include "core/runtime.h"
 #include "interop/hugging_face.h"
 #include "serve/server.h"
+#include "serve/tool_calls.h"
 #include "train/checkpoint.h"
 #include "train/run_directory.h"
 
@@ -82,6 +83,10 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
                   "MiB of prompts' keys and values kept for later prompts that begin the same way (a chat's next turn); "
                   "least recently used first out (default 0: no prefix cache)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--tool-call-parser", a->options.tool_call_parser,
+                  "the format answers' tool calls are read in: auto (the one the chat template shows), hermes, "
+                  "qwen-xml, llama3-json or mistral")
+      ->check(CLI::IsMember(tool_call_parser_names()));
   cmd->add_option("--max-body", a->options.max_body_bytes, "largest request body in bytes; larger get 413")
       ->check(positive_integer());
   cmd->add_option("--grace", a->options.grace_seconds, "seconds running requests may finish after SIGTERM")

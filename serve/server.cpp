@@ -81,7 +81,7 @@ class Server {
         options_(options),
         log_(log),
         created_(unix_time()),
-        tool_format_(tokenizer.chat_template() ? tool_call_format_of(*tokenizer.chat_template()) : std::nullopt),
+        tool_format_(tool_call_format_for(options.tool_call_parser, tokenizer.chat_template())),
         reasons_(tokenizer.chat_template() && template_reasons(*tokenizer.chat_template())) {
     const auto family = model.config.family;
     switch (family) {

@@ -26,6 +26,7 @@ struct ServeOptions {
   int64_t prefill_chunk = 512;     // longer prompts are prefilled this many tokens a step; 0: whole
   int64_t cache_positions = 0;     // the batch's KV cache before it first grows; 0: max_context + 1/4, <= 4096
   int64_t prefix_cache_mb = 0;     // prompts' keys kept for prompts that begin the same way; 0: none
+  std::string tool_call_parser = "auto";  // the format answers' tool calls are read in (serve/tool_calls.h)
   int64_t max_body_bytes = 1 << 20;  // larger request bodies: 413
   double grace_seconds = 30;       // after SIGTERM: running requests may finish for this long
   int64_t max_connections = 1000;  // open at once; beyond, an idle one is closed, else 503 at once

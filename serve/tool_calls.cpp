@@ -194,16 +194,6 @@ std::string call_id() {
 
 }  // namespace
 
-std::string to_string(ToolCallFormat format) {
-  switch (format) {
-    case ToolCallFormat::kHermes: return "hermes";
-    case ToolCallFormat::kQwenXml: return "qwen-xml";
-    case ToolCallFormat::kLlama3Json: return "llama3-json";
-    case ToolCallFormat::kMistral: return "mistral";
-  }
-  throw std::logic_error("unhandled tool call format");
-}
-
 std::optional<ToolCallFormat> tool_call_format_of(const std::string& chat_template) {
   // Each template shows its models the calls' format; these are the strings that tell them apart.
   if (chat_template.find("<function=") != std::string::npos) return ToolCallFormat::kQwenXml;
@@ -214,6 +204,18 @@ std::optional<ToolCallFormat> tool_call_format_of(const std::string& chat_templa
     return ToolCallFormat::kLlama3Json;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> tool_call_parser_names() {
+  std::vector<std::string> names = {"auto"};
+  for (const auto& name : enum_names<ToolCallFormat>()) names.push_back(name);
+  return names;
+}
+
+std::optional<ToolCallFormat> tool_call_format_for(const std::string& parser, const std::optional<std::string>& chat_template) {
+  if (parser == "auto") return chat_template ? tool_call_format_of(*chat_template) : std::nullopt;
+  if (const auto format = find_enum<ToolCallFormat>(parser)) return format;
+  throw std::invalid_argument("--tool-call-parser: '" + parser + "' is not auto, " + enum_names_joined<ToolCallFormat>());
 }
 
 std::optional<std::vector<ApiToolCall>> parse_tool_calls(ToolCallFormat format, const std::string& text,

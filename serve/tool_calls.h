@@ -22,17 +22,25 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "serve/openai_api.h"
 
 namespace zoo {
 
 enum class ToolCallFormat { kHermes, kQwenXml, kLlama3Json, kMistral };
-
-std::string to_string(ToolCallFormat format);
+ZOO_ENUM_NAMES(ToolCallFormat, "tool-call format", {"hermes", ToolCallFormat::kHermes},
+               {"qwen-xml", ToolCallFormat::kQwenXml}, {"llama3-json", ToolCallFormat::kLlama3Json},
+               {"mistral", ToolCallFormat::kMistral});
 
 // The format `chat_template` (its source) writes assistant tool calls in; nullopt when it writes
 // none zoo reads.
 std::optional<ToolCallFormat> tool_call_format_of(const std::string& chat_template);
+
+// zoo serve's --tool-call-parser: "auto" (tool_call_format_of the template) or a format by its
+// name, as vLLM's flag names one for a model whose template does not show it. Throws
+// std::invalid_argument listing the names.
+std::vector<std::string> tool_call_parser_names();  // "auto" and each format's
+std::optional<ToolCallFormat> tool_call_format_for(const std::string& parser, const std::optional<std::string>& chat_template);
 
 // The calls `text` holds, written in `format` from its start (leading blanks aside); nullopt when
 // it holds none or they do not parse. `tools` (the request's) types kQwenXml's values. Each

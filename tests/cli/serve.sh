@@ -67,8 +67,9 @@ for model in random json; do
 done
 main_pid=$pid main_port=$port
 trap 'kill "$pid" "$main_pid" "${random_pid:-}" 2> /dev/null || true; rm -rf "$work"' EXIT
+# The random model's template shows no tool format: --tool-call-parser names one (serve_tools.py).
 served="$work/random" threads=2 start_server "$work/random.log" --max-batch 8 --max-queue 64 --api-key secret \
-  --served-model-name tiny
+  --served-model-name tiny --tool-call-parser hermes
 random_pid=$pid random_port=$port
 served="$work/json" start_server "$work/json.log" --api-key secret --served-model-name tiny
 "$python" "$(dirname "$0")/serve_structured.py" "$random_port" "$port" secret tiny
@@ -94,7 +95,7 @@ for template in qwen2_5 qwen3_5_nothink llama3_1 qwen3; do
   tool_servers+=("$template=$port") tool_pids+=("$pid")
 done
 trap 'kill "$main_pid" "${random_pid:-}" "${tool_pids[@]}" 2> /dev/null || true; rm -rf "$work"' EXIT
-"$python" "$(dirname "$0")/serve_tools.py" check "$random_port" secret tiny "$work/spm/llama-dir/tokenizer.model" \
+"$python" "$(dirname "$0")/serve_tools.py" check "$random_port" "$main_port" secret tiny "$work/spm/llama-dir/tokenizer.model" \
   "${tool_servers[@]}"
 kill -TERM "$random_pid" "${tool_pids[@]}"
 wait "$random_pid" "${tool_pids[@]}"
@@ -255,4 +256,5 @@ fails "--max-connections: must be a positive integer" "$zoo" serve "$work/gpt" -
 fails "--request-timeout: must be a positive number" "$zoo" serve "$work/gpt" --request-timeout 0
 fails "--keep-alive: must be a positive number" "$zoo" serve "$work/gpt" --keep-alive -1
 fails "--prefix-cache-mb: Value 9999999999999 not in range" "$zoo" serve "$work/gpt" --prefix-cache-mb 9999999999999
+fails "--tool-call-parser: bogus not in {auto,hermes,qwen-xml,llama3-json,mistral}" "$zoo" serve "$work/gpt" --tool-call-parser bogus
 echo "cli.serve: ok"

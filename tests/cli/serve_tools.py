@@ -2,7 +2,7 @@
 
 Usage:
   serve_tools.py data OUT
-  serve_tools.py check RANDOM_PORT API_KEY MODEL_ID SPM_MODEL TEMPLATE=PORT...
+  serve_tools.py check RANDOM_PORT PLAIN_PORT API_KEY MODEL_ID SPM_MODEL TEMPLATE=PORT...
 
 `data` writes prompt/completion examples (JSONL) for `zoo finetune`, 200 for each of TEMPLATES:
 the prompt is the end of a conversation rendered by transformers with that real chat template
@@ -12,8 +12,9 @@ get_weather as the template itself writes the call (Hermes <tool_call> JSON, Qwe
 prompt is out of its sight anyway) learns to answer each template's prompt with its own format.
 
 `check`: each TEMPLATE=PORT serves that model with that template (so with its format),
-RANDOM_PORT a model with its initial weights whose template shows no tools. Each check exits
-non-zero with what failed:
+RANDOM_PORT a model with its initial weights whose template shows no tools, served with
+--tool-call-parser hermes, and PLAIN_PORT one whose template shows none, served without it. Each
+check exits non-zero with what failed:
 - for each format, tool_choice auto: the greedy answer is read as calls (finish_reason
   "tool_calls"), each naming a tool, its arguments valid under the tool's schema (jsonschema);
   streamed, the deltas join into the same calls, and no call text leaks into the content;
@@ -24,8 +25,9 @@ non-zero with what failed:
   chat_template_kwargs' enable_thinking reaches the template;
 - tool_choice required (with and without parallel calls) and a named function, on the random
   model: sampled answers are calls whose arguments validate, whatever the weights;
-- tool_choice auto on a template that shows no tool format is refused with 400, as are
-  malformed tools and a named function that is not among them.
+- tool_choice auto on a template that shows no tool format is refused with 400 (PLAIN_PORT),
+  and answered where --tool-call-parser names one (RANDOM_PORT); malformed tools and a named
+  function that is not among them are refused.
 """
 import json
 import os
@@ -111,8 +113,8 @@ def main():
     import openai
     import sentencepiece
 
-    random_port, api_key, model_id, spm_model = sys.argv[2:6]
-    ports = dict(arg.split("=") for arg in sys.argv[6:])
+    random_port, plain_port, api_key, model_id, spm_model = sys.argv[2:7]
+    ports = dict(arg.split("=") for arg in sys.argv[7:])
     check(sorted(ports) == sorted(TEMPLATES), f"ports for {sorted(ports)}, templates {sorted(TEMPLATES)}")
 
     def client(port):
@@ -231,8 +233,10 @@ def main():
 
     some_port = next(iter(ports.values()))
     question = ask("", "Oslo", 3)
-    status, error = refused(random_port, {"messages": question, "tools": TOOLS})
+    status, error = refused(plain_port, {"messages": question, "tools": TOOLS})
     check(status == 400 and error["param"] == "tools" and "no tool-call format" in error["message"], str(error))
+    r = random_client.chat.completions.create(model=model_id, messages=question, tools=BOUNDED, max_tokens=8, seed=1)
+    check(r.choices[0].finish_reason in ("length", "stop", "tool_calls"), f"--tool-call-parser hermes: {r.choices[0]}")
     status, error = refused(some_port, {"messages": question, "tools": [{"type": "function", "function": {"name": "a b"}}]})
     check(status == 400 and error["param"] == "tools[0].function.name", str(error))
     status, error = refused(some_port, {"messages": question, "tools": TOOLS,

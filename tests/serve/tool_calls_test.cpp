@@ -188,6 +188,13 @@ TEST(ToolCalls, StreamedAnswersReadAsWholeOnes) {
 TEST(ToolCalls, MistralsFormatIsFoundFromItsMarker) {
   EXPECT_EQ(tool_call_format_of("{%- if message.tool_calls %}{{- '[TOOL_CALLS][' }}{%- endif %}"), ToolCallFormat::kMistral);
   EXPECT_EQ(tool_call_format_of("{{ messages[0]['content'] }}"), std::nullopt);
+  // --tool-call-parser: the template's format, or one named for a template that shows none.
+  EXPECT_EQ(tool_call_format_for("auto", std::string("[TOOL_CALLS]")), ToolCallFormat::kMistral);
+  EXPECT_EQ(tool_call_format_for("auto", std::nullopt), std::nullopt);
+  EXPECT_EQ(tool_call_format_for("qwen-xml", std::string("plain")), ToolCallFormat::kQwenXml);
+  EXPECT_EQ(testing::error_of([] { tool_call_format_for("json", std::nullopt); }),
+            "--tool-call-parser: 'json' is not auto, hermes, qwen-xml, llama3-json, mistral");
+  EXPECT_EQ(tool_call_parser_names(), (std::vector<std::string>{"auto", "hermes", "qwen-xml", "llama3-json", "mistral"}));
   const auto calls = parse_tool_calls(ToolCallFormat::kMistral, "[TOOL_CALLS]search[ARGS]{\"query\": \"x\"}", tools());
   ASSERT_TRUE(calls);
   EXPECT_EQ(*calls, (std::vector<ApiToolCall>{{"", "search", "{\"query\":\"x\"}"}}));
