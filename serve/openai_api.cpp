@@ -583,7 +583,13 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
   }
   if (chat) {
     r.messages = messages_field(j);
-    if (field(j, "tools") != nullptr) r.tools = tools_field(nlohmann::ordered_json::parse(body));
+    // Tools and template variables are printed by templates in the request's key order.
+    std::optional<nlohmann::ordered_json> ordered_body;
+    auto ordered = [&]() -> const nlohmann::ordered_json& {
+      if (!ordered_body) ordered_body = nlohmann::ordered_json::parse(body);
+      return *ordered_body;
+    };
+    if (field(j, "tools") != nullptr) r.tools = tools_field(ordered());
     r.tool_choice = tool_choice_field(j, r.tools);
     r.parallel_tool_calls = bool_field(j, "parallel_tool_calls", true);
     if (const json* kwargs = field(j, "chat_template_kwargs")) {
@@ -592,7 +598,7 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat) {
       for (const char* name : {"messages", "tools", "documents", "add_generation_prompt"}) {
         if (kwargs->contains(name)) throw bad(std::string("chat_template_kwargs.") + name, "is set by the server from the request");
       }
-      r.template_kwargs = nlohmann::ordered_json::parse(body)["chat_template_kwargs"];
+      r.template_kwargs = ordered()["chat_template_kwargs"];
     }
     const auto forced = r.tool_choice.kind == ToolChoiceKind::kRequired || r.tool_choice.kind == ToolChoiceKind::kNamed;
     if (forced && r.response_format.kind != ResponseFormatKind::kText) {

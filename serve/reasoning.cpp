@@ -1,5 +1,7 @@
 #include "serve/reasoning.h"
 
+#include "serve/stop_texts.h"
+
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
@@ -11,13 +13,6 @@ constexpr const char* kOpen = "<think>";
 constexpr const char* kClose = "</think>";
 
 bool blank(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
-
-// How many of `text`'s last characters may begin `tag`.
-size_t tag_start_at_end(const std::string& text, const std::string& tag) {
-  size_t keep = std::min(text.size(), tag.size() - 1);
-  while (keep > 0 && text.compare(text.size() - keep, keep, tag, 0, keep) != 0) --keep;
-  return keep;
-}
 
 }  // namespace
 
@@ -59,7 +54,7 @@ ReasoningReader::Piece ReasoningReader::add(const std::string& text) {
           state_ = State::kAfter;
           continue;
         }
-        const size_t keep = tag_start_at_end(held_, close);
+        const size_t keep = marker_start_at_end(held_, close);
         out.reasoning += held_.substr(0, held_.size() - keep);
         held_.erase(0, held_.size() - keep);
         return out;

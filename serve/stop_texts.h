@@ -9,6 +9,10 @@
 
 namespace zoo {
 
+// How many of `text`'s last bytes begin `marker` (at most marker.size() - 1): what a reader of
+// streamed text holds back while it may still be the start of a marker.
+size_t marker_start_at_end(const std::string& text, const std::string& marker);
+
 class StopTexts {
  public:
   explicit StopTexts(std::vector<std::string> stops);

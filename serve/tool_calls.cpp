@@ -1,5 +1,7 @@
 #include "serve/tool_calls.h"
 
+#include "serve/stop_texts.h"
+
 #include <algorithm>
 #include <cctype>
 #include <random>
@@ -37,8 +39,6 @@ Shape shape_of(ToolCallFormat format) {
 
 bool blank(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 
-bool all_blank(const std::string& s) { return std::all_of(s.begin(), s.end(), blank); }
-
 std::string trimmed(const std::string& s) {
   size_t b = 0, e = s.size();
   while (b < e && blank(s[b])) ++b;
@@ -64,8 +64,8 @@ std::optional<ApiToolCall> call_of(const ordered& j, const char* arguments_key) 
     call.arguments = "{}";
   } else if (it->is_object()) {
     call.arguments = it->dump();
-  } else if (it->is_string() && parsed(it->get<std::string>()).is_object()) {
-    call.arguments = parsed(it->get<std::string>()).dump();
+  } else if (const auto text = it->is_string() ? parsed(it->get<std::string>()) : ordered(); text.is_object()) {
+    call.arguments = text.dump();
   } else {
     return std::nullopt;
   }
@@ -365,8 +365,7 @@ std::string ToolCallReader::add(const std::string& piece) {
     calls_ = true;
     return out;
   }
-  size_t keep = std::min(held_.size(), marker.size() - 1);
-  while (keep > 0 && held_.compare(held_.size() - keep, keep, marker, 0, keep) != 0) --keep;
+  const size_t keep = marker_start_at_end(held_, marker);
   out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;
