@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 struct ServeArgs {
   std::string model, device = "auto", dtype = "auto", name;
+  std::vector<std::string> loras;  // NAME=PATH
   ServeOptions options;
   QuantizeArgs quantize;
 };
@@ -42,6 +43,14 @@ int serve_command(ServeArgs a) {
     model = std::move(c.model);
     tokenizer = c.tokenizer;
     stored = c.stored_dtype;
+    a.options.base_dir = dir;
+  }
+  for (const auto& spec : a.loras) {
+    const auto equals = spec.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size()) {
+      throw std::runtime_error("--lora " + spec + ": expected NAME=PATH (a zoo LoRA checkpoint or a PEFT directory)");
+    }
+    a.options.loras.emplace_back(spec.substr(0, equals), spec.substr(equals + 1));
   }
   if (const auto mismatch = vocabulary_mismatch(*tokenizer, model.config.vocab_size); !mismatch.empty()) {
     throw std::runtime_error(a.model + ": " + mismatch);
@@ -83,6 +92,12 @@ std::vector<Command> add_serve_commands(CLI::App& app) {
                   "MiB of prompts' keys and values kept for later prompts that begin the same way (a chat's next turn); "
                   "least recently used first out (default 0: no prefix cache)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--lora", a->loras,
+                  "NAME=PATH: serve the LoRA adapters at PATH (a zoo LoRA checkpoint of this base, or a PEFT "
+                  "directory) beside the base, chosen by a request's \"model\": NAME; repeat for more")
+      ->take_all();
+  cmd->add_flag("--allow-runtime-lora", a->options.runtime_lora,
+                "answer POST /v1/load_lora_adapter and /v1/unload_lora_adapter (they read paths on this machine)");
   cmd->add_option("--tool-call-parser", a->options.tool_call_parser,
                   "the format answers' tool calls are read in: auto (the one the chat template shows), hermes, "
                   "qwen-xml, llama3-json or mistral")

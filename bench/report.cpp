@@ -159,7 +159,8 @@ std::string family_notes(const Workload& workload, const json& zoo, const json& 
       return fixed(number(zoo, "text_bytes_per_token"), 2) + " bytes of text per token" + compared;
     case WorkloadFamily::kServe: {
       for (const char* key :
-           {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms", "first_turn_ms", "free_ms"}) {
+           {"token_p50_ms", "token_p99_ms", "request_p50_s", "request_p99_s", "idle_ms", "first_turn_ms", "free_ms",
+            "one_adapter_at_a_time"}) {
         if (zoo.contains(key)) row[std::string("zoo_") + key] = zoo[key];
         if (pytorch.contains(key)) row[std::string("pytorch_") + key] = pytorch[key];
       }
@@ -170,6 +171,11 @@ std::string family_notes(const Workload& workload, const json& zoo, const json& 
       } else if (zoo.contains("first_turn_ms")) {
         notes = "a 992-token conversation's next turn; its first turn " + fixed(number(zoo, "first_turn_ms"), 0) +
                 " ms (" + fixed(number(zoo, "vs_first_turn"), 2) + "x the first)";
+      } else if (zoo.contains("one_adapter_at_a_time")) {
+        notes = "8 streams over 4 LoRA adapters in one batch; one adapter at a time " +
+                fixed(number(zoo, "one_adapter_at_a_time"), 1) + " tokens/s (" +
+                fixed(number(zoo, "vs_one_adapter_at_a_time"), 2) + "x together); the 8 as the base's rows " +
+                fixed(number(zoo, "base_rows"), 1) + " tokens/s (" + fixed(number(zoo, "vs_base_rows"), 2) + "x)";
       } else if (zoo.contains("free_ms")) {
         notes = "a token at 8 streams held to JSON (" + fixed(number(zoo, "tokens"), 0) + " tokens); free " +
                 fixed(number(zoo, "free_ms"), 1) + " ms (" + fixed(number(zoo, "free_tokens"), 0) + " tokens; " +

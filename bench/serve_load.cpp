@@ -19,10 +19,11 @@ using nlohmann::json;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // One streamed request: its events parsed as they arrive.
-RequestTimes send(httplib::Client& client, const LoadSpec& spec, const std::vector<int64_t>& prompt,
-                  std::vector<double>& gaps, const std::string& what) {
+RequestTimes send(httplib::Client& client, const LoadSpec& spec, const std::string& model,
+                  const std::vector<int64_t>& prompt, std::vector<double>& gaps, const std::string& what) {
   json body = {{"prompt", prompt}, {"max_tokens", spec.max_tokens}, {"temperature", 0}, {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
+  if (!model.empty()) body["model"] = model;
   if (spec.response_format.empty()) body["ignore_eos"] = true;
   else body["response_format"] = json::parse(spec.response_format);
   RequestTimes times;
@@ -89,7 +90,8 @@ LoadResult run_load(const std::string& host, int port, const LoadSpec& spec) {
         client.set_read_timeout(600);
         for (int64_t r = 0; r < spec.requests_per_stream; ++r) {
           const size_t i = static_cast<size_t>(s * spec.requests_per_stream + r);
-          out.requests[i] = send(client, spec, prompts[i], gaps[s],
+          const std::string model = spec.models.empty() ? "" : spec.models[static_cast<size_t>(s) % spec.models.size()];
+          out.requests[i] = send(client, spec, model, prompts[i], gaps[s],
                                  "stream " + std::to_string(s) + " request " + std::to_string(r));
         }
       } catch (const std::exception& e) {

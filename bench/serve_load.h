@@ -24,6 +24,8 @@ struct LoadSpec {
   // does (no ignore_eos); empty: free text of exactly max_tokens.
   std::string response_format;
   std::string api_key;
+  // The "model" stream s names: models[s % size] (a served LoRA adapter); empty: none.
+  std::vector<std::string> models;
 };
 
 struct RequestTimes {

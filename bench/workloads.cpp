@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <optional>
 #include <thread>
+#include <unistd.h>
 #include <sstream>
 #include <stdexcept>
 
@@ -18,6 +20,7 @@
 #include "core/op_profile.h"
 #include "core/runtime.h"
 #include "core/strings.h"
+#include "interop/peft.h"
 #include "data/corpus.h"
 #include "kernels/quantized_weight.h"
 #include "models/generation.h"
@@ -317,8 +320,45 @@ const RowWeights& serve_weights(const std::string& name) {
   return kRowWeights[0];
 }
 
+// Random PEFT adapters of the serve rows' gpt2-small (rank 16 on q, k, v and out, as a chat
+// fine-tune's), written under a scratch folder this removes with itself.
+struct ScratchAdapters {
+  std::filesystem::path dir;
+  std::vector<std::pair<std::string, std::string>> loras;  // name, path
+  ~ScratchAdapters() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+std::unique_ptr<ScratchAdapters> scratch_adapters(int count) {
+  auto out = std::make_unique<ScratchAdapters>();
+  out->dir = std::filesystem::temp_directory_path() /
+             ("zoo-bench-lora-" + std::to_string(::getpid()) + "-" +
+              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  torch::manual_seed(0);
+  Model model = build_model(bench_config("gpt2-small"));
+  LoraConfig config;
+  config.rank = 16, config.alpha = 32, config.dropout = 0, config.targets = {"q", "k", "v", "out"};
+  attach_lora(model, config);
+  model.lora = LoraState{config, "", "", {}};
+  for (int k = 0; k < count; ++k) {
+    torch::manual_seed(100 + k);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model.module()->named_parameters())
+        if (is_adapter_tensor(p.key())) p.value().normal_(0, 0.02);
+    }
+    const std::string name = "adapter-" + std::to_string(k);
+    export_peft(model, (out->dir / name).string());
+    out->loras.emplace_back(name, (out->dir / name).string());
+  }
+  return out;
+}
+
 std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, const RowWeights& weights,
-                                                  int64_t prefix_cache_mb) {
+                                                  int64_t prefix_cache_mb,
+                                                  const std::vector<std::pair<std::string, std::string>>& loras = {}) {
   torch::manual_seed(0);
   Model model = build_model(bench_config("gpt2-small"));
   model.module()->to(o.device, weights.dtype);
@@ -331,18 +371,51 @@ std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, cons
   options.max_queue = 64;
   options.model_name = "gpt2-small";
   options.prefix_cache_mb = prefix_cache_mb;
+  options.loras = loras;
   return std::make_unique<InProcessServer>(std::move(model), bench_gpt2_tokenizer(o.gpt2_tokenizer), options);
 }
 
 double ms(double seconds) { return 1000.0 * seconds; }
 
+// serve-lora-gpt2-small-8's load against the server at host:port.
+json lora_load(const std::string& host, int port, const WorkloadOptions& o) {
+  // Eight streams over four adapters (adapter-0..3), each row decoded with its own in one batch
+  // (#50), against the same requests served one adapter at a time (its two streams alone, in
+  // turn), and the eight as the base's rows (what the adapters cost).
+  LoadSpec spec;
+  spec.streams = 8;
+  spec.requests_per_stream = o.steps > 0 ? o.steps : 2;
+  spec.models = {"adapter-0", "adapter-1", "adapter-2", "adapter-3"};
+  const auto together = run_load(host, port, spec);
+  double seconds = 0;
+  int64_t tokens = 0;
+  for (const auto& model : std::vector<std::string>(spec.models)) {
+    LoadSpec alone = spec;
+    alone.streams = 2, alone.models = {model};
+    const auto load = run_load(host, port, alone);
+    seconds += load.seconds, tokens += load.tokens;
+  }
+  LoadSpec base = spec;
+  base.models.clear();
+  const auto plain = run_load(host, port, base);
+  const double mixed = static_cast<double>(together.tokens) / together.seconds;
+  const double one_at_a_time = static_cast<double>(tokens) / seconds;
+  const double base_rows = static_cast<double>(plain.tokens) / plain.seconds;
+  return {{"unit", "tokens/s"}, {"value", mixed}, {"one_adapter_at_a_time", one_at_a_time},
+          {"vs_one_adapter_at_a_time", mixed / one_at_a_time}, {"base_rows", base_rows},
+          {"vs_base_rows", mixed / base_rows}, {"tokens", together.tokens}};
+}
+
 json serve_workload(const std::string& name, const WorkloadOptions& o) {
   std::string host = "127.0.0.1";
   int port = 0;
+  const bool lora = name == "serve-lora-gpt2-small-8";
+  const auto adapters = lora && o.serve_target.empty() ? scratch_adapters(4) : nullptr;  // outlives the server
   std::unique_ptr<InProcessServer> server;
   if (o.serve_target.empty()) {
     // The prefix cache for the second-turn row alone (zoo serve's default is none).
-    server = serve_gpt2_small(o, serve_weights(name), name == "serve-second-turn-gpt2-small" ? 512 : 0);
+    server = serve_gpt2_small(o, serve_weights(name), name == "serve-second-turn-gpt2-small" ? 512 : 0,
+                              adapters ? adapters->loras : std::vector<std::pair<std::string, std::string>>{});
     port = server->port();
   } else {
     const auto colon = o.serve_target.rfind(':');
@@ -399,6 +472,7 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
     const double first_ms = ms(quantile(first, 0.5)), second_ms = ms(quantile(second, 0.5));
     return {{"unit", "ms"}, {"value", second_ms}, {"first_turn_ms", first_ms}, {"vs_first_turn", second_ms / first_ms}};
   }
+  if (lora) return lora_load(host, port, o);
   if (name == "serve-json-gpt2-small-8") {
     // Eight streams' answers held to any JSON object (response_format json_object) against the
     // same eight free: what the grammar's mask adds to a token's time at a batch of 8 (#50). The
@@ -653,6 +727,11 @@ std::vector<Workload> every_workload() {
   w.push_back({.name = "serve-json-gpt2-small-8", .family = F::kServe, .run = [](const WorkloadOptions& o) {
                  return serve_workload("serve-json-gpt2-small-8", o);
                }, .default_run = false});
+  // Eight streams over four LoRA adapters against one adapter at a time (#50: rows of different
+  // adapters in one batch).
+  w.push_back({.name = "serve-lora-gpt2-small-8", .family = F::kServe, .run = [](const WorkloadOptions& o) {
+                 return serve_workload("serve-lora-gpt2-small-8", o);
+               }, .default_run = false});
   // The same server over bf16, int8 and int4 weights at 8 and 16 streams (#49: int8 above bf16).
   const auto add_serve_rows = [&w](const RowWeights& weights) {
     for (const char* streams : {"8", "16"}) {
@@ -689,7 +768,7 @@ const Workload& find_workload(const std::string& name) {
                               "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
                               "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
                               "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small, "
-                              "serve-second-turn-gpt2-small and serve-json-gpt2-small-8)");
+                              "serve-second-turn-gpt2-small, serve-json-gpt2-small-8 and serve-lora-gpt2-small-8)");
 }
 
 json run_workload(const std::string& name, const WorkloadOptions& options) {

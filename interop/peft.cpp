@@ -591,6 +591,29 @@ std::vector<PartUpdate> part_updates(Model& model, const std::vector<HfTensorMap
 
 bool is_peft_directory(const std::string& dir) { return fs::exists(fs::path(dir) / kAdapterConfig); }
 
+std::vector<ProjectionUpdate> read_peft_updates(const std::string& dir, Model& base) {
+  const AdapterConfig config = AdapterConfig::read((fs::path(dir) / kAdapterConfig).string());
+  const AdapterWeights weights = AdapterWeights::read(dir);
+  if (!weights.saved.empty()) {
+    throw std::runtime_error(weights.path + ": trains " + kPrefix + weights.saved.begin()->first +
+                             " in full besides its adapters (modules_to_save), which one base cannot share: serve it "
+                             "alone (zoo import-peft)");
+  }
+  int64_t rank = 0;
+  const auto updates = part_updates(base, hf_tensor_maps(base.config), config, weights, &rank);
+  config.check_target_modules(weights);
+  std::vector<ProjectionUpdate> out;
+  for (const auto& u : updates) {
+    if (u.A.dim() != 2) {
+      throw std::runtime_error(weights.path + ": adapts " + u.name +
+                               ", a mixture's experts, which are not served per request: merge them (zoo import-peft, "
+                               "then zoo export-hf)");
+    }
+    out.push_back({u.name, u.A.to(torch::kFloat), u.B.to(torch::kFloat) * u.scale});
+  }
+  return out;
+}
+
 void export_peft(const Model& model, const std::string& dir) {
   if (!model.lora) throw std::runtime_error("the checkpoint has no LoRA adapters: --adapters-only needs a LoRA run's");
   const auto& c = model.config;

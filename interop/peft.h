@@ -11,7 +11,9 @@
 // B block-diagonal over the q and v rows: the same update, exactly.
 
 #include <string>
+#include <vector>
 
+#include "models/lora.h"
 #include "models/model.h"
 
 namespace zoo {
@@ -27,6 +29,12 @@ void export_peft(const Model& model, const std::string& dir);
 // another PEFT method, DoRA, trained biases, a module the model does not have, shapes that do not
 // fit it.
 Model import_peft(const std::string& dir, const std::string& base_dir);
+
+// The PEFT adapter directory `dir`'s updates onto `base`'s projections (each scale folded into its
+// B), for serving beside others on that base (serve/adapter_bank.h). Refused as import_peft
+// refuses, and when the adapter trains base tensors in full (modules_to_save) or a mixture's
+// experts, which one base cannot share.
+std::vector<ProjectionUpdate> read_peft_updates(const std::string& dir, Model& base);
 
 // Whether DIR holds a PEFT adapter (adapter_config.json).
 bool is_peft_directory(const std::string& dir);

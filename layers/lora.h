@@ -8,6 +8,7 @@
 // separate q_proj / v_proj adapters do.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,36 @@ class LoraImpl : public torch::nn::Cloneable<LoraImpl> {
 };
 TORCH_MODULE(Lora);
 
+// Which served adapter (slot) each row of a forward takes, when several adapters are served on
+// one base (S-LoRA, Punica). The model runner sets it before each forward from each row's slot
+// (-1: the base alone); every projection reads it.
+struct AdapterRows {
+  static constexpr int64_t kNone = -1, kMixed = -2;
+  explicit AdapterRows(std::vector<int64_t> row_slots = {}, const torch::Device& device = torch::kCPU);
+  // kMixed: (rows, S) 1 at each row's slot, 0 elsewhere (a row of the base all 0), in `dtype`;
+  // made once per forward (every projection's stacks have S slots).
+  const torch::Tensor& one_hot(int64_t slots, torch::ScalarType dtype) const;
+
+  int64_t uniform = kNone;  // the slot every row takes; kNone: no row has one; kMixed: they differ
+  std::vector<int64_t> row_slots;
+  torch::Device device;
+
+ private:
+  mutable torch::Tensor one_hot_;
+};
+
+// Each row's update from its own slot's adapter: x (rows, ..., in), A (S, r, in) and B (out, S, r)
+// stacked by slot (zero-padded to one rank, each scale folded into B). A decoding step's rows take
+// every slot's low-rank projection at once, keep each row's own slot's (a one-hot mask, zero for
+// the base's rows) and project back at once: three ops however many slots, where gathering each
+// row's A and B (Punica's BGMV) would copy them every step. A prefill's many tokens take each
+// slot's rows apart (Punica's SGMV), two matmuls a slot.
+torch::Tensor served_update(const AdapterRows& rows, const torch::Tensor& x, const torch::Tensor& A,
+                            const torch::Tensor& B);
+// The plain reference: each row's update from its slot's B A alone (zero for -1).
+torch::Tensor served_update_reference(const std::vector<int64_t>& row_slots, const torch::Tensor& x,
+                                      const torch::Tensor& A, const torch::Tensor& B);
+
 // The adapters of one module's projections (an attention's q/k/v/out, a feed-forward's
 // up/gate/down), each registered on that module as a child "lora_<part>".
 class ProjectionAdapters {
@@ -61,6 +92,19 @@ class ProjectionAdapters {
   void merge_into_weights(torch::nn::Module& owner);
   bool empty() const { return entries_.empty(); }
 
+  // Served adapters (serve/adapter_bank.h): a part's stacks of every slot's A (S, r, in) and B
+  // (rows, S, r), added to
+  // the rows `rows` names. Replaces that part's stacks; undefined stacks remove them.
+  void serve(const std::string& part, const torch::nn::Linear& projection, int64_t row_offset, torch::Tensor A,
+             torch::Tensor B);
+  void read_rows(std::shared_ptr<const AdapterRows> rows) { rows_ = std::move(rows); }
+  struct Served {
+    std::string part;
+    const torch::nn::LinearImpl* projection;
+    int64_t row_offset;
+    torch::Tensor A, B;  // (S, r, in), (rows, S, r)
+  };
+
   struct Entry {
     std::string part;
     const torch::nn::LinearImpl* projection;
@@ -70,7 +114,12 @@ class ProjectionAdapters {
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:
+  // The projection with the model's own adapters (training's, or a LoRA checkpoint's).
+  torch::Tensor own_project(const torch::nn::Linear& projection, const torch::Tensor& x) const;
+
   std::vector<Entry> entries_;
+  std::vector<Served> served_;
+  std::shared_ptr<const AdapterRows> rows_;
 };
 
 // LoRA on a stack of E experts' weights (E, rows, in) (layers/mixture_of_experts.h): one update

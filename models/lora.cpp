@@ -34,6 +34,32 @@ ProjectionAdapters* adapters_of(torch::nn::Module& owner) {
 
 }  // namespace
 
+std::vector<const NamedProjection*> lora_targets(const std::vector<NamedProjection>& projections,
+                                                 const LoraConfig& config) {
+  if (config.rank <= 0) throw ConfigError("lora.rank: must be positive, got " + std::to_string(config.rank));
+  if (config.targets.empty()) throw ConfigError("lora.targets: empty (name the projections to adapt, e.g. [q, v])");
+  std::vector<const NamedProjection*> chosen;
+  for (const auto& pattern : config.targets) {
+    bool any = false;
+    for (const auto& p : projections) {
+      if (!matches(pattern, p)) continue;
+      any = true;
+      if (std::find(chosen.begin(), chosen.end(), &p) == chosen.end()) chosen.push_back(&p);
+    }
+    if (!any) {
+      std::vector<std::string> parts;
+      for (const auto& p : projections)
+        if (std::find(parts.begin(), parts.end(), p.part.part) == parts.end()) parts.push_back(p.part.part);
+      throw ConfigError("lora.targets: '" + pattern + "' matches no projection of this model; its projections are " +
+                        join(parts) + " in every layer (names such as " +
+                        (projections.empty() ? std::string("none") : projections.front().name) + ")");
+    }
+  }
+  // Registration in the model's order, whatever the order of the patterns.
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
 std::vector<NamedProjection> projection_names(const Model& model) {
   std::vector<NamedProjection> out;
   for (const auto& item : model.module()->named_modules()) {
@@ -55,30 +81,9 @@ std::vector<NamedProjection> projection_names(const Model& model) {
 }
 
 std::vector<std::string> attach_lora(Model& model, const LoraConfig& config) {
-  if (config.rank <= 0) throw ConfigError("lora.rank: must be positive, got " + std::to_string(config.rank));
-  if (config.targets.empty()) throw ConfigError("lora.targets: empty (name the projections to adapt, e.g. [q, v])");
   const auto projections = projection_names(model);
-  std::vector<const NamedProjection*> chosen;
-  for (const auto& pattern : config.targets) {
-    bool any = false;
-    for (const auto& p : projections) {
-      if (!matches(pattern, p)) continue;
-      any = true;
-      if (std::find(chosen.begin(), chosen.end(), &p) == chosen.end()) chosen.push_back(&p);
-    }
-    if (!any) {
-      std::vector<std::string> parts;
-      for (const auto& p : projections)
-        if (std::find(parts.begin(), parts.end(), p.part.part) == parts.end()) parts.push_back(p.part.part);
-      throw ConfigError("lora.targets: '" + pattern + "' matches no projection of this model; its projections are " +
-                        join(parts) + " in every layer (names such as " +
-                        (projections.empty() ? std::string("none") : projections.front().name) + ")");
-    }
-  }
-  // Registration in the model's order, whatever the order of the patterns.
-  std::sort(chosen.begin(), chosen.end());
   std::vector<std::string> names;
-  for (const NamedProjection* p : chosen) {
+  for (const NamedProjection* p : lora_targets(projections, config)) {
     const auto& part = p->part;
     const int64_t in = p->experts ? p->in : part.projection->options.in_features();  // a quantized weight is emptied
     if (config.rank > std::min(in, part.rows)) {
@@ -127,6 +132,24 @@ LoraState new_lora_state(const std::string& base_dir, const LoraConfig& config, 
   state.base_hash = file_hash((fs::path(base_dir) / "model.pt").string());
   state.trained = std::move(trained);
   return state;
+}
+
+void read_adapter_rows(Model& model, const std::shared_ptr<const AdapterRows>& rows) {
+  for (const auto& item : model.module()->named_modules())
+    if (auto* adapters = adapters_of(*item.value())) adapters->read_rows(rows);
+}
+
+void serve_adapter_stacks(Model& model, const std::map<std::string, std::pair<torch::Tensor, torch::Tensor>>& stacks) {
+  for (const auto& p : projection_names(model)) {
+    if (p.experts) continue;
+    const auto found = stacks.find(p.name);
+    auto* adapters = adapters_of(*p.owner);
+    if (found == stacks.end()) {
+      adapters->serve(p.part.part, p.part.projection, p.part.row_offset, {}, {});
+    } else {
+      adapters->serve(p.part.part, p.part.projection, p.part.row_offset, found->second.first, found->second.second);
+    }
+  }
 }
 
 void train_lora(Model& model, LoraState state, std::ostream& log) {

@@ -5,6 +5,8 @@
 // base it adapts. The adapter itself is layers/lora.h.
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -28,6 +30,10 @@ struct NamedProjection {
   int64_t in = 0;
 };
 std::vector<NamedProjection> projection_names(const Model& model);
+// The projections `config.targets` selects, in the model's order. Throws ConfigError naming
+// lora.targets (listing the model's projection names) for a pattern that matches nothing.
+std::vector<const NamedProjection*> lora_targets(const std::vector<NamedProjection>& projections,
+                                                 const LoraConfig& config);
 
 // Attaches adapters to every projection `config.targets` selects and returns their names.
 // Throws ConfigError naming lora.targets (listing the model's projection names) for a pattern
@@ -45,6 +51,20 @@ void merge_lora(Model& model);
 // itself), recorded by its canonical path (the step directory, not a moving `last` link) and
 // its model.pt's hash; `trained` lists the model's tensors trained in full besides.
 LoraState new_lora_state(const std::string& base_dir, const LoraConfig& config, std::vector<std::string> trained);
+
+// Serving several adapters on one base (serve/adapter_bank.h) ---------------------------------
+
+// One adapter's update of one projection: A (r, in), B (rows, r) with its scale folded in.
+struct ProjectionUpdate {
+  std::string name;  // the projection's (blocks.0.self_attn.q)
+  torch::Tensor A, B;
+};
+
+// Every adaptable module of `model` reads its served adapters' slots from `rows`.
+void read_adapter_rows(Model& model, const std::shared_ptr<const AdapterRows>& rows);
+// The served adapters' stacks by projection name (A (S, r, in), B (rows, S, r)); a projection
+// not named serves none.
+void serve_adapter_stacks(Model& model, const std::map<std::string, std::pair<torch::Tensor, torch::Tensor>>& stacks);
 
 // Attaches `state`'s adapters, freezes every tensor but the adapters and state.trained, sets
 // model.lora and says what it did to `log`.

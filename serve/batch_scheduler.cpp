@@ -15,6 +15,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+int64_t adapter_slot(const SequenceRequest& r) { return r.adapter ? r.adapter->slot : -1; }
+uint64_t adapter_salt(const SequenceRequest& r) { return r.adapter ? r.adapter->salt : 0; }
+
 // Positions the batch's cache holds before it first grows: every row's longest context, with
 // slack so that trimming the front moves the keys rarely; but no more than 4096 up front (a model
 // of 128k positions grows its buffers by doubling as its sequences do).
@@ -132,7 +135,8 @@ BatchScheduler::~BatchScheduler() {
 }
 
 int64_t BatchScheduler::cached_prefix(SequenceId id) {
-  const int64_t n = prefix_cache_.match(waiting_.at(id).prompt);
+  const auto& r = waiting_.at(id);
+  const int64_t n = prefix_cache_.match(r.prompt, adapter_salt(r));
   if (n > 0) matched_[id] = n;
   return n;
 }
@@ -154,6 +158,29 @@ bool BatchScheduler::submit(std::vector<SequenceRequest> sequences) {
   }
   wake_.notify_all();
   return true;
+}
+
+void BatchScheduler::between_turns(const std::function<void()>& job) {
+  std::exception_ptr failure;
+  bool done = false;
+  std::condition_variable finished;
+  {
+    std::unique_lock lock(mutex_);
+    if (stop_) throw std::runtime_error("the server is stopping");
+    jobs_.push_back([&] {
+      try {
+        job();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      std::lock_guard done_lock(mutex_);
+      done = true;
+      finished.notify_all();
+    });
+    wake_.notify_all();
+    finished.wait(lock, [&] { return done; });
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void BatchScheduler::cancel_all() {
@@ -181,7 +208,17 @@ void BatchScheduler::loop() {
     bool cancel = false;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || cancel_all_ || !planner_.waiting().empty() || planner_.admitted() > 0; });
+      wake_.wait(lock, [&] {
+        return stop_ || cancel_all_ || !jobs_.empty() || !planner_.waiting().empty() || planner_.admitted() > 0;
+      });
+      // Jobs run between turns, outside the lock (they take it to say they are done).
+      while (!jobs_.empty()) {
+        auto job = std::move(jobs_.front());
+        jobs_.pop_front();
+        lock.unlock();
+        job();
+        lock.lock();
+      }
       cancel = cancel_all_;
       cancel_all_ = false;
       const std::vector<SequenceId> waiting(planner_.waiting().begin(), planner_.waiting().end());
@@ -209,7 +246,7 @@ void BatchScheduler::loop() {
           Chunked entry{std::make_unique<Slot>(id, take(id), tokenizer_, start), runner_.chunk_cache()};
           // Its cached prefix, copied now: nothing is evicted between the planner's asking and here.
           if (const auto m = matched_.find(id); m != matched_.end()) {
-            prefix_cache_.fill(entry.slot->request.prompt, m->second, entry.cache);
+            prefix_cache_.fill(entry.slot->request.prompt, m->second, entry.cache, adapter_salt(entry.slot->request));
             matched_.erase(m);
           }
           chunked_.emplace(id, std::move(entry));
@@ -259,8 +296,9 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
   PrefilledPrompts prompts;
   try {
     std::vector<const std::vector<int64_t>*> ids;
-    for (const auto& s : slots) ids.push_back(&s->request.prompt);
-    prompts = runner_.prefill(ids);
+    std::vector<int64_t> adapters;
+    for (const auto& s : slots) ids.push_back(&s->request.prompt), adapters.push_back(adapter_slot(s->request));
+    prompts = runner_.prefill(ids, adapters);
   } catch (const std::exception& e) {
     if (slots.size() == 1) {
       fail(slots[0]->request, message_of(e));
@@ -283,7 +321,7 @@ void BatchScheduler::prefill(std::vector<std::unique_ptr<Slot>> slots) {
 
 std::vector<TokenLogprob> BatchScheduler::echoed(const SequenceRequest& r) {
   if (r.echoed && !r.echoed->empty()) return *r.echoed;
-  auto values = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0));
+  auto values = runner_.prompt_logprobs(r.prompt, r.logprobs.value_or(0), adapter_slot(r));
   if (r.echoed) *r.echoed = values;
   return values;
 }
@@ -311,7 +349,7 @@ void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t i
       return;
     }
     const auto& r = slot->request;
-    if (!runner_.encoder_decoder()) prefix_cache_.insert(r.prompt, cache, index);
+    if (!runner_.encoder_decoder()) prefix_cache_.insert(r.prompt, cache, index, adapter_salt(r));
     if (r.echo && !runner_.encoder_decoder()) slot->logprobs = echoed(r);
     if (first.logprob) slot->logprobs.push_back(*first.logprob);
     if (metrics_ != nullptr) {
@@ -321,7 +359,7 @@ void BatchScheduler::place(std::unique_ptr<Slot> slot, KVCache& cache, int64_t i
       release(id);
       return;
     }
-    runner_.place(cache, index, positions, memory_length);
+    runner_.place(cache, index, positions, memory_length, adapter_slot(r));
   } catch (const std::exception& e) {
     fail(slot->request, message_of(e), slot->generated);
     release(id);
@@ -345,7 +383,7 @@ void BatchScheduler::prefill_chunk(const StepPlan::Chunk& chunk) {
   torch::Tensor logits;
   try {
     const std::vector<int64_t> tokens(prompt.begin() + chunk.begin, prompt.begin() + chunk.begin + chunk.length);
-    logits = runner_.read_chunk(tokens, entry.cache);  // (1, V)
+    logits = runner_.read_chunk(tokens, entry.cache, adapter_slot(entry.slot->request));  // (1, V)
   } catch (const std::exception& e) {
     fail(entry.slot->request, message_of(e));
     release(chunk.id);

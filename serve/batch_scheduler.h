@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "models/decoding.h"
 #include "models/generation.h"
 #include "models/model.h"
+#include "serve/adapter_bank.h"
 #include "serve/metrics.h"
 #include "serve/model_runner.h"
 #include "serve/prefix_cache.h"
@@ -79,6 +81,8 @@ struct SequenceRequest {
   // response_format's grammar: each token chosen among those it allows, and the answer ending
   // (kStop) once it is complete. nullptr: free text.
   std::shared_ptr<const TokenGrammar> grammar;
+  // The served LoRA adapter its rows decode with (nullptr: the base); held, it cannot be unloaded.
+  std::shared_ptr<const ServedAdapter> adapter;
   std::shared_ptr<ResponseChannel> channel;
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
@@ -112,6 +116,9 @@ class BatchScheduler {
   bool submit(std::vector<SequenceRequest> sequences);
   // Ends every queued and running sequence now (FinishReason::kCancelled).
   void cancel_all();
+  // Runs `job` on the model's thread between two turns (no forward running: served adapters
+  // installed or removed) and returns once it has, rethrowing what it threw.
+  void between_turns(const std::function<void()>& job);
   // Sequences queued, running, and decoding steps taken so far.
   int64_t queued() const;
   int64_t running() const;
@@ -169,6 +176,7 @@ class BatchScheduler {
   StepPlanner planner_;
   std::unordered_map<SequenceId, SequenceRequest> waiting_;  // the queue's requests
   std::unordered_map<SequenceId, int64_t> matched_;  // cached_prefix's answers, until used this turn
+  std::deque<std::function<void()>> jobs_;  // between_turns' 
   SequenceId next_id_ = 0;
   std::atomic<int64_t> running_{0};
   std::atomic<int64_t> steps_{0};

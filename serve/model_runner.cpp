@@ -25,9 +25,13 @@ ModelRunner::ModelRunner(Model model, int64_t max_batch, int64_t reserved_positi
     : model_(std::move(model)),
       max_batch_(max_batch),
       reserved_positions_(reserved_positions),
-      cache_(make_cache(model_)) {
+      cache_(make_cache(model_)),
+      adapter_rows_(std::make_shared<AdapterRows>()) {
   cache_.reserve(reserved_positions_);
+  read_adapter_rows(model_, adapter_rows_);
 }
+
+void ModelRunner::use_adapters(const std::vector<int64_t>& slots) { *adapter_rows_ = AdapterRows(slots, device()); }
 
 std::optional<int64_t> ModelRunner::decoder_start() const {
   return model_.gpt ? std::nullopt : std::optional<int64_t>(model_.config.decoder_start_id);
@@ -35,8 +39,10 @@ std::optional<int64_t> ModelRunner::decoder_start() const {
 
 torch::Device ModelRunner::device() const { return model_.module()->parameters().front().device(); }
 
-PrefilledPrompts ModelRunner::prefill(const std::vector<const std::vector<int64_t>*>& prompts) {
+PrefilledPrompts ModelRunner::prefill(const std::vector<const std::vector<int64_t>*>& prompts,
+                                      const std::vector<int64_t>& adapters) {
   const auto n = static_cast<int64_t>(prompts.size());
+  use_adapters(adapters.empty() ? std::vector<int64_t>(prompts.size(), -1) : adapters);
   int64_t longest = 0;
   bool equal = true;
   for (const auto* p : prompts) {
@@ -76,17 +82,20 @@ PrefilledPrompts ModelRunner::prefill(const std::vector<const std::vector<int64_
 
 KVCache ModelRunner::chunk_cache() const { return make_cache(model_); }
 
-torch::Tensor ModelRunner::read_chunk(const std::vector<int64_t>& tokens, KVCache& cache) {
+torch::Tensor ModelRunner::read_chunk(const std::vector<int64_t>& tokens, KVCache& cache, int64_t adapter) {
   if (encoder_decoder()) throw std::logic_error("ModelRunner: an encoder-decoder's source is read whole");
+  use_adapters({adapter});
   const auto ids = torch::tensor(tokens, torch::kLong).unsqueeze(0).to(device());
   return model_.gpt->next_token_logits(ids, {}, &cache).to(torch::kFloat);
 }
 
-std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const std::vector<int64_t>& prompt, int64_t top) {
+std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const std::vector<int64_t>& prompt, int64_t top,
+                                                       int64_t adapter) {
   if (encoder_decoder()) throw std::logic_error("ModelRunner: an encoder-decoder's source has no log-probabilities");
   std::vector<TokenLogprob> out(1);
   if (prompt.empty()) return {};
   out[0].token = prompt[0];
+  use_adapters({adapter});
   const auto ids = torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device());
   const auto hidden = model_.gpt->hidden_states(ids)[0];  // (T, d)
   constexpr int64_t kPositions = 256;
@@ -100,13 +109,14 @@ std::vector<TokenLogprob> ModelRunner::prompt_logprobs(const std::vector<int64_t
   return out;
 }
 
-void ModelRunner::place(KVCache& cache, int64_t index, int64_t positions, int64_t memory_length) {
+void ModelRunner::place(KVCache& cache, int64_t index, int64_t positions, int64_t memory_length, int64_t adapter) {
   if (rows() == max_batch_) throw std::logic_error("ModelRunner: every row of the batch is taken");
   // The row holds its positions at the end of the shared axis, and an encoder-decoder's memory.
   if (cache_.seen() < positions) cache_.grow_front(positions - cache_.seen());
   cache_.place_row(rows(), max_batch_, cache, index, positions, encoder_decoder() ? memory_length : -1);
   positions_.push_back(positions);
   memory_lengths_.push_back(memory_length);
+  adapters_.push_back(adapter);
 }
 
 torch::Tensor ModelRunner::step(const std::vector<int64_t>& tokens) {
@@ -128,6 +138,7 @@ torch::Tensor ModelRunner::step(const std::vector<int64_t>& tokens) {
                                  .to(device())
                            : torch::Tensor();
   cache_.use_rows(n);
+  use_adapters(adapters_);
   const auto input = torch::tensor(tokens, torch::kLong).view({n, 1}).to(device());
   torch::Tensor logits;
   if (!encoder_decoder()) {
@@ -151,7 +162,7 @@ bool ModelRunner::rereads(int64_t row) const {
 }
 
 torch::Tensor ModelRunner::reread(int64_t row, const std::vector<int64_t>& context) {
-  auto read = prefill({&context});
+  auto read = prefill({&context}, {adapters_.at(static_cast<size_t>(row))});
   const auto positions = static_cast<int64_t>(context.size());
   if (cache_.seen() < positions) cache_.grow_front(positions - cache_.seen());
   cache_.place_row(row, max_batch_, read.cache, 0, positions, -1);
@@ -164,14 +175,14 @@ void ModelRunner::remove_row(int64_t row) {
   if (row < 0 || row > last) throw std::logic_error("ModelRunner: no row " + std::to_string(row));
   if (row != last) {
     cache_.copy_row(last, row);
-    positions_[row] = positions_[last], memory_lengths_[row] = memory_lengths_[last];
+    positions_[row] = positions_[last], memory_lengths_[row] = memory_lengths_[last], adapters_[row] = adapters_[last];
   }
-  positions_.pop_back(), memory_lengths_.pop_back();
+  positions_.pop_back(), memory_lengths_.pop_back(), adapters_.pop_back();
   if (positions_.empty()) cache_.drop_front(cache_.seen());  // nothing left to attend to
 }
 
 void ModelRunner::reset() {
-  positions_.clear(), memory_lengths_.clear();
+  positions_.clear(), memory_lengths_.clear(), adapters_.clear();
   cache_.clear();
   cache_.reserve(reserved_positions_);
 }

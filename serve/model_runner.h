@@ -11,8 +11,12 @@
 // row that leaves takes the last one's, as the planner moves them), each step runs only them,
 // and the shared axis is trimmed to the longest row. An encoder-decoder's rows also hold their
 // memory's projections, right-padded to the longest, under a memory mask.
+//
+// Each row may take a served LoRA adapter (serve/adapter_bank.h) by its slot, -1 for the base
+// alone: every forward's rows decode together, each with its own adapter.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -46,21 +50,23 @@ class ModelRunner {
 
   // One forward over `prompts` (a decoder's, left-padded) or sources (an encoder-decoder's,
   // right-padded, then its decoder's first step): the weights read once for all of them.
-  PrefilledPrompts prefill(const std::vector<const std::vector<int64_t>*>& prompts);
+  // `adapters`: each prompt's adapter slot (empty: the base for all).
+  PrefilledPrompts prefill(const std::vector<const std::vector<int64_t>*>& prompts,
+                           const std::vector<int64_t>& adapters = {});
   // A decoder's prompt read in chunks keeps its keys in a cache of its own, each chunk's positions
   // continuing from it: the logits (1, V) float32 after `tokens`.
   KVCache chunk_cache() const;
-  torch::Tensor read_chunk(const std::vector<int64_t>& tokens, KVCache& cache);
+  torch::Tensor read_chunk(const std::vector<int64_t>& tokens, KVCache& cache, int64_t adapter = -1);
 
   // A decoder's prompt read alone, each token scored by the positions before it (token_logprobs,
   // `top` alternatives; the first token's logprob is none): what `echo` returns. The head runs
   // over 256 positions at a time, never the whole prompt's logits at once.
-  std::vector<TokenLogprob> prompt_logprobs(const std::vector<int64_t>& prompt, int64_t top);
+  std::vector<TokenLogprob> prompt_logprobs(const std::vector<int64_t>& prompt, int64_t top, int64_t adapter = -1);
 
   // Row `index` of `cache` (prefill's, or a chunked prompt's with index 0), holding `positions`
   // decoder positions and an encoder-decoder's `memory_length` source tokens, takes the batch's
-  // next row, rows().
-  void place(KVCache& cache, int64_t index, int64_t positions, int64_t memory_length);
+  // next row, rows(), decoding with adapter slot `adapter`.
+  void place(KVCache& cache, int64_t index, int64_t positions, int64_t memory_length, int64_t adapter = -1);
   int64_t rows() const { return static_cast<int64_t>(positions_.size()); }
   // One decoding step: row i reads `tokens[i]` at its next position. The logits (rows, V) float32.
   torch::Tensor step(const std::vector<int64_t>& tokens);
@@ -77,12 +83,15 @@ class ModelRunner {
 
  private:
   torch::Device device() const;
+  // The next forward's rows take these adapter slots.
+  void use_adapters(const std::vector<int64_t>& slots);
 
   Model model_;
   int64_t max_batch_;
   int64_t reserved_positions_;
   KVCache cache_;
-  std::vector<int64_t> positions_, memory_lengths_;  // per row of the batch
+  std::vector<int64_t> positions_, memory_lengths_, adapters_;  // per row of the batch
+  std::shared_ptr<AdapterRows> adapter_rows_;  // what every projection reads
 };
 
 }  // namespace zoo

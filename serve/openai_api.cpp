@@ -817,9 +817,15 @@ json embedding_response(const std::string& model, const std::vector<std::vector<
           {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
 }
 
-json models_response(const std::string& model, int64_t created) {
-  return {{"object", "list"},
-          {"data", json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "zoo"}}})}};
+json models_response(const std::string& model, int64_t created,
+                     const std::vector<std::pair<std::string, std::string>>& adapters) {
+  auto data = json::array({{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "zoo"},
+                            {"root", model}, {"parent", nullptr}}});
+  for (const auto& [name, path] : adapters) {
+    data.push_back({{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "zoo"}, {"root", path},
+                    {"parent", model}});
+  }
+  return {{"object", "list"}, {"data", data}};
 }
 
 std::string sse_event(const json& data) {

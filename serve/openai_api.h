@@ -180,7 +180,10 @@ nlohmann::json embedding_response(const std::string& model, const std::vector<st
                                   int64_t prompt_tokens, bool base64 = false);
 // Standard base64 (RFC 4648, padded) of `bytes`.
 std::string base64_encode(const std::string& bytes);
-nlohmann::json models_response(const std::string& model, int64_t created);
+// The base model, then each served adapter (name, path) with the base as its parent, as vLLM
+// lists them.
+nlohmann::json models_response(const std::string& model, int64_t created,
+                               const std::vector<std::pair<std::string, std::string>>& adapters = {});
 
 // Server-sent events: "data: JSON\n\n", and the stream's end, "data: [DONE]\n\n".
 std::string sse_event(const nlohmann::json& data);

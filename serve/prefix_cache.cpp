@@ -27,7 +27,7 @@ const PrefixCache::Block* PrefixCache::find(uint64_t k, uint64_t parent, const s
   return &b;
 }
 
-int64_t PrefixCache::match(const std::vector<int64_t>& prompt) {
+int64_t PrefixCache::match(const std::vector<int64_t>& prompt, uint64_t root) {
   const auto n = static_cast<int64_t>(prompt.size());
   ++counts_.lookups;
   counts_.lookup_tokens += n;
@@ -37,7 +37,7 @@ int64_t PrefixCache::match(const std::vector<int64_t>& prompt) {
   uint64_t parent = 0;
   // Whole blocks short of the last token.
   while (matched + kBlockTokens < n) {
-    const uint64_t k = key(parent, prompt, matched);
+    const uint64_t k = key(parent == 0 ? root : parent, prompt, matched);
     if (find(k, parent, prompt, matched) == nullptr) break;
     blocks_.at(k).used = tick_;
     parent = k;
@@ -47,7 +47,7 @@ int64_t PrefixCache::match(const std::vector<int64_t>& prompt) {
   return matched;
 }
 
-void PrefixCache::fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCache& cache) const {
+void PrefixCache::fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCache& cache, uint64_t root) const {
   if (tokens % kBlockTokens != 0 || tokens >= static_cast<int64_t>(prompt.size()) || cache.seen() != 0) {
     throw std::logic_error("PrefixCache::fill: " + std::to_string(tokens) + " tokens are not a match of this prompt");
   }
@@ -55,7 +55,7 @@ void PrefixCache::fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCac
   std::vector<const Block*> chain;
   uint64_t parent = 0;
   for (int64_t begin = 0; begin < tokens; begin += kBlockTokens) {
-    const uint64_t k = key(parent, prompt, begin);
+    const uint64_t k = key(parent == 0 ? root : parent, prompt, begin);
     const Block* b = find(k, parent, prompt, begin);
     if (b == nullptr) throw std::logic_error("PrefixCache::fill: a block of the match was evicted");
     chain.push_back(b);
@@ -68,7 +68,7 @@ void PrefixCache::fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCac
   }
 }
 
-void PrefixCache::insert(const std::vector<int64_t>& prompt, const KVCache& cache, int64_t row) {
+void PrefixCache::insert(const std::vector<int64_t>& prompt, const KVCache& cache, int64_t row, uint64_t root) {
   if (!enabled()) return;
   const auto n = static_cast<int64_t>(prompt.size());
   const int64_t whole = n / kBlockTokens * kBlockTokens;
@@ -84,7 +84,7 @@ void PrefixCache::insert(const std::vector<int64_t>& prompt, const KVCache& cach
   ++tick_;
   uint64_t parent = 0;
   for (int64_t begin = 0; begin < whole; begin += kBlockTokens) {
-    const uint64_t k = key(parent, prompt, begin);
+    const uint64_t k = key(parent == 0 ? root : parent, prompt, begin);
     if (const Block* b = find(k, parent, prompt, begin)) {
       blocks_.at(k).used = tick_;
       parent = k;

@@ -36,15 +36,17 @@ class PrefixCache {
   bool enabled() const { return budget_ > 0; }
 
   // How many of `prompt`'s first tokens are cached: whole blocks, always leaving at least its
-  // last token to be read (its logits are the first new token's). Marks them used.
-  int64_t match(const std::vector<int64_t>& prompt);
+  // last token to be read (its logits are the first new token's). Marks them used. `root` starts
+  // the chain: a served LoRA adapter's salt (serve/adapter_bank.h), whose keys are not the
+  // base's; 0 for the base.
+  int64_t match(const std::vector<int64_t>& prompt, uint64_t root = 0);
   // Appends the keys and values of `prompt`'s first `tokens` (a match()) to `cache`, an empty one
   // of the model's layers, as if it had read them.
-  void fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCache& cache) const;
+  void fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCache& cache, uint64_t root = 0) const;
   // Keeps the whole blocks of `prompt`, which row `row` of `cache` holds as its last
   // prompt.size() positions (a prefill's, left-padded, or a prompt read in chunks), then evicts
   // down to the budget. Nothing when a layer kept fewer positions or holds a state.
-  void insert(const std::vector<int64_t>& prompt, const KVCache& cache, int64_t row);
+  void insert(const std::vector<int64_t>& prompt, const KVCache& cache, int64_t row, uint64_t root = 0);
 
   const PrefixCacheCounts& counts() const { return counts_; }
 

@@ -10,9 +10,11 @@
 #include <torch/torch.h>
 
 #include "core/stop_signals.h"
+#include "core/strings.h"
 #include "data/chat_format.h"
 #include "inference/prompt_rules.h"
 #include "inference/text_generation.h"
+#include "serve/adapter_bank.h"
 #include "serve/batch_scheduler.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
@@ -67,7 +69,8 @@ std::chrono::milliseconds milliseconds_of(double seconds) {
 
 // The endpoints /metrics counts requests of; any other path counts as "other".
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/models", "/health", "/metrics"}) {
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/models", "/health",
+                            "/metrics", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
     if (path == known) return path;
   }
   return "other";
@@ -92,6 +95,7 @@ class Server {
         s.max_batch = options.max_batch, s.max_context = options.max_context, s.max_queue = options.max_queue;
         s.prefill_chunk = options.prefill_chunk, s.cache_positions = options.cache_positions;
         s.prefix_cache_bytes = options.prefix_cache_mb << 20;
+        adapters_ = std::make_unique<AdapterBank>(model, options.base_dir);
         scheduler_ = std::make_unique<BatchScheduler>(model, tokenizer, s, &metrics_);
         max_context_ = scheduler_->options().max_context;
         break;
@@ -99,6 +103,20 @@ class Server {
       case Family::kBert:
         if (options.max_context > 0) max_context_ = options.max_context;
         break;
+    }
+    for (const auto& [name, path] : options.loras) {
+      const std::string where = "--lora " + name + "=" + path + ": ";
+      if (!adapters_) throw std::runtime_error(where + "a " + to_string(family) + " model makes embeddings; adapters are served on text models");
+      if (model.lora) {
+        throw std::runtime_error(where + "this server's checkpoint holds LoRA adapters itself; serve its base (" +
+                                 model.lora->base + ") with --lora");
+      }
+      try {
+        check_adapter_name(name);
+        adapters_->install(adapters_->read(name, path));
+      } catch (const std::exception& e) {
+        throw std::runtime_error(where + e.what());
+      }
     }
   }
 
@@ -133,7 +151,10 @@ class Server {
       send_json(exchange, draining_ ? 503 : 200, {{"status", draining_ ? "stopping" : "ok"}});
     });
     http.route("GET", "/v1/models", RouteKind::kLight, [this](const HttpRequest&, HttpExchange& exchange) {
-      send_json(exchange, 200, models_response(options_.model_name, created_));
+      std::vector<std::pair<std::string, std::string>> listed;
+      if (adapters_)
+        for (const auto& a : adapters_->adapters()) listed.emplace_back(a->name, a->path);
+      send_json(exchange, 200, models_response(options_.model_name, created_, listed));
     });
     http.route("GET", "/metrics", RouteKind::kLight, [this, &http](const HttpRequest&, HttpExchange& exchange) {
       metrics_.connections(http.counts());
@@ -145,6 +166,10 @@ class Server {
                [this](const HttpRequest& req, HttpExchange& exchange) { complete(req, exchange, true); });
     http.route("POST", "/v1/embeddings", RouteKind::kHeavy,
                [this](const HttpRequest& req, HttpExchange& exchange) { embed(req, exchange); });
+    http.route("POST", "/v1/load_lora_adapter", RouteKind::kHeavy,
+               [this](const HttpRequest& req, HttpExchange& exchange) { change_adapters(req, exchange, true); });
+    http.route("POST", "/v1/unload_lora_adapter", RouteKind::kHeavy,
+               [this](const HttpRequest& req, HttpExchange& exchange) { change_adapters(req, exchange, false); });
   }
 
   // SIGTERM: stop admitting; let running requests finish within the grace period; cancel the rest.
@@ -163,10 +188,73 @@ class Server {
   }
 
  private:
-  void check_model_name(const std::string& name) const {
-    if (!name.empty() && name != options_.model_name) {
-      throw ApiError(404, "model '" + name + "' does not exist; this server serves '" + options_.model_name + "'",
-                     "model", "model_not_found");
+  // The served adapter a request's `model` names; nullptr for the base (or no name).
+  std::shared_ptr<const ServedAdapter> adapter_named(const std::string& name) const {
+    if (name.empty() || name == options_.model_name) return nullptr;
+    if (adapters_)
+      if (auto adapter = adapters_->find(name)) return adapter;
+    std::string served = "'" + options_.model_name + "'";
+    if (adapters_)
+      for (const auto& a : adapters_->adapters()) served += ", '" + a->name + "'";
+    throw ApiError(404, "model '" + name + "' does not exist; this server serves " + served, "model", "model_not_found");
+  }
+
+  void check_adapter_name(const std::string& name) const {
+    if (name.empty() || name == options_.model_name) {
+      throw std::invalid_argument("an adapter's name must be non-empty and not the base's ('" + options_.model_name + "')");
+    }
+  }
+
+  // POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter
+  // {"lora_name"}, as vLLM names them: the adapters change between two decoding steps.
+  void change_adapters(const HttpRequest& req, HttpExchange& exchange, bool load) {
+    try {
+      if (!options_.runtime_lora) {
+        throw ApiError(403, "loading and unloading adapters is off: start zoo serve with --allow-runtime-lora");
+      }
+      if (!adapters_) throw ApiError(400, "this server's model makes embeddings; adapters are served on text models");
+      if (model_.lora) throw ApiError(400, "this server's checkpoint holds LoRA adapters itself; serve its base");
+      json body;
+      try {
+        body = json::parse(req.body);
+      } catch (const json::exception& e) {
+        throw ApiError(400, std::string("the body is not JSON: ") + e.what());
+      }
+      if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+      const std::vector<std::string> keys = load ? std::vector<std::string>{"lora_name", "lora_path"}
+                                                 : std::vector<std::string>{"lora_name"};
+      for (const auto& item : body.items()) {
+        if (std::find(keys.begin(), keys.end(), item.key()) == keys.end()) {
+          throw ApiError(400, item.key() + ": unknown field (this endpoint takes " + join(keys) + ")", item.key());
+        }
+      }
+      for (const auto& key : keys) {
+        if (!body.contains(key) || !body[key].is_string()) throw ApiError(400, key + ": required, a string", key);
+      }
+      const std::string name = body["lora_name"];
+      if (load) {
+        check_adapter_name(name);
+        if (adapters_->find(name)) throw ApiError(400, "lora_name: an adapter named '" + name + "' is served already", "lora_name");
+        auto read = adapters_->read(name, body["lora_path"]);  // the files on this thread, the stacks between turns
+        scheduler_->between_turns([&] { adapters_->install(std::move(read)); });
+      } else {
+        scheduler_->between_turns([&] { adapters_->remove(name); });
+      }
+      {
+        std::lock_guard lock(log_mutex_);
+        log_ << "zoo serve: adapter " << name << (load ? " loaded from " + body["lora_path"].get<std::string>() : " unloaded")
+             << "\n" << std::flush;
+      }
+      exchange.respond(200, "text/plain",
+                       "Success: LoRA adapter '" + name + "' " + (load ? "added" : "removed") + " successfully.");
+    } catch (const ApiError& e) {
+      send_error(exchange, e);
+    } catch (const AdapterInUse& e) {
+      send_error(exchange, ApiError(409, e.what(), "lora_name"));
+    } catch (const std::out_of_range& e) {
+      send_error(exchange, ApiError(404, e.what(), "lora_name", "model_not_found"));
+    } catch (const std::exception& e) {
+      send_error(exchange, ApiError(400, e.what(), load ? "lora_path" : "lora_name"));
     }
   }
 
@@ -216,7 +304,7 @@ class Server {
   // The request as sequences for the scheduler: prompts tokenized, lengths and options checked.
   // `opens_reasoning`: a chat's prompt ends inside a <think> block.
   std::vector<SequenceRequest> sequences_of(const CompletionRequest& r, const std::shared_ptr<ResponseChannel>& channel,
-                                            bool& opens_reasoning) {
+                                            const std::shared_ptr<const ServedAdapter>& adapter, bool& opens_reasoning) {
     std::vector<std::vector<int64_t>> prompts;
     const std::string prompt_field = r.chat ? "messages" : "prompt";
     const auto& specials = tokenizer_.special();
@@ -301,6 +389,7 @@ class Server {
         q.echo = s.echo;
         q.echoed = echoed;
         q.grammar = grammar;
+        q.adapter = adapter;
         q.channel = channel;
         out.push_back(std::move(q));
       }
@@ -327,11 +416,14 @@ class Server {
       }
       if (draining_) throw ApiError(503, "the server is stopping", "", "server_error");
       auto request = parse_completion_request(req.body, chat);
-      check_model_name(request.model);
+      const auto adapter = adapter_named(request.model);
+      const std::string model = adapter ? adapter->name : options_.model_name;  // what the answer says
       auto channel = std::make_shared<ResponseChannel>();
       bool opens_reasoning = false;
-      auto sequences = sequences_of(request, channel, opens_reasoning);
+      auto sequences = sequences_of(request, channel, adapter, opens_reasoning);
       const int64_t count = static_cast<int64_t>(sequences.size());
+      std::vector<int64_t> last_prompt_tokens;
+      for (const auto& s : sequences) last_prompt_tokens.push_back(s.prompt.back());
       InFlight in_flight(in_flight_);  // the handler runs to the answer's last byte
       if (!scheduler_->submit(std::move(sequences))) {
         return send_error(exchange,
@@ -347,6 +439,9 @@ class Server {
       if (reads_tool_calls(request)) {
         for (int64_t i = 0; i < count; ++i) answer.read_tool_calls(i, ToolCallReader(request.tool_choice, tool_format_, request.tools));
       }
+      if (!request.sampling.echo && !encoder_decoder()) {
+        for (int64_t i = 0; i < count; ++i) answer.follow(i, last_prompt_tokens[i]);
+      }
       if (request.sampling.echo) {
         for (int64_t i = 0; i < count; ++i) {
           const auto& p = request.prompts[i / request.sampling.n];
@@ -354,9 +449,9 @@ class Server {
         }
       }
       if (request.sampling.stream) {
-        stream(exchange, id, chat, request.sampling.n, request.sampling.include_usage, channel, answer);
+        stream(exchange, id, model, chat, request.sampling.n, request.sampling.include_usage, channel, answer);
       } else {
-        respond(exchange, id, chat, request.sampling.n, channel, answer);
+        respond(exchange, id, model, chat, request.sampling.n, channel, answer);
       }
     } catch (const ApiError& e) {
       send_error(exchange, e);
@@ -376,6 +471,9 @@ class Server {
     void echo(int64_t index, std::string text) { choices_[index].echo = std::move(text); }
     void read_tool_calls(int64_t index, ToolCallReader reader) { choices_[index].tools.emplace(std::move(reader)); }
     void read_reasoning(int64_t index, ReasoningReader reader) { choices_[index].reasoning.emplace(std::move(reader)); }
+    // Choice `index` continues `token` (its prompt's last): its first token's text is what it adds
+    // after it, as every later token's is (a SentencePiece word keeps its leading space).
+    void follow(int64_t index, int64_t token) { choices_[index].previous = token; }
     // The part of choice `index` an event brings, as the API reports it: its thinking apart, and
     // text that may be a tool call held until end().
     ApiChoice part(const SequenceEvent& e) {
@@ -437,7 +535,7 @@ class Server {
     std::vector<Choice> choices_;
   };
 
-  void respond(HttpExchange& exchange, const std::string& id, bool chat, int64_t n,
+  void respond(HttpExchange& exchange, const std::string& id, const std::string& model, bool chat, int64_t n,
                const std::shared_ptr<ResponseChannel>& channel, Answer& answer) {
     const int64_t count = answer.count();
     std::vector<ApiChoice> choices(count);
@@ -484,14 +582,13 @@ class Server {
     if (failure) throw *failure;
     // The choices of one prompt share it: usage counts each prompt once, as OpenAI's does.
     for (int64_t i = 0; i < count; i += n) usage.prompt_tokens += prompt_tokens[i];
-    send_json(exchange, 200, completion_response(id, unix_time(), options_.model_name, chat, choices, usage));
+    send_json(exchange, 200, completion_response(id, unix_time(), model, chat, choices, usage));
   }
 
   // Server-sent events, each written as it comes; the worker holds the stream to its end.
-  void stream(HttpExchange& exchange, const std::string& id, bool chat, int64_t n, bool include_usage,
-              const std::shared_ptr<ResponseChannel>& channel, Answer& answer) {
+  void stream(HttpExchange& exchange, const std::string& id, const std::string& model, bool chat, int64_t n,
+              bool include_usage, const std::shared_ptr<ResponseChannel>& channel, Answer& answer) {
     const int64_t count = answer.count();
-    const std::string model = options_.model_name;
     const int64_t created = unix_time();
     auto write = [&](const std::string& text) { return exchange.write(text); };
     // A failed write, or a client gone while its sequences wait: they leave the batch (or the
@@ -553,7 +650,7 @@ class Server {
       }
       if (draining_) throw ApiError(503, "the server is stopping", "", "server_error");
       const auto request = parse_embedding_request(req.body);
-      check_model_name(request.model);
+      adapter_named(request.model);  // 404 for any name but the base's: no adapters on embeddings
       InFlight in_flight(in_flight_);
       std::vector<std::vector<float>> embeddings;
       int64_t tokens = 0;
@@ -581,6 +678,7 @@ class Server {
   int64_t created_;
   int64_t max_context_ = 0;
   ServerMetrics metrics_;
+  std::unique_ptr<AdapterBank> adapters_;  // a text model's served LoRA adapters (--lora)
   std::unique_ptr<BatchScheduler> scheduler_;
   std::mutex model_mutex_;  // embeddings: one forward at a time
   std::mutex grammars_mutex_;

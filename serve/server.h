@@ -9,6 +9,8 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/model.h"
 #include "tokenizers/tokenizer.h"
@@ -26,6 +28,11 @@ struct ServeOptions {
   int64_t prefill_chunk = 512;     // longer prompts are prefilled this many tokens a step; 0: whole
   int64_t cache_positions = 0;     // the batch's KV cache before it first grows; 0: max_context + 1/4, <= 4096
   int64_t prefix_cache_mb = 0;     // prompts' keys kept for prompts that begin the same way; 0: none
+  // The served zoo checkpoint, which zoo's LoRA checkpoints must have been trained on (empty:
+  // the model is no zoo checkpoint; PEFT adapters only).
+  std::string base_dir;
+  std::vector<std::pair<std::string, std::string>> loras;  // --lora NAME=PATH: served beside the base
+  bool runtime_lora = false;  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter answer
   std::string tool_call_parser = "auto";  // the format answers' tool calls are read in (serve/tool_calls.h)
   int64_t max_body_bytes = 1 << 20;  // larger request bodies: 413
   double grace_seconds = 30;       // after SIGTERM: running requests may finish for this long

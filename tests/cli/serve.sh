@@ -5,7 +5,8 @@
 # concurrency against zoo generate, usage against /metrics, 200 malformed requests, 503 when full,
 # disconnects), for log-probabilities against transformers on its export-hf and by
 # lm-evaluation-harness (serve_logprobs.py), for structured output under 50 JSON schemas
-# (serve_structured.py), for tool calls (serve_tools.py), by thirty slow clients beside /health and a
+# (serve_structured.py), for tool calls (serve_tools.py), with several LoRA adapters on one base
+# against peft and zoo generate (serve_lora.py), by thirty slow clients beside /health and a
 # completion, by curl for the raw server-sent events, and stopped with SIGTERM while a request runs: the request finishes and the
 # server exits 0. A small T5 answers as zoo generate does, alone or among others. Bad command lines
 # are refused by name.
@@ -47,6 +48,24 @@ trap 'kill "$pid" 2> /dev/null || true; rm -rf "$work"' EXIT
 # Log-probabilities against transformers on the export, and lm-evaluation-harness against the server.
 "$zoo" export-hf "$work/gpt" --out "$work/gpt-hf" > /dev/null
 "$python" "$(dirname "$0")/serve_logprobs.py" "$port" secret tiny "$work/gpt-hf" "$work"
+# Several LoRA adapters on one base (serve_lora.py): a zoo LoRA run given at start, two PEFT
+# adapters made by peft and loaded while serving, against peft, zoo generate and each alone.
+"$zoo" finetune "$work/gpt" --train "$work/slice.txt" --task lm --run-dir "$work/gpt-lora" steps=20 batch_size=4 \
+  block_size=64 lr=0.05 warmup_steps=0 eval_every=0 lora.rank=4 lora.alpha=32 "lora.targets=[q,v,up]" > /dev/null 2>&1
+main_pid=$pid main_port=$port
+trap 'kill "$pid" "$main_pid" 2> /dev/null || true; rm -rf "$work"' EXIT
+threads=2 start_server "$work/lora.log" --max-batch 8 --api-key secret --served-model-name tiny --prefix-cache-mb 16 \
+  --lora "c=$work/gpt-lora" --allow-runtime-lora
+"$python" "$(dirname "$0")/serve_lora.py" "$port" secret tiny "$work/gpt-hf" "$work" "$zoo" "$work/gpt-lora" "$main_port"
+kill -TERM "$pid"
+wait "$pid"
+fails "--lora c: expected NAME=PATH" "$zoo" serve "$work/gpt" --port 0 --lora c
+fails "--lora c=$work/no-such-run: .*no-such-run" "$zoo" serve "$work/gpt" --port 0 --lora "c=$work/no-such-run"
+fails "--lora w=$work/lora-wide: .*do not fit the module" "$zoo" serve "$work/gpt" --port 0 --lora "w=$work/lora-wide"
+fails "--lora tiny=.*not the base's \('tiny'\)" "$zoo" serve "$work/gpt" --port 0 --served-model-name tiny \
+  --lora "tiny=$work/gpt-lora"
+fails "--lora c=.*holds LoRA adapters itself" "$zoo" serve "$work/gpt-lora" --port 0 --lora "c=$work/lora-a"
+pid=$main_pid port=$main_port
 # Structured output (response_format): a model with its initial weights (one step at a learning
 # rate of 1e-12) samples answers under 50 JSON schemas, each validated by the jsonschema package;
 # a model trained on JSON lines answers greedily with JSON that parses.
