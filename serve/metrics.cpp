@@ -109,6 +109,11 @@ int64_t ServerMetrics::sequences_failed() const {
   return sequences_failed_;
 }
 
+void ServerMetrics::lora_adapters(int64_t count, int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  lora_adapters_ = count, lora_bytes_ = bytes;
+}
+
 std::string ServerMetrics::render() const {
   std::lock_guard lock(mutex_);
   std::ostringstream out;
@@ -142,6 +147,10 @@ std::string ServerMetrics::render() const {
       << "# TYPE zoo_prefix_cache_bytes gauge\nzoo_prefix_cache_bytes " << prefix_bytes_ << "\n"
       << "# HELP zoo_prefix_cache_blocks Blocks of 32 prompt tokens the prefix cache holds.\n"
       << "# TYPE zoo_prefix_cache_blocks gauge\nzoo_prefix_cache_blocks " << prefix_blocks_ << "\n"
+      << "# HELP zoo_lora_adapters LoRA adapters served beside the base (--lora, /v1/load_lora_adapter).\n"
+      << "# TYPE zoo_lora_adapters gauge\nzoo_lora_adapters " << lora_adapters_ << "\n"
+      << "# HELP zoo_lora_adapter_bytes Bytes of the served adapters' stacked weights.\n"
+      << "# TYPE zoo_lora_adapter_bytes gauge\nzoo_lora_adapter_bytes " << lora_bytes_ << "\n"
       << "# HELP zoo_connections_open HTTP connections open.\n"
       << "# TYPE zoo_connections_open gauge\nzoo_connections_open " << connections_.open << "\n"
       << "# HELP zoo_connections_refused_total Connections refused with 503 at --max-connections, none being idle.\n"

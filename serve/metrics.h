@@ -49,6 +49,8 @@ class ServerMetrics {
   // The prefix cache's totals (serve/prefix_cache.h): prompt tokens looked up and found cached,
   // blocks evicted, and the bytes and blocks it holds.
   void prefix_cache(int64_t lookup_tokens, int64_t hit_tokens, int64_t evicted_blocks, int64_t bytes, int64_t blocks);
+  // Served LoRA adapters (serve/adapter_bank.h): how many, and the bytes of their stacks.
+  void lora_adapters(int64_t count, int64_t bytes);
   // The HTTP front's connections, as it counts them (taken when /metrics is rendered).
   void connections(const ConnectionCounts& counts);
 
@@ -64,6 +66,7 @@ class ServerMetrics {
   int64_t queued_ = 0, running_ = 0, slots_ = 0;
   int64_t prefix_lookup_tokens_ = 0, prefix_hit_tokens_ = 0, prefix_evicted_blocks_ = 0, prefix_bytes_ = 0,
           prefix_blocks_ = 0;
+  int64_t lora_adapters_ = 0, lora_bytes_ = 0;
   ConnectionCounts connections_;
   Histogram ttft_, tpot_, latency_, occupancy_;
 };

@@ -118,6 +118,7 @@ class Server {
         throw std::runtime_error(where + e.what());
       }
     }
+    count_adapters();
   }
 
   // The HTTP front's bounds, and its answers in OpenAI's shape: the API key checked before
@@ -199,6 +200,10 @@ class Server {
     throw ApiError(404, "model '" + name + "' does not exist; this server serves " + served, "model", "model_not_found");
   }
 
+  void count_adapters() {
+    if (adapters_) metrics_.lora_adapters(static_cast<int64_t>(adapters_->adapters().size()), adapters_->bytes());
+  }
+
   void check_adapter_name(const std::string& name) const {
     if (name.empty() || name == options_.model_name) {
       throw std::invalid_argument("an adapter's name must be non-empty and not the base's ('" + options_.model_name + "')");
@@ -240,6 +245,7 @@ class Server {
       } else {
         scheduler_->between_turns([&] { adapters_->remove(name); });
       }
+      count_adapters();
       {
         std::lock_guard lock(log_mutex_);
         log_ << "zoo serve: adapter " << name << (load ? " loaded from " + body["lora_path"].get<std::string>() : " unloaded")

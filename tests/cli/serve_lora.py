@@ -82,6 +82,17 @@ peft.get_peft_model(transformers.GPT2LMHeadModel(wide), peft.LoraConfig(r=2, tar
 for name in ["a", "b"]:
     status, text = post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": os.path.join(work, f"lora-{name}")})
     check(status == 200 and f"'{name}'" in text, f"loading {name}: {status} {text}")
+def metric(name):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {api_key}"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    sys.exit(f"serve_lora: /metrics has no {name}")
+
+
+check(metric("zoo_lora_adapters") == 3 and metric("zoo_lora_adapter_bytes") > 0,
+      f"/metrics counts {metric('zoo_lora_adapters')} adapters")
 listed = {m.id: m for m in client.models.list().data}
 check(set(listed) == {model_id, "a", "b", "c"}, f"/v1/models lists {sorted(listed)}")
 for name in ["a", "b", "c"]:
@@ -157,6 +168,7 @@ for _ in range(100):
         break
     time.sleep(0.05)
 check(status == 200, f"unloading b once its stream ended: {status} {text}")
+check(metric("zoo_lora_adapters") == 2, "/metrics still counts b")
 status, text = post("/v1/unload_lora_adapter", {"lora_name": "b"})
 check(status == 404 and "no adapter named 'b'" in text, f"unloading b twice: {status} {text}")
 try:

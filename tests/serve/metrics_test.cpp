@@ -28,6 +28,7 @@ TEST(ServerMetrics, RendersEveryFamily) {
   m.time_to_first_token(0.02);
   m.sequence_failed();
   m.connections({.open = 31, .refused = 2, .timed_out = 3, .idle_closed = 4});
+  m.lora_adapters(3, 4096);
   EXPECT_EQ(m.sequences_failed(), 1);
   EXPECT_EQ(m.prompt_tokens(), 13);
   EXPECT_EQ(m.completion_tokens(), 6);
@@ -42,7 +43,8 @@ TEST(ServerMetrics, RendersEveryFamily) {
                            "# TYPE zoo_time_per_output_token_seconds histogram\n",
                            "# TYPE zoo_connections_open gauge\nzoo_connections_open 31\n",
                            "# TYPE zoo_connections_refused_total counter\nzoo_connections_refused_total 2\n",
-                           "zoo_requests_timed_out_total 3\n", "zoo_idle_connections_closed_total 4\n"}) {
+                           "zoo_requests_timed_out_total 3\n", "zoo_idle_connections_closed_total 4\n",
+                           "# TYPE zoo_lora_adapters gauge\nzoo_lora_adapters 3\n", "zoo_lora_adapter_bytes 4096\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
 }
