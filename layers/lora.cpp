@@ -56,20 +56,20 @@ void ProjectionAdapters::add(torch::nn::Module& owner, const std::string& part, 
   entries_.push_back({part, projection.get(), projection, adapter});
 }
 
-AdapterRows::AdapterRows(std::vector<int64_t> slots, const torch::Device& device)
-    : row_slots(std::move(slots)), device(device) {
+AdapterRows::AdapterRows(std::vector<int64_t> slots) : row_slots(std::move(slots)) {
   if (std::none_of(row_slots.begin(), row_slots.end(), [](int64_t s) { return s >= 0; })) return;
   const bool one = std::all_of(row_slots.begin(), row_slots.end(), [&](int64_t s) { return s == row_slots.front(); });
   uniform = one ? row_slots.front() : kMixed;
 }
 
-const torch::Tensor& AdapterRows::one_hot(int64_t slots, torch::ScalarType dtype) const {
-  if (!one_hot_.defined() || one_hot_.size(1) != slots || one_hot_.scalar_type() != dtype) {
+const torch::Tensor& AdapterRows::one_hot(int64_t slots, const torch::TensorOptions& options) const {
+  if (!one_hot_.defined() || one_hot_.size(1) != slots || one_hot_.scalar_type() != options.dtype() ||
+      one_hot_.device() != options.device()) {
     const auto n = static_cast<int64_t>(row_slots.size());
     std::vector<float> mask(static_cast<size_t>(n * slots), 0.0f);
     for (int64_t i = 0; i < n; ++i)
       if (row_slots[i] >= 0) mask[static_cast<size_t>(i * slots + row_slots[i])] = 1.0f;
-    one_hot_ = torch::tensor(mask).view({n, slots}).to(device, dtype);
+    one_hot_ = torch::tensor(mask).view({n, slots}).to(options.device(), options.dtype().toScalarType());
   }
   return one_hot_;
 }
@@ -90,7 +90,7 @@ torch::Tensor served_update(const AdapterRows& rows, const torch::Tensor& x, con
   if (tokens <= kAllSlotsTokens) {
     const auto flat = x.reshape({n, -1, x.size(-1)});                                // (n, T, in)
     auto low = project(flat, A.reshape({slots * rank, A.size(2)}));  // (n, T, S r)
-    low = (low.view({n, -1, slots, rank}) * rows.one_hot(slots, low.scalar_type()).view({n, 1, slots, 1}))
+    low = (low.view({n, -1, slots, rank}) * rows.one_hot(slots, low.options()).view({n, 1, slots, 1}))
               .view({n, -1, slots * rank});
     return project(low, B.reshape({out, slots * rank})).view(out_shape);  // (n, T, out)
   }

@@ -54,14 +54,13 @@ TORCH_MODULE(Lora);
 // (-1: the base alone); every projection reads it.
 struct AdapterRows {
   static constexpr int64_t kNone = -1, kMixed = -2;
-  explicit AdapterRows(std::vector<int64_t> row_slots = {}, const torch::Device& device = torch::kCPU);
-  // kMixed: (rows, S) 1 at each row's slot, 0 elsewhere (a row of the base all 0), in `dtype`;
-  // made once per forward (every projection's stacks have S slots).
-  const torch::Tensor& one_hot(int64_t slots, torch::ScalarType dtype) const;
+  explicit AdapterRows(std::vector<int64_t> row_slots = {});
+  // (rows, S) 1 at each row's slot, 0 elsewhere (a row of the base all 0), with `options`' type
+  // and device; made once per forward (every projection's stacks have S slots).
+  const torch::Tensor& one_hot(int64_t slots, const torch::TensorOptions& options) const;
 
   int64_t uniform = kNone;  // the slot every row takes; kNone: no row has one; kMixed: they differ
   std::vector<int64_t> row_slots;
-  torch::Device device;
 
  private:
   mutable torch::Tensor one_hot_;

@@ -31,7 +31,7 @@ ModelRunner::ModelRunner(Model model, int64_t max_batch, int64_t reserved_positi
   read_adapter_rows(model_, adapter_rows_);
 }
 
-void ModelRunner::use_adapters(const std::vector<int64_t>& slots) { *adapter_rows_ = AdapterRows(slots, device()); }
+void ModelRunner::use_adapters(const std::vector<int64_t>& slots) { *adapter_rows_ = AdapterRows(slots); }
 
 std::optional<int64_t> ModelRunner::decoder_start() const {
   return model_.gpt ? std::nullopt : std::optional<int64_t>(model_.config.decoder_start_id);
