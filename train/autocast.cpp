@@ -41,26 +41,29 @@ int64_t hold_frozen_projections_in_compute_dtype(torch::nn::Module& module, Prec
 
 double measure_cpu_bf16_speedup() {
   const int64_t n = 768;
-  // The best rate of `runs` products after `warmups` (kernels chosen, memory touched).
-  auto rate = [&](c10::ScalarType dtype, int warmups, int runs) {
-    const auto a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
-    auto c = at::empty({n, n}, a.options());
-    for (int i = 0; i < warmups; ++i) at::mm_out(c, a, b);
-    double best = 0.0;
-    for (int i = 0; i < runs; ++i) {
+  struct Product {
+    at::Tensor a, b, c;
+    double best = 0.0;  // products per second, the best seen
+    explicit Product(c10::ScalarType dtype)
+        : a(at::randn({n, n}).to(dtype)), b(at::randn({n, n}).to(dtype)), c(at::empty({n, n}, a.options())) {}
+    void run() {
       const auto start = std::chrono::steady_clock::now();
       at::mm_out(c, a, b);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       best = std::max(best, 1.0 / s);
     }
-    return best;
   };
-  const double fp32 = rate(c10::kFloat, 2, 5);
+  Product fp32(c10::kFloat), bf16(c10::kBFloat16);
+  fp32.run(), fp32.run();  // kernels chosen, memory touched
   // A CPU without bf16 arithmetic (AVX2 alone) runs these products ~100x slower than fp32's
   // under LibTorch 2.15: one product says so, without spending seconds on more.
-  const double first = rate(c10::kBFloat16, 0, 1);
-  if (first < 0.1 * fp32) return first / fp32;
-  return rate(c10::kBFloat16, 2, 5) / fp32;
+  bf16.run();
+  if (bf16.best < 0.1 * fp32.best) return bf16.best / fp32.best;
+  bf16.run();
+  // Taken in turns, best of each: a busy spell on a shared machine slows both kinds alike rather
+  // than whichever was being timed (a run's precision was seen to flip on a loaded CI machine).
+  for (int round = 0; round < 5; ++round) fp32.run(), bf16.run();
+  return bf16.best / fp32.best;
 }
 
 AutocastScope::AutocastScope(Precision precision, const c10::Device& device) {

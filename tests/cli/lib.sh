@@ -21,8 +21,12 @@ has() { grep "$@" > /dev/null; }
 free_port() { "${ZOO_PYTHON:?}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # same_losses RUN_A RUN_B STEPS: training losses equal within 1e-5 (relative) at every step, and
-# the loss moved (so the comparison covers real updates).
+# the loss moved (so the comparison covers real updates). Both runs must have trained in one
+# precision: precision=auto measures the CPU, and a loaded machine can answer differently.
 same_losses() {
+  local precisions
+  precisions=$(grep -h "^precision:" "$1/run.yaml" "$2/run.yaml" | sort -u)
+  [[ $(wc -l <<<"$precisions") -eq 1 ]] || { echo "the runs trained in different precisions: $precisions"; exit 1; }
   "${ZOO_PYTHON:?}" - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
 import json, sys
 def losses(path):

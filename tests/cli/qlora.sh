@@ -17,7 +17,7 @@ grep -qE "^quantized [0-9]+ linear layers and the token embedding to int4 \(grou
 
 head -c 1500 "$work/slice.txt" > "$work/few.txt"
 qlora=(--train "$work/few.txt" --task lm eval_every=0 batch_size=2 block_size=32 lr=0.02 warmup_steps=0
-       schedule=constant lora.rank=4 lora.alpha=8 lora.targets=all)
+       schedule=constant lora.rank=4 lora.alpha=8 lora.targets=all precision=bf16)
 "$zoo" finetune "$work/q4" "${qlora[@]}" steps=16 --run-dir "$work/qlora" > "$work/qlora.out" 2>&1
 grep -q "lora: rank 4, alpha 8, dropout 0.05 on [0-9]* projections (all); the base stays frozen" "$work/qlora.out"
 # Over ~12 blocks seen again and again, the adapters alone bring the loss down.
