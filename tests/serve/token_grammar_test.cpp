@@ -1,5 +1,7 @@
 #include "serve/token_grammar.h"
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <random>
 
@@ -135,6 +137,101 @@ TEST(TokenGrammar, AllowedTokensSpellTheGrammarsJson) {
     for (const auto& b : value["list"]) EXPECT_TRUE(b.is_boolean()) << text;
   }
   EXPECT_THROW(grammars.compile({ResponseFormatKind::kJsonSchema, R"({"type": "decimal"})"}), std::invalid_argument);
+}
+
+// Bytes as text, those outside printable ASCII as \xHH.
+std::string shown(const std::string& bytes) {
+  std::string out;
+  for (const unsigned char c : bytes) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static const char* digits = "0123456789ABCDEF";
+      out += std::string("\\x") + digits[c >> 4] + digits[c & 15];
+    }
+  }
+  return out;
+}
+
+// A string's `pattern` with a negated class or a dot admits any character, not any byte: after
+// the lead byte of a UTF-8 character only its continuation bytes are allowed, the stop token is
+// not, and walks that take tokens of single bytes often still end in valid UTF-8 (which
+// nlohmann-json's parser checks) that the pattern describes.
+TEST(TokenGrammar, PatternsAdmitCharactersNotStrayBytes) {
+  const auto tokenizer = Tokenizer::load(testing::reference_file("gpt2-json"));
+  const int64_t stop = *tokenizer.special().eos;
+  TokenGrammars grammars(tokenizer, tokenizer.vocab_size(), {stop});
+  const auto& bytes = grammars.token_bytes();
+  auto token_of = [&](const std::string& text) {
+    const auto at = std::find(bytes.begin(), bytes.end(), text);
+    EXPECT_NE(at, bytes.end()) << "no token of bytes " << shown(text);
+    return static_cast<int64_t>(at - bytes.begin());
+  };
+  for (const std::string pattern : {"^[^a]{1,3}$", "^.{1,3}$"}) {
+    SCOPED_TRACE(pattern);
+    const json schema = {{"type", "string"}, {"pattern", pattern}};
+    const auto grammar = grammars.compile({ResponseFormatKind::kJsonSchema, schema.dump()});
+    TokenConstraint constraint(grammar);
+    ASSERT_TRUE(constraint.accept(token_of("\"")));
+    ASSERT_TRUE(constraint.accept(token_of("\xC3")));  // the lead byte of a two-byte character
+    const auto& mask = constraint.allowed();
+    EXPECT_TRUE(token_in_bitmask(mask, token_of("\xA9")));  // é's second byte
+    for (const std::string stray : {"b", "\"", "\xC3", "\xE2"}) {
+      EXPECT_FALSE(token_in_bitmask(mask, token_of(stray))) << shown(stray);
+    }
+    EXPECT_FALSE(token_in_bitmask(mask, stop));
+    EXPECT_FALSE(constraint.accept(token_of("b")));
+    // Overlong forms, surrogates and code points past U+10FFFF (RFC 3629's table): the byte after
+    // each lead that is one past its range is refused, the edge of the range allowed.
+    const std::vector<std::array<std::string, 3>> leads = {
+        {"\xE0", "\xA0", "\x9F"}, {"\xED", "\x9F", "\xA0"}, {"\xF0", "\x90", "\x8F"}, {"\xF4", "\x8F", "\x90"}};
+    for (const auto& [lead, edge, past] : leads) {
+      TokenConstraint inside(grammar);
+      ASSERT_TRUE(inside.accept(token_of("\"")));
+      const auto& opening = inside.allowed();
+      for (const std::string never : {"\x80", "\xC0", "\xC1", "\xF5", "\xFF"}) {
+        EXPECT_FALSE(token_in_bitmask(opening, token_of(never))) << shown(never);
+      }
+      ASSERT_TRUE(inside.accept(token_of(lead))) << shown(lead);
+      const auto& after = inside.allowed();
+      EXPECT_TRUE(token_in_bitmask(after, token_of(edge))) << shown(lead + edge);
+      EXPECT_FALSE(token_in_bitmask(after, token_of(past))) << shown(lead + past);
+      EXPECT_FALSE(inside.accept(token_of(past))) << shown(lead + past);
+    }
+    // Walks that pick single-byte tokens at random: characters of one to four bytes.
+    std::mt19937 rng(11);
+    std::vector<int64_t> single;
+    for (int64_t t = 0; t < static_cast<int64_t>(bytes.size()); ++t) {
+      if (bytes[t].size() == 1) single.push_back(t);
+    }
+    int complete = 0;
+    for (int i = 0; i < 200; ++i) {
+      TokenConstraint walker(grammar);
+      std::string text;
+      for (int step = 0; step < 16 && !walker.terminated(); ++step) {
+        const auto& allowed = walker.allowed();
+        std::vector<int64_t> pool;
+        for (int64_t t : single) {
+          if (token_in_bitmask(allowed, t)) pool.push_back(t);
+        }
+        if (token_in_bitmask(allowed, stop)) pool.push_back(stop);
+        ASSERT_FALSE(pool.empty()) << shown(text);
+        const int64_t token = pool[rng() % pool.size()];
+        ASSERT_TRUE(walker.accept(token));
+        if (token != stop) text += bytes[token];
+      }
+      if (!walker.terminated()) continue;
+      ++complete;
+      const auto value = json::parse(text, nullptr, false);
+      ASSERT_FALSE(value.is_discarded()) << shown(text);
+      ASSERT_TRUE(value.is_string()) << shown(text);
+      const auto chars = value.get<std::string>();
+      const auto count = std::count_if(chars.begin(), chars.end(), [](char c) { return (c & 0xC0) != 0x80; });
+      EXPECT_TRUE(count >= 1 && count <= 3) << shown(text);
+      if (pattern[1] == '[') EXPECT_EQ(chars.find('a'), std::string::npos) << shown(text);
+    }
+    EXPECT_GT(complete, 50);
+  }
 }
 
 // Without a stop token the answer is complete when its value is.
