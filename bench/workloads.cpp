@@ -358,9 +358,12 @@ std::unique_ptr<ScratchAdapters> scratch_adapters(int count) {
 
 std::unique_ptr<InProcessServer> serve_gpt2_small(const WorkloadOptions& o, const RowWeights& weights,
                                                   int64_t prefix_cache_mb,
-                                                  const std::vector<std::pair<std::string, std::string>>& loras = {}) {
+                                                  const std::vector<std::pair<std::string, std::string>>& loras = {},
+                                                  AttentionKind attention = AttentionKind::kSoftmax) {
   torch::manual_seed(0);
-  Model model = build_model(bench_config("gpt2-small"));
+  auto config = bench_config("gpt2-small");
+  config.attention = attention;
+  Model model = build_model(config);
   model.module()->to(o.device, weights.dtype);
   if (weights.format) quantize_model(model, WeightQuantization::every_weight(*weights.format));
   if (o.device.is_cpu()) place_in_huge_pages(*model.module());  // as zoo serve does
@@ -406,16 +409,39 @@ json lora_load(const std::string& host, int port, const WorkloadOptions& o) {
           {"vs_base_rows", mixed / base_rows}, {"tokens", together.tokens}};
 }
 
+// The serve-second-turn-* rows' load: a conversation's next turn resends its 992 tokens so far and
+// 24 new ones (with 4 to generate, gpt2-small's 1,024 positions), its first token against the
+// first turn's, read whole (the prefix cache, #50). A conversation of its own each round.
+json second_turn_load(const std::string& host, int port, const WorkloadOptions& o) {
+  LoadSpec turns;
+  turns.requests_per_stream = 2;
+  turns.prompt_tokens = 1016;
+  turns.shared_prefix_tokens = 992;
+  turns.max_tokens = 4;
+  std::vector<double> first, second;
+  const int64_t rounds = o.steps > 0 ? o.steps : 3;
+  for (int64_t round = 0; round < rounds; ++round) {
+    turns.seed = 400 + round;
+    const auto load = run_load(host, port, turns);
+    first.push_back(load.requests[0].ttft);
+    second.push_back(load.requests[1].ttft);
+  }
+  const double first_ms = ms(quantile(first, 0.5)), second_ms = ms(quantile(second, 0.5));
+  return {{"unit", "ms"}, {"value", second_ms}, {"first_turn_ms", first_ms}, {"vs_first_turn", second_ms / first_ms}};
+}
+
 json serve_workload(const std::string& name, const WorkloadOptions& o) {
   std::string host = "127.0.0.1";
   int port = 0;
   const bool lora = name == "serve-lora-gpt2-small-8";
+  const bool second_turn = name.rfind("serve-second-turn-", 0) == 0;
   const auto adapters = lora && o.serve_target.empty() ? scratch_adapters(4) : nullptr;  // outlives the server
   std::unique_ptr<InProcessServer> server;
   if (o.serve_target.empty()) {
-    // The prefix cache for the second-turn row alone (zoo serve's default is none).
-    server = serve_gpt2_small(o, serve_weights(name), name == "serve-second-turn-gpt2-small" ? 512 : 0,
-                              adapters ? adapters->loras : std::vector<std::pair<std::string, std::string>>{});
+    // The prefix cache for the second-turn rows alone (zoo serve's default is none).
+    server = serve_gpt2_small(o, serve_weights(name), second_turn ? 512 : 0,
+                              adapters ? adapters->loras : std::vector<std::pair<std::string, std::string>>{},
+                              name == "serve-second-turn-gla-small" ? AttentionKind::kGatedLinear : AttentionKind::kSoftmax);
     port = server->port();
   } else {
     const auto colon = o.serve_target.rfind(':');
@@ -452,26 +478,7 @@ json serve_workload(const std::string& name, const WorkloadOptions& o) {
     const double idle_ms = ms(quantile(idle, 0.5)), loaded_ms = ms(quantile(loaded, 0.5));
     return {{"unit", "ms"}, {"value", loaded_ms}, {"idle_ms", idle_ms}, {"vs_idle", loaded_ms / idle_ms}};
   }
-  if (name == "serve-second-turn-gpt2-small") {
-    // A conversation's next turn resends its 992 tokens so far and 24 new ones (with 4 to
-    // generate, gpt2-small's 1,024 positions): its first token against the first turn's, read
-    // whole (the prefix cache, #50). A conversation of its own each round.
-    LoadSpec turns;
-    turns.requests_per_stream = 2;
-    turns.prompt_tokens = 1016;
-    turns.shared_prefix_tokens = 992;
-    turns.max_tokens = 4;
-    std::vector<double> first, second;
-    const int64_t rounds = o.steps > 0 ? o.steps : 3;
-    for (int64_t round = 0; round < rounds; ++round) {
-      turns.seed = 400 + round;
-      const auto load = run_load(host, port, turns);
-      first.push_back(load.requests[0].ttft);
-      second.push_back(load.requests[1].ttft);
-    }
-    const double first_ms = ms(quantile(first, 0.5)), second_ms = ms(quantile(second, 0.5));
-    return {{"unit", "ms"}, {"value", second_ms}, {"first_turn_ms", first_ms}, {"vs_first_turn", second_ms / first_ms}};
-  }
+  if (second_turn) return second_turn_load(host, port, o);
   if (lora) return lora_load(host, port, o);
   if (name == "serve-json-gpt2-small-8") {
     // Eight streams' answers held to any JSON object (response_format json_object) against the
@@ -723,6 +730,11 @@ std::vector<Workload> every_workload() {
   w.push_back({.name = "serve-second-turn-gpt2-small", .family = F::kServe, .run = [](const WorkloadOptions& o) {
                  return serve_workload("serve-second-turn-gpt2-small", o);
                }, .default_run = false});
+  // The same with gated linear attention in every layer: the cache keeps their state where a
+  // block ends.
+  w.push_back({.name = "serve-second-turn-gla-small", .family = F::kServe, .run = [](const WorkloadOptions& o) {
+                 return serve_workload("serve-second-turn-gla-small", o);
+               }, .default_run = false});
   // A token's time at 8 streams with answers held to JSON against free ones (#50: the mask's cost).
   w.push_back({.name = "serve-json-gpt2-small-8", .family = F::kServe, .run = [](const WorkloadOptions& o) {
                  return serve_workload("serve-json-gpt2-small-8", o);
@@ -768,7 +780,8 @@ const Workload& find_workload(const std::string& name) {
                               "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
                               "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
                               "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small, "
-                              "serve-second-turn-gpt2-small, serve-json-gpt2-small-8 and serve-lora-gpt2-small-8)");
+                              "serve-second-turn-gpt2-small, serve-second-turn-gla-small, serve-json-gpt2-small-8 and "
+                              "serve-lora-gpt2-small-8)");
 }
 
 json run_workload(const std::string& name, const WorkloadOptions& options) {

@@ -120,7 +120,10 @@ BatchScheduler::BatchScheduler(Model model, const Tokenizer& tokenizer, Schedule
                               uses_long_factors(runner_.config().rope_scaling, runner_.config().max_length())
                                   ? runner_.config().rope_scaling.original_max_positions
                                   : 0,
-                              [this](SequenceId id) { return cached_prefix(id); }}) {
+                              [this](SequenceId id) { return cached_prefix(id); },
+                              prefix_cache_.enabled() && runner_.config().has_recurrent_layers()
+                                  ? PrefixCache::kBlockTokens
+                                  : 0}) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -389,7 +392,16 @@ void BatchScheduler::prefill_chunk(const StepPlan::Chunk& chunk) {
     release(chunk.id);
     return;
   }
-  if (!chunk.last) return;
+  if (!chunk.last) {
+    // A read that ends where a block does offers what it has read: a recurrent layer's state is
+    // known there alone (the planner cuts such a model's prompts at their last block).
+    const int64_t read = chunk.begin + chunk.length;
+    if (read % PrefixCache::kBlockTokens == 0 && !runner_.encoder_decoder()) {
+      prefix_cache_.insert(std::vector<int64_t>(prompt.begin(), prompt.begin() + read), entry.cache, 0,
+                           adapter_salt(entry.slot->request));
+    }
+    return;
+  }
   Chunked ready = std::move(entry);
   chunked_.erase(chunk.id);
   place(std::move(ready.slot), ready.cache, 0, static_cast<int64_t>(prompt.size()), 0, logits);

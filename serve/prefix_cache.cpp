@@ -33,15 +33,17 @@ int64_t PrefixCache::match(const std::vector<int64_t>& prompt, uint64_t root) {
   counts_.lookup_tokens += n;
   if (!enabled()) return 0;
   ++tick_;
-  int64_t matched = 0;
+  int64_t walked = 0, matched = 0;
   uint64_t parent = 0;
-  // Whole blocks short of the last token.
-  while (matched + kBlockTokens < n) {
-    const uint64_t k = key(parent == 0 ? root : parent, prompt, matched);
-    if (find(k, parent, prompt, matched) == nullptr) break;
+  // Whole blocks short of the last token, up to the last one a prompt can go on from.
+  while (walked + kBlockTokens < n) {
+    const uint64_t k = key(parent == 0 ? root : parent, prompt, walked);
+    const Block* b = find(k, parent, prompt, walked);
+    if (b == nullptr) break;
     blocks_.at(k).used = tick_;
     parent = k;
-    matched += kBlockTokens;
+    walked += kBlockTokens;
+    if (b->resumes) matched = walked;
   }
   counts_.hit_tokens += matched;
   return matched;
@@ -61,7 +63,12 @@ void PrefixCache::fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCac
     chain.push_back(b);
     parent = k;
   }
+  if (!chain.back()->resumes) throw std::logic_error("PrefixCache::fill: the match ends at a block without its states");
   for (int64_t layer = 0; layer < cache.n_layers(); ++layer) {
+    if (!chain.back()->states.empty() && chain.back()->states[layer].defined()) {
+      cache.self_attention(layer).set_state(chain.back()->states[layer].unsqueeze(0).clone(), tokens);
+      continue;
+    }
     std::vector<torch::Tensor> keys, values;
     for (const Block* b : chain) keys.push_back(b->keys[layer]), values.push_back(b->values[layer]);
     cache.self_attention(layer).append(torch::cat(keys, 1).unsqueeze(0), torch::cat(values, 1).unsqueeze(0));
@@ -73,20 +80,45 @@ void PrefixCache::insert(const std::vector<int64_t>& prompt, const KVCache& cach
   const auto n = static_cast<int64_t>(prompt.size());
   const int64_t whole = n / kBlockTokens * kBlockTokens;
   if (whole == 0) return;
-  std::vector<torch::Tensor> keys(cache.n_layers()), values(cache.n_layers());
+  std::vector<torch::Tensor> keys(cache.n_layers()), values(cache.n_layers()), states(cache.n_layers());
+  bool recurrent = false;
   for (int64_t layer = 0; layer < cache.n_layers(); ++layer) {
     auto& self = const_cast<KVCache&>(cache).self_attention(layer);
-    if (self.is_static() || self.length() < n || !self.keys().defined()) return;  // dropped keys, or a state
+    if (self.is_static()) return;
+    if (const auto state = self.state(); state.defined()) {
+      // The state after the whole prompt: the end of its last block only if it ends one.
+      if (whole != n) return;
+      states[layer] = state[row];
+      recurrent = true;
+      continue;
+    }
+    if (self.length() < n || !self.keys().defined()) return;  // dropped keys
     // The row's prompt is its last n positions; its blocks the first `whole` of them.
     keys[layer] = self.keys()[row].narrow(1, self.length() - n, whole);
     values[layer] = self.values()[row].narrow(1, self.length() - n, whole);
   }
+  // The last block's states, which a block of another read may lack (it ended elsewhere).
+  // Returns the bytes they add.
+  auto keep_states = [&](Block& b) {
+    int64_t added = 0;
+    b.states.clear();
+    for (const auto& s : states) {
+      b.states.push_back(s.defined() ? s.clone() : s);
+      if (s.defined()) added += s.numel() * s.element_size();
+    }
+    b.bytes += added;
+    b.resumes = true;
+    return added;
+  };
   ++tick_;
   uint64_t parent = 0;
   for (int64_t begin = 0; begin < whole; begin += kBlockTokens) {
     const uint64_t k = key(parent == 0 ? root : parent, prompt, begin);
+    const bool last = begin + kBlockTokens == whole;
     if (const Block* b = find(k, parent, prompt, begin)) {
-      blocks_.at(k).used = tick_;
+      Block& found = blocks_.at(k);
+      found.used = tick_;
+      if (last && recurrent && !b->resumes) counts_.bytes += keep_states(found);
       parent = k;
       continue;
     }
@@ -95,10 +127,16 @@ void PrefixCache::insert(const std::vector<int64_t>& prompt, const KVCache& cach
     b.parent = parent;
     b.tokens.assign(prompt.begin() + begin, prompt.begin() + begin + kBlockTokens);
     for (int64_t layer = 0; layer < cache.n_layers(); ++layer) {
+      if (!keys[layer].defined()) {  // a recurrent layer
+        b.keys.emplace_back(), b.values.emplace_back();
+        continue;
+      }
       b.keys.push_back(keys[layer].narrow(1, begin, kBlockTokens).clone());
       b.values.push_back(values[layer].narrow(1, begin, kBlockTokens).clone());
       b.bytes += 2 * b.keys.back().numel() * b.keys.back().element_size();
     }
+    b.resumes = !recurrent;
+    if (last && recurrent) keep_states(b);
     b.used = tick_;
     if (parent != 0) ++blocks_.at(parent).children;
     counts_.bytes += b.bytes;

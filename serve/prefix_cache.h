@@ -7,7 +7,9 @@
 // block continues it (the chains stay whole), within a budget of bytes.
 //
 // Only a decoder's self-attention keys are kept, and only of rows that kept every key of their
-// prompt (a sliding window that dropped some, or a recurrent layer's state, is not cached). The
+// prompt (a sliding window that dropped some is not cached). A recurrent layer (linear
+// attention) keeps a state, not keys: its state is kept at the end of a block where a read
+// ended (the scheduler cuts prompts there), and a prompt resumes only from such a block. The
 // scheduler's thread alone uses it.
 
 #include <cstdint>
@@ -36,7 +38,8 @@ class PrefixCache {
   bool enabled() const { return budget_ > 0; }
 
   // How many of `prompt`'s first tokens are cached: whole blocks, always leaving at least its
-  // last token to be read (its logits are the first new token's). Marks them used. `root` starts
+  // last token to be read (its logits are the first new token's), ending at a block that holds
+  // every recurrent layer's state where the model has such layers. Marks them used. `root` starts
   // the chain: a served LoRA adapter's salt (serve/adapter_bank.h), whose keys are not the
   // base's; 0 for the base.
   int64_t match(const std::vector<int64_t>& prompt, uint64_t root = 0);
@@ -45,7 +48,9 @@ class PrefixCache {
   void fill(const std::vector<int64_t>& prompt, int64_t tokens, KVCache& cache, uint64_t root = 0) const;
   // Keeps the whole blocks of `prompt`, which row `row` of `cache` holds as its last
   // prompt.size() positions (a prefill's, left-padded, or a prompt read in chunks), then evicts
-  // down to the budget. Nothing when a layer kept fewer positions or holds a state.
+  // down to the budget. Nothing when a layer kept fewer positions. A recurrent layer's state is
+  // the one after the whole prompt: kept with its last block when the prompt ends where a block
+  // does, else nothing is kept for such a model.
   void insert(const std::vector<int64_t>& prompt, const KVCache& cache, int64_t row, uint64_t root = 0);
 
   const PrefixCacheCounts& counts() const { return counts_; }
@@ -54,7 +59,9 @@ class PrefixCache {
   struct Block {
     uint64_t parent = 0;  // the key of the block before it; 0 for a prompt's first
     std::vector<int64_t> tokens;
-    std::vector<torch::Tensor> keys, values;  // per layer, (Hkv, kBlockTokens, D)
+    std::vector<torch::Tensor> keys, values;  // per layer, (Hkv, kBlockTokens, D); undefined for a recurrent one
+    std::vector<torch::Tensor> states;        // per layer, (H, Dk, Dv) after the block, where kept; else empty
+    bool resumes = true;                      // a prompt can go on from its end: no recurrent layer, or states kept
     int64_t children = 0;
     int64_t bytes = 0;
     uint64_t used = 0;  // tick of the last match or insert

@@ -47,7 +47,8 @@ StepPlan StepPlanner::plan() {
     const bool whole = options_.whole_past > 0 && s.prompt_tokens > options_.whole_past;
     const bool decoder = !options_.limits.encoder_decoder;
     s.read = decoder && !whole && options_.cached_tokens ? options_.cached_tokens(id) : 0;
-    if (s.read > 0 || (chunking && s.prompt_tokens > options_.prefill_chunk && !whole)) {
+    const bool cut = decoder && !whole && options_.state_block > 0 && s.prompt_tokens > options_.state_block;
+    if (s.read > 0 || cut || (chunking && s.prompt_tokens > options_.prefill_chunk && !whole)) {
       chunked_.push_back(id);
     } else {
       plan.prefill.push_back(id);
@@ -57,7 +58,11 @@ StepPlan StepPlanner::plan() {
   if (!chunked_.empty()) {
     auto& s = sequences_.at(chunked_.front());
     const int64_t step = options_.prefill_chunk > 0 ? options_.prefill_chunk : s.prompt_tokens;
-    const int64_t length = std::min(step, s.prompt_tokens - s.read);
+    int64_t length = std::min(step, s.prompt_tokens - s.read);
+    if (options_.state_block > 0) {
+      const int64_t last_block = (s.prompt_tokens - 1) / options_.state_block * options_.state_block;
+      if (s.read < last_block && s.read + length > last_block) length = last_block - s.read;
+    }
     plan.chunk = StepPlan::Chunk{chunked_.front(), s.read, length, s.read + length == s.prompt_tokens};
     s.read += length;
   }

@@ -42,6 +42,11 @@ struct PlannerOptions {
   // its admission: the prompt is then read from there, as one read in chunks is (in one chunk
   // when prefill_chunk is 0). Unset: no cache.
   std::function<int64_t(SequenceId)> cached_tokens;
+  // With a prefix cache on a model whose layers keep a recurrent state (linear attention), whose
+  // state the cache can keep only where a read ends: a decoder's prompt longer than this is read
+  // in chunks, one of them ending at its last multiple of this short of its last token (the
+  // furthest a later prompt's match can reach). 0: no such cut.
+  int64_t state_block = 0;
 };
 
 // One turn of the loop, in the order the scheduler runs it.

@@ -67,6 +67,46 @@ TEST(PrefixCache, KeepsWholeBlocksAndFillsTheirKeys) {
   EXPECT_THROW(cache.fill(changed, kBlock, out), std::logic_error);  // out is not empty, and no such match
 }
 
+// A recurrent layer's state (layer 0 here, beside layer 1's keys) is kept only with the block at
+// whose end it was taken: a prompt ending where a block does. A prompt resumes from such a block
+// alone (an earlier block of its chain holds no state), fill sets the state the row had, and a
+// prompt that ends inside a block keeps nothing. The state's bytes count against the budget.
+TEST(PrefixCache, KeepsARecurrentStateAtTheBlockWhereItWasTaken) {
+  const auto prompt = tokens(2 * kBlock, 10);
+  auto read = [&](int64_t n, double shift) {  // a row that read the prompt's first n tokens
+    KVCache cache(2);
+    cache.self_attention(0).set_state(torch::arange(2 * 3 * 4, torch::kFloat).view({1, 2, 3, 4}) + shift, n);
+    auto keys = torch::arange(n, torch::kFloat).view({1, 1, n, 1}).expand({1, 2, n, 3}).contiguous();
+    cache.self_attention(1).append(keys, -keys);
+    return cache;
+  };
+  PrefixCache cache(int64_t{1} << 30);
+  auto longer = prompt;
+  longer.push_back(7);
+  cache.insert(std::vector<int64_t>(longer.begin(), longer.begin() + 2 * kBlock + 1), read(2 * kBlock + 1, 0.0), 0);
+  EXPECT_EQ(cache.counts().blocks, 0);  // the state is after a block and a token
+  cache.insert(prompt, read(2 * kBlock, 0.5), 0);
+  EXPECT_EQ(cache.counts().blocks, 2);
+  EXPECT_EQ(cache.counts().bytes, 2 * (2 * 2 * kBlock * 3 * 4) + 2 * 3 * 4 * 4);  // two blocks' keys, one state
+  EXPECT_EQ(cache.match(longer), 2 * kBlock);
+  auto branch = std::vector<int64_t>(prompt.begin(), prompt.begin() + kBlock + 5);
+  EXPECT_EQ(cache.match(branch), 0);  // its first block is cached, but holds no state
+  KVCache out(2);
+  cache.fill(longer, 2 * kBlock, out);
+  EXPECT_TRUE(out.self_attention(0).state().equal(read(2 * kBlock, 0.5).self_attention(0).state()));
+  EXPECT_EQ(out.self_attention(0).seen(), 2 * kBlock);
+  EXPECT_TRUE(out.self_attention(1).keys().equal(read(2 * kBlock, 0.5).self_attention(1).keys()));
+  EXPECT_EQ(out.seen(), 2 * kBlock);
+  // Read again to its first block's end, the chain's first block takes that state.
+  cache.insert(std::vector<int64_t>(prompt.begin(), prompt.begin() + kBlock), read(kBlock, 2.0), 0);
+  EXPECT_EQ(cache.counts().blocks, 2);
+  EXPECT_EQ(cache.match(branch), kBlock);
+  KVCache first(2);
+  cache.fill(branch, kBlock, first);
+  EXPECT_TRUE(first.self_attention(0).state().equal(read(kBlock, 2.0).self_attention(0).state()));
+  EXPECT_EQ(cache.counts().bytes, 2 * (2 * 2 * kBlock * 3 * 4) + 2 * (2 * 3 * 4 * 4));
+}
+
 // Within the budget, whatever the load: the least recently used blocks go first, a chain's later
 // blocks before its earlier ones, and a chain in use stays whole.
 TEST(PrefixCache, EvictsLeastRecentlyUsedLeavesWithinTheBudget) {

@@ -92,6 +92,31 @@ TEST(StepPlanner, LongPromptsAreReadAChunkATurnHoldingTheirRow) {
   EXPECT_EQ(planner.plan().prefill, (std::vector<SequenceId>{5}));
 }
 
+// A model whose layers keep a recurrent state, under a prefix cache of 4-token blocks: a prompt
+// longer than a block is read in chunks, one ending at its last block short of its last token,
+// chunked or not otherwise; a short prompt is read whole.
+TEST(StepPlanner, RecurrentStatesCutPromptsAtTheirLastBlock) {
+  for (const int64_t chunk : {int64_t{0}, int64_t{3}}) {
+    SCOPED_TRACE(chunk);
+    PlannerOptions o = decoder(chunk);
+    o.state_block = 4;
+    StepPlanner planner(o);
+    planner.enqueue(1, 14, 2), planner.enqueue(2, 3, 2);
+    auto plan = planner.plan();
+    EXPECT_EQ(plan.prefill, (std::vector<SequenceId>{2}));
+    std::vector<std::pair<int64_t, int64_t>> chunks;
+    while (plan.chunk) {
+      chunks.emplace_back(plan.chunk->begin, plan.chunk->length);
+      if (plan.chunk->last) break;
+      plan = planner.plan();
+    }
+    const std::vector<std::pair<int64_t, int64_t>> want =
+        chunk == 0 ? std::vector<std::pair<int64_t, int64_t>>{{0, 12}, {12, 2}}
+                   : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 3}, {6, 3}, {9, 3}, {12, 2}};
+    EXPECT_EQ(chunks, want);
+  }
+}
+
 TEST(StepPlanner, EncoderDecodersAndChunkZeroReadWhole) {
   PlannerOptions o = decoder(0);
   StepPlanner whole(o);
