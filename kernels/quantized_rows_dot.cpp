@@ -118,6 +118,51 @@ ZOO_AVX512 inline void int4_block(const float* x, const float* x_group_sums, con
   }
 }
 
+#define ZOO_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Rows [0, R) of bf16 x against int8 rows [0, C) of w, 32 inputs at a time: the weights widened
+// to float32 and packed to bf16 (exact: |q| <= 127 needs 7 bits), each pair of products summed
+// into 16 float32 lanes by one dot instruction (bf16 products are exact in float32), the tail
+// through masked loads, the output's scale applied once to the sum.
+template <int R, int C>
+ZOO_AVX512_BF16 inline void int8_bf16_block(const uint16_t* x, const int8_t* w, int64_t in, const float* scale,
+                                            const float* bias, float* y, int64_t ld_y) {
+  __m512 sums[R][C];
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_setzero_ps();
+  }
+  // Whole steps of 32 with plain loads (the widening reads memory directly), then the tail masked.
+  const int64_t whole = in / 32 * 32;
+  for (int64_t k = 0; k < in; k += 32) {
+    const bool tail = k == whole;
+    const auto mask = static_cast<__mmask32>(tail ? (1u << (in - k)) - 1 : 0xffffffffu);
+    __m512bh weights[C];
+    ZOO_UNROLL for (int c = 0; c < C; ++c) {
+      const int8_t* at = w + c * in + k;
+      __m128i first, second;
+      if (tail) {
+        const __m256i bytes = _mm256_maskz_loadu_epi8(mask, at);
+        first = _mm256_castsi256_si128(bytes), second = _mm256_extracti128_si256(bytes, 1);
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(at + 256), _MM_HINT_T0);
+        first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+        second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16));
+      }
+      const __m512 low = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(first));
+      const __m512 high = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(second));
+      weights[c] = _mm512_cvtne2ps_pbh(high, low);  // inputs k .. k + 31 in order
+    }
+    ZOO_UNROLL for (int r = 0; r < R; ++r) {
+      const auto row = tail ? (__m512bh)_mm512_maskz_loadu_epi16(mask, x + r * in + k)
+                            : (__m512bh)_mm512_loadu_si512(x + r * in + k);
+      ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_dpbf16_ps(sums[r][c], row, weights[c]);
+    }
+  }
+  ZOO_UNROLL for (int r = 0; r < R; ++r) {
+    ZOO_UNROLL for (int c = 0; c < C; ++c) y[r * ld_y + c] = std::fma(scale[c], lane_sum(sums[r][c]), bias ? bias[c] : 0.0f);
+  }
+}
+
 // Rows of an int8 weight in float32, 16 at a time (the row's tail masked).
 ZOO_AVX512 void int8_dequantize_avx512(const int8_t* w, const float* scale, int64_t in, int64_t rows, float* out) {
   for (int64_t n = 0; n < rows; ++n) {
@@ -301,6 +346,21 @@ struct Int8Block {
   }
 };
 
+// bf16 rows (AVX-512 BF16 alone: the template's kernel is not asked).
+template <QuantizedRowsKernel>
+struct Int8Bf16Block {
+  const uint16_t* x;
+  const int8_t* w;
+  const float *scale, *bias;
+  int64_t in;
+  float* y;
+  int64_t ld_y;
+  template <int R, int C>
+  void run(int64_t r, int64_t n) const {
+    int8_bf16_block<R, C>(x + r * in, w + n * in, in, scale + n, bias ? bias + n : nullptr, y + r * ld_y + n, ld_y);
+  }
+};
+
 template <QuantizedRowsKernel K>
 struct Int4Block {
   const float *x, *x_group_sums;
@@ -340,6 +400,26 @@ void run_blocks(QuantizedRowsKernel kernel, int64_t rows, int64_t begin, int64_t
   }
 }
 
+// Every row against columns [n, n + C): 8 rows at a time, then 4, then one.
+template <int C, class Block>
+void all_rows(int64_t rows, int64_t n, const Block& block) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) block.template run<8, C>(r, n);
+  for (; r + 4 <= rows; r += 4) block.template run<4, C>(r, n);
+  for (; r < rows; ++r) block.template run<1, C>(r, n);
+}
+
+// bf16 rows through int8 weights: widening a weight costs five instructions per 32 inputs, as
+// much as 5 of its products, so many rows share each widened weight: 3 columns at a time (24
+// sums, 3 weights and a row), all the rows against them before the next 3, whose bytes the cache
+// still holds for the later rows. One row: 8 columns at a time (more loads in flight).
+void int8_bf16_blocks(int64_t rows, int64_t begin, int64_t end, const Int8Bf16Block<QuantizedRowsKernel::kAvx512>& block) {
+  if (rows == 1) return columns<1, 8>(rows, begin, end, block);
+  int64_t n = begin;
+  for (; n + 3 <= end; n += 3) all_rows<3>(rows, n, block);
+  for (; n < end; ++n) all_rows<1>(rows, n, block);
+}
+
 }  // namespace
 #endif
 
@@ -374,6 +454,15 @@ std::optional<QuantizedRowsKernel> quantized_rows_kernel() {
 
 bool cpu_runs_quantized_rows_dot() { return quantized_rows_kernel().has_value(); }
 
+bool cpu_runs_int8_bf16_rows_dot() {
+#if ZOO_X86_64_AVX512
+  static const bool runs = cpu_runs(QuantizedRowsKernel::kAvx512) && __builtin_cpu_supports("avx512bf16");
+  return runs;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 QuantizedRowsKernel chosen(std::optional<QuantizedRowsKernel> kernel, const char* function) {
@@ -399,6 +488,14 @@ void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* s
   static_cast<void>(use);  // where neither kernel is built
 #if ZOO_X86_64_AVX512
   run_blocks<Int8Block>(use, rows, begin, end, x, w, scale, bias, in, y, ld_y);
+#endif
+}
+
+void int8_bf16_rows_dot(const uint16_t* x, int64_t rows, const int8_t* w, const float* scale, int64_t in,
+                        const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y) {
+  if (!cpu_runs_int8_bf16_rows_dot()) throw std::logic_error("int8_bf16_rows_dot: this CPU has no AVX-512 BF16");
+#if ZOO_X86_64_AVX512
+  int8_bf16_blocks(rows, begin, end, Int8Bf16Block<QuantizedRowsKernel::kAvx512>{x, w, scale, bias, in, y, ld_y});
 #endif
 }
 

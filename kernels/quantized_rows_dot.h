@@ -40,6 +40,16 @@ void int8_rows_dot(const float* x, int64_t rows, const int8_t* w, const float* s
                    int64_t begin, int64_t end, float* y, int64_t ld_y,
                    std::optional<QuantizedRowsKernel> kernel = std::nullopt);
 
+// The same for bf16 rows (x: their raw bits, (rows, in) row-major), on CPUs with AVX-512 BF16
+// (Intel since Cooper Lake, AMD Zen 4; cpu_runs_int8_bf16_rows_dot, else a logic error): each
+// pair of products summed by one dot instruction (vdpbf16ps), the int8 values exact in bf16 and
+// the products exact in float32, so a bf16 row's sum is what float32 rows give it but for the
+// order of the additions (and subnormals flushed), for half the instructions per product; each
+// weight widened once for 8 rows. The same bits alone or batched.
+bool cpu_runs_int8_bf16_rows_dot();
+void int8_bf16_rows_dot(const uint16_t* x, int64_t rows, const int8_t* w, const float* scale, int64_t in,
+                        const float* bias, int64_t begin, int64_t end, float* y, int64_t ld_y);
+
 // int4 weights in groups of `group` inputs (a multiple of 32 dividing `in`): w (out, in / 2)
 // bytes, each 32 inputs in 16 bytes, byte j holding input j in its low half and input j + 16 in
 // its high half; a value q in [0, 15] stands for (q - 8) * scale + zero of its output's group,

@@ -328,16 +328,29 @@ torch::Tensor quantized_project(const torch::Tensor& x, const QuantizedWeight& w
     return project(x, dequantize_weight(weight, x.scalar_type()).to(x.device()),
                    bias.defined() ? bias.to(x.scalar_type()) : bias);
   }
-  const auto rows = x.reshape({-1, in}).to(torch::kFloat).contiguous();
-  const int64_t n = rows.size(0);
   const auto b = bias.defined() ? bias.to(torch::kFloat).contiguous() : bias;
-  auto y = torch::empty({n, out}, rows.options());
-  const float* x_data = rows.data_ptr<float>();
   const float* b_data = b.defined() ? b.data_ptr<float>() : nullptr;
-  float* y_data = y.data_ptr<float>();
   // Columns in blocks of at least 8 KiB of packed weights, whole blocks of 24 (the kernels' widths).
   const int64_t bytes_per_column = weight.format == WeightFormat::kInt8 ? in : in / 2;
   const int64_t grain = ((std::max<int64_t>(24, (int64_t{8} << 10) / std::max<int64_t>(1, bytes_per_column)) + 23) / 24) * 24;
+  if (weight.format == WeightFormat::kInt8 && x.scalar_type() == torch::kBFloat16 && cpu_runs_int8_bf16_rows_dot()) {
+    // bf16 rows as they are, a dot instruction per two weights (a bf16 model's decoding).
+    const auto rows = x.reshape({-1, in}).contiguous();
+    auto y = torch::empty({rows.size(0), out}, rows.options().dtype(torch::kFloat));
+    const auto* x_data = reinterpret_cast<const uint16_t*>(rows.data_ptr<at::BFloat16>());
+    const auto* w = weight.data.data_ptr<int8_t>();
+    const float* scale = weight.scale.data_ptr<float>();
+    float* y_data = y.data_ptr<float>();
+    parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+      int8_bf16_rows_dot(x_data, rows.size(0), w, scale, in, b_data, begin, end, y_data, out);
+    });
+    return y.to(torch::kBFloat16).view(out_sizes);
+  }
+  const auto rows = x.reshape({-1, in}).to(torch::kFloat).contiguous();
+  const int64_t n = rows.size(0);
+  auto y = torch::empty({n, out}, rows.options());
+  const float* x_data = rows.data_ptr<float>();
+  float* y_data = y.data_ptr<float>();
   switch (weight.format) {
     case WeightFormat::kInt8: {
       const auto* w = weight.data.data_ptr<int8_t>();

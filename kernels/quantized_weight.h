@@ -66,7 +66,9 @@ torch::Tensor unpack_int4(const torch::Tensor& packed);
 
 // y = x W^T + b with W quantized: x (..., in) float32 or bf16, bias (out) or undefined; the
 // result has x's dtype. Without gradients on the CPU, 1 to kFewRowsMax rows read the packed
-// weights (kernels/quantized_rows_dot.h: AVX-512, or AVX2), and more float32 rows (prefill)
+// weights (kernels/quantized_rows_dot.h: AVX-512, or AVX2; bf16 rows through int8 weights by
+// AVX-512 BF16's dot instruction where the CPU has it, else widened to float32 for those kernels),
+// and more float32 rows (prefill)
 // multiply tiles of the weight dequantized by those kernels (1 MiB at a time, never the whole
 // weight); otherwise (bf16 rows, a CPU without AVX2, a GPU) the weight is dequantized into x's
 // dtype for one product. Rows that need gradients (QLoRA)
