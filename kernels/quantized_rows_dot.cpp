@@ -49,7 +49,11 @@ ZOO_AVX512 inline void int8_block(const float* x, const int8_t* w, int64_t in, c
   ZOO_UNROLL for (int r = 0; r < R; ++r) {
     ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_setzero_ps();
   }
+  // The next block's C * in bytes, which follow these, fetched a share at each step: C rows of
+  // a few hundred bytes each are too short for the hardware's stream prefetcher to catch up.
+  const char* next = reinterpret_cast<const char*>(w + C * in);
   for (int64_t k = 0; k < in; k += 16) {
+    for (int64_t at = k * C; at < (k + 16) * C; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
     const auto mask = static_cast<__mmask16>(in - k >= 16 ? 0xffff : (1u << (in - k)) - 1);
     __m512 weights[C];
     ZOO_UNROLL for (int c = 0; c < C; ++c) {
@@ -82,7 +86,9 @@ ZOO_AVX512 inline void int4_block(const float* x, const float* x_group_sums, con
     ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm512_setzero_ps();
   }
   int64_t g = 0, left_in_group = group;  // counted, not divided: a division per 16 inputs cost a fifth
+  const char* next = reinterpret_cast<const char*>(w + C * row_bytes);  // as int8_block's
   for (int64_t k = 0; k < in; k += 16) {
+    for (int64_t at = k / 2 * C; at < (k / 2 + 8) * C; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
     __m512 weights[C];
     ZOO_UNROLL for (int c = 0; c < C; ++c) {
       const auto* bytes = reinterpret_cast<const __m128i*>(w + c * row_bytes + (k / 32) * 16);
@@ -133,7 +139,9 @@ ZOO_AVX512_BF16 inline void int8_bf16_block(const uint16_t* x, const int8_t* w, 
   }
   // Whole steps of 32 with plain loads (the widening reads memory directly), then the tail masked.
   const int64_t whole = in / 32 * 32;
+  const char* next = reinterpret_cast<const char*>(w + C * in);  // as int8_block's
   for (int64_t k = 0; k < in; k += 32) {
+    for (int64_t at = k * C; at < (k + 32) * C; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
     const bool tail = k == whole;
     const auto mask = static_cast<__mmask32>(tail ? (1u << (in - k)) - 1 : 0xffffffffu);
     __m512bh weights[C];
@@ -144,7 +152,6 @@ ZOO_AVX512_BF16 inline void int8_bf16_block(const uint16_t* x, const int8_t* w, 
         const __m256i bytes = _mm256_maskz_loadu_epi8(mask, at);
         first = _mm256_castsi256_si128(bytes), second = _mm256_extracti128_si256(bytes, 1);
       } else {
-        _mm_prefetch(reinterpret_cast<const char*>(at + 256), _MM_HINT_T0);
         first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
         second = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16));
       }
@@ -222,7 +229,9 @@ ZOO_AVX2 inline void int8_block_avx2(const float* x, const int8_t* w, int64_t in
     ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm256_setzero_ps();
   }
   const int64_t whole = in / 8 * 8;
+  const char* next = reinterpret_cast<const char*>(w + C * in);  // as the AVX-512 blocks'
   for (int64_t k = 0; k < whole; k += 8) {
+    for (int64_t at = k * C; at < (k + 8) * C; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
     __m256 weights[C];
     ZOO_UNROLL for (int c = 0; c < C; ++c) {
       const auto eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + c * in + k));
@@ -255,7 +264,9 @@ ZOO_AVX2 inline void int4_block_avx2(const float* x, const float* x_group_sums, 
     ZOO_UNROLL for (int c = 0; c < C; ++c) sums[r][c] = _mm256_setzero_ps();
   }
   int64_t g = 0, left_in_group = group;
+  const char* next = reinterpret_cast<const char*>(w + C * row_bytes);  // as the AVX-512 blocks'
   for (int64_t k = 0; k < in; k += 8) {
+    for (int64_t at = k / 2 * C; at < (k / 2 + 4) * C; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
     __m256 weights[C];
     ZOO_UNROLL for (int c = 0; c < C; ++c) {
       const auto* bytes = w + c * row_bytes + (k / 32) * 16 + (k % 16);
