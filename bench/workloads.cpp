@@ -522,6 +522,10 @@ constexpr const char* kLongKinds[] = {"learned", "alibi", "relative", "window"};
 constexpr int64_t kLongLengths[] = {1024, 2048, 4096, 8192, 16384};
 // Linear and gated linear attention (layers/linear_attention.h): no (T, T) path to compare.
 constexpr const char* kLongRecurrentKinds[] = {"linear", "gla"};
+// Encoders (BERT's masked LM at gpt-tiny's widths): full attention (the tiled kernel), a
+// two-sided window of 256, Linformer's 256 rows (#51's comparison), to 64k tokens.
+constexpr const char* kLongEncoderKinds[] = {"encoder_full", "encoder_window", "encoder_linformer"};
+constexpr int64_t kLongEncoderLengths[] = {4096, 16384, 65536};
 
 bool in_family(const std::string& name, WorkloadFamily family) {
   const auto& all = workloads();
@@ -581,6 +585,17 @@ void add_long_sequence_rows(std::vector<Workload>& w) {
                        return long_sequence_row(name, o);
                      }, .default_run = false, .matmul_row = "gemm"});
       }
+    }
+  }
+}
+
+void add_long_encoder_rows(std::vector<Workload>& w) {
+  for (const char* kind : kLongEncoderKinds) {
+    for (const int64_t t : kLongEncoderLengths) {
+      const std::string name = "long-" + std::string(kind) + "-" + std::to_string(t);
+      w.push_back({.name = name, .family = WorkloadFamily::kLongSequence, .run = [name](const WorkloadOptions& o) {
+                     return long_sequence_row(name, o);
+                   }, .default_run = false, .matmul_row = "gemm"});
     }
   }
 }
@@ -707,6 +722,7 @@ std::vector<Workload> every_workload() {
                .baseline_rows = {"tokenize-zoo"}});
   // Run when named: minutes a step at 16k tokens, or processes of their own.
   add_long_sequence_rows(w);
+  add_long_encoder_rows(w);
   for (const char* kind : {"softmax", "gla"}) {
     for (const int64_t context : {512, 4096, 32768}) {
       const std::string name = "decode-" + std::string(kind) + "-" + std::to_string(context);
@@ -778,6 +794,7 @@ const Workload& find_workload(const std::string& name) {
   throw std::invalid_argument("unknown workload '" + name + "' (known: " + join(defaults, ", ") +
                               ", and when named: long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window "
                               "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
+                              "long-encoder_KIND-T for KIND full, window, linformer and T 4096, 16384, 65536, "
                               "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
                               "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small, "
                               "serve-second-turn-gpt2-small, serve-second-turn-gla-small, serve-json-gpt2-small-8 and "
@@ -848,6 +865,28 @@ RingWorkload ring_workload(const std::string& name) {
   return {"long-" + name.substr(5, last - 5), std::stoll(name.substr(last + 1))};
 }
 
+namespace {
+
+// long-encoder_KIND-T: a masked-LM step of BERT at gpt-tiny's widths, a vocabulary of 1024 (at
+// 64k tokens the head of gpt-tiny's 8192 would take more memory than the attention compared).
+TrainWorkload long_encoder_workload(const std::string& kind, int64_t t) {
+  const ModelConfig gpt = bench_config("gpt-tiny");
+  ModelConfig c = bench_config("bert-tiny");
+  c.d_model = gpt.d_model, c.n_layers = gpt.n_layers, c.n_heads = gpt.n_heads, c.d_ff = gpt.d_ff;
+  c.vocab_size = 1024, c.max_positions = t, c.type_vocab_size = 0;
+  if (kind == "window") c.window = 256;
+  if (kind == "linformer") c.attention = AttentionKind::kLinformer, c.linformer_k = 256;
+  c.validate("bench long-encoder_" + kind);
+  TrainWorkload w;
+  w.config = c;
+  w.b = 1, w.t = t;
+  w.warmup = 1;
+  w.objective = Objective::kMaskedLM;
+  return w;
+}
+
+}  // namespace
+
 TrainWorkload long_sequence_workload(const std::string& name) {
   if (!in_family(name, WorkloadFamily::kLongSequence)) {
     throw std::invalid_argument("not a long-sequence workload: " + name);
@@ -858,6 +897,7 @@ TrainWorkload long_sequence_workload(const std::string& name) {
   const bool math = name.ends_with("-math");
   const bool gpt2 = name.find("-gpt2") != std::string::npos;
   const int64_t t = std::stoll(name.substr(kind_end + 1));
+  if (kind.starts_with("encoder_")) return long_encoder_workload(kind.substr(8), t);
   ModelConfig c = bench_config(gpt2 ? "gpt2-small" : "gpt-tiny");
   c.max_positions = t;
   if (kind == "linear") c.attention = AttentionKind::kLinear;
@@ -938,7 +978,7 @@ json train_workload(const TrainWorkload& w, int64_t steps, int64_t profile_rows,
     const double before = activation_mb < 0 ? memory_mb() : 0;
     {
       AutocastScope autocast(w.precision, device);
-      out = compute_loss(model, batch, Objective::kCausalLM, device, {.ring = w.ring});
+      out = compute_loss(model, batch, w.objective, device, {.ring = w.ring});
     }
     if (activation_mb < 0) activation_mb = memory_mb() - before;
     synchronize(device);

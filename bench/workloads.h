@@ -88,6 +88,7 @@
 #include "models/model.h"
 #include "train/distributed.h"
 #include "train/precision.h"
+#include "train/run_config.h"
 
 namespace zoo::bench {
 
@@ -190,6 +191,9 @@ struct TrainWorkload {
   bool recompute = false;  // activation checkpointing
   int64_t warmup = 2;      // steps before the timed ones
   bool count_ops = false;  // one more step under LibTorch's profiler: its ATen ops and host synchronisations
+  // What the step trains: a causal LM (GPT configs), or a masked LM (the long encoder rows: the
+  // random batch's labels at every position).
+  Objective objective = Objective::kCausalLM;
   // Context parallelism: this rank's ring and the group that averages the gradients (the batch
   // is then each rank's zigzag share of the sequence).
   std::shared_ptr<RingExchange> ring;

@@ -1036,9 +1036,10 @@ json config_to_hf(const ModelConfig& c) {
   auto none = [&](const std::string& what) {
     throw ConfigError("config '" + c.name + "' has no Hugging Face equivalent: " + what);
   };
-  if (c.has_recurrent_layers()) {
+  if (c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer) {
     // Hugging Face has no class for these: zoo's own layout, the tensors under zoo's names.
-    return {{"model_type", "zoo"}, {"architectures", {"ZooForCausalLM"}}, {"zoo_config", to_yaml(c)},
+    return {{"model_type", "zoo"}, {"architectures", {c.family == Family::kGpt ? "ZooForCausalLM" : "ZooModel"}},
+            {"zoo_config", to_yaml(c)},
             {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"num_hidden_layers", c.n_layers},
             {"num_attention_heads", c.n_heads}};
   }

@@ -298,9 +298,11 @@ const torch::Tensor* find_weight(const std::map<std::string, torch::Tensor>& wei
 
 std::string shape(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
-// Models Hugging Face has no class for (linear attention layers) go in zoo's own layout:
-// config.json's model_type "zoo" with the model config, the tensors under zoo's own names.
-bool uses_zoo_layout(const ModelConfig& c) { return c.has_recurrent_layers(); }
+// Models Hugging Face has no class for (linear attention layers, Linformer) go in zoo's own
+// layout: config.json's model_type "zoo" with the model config, the tensors under zoo's own names.
+bool uses_zoo_layout(const ModelConfig& c) {
+  return c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer;
+}
 
 // Every parameter from `weights` by its own name (shapes checked), the buffers where present.
 void read_zoo_layout(Model& model, const std::map<std::string, torch::Tensor>& weights, const std::string& dir,
@@ -534,7 +536,7 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
   }
   for (const auto& [name, parts] : blocks) out[name] = torch::cat(parts, 0).contiguous();
   // Readers that expect the tied decoder of a BERT masked-LM head find it.
-  if (model.config.family == Family::kBert && !hf_modernbert_layout(model.config) &&
+  if (model.config.family == Family::kBert && !hf_modernbert_layout(model.config) && !uses_zoo_layout(c) &&
       (model.config.head == BertHead::kMaskedLM || model.config.head == BertHead::kPretraining)) {
     out["cls.predictions.decoder.weight"] = out.at("bert.embeddings.word_embeddings.weight").clone();
     out["cls.predictions.decoder.bias"] = out.at("cls.predictions.bias").clone();

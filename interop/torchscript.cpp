@@ -252,7 +252,8 @@ void add_tensors(const torch::nn::Module& module, const std::string& prefix, Scr
 // same names differ in shape.
 std::string mixer_prefix(AttentionKind kind) {
   switch (kind) {
-    case AttentionKind::kSoftmax: return "self_attn_";
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: return "self_attn_";  // softmax's tensors and E, F (a BERT's layers)
     case AttentionKind::kLinear: return "linear_attn_";
     case AttentionKind::kGatedLinear: return "gla_attn_";
   }

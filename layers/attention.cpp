@@ -7,6 +7,7 @@
 
 #include "kernels/decode_attention.h"
 #include "kernels/linear.h"
+#include "kernels/linformer_attention.h"
 #include "kernels/masks.h"
 #include "kernels/math_attention.h"
 #include "kernels/ring_attention.h"
@@ -52,6 +53,20 @@ void AttentionOptions::validate() const {
     }
     if (!(rope_base_ > 1.0)) fail(c10::str("attention: rope_base (", rope_base_, ") must be > 1"));
   }
+  if (linformer_k_ < 0) fail(c10::str("attention: linformer_k (", linformer_k_, ") must be positive (or 0 for none)"));
+  if (linformer_k_ > 0) {
+    const auto refuse = [&](const char* what) {
+      fail(c10::str("attention: linformer projects keys along the sequence, which mixes every position: ", what));
+    };
+    if (causal_) refuse("causal self-attention cannot take it (each projected key holds future tokens)");
+    if (cross_attention_) refuse("it applies to self-attention");
+    if (window_.has_value()) refuse("a window bounds keys by position, and projected keys have none");
+    if (softcap_ > 0.0) refuse("its fused kernel has no soft-capping");
+    if (linformer_length_ < linformer_k_) {
+      fail(c10::str("attention: linformer_k (", linformer_k_, ") must be at most the sequence length its projections take (",
+                    linformer_length_, ")"));
+    }
+  }
 }
 
 AttentionImpl::AttentionImpl(const AttentionOptions& options) : options(options) { reset(); }
@@ -84,6 +99,19 @@ void AttentionImpl::reset() {
     q_norm = register_module("q_norm", Norm(*options.qk_norm()));
     k_norm = register_module("k_norm", Norm(*options.qk_norm()));
   }
+  linformer_e = linformer_f = torch::Tensor();
+  if (options.linformer_k() > 0) {
+    // uniform(-1/sqrt(k), 1/sqrt(k)), as the reference implementations of the paper start them.
+    const int64_t shared = options.linformer_sharing() == LinformerSharing::kPerHead ? options.resolved_n_kv_heads() : 1;
+    const double bound = 1.0 / std::sqrt(static_cast<double>(options.linformer_k()));
+    auto projection = [&] {
+      return torch::empty({shared, options.linformer_k(), options.linformer_length()}).uniform_(-bound, bound);
+    };
+    linformer_e = register_parameter("linformer_e", projection());
+    if (options.linformer_sharing() != LinformerSharing::kKeyValue) {
+      linformer_f = register_parameter("linformer_f", projection());
+    }
+  }
   rotary = nullptr;
   if (options.rope()) {
     rotary = register_module(
@@ -105,6 +133,8 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(con
                                                                              const torch::Tensor& memory,
                                                                              AttentionCache* cache,
                                                                              const RopePositions& position_ids) {
+  TORCH_CHECK(options.linformer_k() == 0, "attention: linformer's weights are over its projected rows, not tokens: "
+              "none are returned");
   TORCH_CHECK(bias.choice.path == AttentionPath::kMath,
               "attention: the weights come from the math path; the bias was built for the ",
               to_string(bias.choice.path), " path (build it with need_weights)");
@@ -176,6 +206,18 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
   arguments.scale = options.scaled() ? 1.0 / std::sqrt(static_cast<double>(scale_dim)) : 1.0;
   arguments.softcap = options.softcap();
   arguments.dropout = is_training() ? options.dropout() : 0.0;
+  if (options.linformer_k() > 0) {
+    // The stack's masks are over tokens; Linformer's keys are rows of E K: only the padding
+    // applies, before the projection (bias.token_mask).
+    TORCH_CHECK(cache == nullptr, "attention: linformer keeps no cache (an encoder's attention)");
+    TORCH_CHECK(bias.choice.path != AttentionPath::kRing, "attention: linformer projects the whole sequence's keys, "
+                "which context parallelism (ring attention) splits across ranks");
+    TORCH_CHECK(t <= options.linformer_length(), "attention: linformer's projections take at most ",
+                options.linformer_length(), " tokens, got ", t);
+    const auto o = linformer_attention(qh, kh, vh, linformer_e, linformer_f.defined() ? linformer_f : linformer_e,
+                                       bias.token_mask, arguments.scale, arguments.dropout);
+    return {lora.project(out, o.transpose(1, 2).reshape({b, t, h * hd})), torch::Tensor()};
+  }
   auto [o, w] = attend(qh, kh, vh, bias, arguments);
   auto merged = o.transpose(1, 2).reshape({b, t, h * hd});  // (B, T, H * D)
   return {lora.project(out, merged), w};

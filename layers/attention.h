@@ -64,6 +64,12 @@ struct AttentionOptions {
   // Which kernel runs (layers/attention_path.h): auto chooses per call between LibTorch's fused
   // kernel and zoo's tiled one; math is the explicit path tests compare against.
   TORCH_ARG(AttentionBackend, backend) = AttentionBackend::kAuto;
+  // Linformer (kernels/linformer_attention.h): keys and values projected along the sequence to
+  // this many rows by learned E and F; 0 = none. An encoder's self-attention only: not causal, no
+  // window, cache or soft-capping (the projection mixes every position).
+  TORCH_ARG(int64_t, linformer_k) = 0;
+  TORCH_ARG(int64_t, linformer_length) = 0;  // n: the longest sequence E and F take
+  TORCH_ARG(LinformerSharing, linformer_sharing) = LinformerSharing::kHeadwise;
 
  public:  // TORCH_ARG leaves the section private
   int64_t resolved_n_kv_heads() const { return n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_; }
@@ -112,6 +118,9 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   Norm q_norm{nullptr};  // qk_norm: over each query head, and each key head
   Norm k_norm{nullptr};
   RotaryEmbedding rotary{nullptr};
+  // Linformer's projections (P, k, n), P = n_kv_heads (per_head) or 1; F undefined under
+  // key_value sharing (E projects both). Undefined without linformer_k.
+  torch::Tensor linformer_e, linformer_f;
   ProjectionAdapters lora;  // LoRA adapters of q, k, v, out (none unless attached)
 
   // What LoRA can adapt: q, k, v (rows of qkv or kv when fused) and out.

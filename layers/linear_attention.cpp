@@ -24,7 +24,8 @@ void LinearAttentionOptions::validate() const {
   auto fail = [](const std::string& m) { throw std::invalid_argument("linear attention: " + m); };
   if (d_model_ <= 0 || n_heads_ <= 0) fail(c10::str("d_model (", d_model_, ") and n_heads (", n_heads_, ") must be positive"));
   switch (kind_) {
-    case AttentionKind::kSoftmax: fail("kind softmax is layers/attention.h's"); break;
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: fail("kind " + to_string(kind_) + " is layers/attention.h's"); break;
     case AttentionKind::kLinear:
       if (head_dim_ == 0 && d_model_ % n_heads_ != 0) {
         fail(c10::str("d_model (", d_model_, ") must be divisible by n_heads (", n_heads_, ") unless head_dim is set"));
@@ -56,7 +57,8 @@ void LinearAttentionImpl::reset() {
   gate = decay_down = decay_up = nullptr;
   head_norm = nullptr;
   switch (options.kind()) {
-    case AttentionKind::kSoftmax: break;  // refused by validate
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: break;  // refused by validate
     case AttentionKind::kLinear: {
       const int64_t width = h * options.head_k();
       const bool in_bias = options.bias() || options.qkv_bias();
@@ -96,7 +98,8 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x, const torch::
   double scale = 1.0 / std::sqrt(static_cast<double>(dk));
   bool normalize = false;
   switch (options.kind()) {
-    case AttentionKind::kSoftmax: break;
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: break;
     case AttentionKind::kLinear:
       normalize = options.normalize();
       switch (options.feature_map()) {

@@ -19,6 +19,16 @@ bool is_gated(Activation a) {
   return false;
 }
 
+bool is_recurrent(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::kLinear:
+    case AttentionKind::kGatedLinear: return true;
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: return false;
+  }
+  return false;
+}
+
 std::string rope_scaling_problem(const RopeScaling& s) {
   auto number = [](double v) {
     std::ostringstream out;

@@ -41,7 +41,14 @@ enum class AttentionBackend { kAuto, kFused, kTiled, kMath };
 // with the context), or a recurrence over one (heads x d_k x d_v) state (constant time and memory
 // per decoded token): linear attention (Katharopoulos et al., 2020) or gated linear attention
 // (Yang et al., 2024: a data-dependent decay per key dimension). layers/linear_attention.h.
-enum class AttentionKind { kSoftmax, kLinear, kGatedLinear };
+// linformer: softmax attention over keys and values projected along the sequence to
+// linformer_k rows by learned matrices (Wang et al., 2020), O(T k); encoders only
+// (kernels/linformer_attention.h).
+enum class AttentionKind { kSoftmax, kLinear, kGatedLinear, kLinformer };
+// Which of Linformer's projections are shared (Wang et al., 2020, section 4): per_head, an E and
+// an F for each key/value head; headwise, one E and one F for all the heads of a layer;
+// key_value, one matrix for all heads projecting keys and values both.
+enum class LinformerSharing { kPerHead, kHeadwise, kKeyValue };
 // Linear attention's feature map phi: elu1 = 1 + ELU (Katharopoulos et al.); relu; performer =
 // FAVOR+ positive orthogonal random features (Choromanski et al., 2021), which approximate the
 // softmax kernel exp(q.k / sqrt(d)).
@@ -68,11 +75,15 @@ ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
                {"tiled", AttentionBackend::kTiled}, {"math", AttentionBackend::kMath});
 ZOO_ENUM_NAMES(AttentionKind, "attention",
                {"softmax", AttentionKind::kSoftmax}, {"linear", AttentionKind::kLinear},
-               {"gated_linear", AttentionKind::kGatedLinear});
+               {"gated_linear", AttentionKind::kGatedLinear}, {"linformer", AttentionKind::kLinformer});
+ZOO_ENUM_NAMES(LinformerSharing, "linformer_sharing", {"per_head", LinformerSharing::kPerHead},
+               {"headwise", LinformerSharing::kHeadwise}, {"key_value", LinformerSharing::kKeyValue});
 ZOO_ENUM_NAMES(FeatureMap, "feature_map",
                {"elu1", FeatureMap::kElu1}, {"relu", FeatureMap::kRelu}, {"performer", FeatureMap::kPerformer});
 
 bool is_gated(Activation a);
+// Whether a layer of this kind carries a recurrent state instead of keys (linear, gated_linear).
+bool is_recurrent(AttentionKind kind);
 
 // RoPE frequency scaling, as a model config states it and the rotary layer applies it
 // (layers/rotary.h: rope_inverse_frequencies). Defaults are LLaMA 3.1's except the factor.

@@ -121,8 +121,12 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   // One bias for every layer, and one without the window for the layers window_layers leaves out
   // (ModernBERT's global ones); rotary attention numbers positions 0..T-1 by itself, or around a
   // ring takes the global ones.
-  const auto biases = stack_attention_biases(config, /*causal=*/false, positions.get(), attention_mask, t, 0, t, x,
-                                             is_training(), ring);
+  // Linformer's layers take the padding as a token mask (zeroing keys before the projection),
+  // not as a mask over (query, key) pairs, and their path needs no additive tensor.
+  const bool linformer = config.attention == AttentionKind::kLinformer;
+  auto biases = stack_attention_biases(config, /*causal=*/false, positions.get(),
+                                       linformer ? torch::Tensor() : attention_mask, t, 0, t, x, is_training(), ring);
+  if (linformer) biases.windowed.token_mask = biases.unbounded.token_mask = attention_mask;
   const auto& rope_positions = ring && config.position == PositionKind::kRope ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : block_list_) {

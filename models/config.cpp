@@ -203,7 +203,8 @@ const std::vector<Field>& fields() {
                            "that one; math: the explicit (T, T) path"));
     f.push_back(enum_field("attention", &ModelConfig::attention,
                            "gpt: what mixes tokens in every layer: softmax attention, or a recurrent state "
-                           "(linear, gated_linear) that decodes in constant time and memory"));
+                           "(linear, gated_linear) that decodes in constant time and memory; bert: softmax, or "
+                           "linformer (keys and values projected along the sequence to linformer_k rows)"));
     f.push_back({"attention_layers", "list of: " + enum_names_joined<AttentionKind>(),
                  "gpt: one attention kind per layer (hybrids); [] = attention in every layer", false,
                  [](ModelConfig& c, const YAML::Node& n) {
@@ -241,6 +242,11 @@ const std::vector<Field>& fields() {
                           "gated_linear: rank of the decay gate's low-rank projection"));
     f.push_back(double_field("gla_gate_normalizer", &ModelConfig::gla_gate_normalizer,
                              "gated_linear: tau, the decay is sigmoid(x W1 W2 + b)^(1/tau)"));
+    f.push_back(int_field("linformer_k", &ModelConfig::linformer_k,
+                          "linformer: rows the keys and values are projected to (E, F: (k, max_positions))"));
+    f.push_back(enum_field("linformer_sharing", &ModelConfig::linformer_sharing,
+                           "linformer: per_head (an E and F per head), headwise (one E and F per layer), "
+                           "key_value (one matrix per layer for both)"));
     f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
     f.push_back(bool_field("qkv_bias", &ModelConfig::qkv_bias,
                            "biases on the query, key and value projections only (Qwen2), with bias: false"));
@@ -410,7 +416,28 @@ void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
   if (!c.attention_layers.empty() && c.family != Family::kGpt) {
     fail("attention_layers applies to decoder-only models (family gpt), not family " + to_string(c.family));
   }
-  if (c.attention != AttentionKind::kSoftmax && c.family != Family::kGpt) {
+  const bool linformer = c.attention == AttentionKind::kLinformer ||
+                         std::find(c.attention_layers.begin(), c.attention_layers.end(), AttentionKind::kLinformer) !=
+                             c.attention_layers.end();
+  if (linformer) {
+    if (c.family == Family::kGpt) {
+      fail("attention linformer projects keys along the sequence, which mixes future positions into every key: a "
+           "decoder's causal self-attention (family gpt) cannot take it; it applies to encoders (family bert)");
+    }
+    if (c.family != Family::kBert) {
+      fail("attention linformer applies to encoders (family bert), not family " + to_string(c.family));
+    }
+    if (c.linformer_k < 1 || c.linformer_k > c.max_length()) {
+      fail("linformer_k (" + std::to_string(c.linformer_k) + ") must be in [1, max_positions (" +
+           std::to_string(c.max_length()) + ")]: its projections take at most max_positions tokens");
+    }
+    if (c.window.has_value()) fail("window bounds keys by position, and linformer's projected keys have none");
+    if (c.position == PositionKind::kAlibi || c.position == PositionKind::kRelative) {
+      fail("position " + to_string(c.position) + " adds a term per (query, key) token pair, and linformer's keys are "
+           "projected rows: use learned, sinusoidal, rope or none");
+    }
+    if (c.attention_softcap > 0.0) fail("attention_softcap: linformer's fused kernel has no soft-capping");
+  } else if (c.attention != AttentionKind::kSoftmax && c.family != Family::kGpt) {
     fail("attention " + to_string(c.attention) + " applies to decoder-only models (family gpt), not family " +
          to_string(c.family));
   }
@@ -527,9 +554,8 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
 }
 
 bool ModelConfig::has_recurrent_layers() const {
-  if (attention_layers.empty()) return attention != AttentionKind::kSoftmax;
-  return std::any_of(attention_layers.begin(), attention_layers.end(),
-                     [](AttentionKind k) { return k != AttentionKind::kSoftmax; });
+  if (attention_layers.empty()) return is_recurrent(attention);
+  return std::any_of(attention_layers.begin(), attention_layers.end(), is_recurrent);
 }
 
 ModelConfig family_defaults(Family family) {
@@ -804,6 +830,9 @@ std::string context_parallel_refusal(const ModelConfig& config) {
   }
   if (config.has_recurrent_layers()) {
     return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";
+  }
+  if (config.attention == AttentionKind::kLinformer) {
+    return "linformer projects the whole sequence's keys, which ring attention splits across ranks (model.attention)";
   }
   if (config.family == Family::kBert && config.window) {
     return "ring attention bounds causal windows only, not an encoder's two-sided one (model.window)";

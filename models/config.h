@@ -96,6 +96,8 @@ struct ModelConfig {
   double gla_expand_v = 1.0;                    // gated_linear: value width / d_model
   int64_t gla_gate_rank = 16;                   // gated_linear: rank of the decay's low-rank projection
   double gla_gate_normalizer = 16.0;            // gated_linear: tau in alpha = sigmoid(.)^(1/tau)
+  int64_t linformer_k = 256;                    // linformer (bert): rows keys and values are projected to
+  LinformerSharing linformer_sharing = LinformerSharing::kHeadwise;  // linformer: which projections are shared
   bool bias = true;               // linear and LayerNorm biases
   bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
   bool qk_norm = false;           // the model's norm (no bias) over each query and key head before RoPE (Qwen3)

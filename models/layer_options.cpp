@@ -31,6 +31,9 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
                        .rope_scaling(config.rope_scaling)
                        .rotary_dim(config.rotary_dim)
                        .backend(config.attention_backend);
+  if (config.attention_of(layer) == AttentionKind::kLinformer && !causal && !cross_attention) {
+    attention.linformer_k(config.linformer_k).linformer_length(config.max_length()).linformer_sharing(config.linformer_sharing);
+  }
   if (config.window_rope_base > 0.0 && config.window_of(layer)) {
     attention.rope_base(config.window_rope_base).rope_scaling(RopeScaling{});  // Gemma 3's and ModernBERT's local layers
   }
@@ -60,7 +63,8 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
 std::optional<LinearAttentionOptions> linear_attention_options(const ModelConfig& config, int64_t layer) {
   const AttentionKind kind = config.attention_of(layer);
   switch (kind) {
-    case AttentionKind::kSoftmax: return std::nullopt;
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: return std::nullopt;
     case AttentionKind::kLinear:
       return LinearAttentionOptions(config.d_model, config.n_heads, kind)
           .head_dim(config.head_dim)

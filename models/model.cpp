@@ -157,6 +157,11 @@ std::string describe(const ModelConfig& c) {
   if (c.attention_softcap > 0.0) s << ", scores soft-capped at " << c.attention_softcap;
   s << "\n";
   if (c.has_recurrent_layers()) s << describe_recurrent_layers(c);
+  if (c.attention == AttentionKind::kLinformer) {
+    s << "token mixing: linformer in every layer: keys and values projected along the sequence to " << c.linformer_k
+      << " rows by " << to_string(c.linformer_sharing) << " E, F of " << c.max_length()
+      << " columns (time and memory O(T x " << c.linformer_k << "), not O(T^2)); padded tokens zeroed before\n";
+  }
   if (c.has_moe_layers()) {
     int64_t sparse = 0;
     for (int64_t i = 0; i < c.n_layers; ++i) sparse += c.is_moe_layer(i);

@@ -30,6 +30,19 @@ N block_norms(const ModelConfig& c, bool cross) {
   return per_branch * N(cross ? 3 : 2) * norm<N>(c);
 }
 
+// Linformer's E and F (k, max_positions): per key/value head, one pair per layer, or one matrix.
+template <typename N>
+N linformer(const ModelConfig& c) {
+  if (c.attention != AttentionKind::kLinformer) return N(0);
+  const N matrix = N(c.linformer_k) * N(c.max_length());
+  switch (c.linformer_sharing) {
+    case LinformerSharing::kPerHead: return N(2) * N(c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads) * matrix;
+    case LinformerSharing::kHeadwise: return N(2) * matrix;
+    case LinformerSharing::kKeyValue: return matrix;
+  }
+  return N(0);
+}
+
 template <typename N>
 N attention(const ModelConfig& c, bool cross) {
   const N d = N(c.d_model), hd = N(c.resolved_head_dim());
@@ -39,7 +52,7 @@ N attention(const ModelConfig& c, bool cross) {
   const bool in_bias = c.bias || c.qkv_bias;
   const N in = cross ? linear(d, q, in_bias) + linear(d, N(2) * kv, in_bias) : linear(d, q + N(2) * kv, in_bias);
   const N head_norms = c.qk_norm ? N(2) * hd : N(0);  // qk_norm (Qwen3): a weight of head_dim each, no bias
-  return in + linear(q, d, c.bias) + head_norms;
+  return in + linear(q, d, c.bias) + head_norms + (cross ? N(0) : linformer<N>(c));
 }
 
 // The token mixer of decoder layer `layer` (layers/linear_attention.h for the linear kinds).
@@ -47,7 +60,8 @@ template <typename N>
 N mixer(const ModelConfig& c, int64_t layer) {
   const N d = N(c.d_model);
   switch (c.attention_of(layer)) {
-    case AttentionKind::kSoftmax: return attention<N>(c, false);
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinformer: return attention<N>(c, false);
     case AttentionKind::kLinear: {
       // q, k and v of n_heads heads each (the performer features are a buffer).
       const N width = N(c.n_heads) * N(c.resolved_head_dim());
@@ -261,7 +275,8 @@ double kv_cache_bytes_lower_bound(const ModelConfig& config, int64_t rows, int64
   } else {
     for (int64_t layer = 0; layer < config.n_layers; ++layer) {
       switch (config.attention_of(layer)) {
-        case AttentionKind::kSoftmax: held += self_of(layer); break;
+        case AttentionKind::kSoftmax:
+        case AttentionKind::kLinformer: held += self_of(layer); break;
         case AttentionKind::kLinear:
         case AttentionKind::kGatedLinear: break;
       }

@@ -30,7 +30,7 @@ def forward(self, x: Tensor, bias: Optional[Tensor], rope: Optional[Tuple[Tensor
     # cache: keys and values of every layer (new_cache), written in place; empty for none
     # memory: keys and values of the encoder output for every layer (memory_keys_values), with
     #   memory_bias (B, 1, 1, S) masking its padding; empty outside decoders
-    # token_mask (B, T): 1 at x's real tokens, what linear attention layers read; None: all real
+    # token_mask (B, T): 1 at x's real tokens, what linear attention and Linformer layers read; None: all real
     # window_bias, window_rope: the bias and rotation of the layers layer_windows marks (Gemma's
     #   and ModernBERT's sliding layers: their window, their own RoPE base) where they differ from
     #   the others'
@@ -113,6 +113,19 @@ def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optio
     if rope is not None:
         q = self._rotate(q, rope)
         k = self._rotate(k, rope)
+    linformer_e = self.self_attn_linformer_e
+    if linformer_e is not None:
+        # Linformer (kernels/linformer_attention.h): padded tokens' keys and values zeroed, then
+        # projected along the sequence by the first T columns of E and F (F is E under key_value
+        # sharing); the T queries attend to those rows with no mask
+        linformer_f = self.self_attn_linformer_f
+        e = linformer_e[r].narrow(2, 0, t).to(k.dtype)  # (1 or Hkv, k, T)
+        f = e if linformer_f is None else linformer_f[r].narrow(2, 0, t).to(v.dtype)
+        if token_mask is not None:
+            real = token_mask.ne(0).view(b, 1, t, 1).to(k.dtype)
+            k, v = k * real, v * real
+        y = self._attend(q, torch.matmul(e, k), torch.matmul(f, v), None)
+        return self._linear_at(y, out_weight, self.self_attn_out_bias, r)
     if len(cache) > 0:
         # the keys and values so far, (B, Hkv, length, hs) preallocated; this step's written in
         # place (narrow: one view where keys[:, :, a:b] would slice every dimension)

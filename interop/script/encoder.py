@@ -68,7 +68,8 @@ def _encode(self, input_ids: Tensor, attention_mask: Optional[Tensor],
         band = self._band_allowed(t, x.device, self.window)
         window_bias = self._encoder_bias(band if allowed is None else allowed & band, position_bias, x)
     no_cache: List[Tensor] = []
-    x = self.blocks.forward(x, bias, self.positions.rotary(positions), 0, no_cache, no_cache, None, None,
+    # attention_mask as the token mask: what Linformer's layers zero padded keys by
+    x = self.blocks.forward(x, bias, self.positions.rotary(positions), 0, no_cache, no_cache, None, attention_mask,
                             window_bias, self.positions.rotary_local(positions))
     x = self._final_norm(x, self.final_norm_weight, self.final_norm_bias)
     pooler = self.pooler_weight

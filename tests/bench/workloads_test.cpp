@@ -253,10 +253,35 @@ TEST(BenchLinearAttentionRows, TrainingAndDecodingRows) {
   EXPECT_EQ(row["context"], 512);
 }
 
+// #51's encoder rows: BERT's masked LM at gpt-tiny's widths to 64k tokens, full attention, a
+// window and Linformer's 256 rows; and one runs (Linformer at 4k, one step).
+TEST(BenchLongSequenceRows, EncoderRowsCompareFullWindowAndLinformer) {
+  for (const std::string kind : {"full", "window", "linformer"}) {
+    for (const int64_t t : {4096, 16384, 65536}) {
+      const std::string name = "long-encoder_" + kind + "-" + std::to_string(t);
+      ASSERT_TRUE(in_family_long(name)) << name;
+      EXPECT_FALSE(compares_with_pytorch(name)) << name;
+      const auto w = long_sequence_workload(name);
+      EXPECT_EQ(w.config.family, Family::kBert);
+      EXPECT_EQ(w.objective, Objective::kMaskedLM);
+      EXPECT_EQ(w.t, t);
+      EXPECT_EQ(w.config.d_model, 256);
+      EXPECT_EQ(w.config.window.has_value(), kind == "window");
+      EXPECT_EQ(w.config.attention, kind == "linformer" ? AttentionKind::kLinformer : AttentionKind::kSoftmax);
+    }
+  }
+  EXPECT_FALSE(in_family_long("long-encoder_linformer-1024"));
+  auto w = long_sequence_workload("long-encoder_linformer-4096");
+  w.t = 512, w.config.max_positions = 512, w.config.n_layers = 1;
+  const auto row = train_workload(w, 1, 0, torch::kCPU);
+  EXPECT_GT(row.at("value").get<double>(), 0.0);
+}
+
 TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
   const auto names = family_names(WorkloadFamily::kLongSequence);
-  // Per model size: 4 kinds x 5 lengths, each with its math row; linear and gla without.
-  EXPECT_EQ(names.size(), 2u * (4u * 5u * 2u + 2u * 5u));
+  // Per model size: 4 kinds x 5 lengths, each with its math row; linear and gla without; and the
+  // encoders' 3 kinds x 3 lengths.
+  EXPECT_EQ(names.size(), 2u * (4u * 5u * 2u + 2u * 5u) + 3u * 3u);
   const auto defaults = default_names();
   for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
     for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {

@@ -709,5 +709,28 @@ TEST(HuggingFaceZooLayout, LinearAttentionModelsRoundTrip) {
             std::string::npos);
 }
 
+// Linformer (no Hugging Face class either): a BERT's E and F travel in zoo's layout and come back
+// to the same hidden states.
+TEST(HuggingFaceZooLayout, LinformerModelsRoundTrip) {
+  auto config = load_config(find_config("bert-tiny"));
+  for (const char* o : {"attention=linformer", "linformer_k=16", "linformer_sharing=per_head", "dropout=0"})
+    apply_override(config, o);
+  torch::manual_seed(0);
+  Model model = build_model(config);
+  model.module()->eval();
+  EXPECT_EQ(config_to_hf(config)["model_type"], "zoo");
+  const std::string dir = testing::scratch_path("hf-zoo-layout-linformer").string();
+  fs::remove_all(dir);
+  export_hf(model, dir);
+  EXPECT_EQ(read_hf_weights(dir).at("blocks.1.self_attn.linformer_e").sizes(), (std::vector<int64_t>{2, 16, 512}));
+  Model back = import_hf(dir);
+  back.module()->eval();
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::randint(config.vocab_size, {2, 40}, torch::kLong);
+  const auto mask = torch::ones({2, 40}, torch::kLong).index_put_({1, torch::indexing::Slice(30)}, 0);
+  EXPECT_TRUE(torch::equal(model.bert->forward(ids, mask).sequence_output,
+                           back.bert->forward(ids, mask).sequence_output));
+}
+
 }  // namespace
 }  // namespace zoo

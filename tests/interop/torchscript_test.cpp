@@ -439,6 +439,12 @@ std::vector<Variant> variants() {
                {"rotary_dim=4", "rope_scaling=longrope", "rope_original_max_positions=8", "rope_short_factor=[1, 1.5]",
                 "rope_long_factor=[3, 9]", "hf_fused_projections=true"}});
   v.push_back({"bert_mlm_no_bias", "bert-tiny", {"bias=false"}});
+  // Linformer (kernels/linformer_attention.h): E and F per key head with RoPE and a classifier, and
+  // one matrix for both under a masked LM.
+  v.push_back({"bert_linformer_per_head_rope_classification", "bert-tiny",
+               {"attention=linformer", "linformer_k=8", "linformer_sharing=per_head", "position=rope",
+                "head=sequence_classification", "num_labels=3"}});
+  v.push_back({"bert_linformer_key_value", "bert-tiny", {"attention=linformer", "linformer_k=16", "linformer_sharing=key_value"}});
   // Gemma 2 with caps that bend these scores and logits, scores over 12, and Gemma 3's local RoPE base.
   v.push_back({"gemma2_small_caps_local_rope", "gemma-2-2b",
                {"attention_softcap=1", "logit_softcap=2", "attention_scale_dim=12", "window_rope_base=100"}});

@@ -213,6 +213,62 @@ TEST(Attention, SlidingWindowEqualsBandMask) {
   EXPECT_LE(max_abs_diff(run(wide, x), run(plain, x)), 1e-6);
 }
 
+// Linformer's layer (kernels/linformer_attention.h): with T rows of identity E and F it is the
+// softmax layer of the same weights (grouped heads, RoPE); a right-padded row gives its real
+// tokens what they get alone (padded keys zeroed, E's first columns); what it cannot take is
+// named.
+TEST(Attention, LinformerAtIdentityIsSoftmaxAndPaddingIsZeroedKeys) {
+  const int64_t d = 16, h = 4, t = 9;
+  torch::manual_seed(8);
+  const auto base = AttentionOptions(d, h).n_kv_heads(2).rope(true);
+  Attention plain(base);
+  for (const auto sharing : {LinformerSharing::kPerHead, LinformerSharing::kHeadwise, LinformerSharing::kKeyValue}) {
+    SCOPED_TRACE(to_string(sharing));
+    Attention lin(AttentionOptions(base).linformer_k(t).linformer_length(t).linformer_sharing(sharing));
+    EXPECT_EQ(lin->linformer_e.size(0), sharing == LinformerSharing::kPerHead ? 2 : 1);
+    EXPECT_EQ(lin->linformer_f.defined(), sharing != LinformerSharing::kKeyValue);
+    {
+      torch::NoGradGuard no_grad;
+      lin->qkv->weight.copy_(plain->qkv->weight), lin->qkv->bias.copy_(plain->qkv->bias);
+      lin->out->weight.copy_(plain->out->weight), lin->out->bias.copy_(plain->out->bias);
+      for (auto* p : {&lin->linformer_e, &lin->linformer_f}) {
+        if (p->defined()) p->copy_(torch::eye(t).expand_as(*p));
+      }
+    }
+    const auto x = torch::randn({2, t, d});
+    EXPECT_LE(max_abs_diff(run(lin, x), run(plain, x)), 1e-5);
+  }
+  Attention lin(AttentionOptions(base).linformer_k(4).linformer_length(12));
+  const auto x = torch::randn({2, 7, d});
+  auto keep = torch::ones({2, 7}, torch::kLong);
+  keep[1].narrow(0, 5, 2).zero_();
+  auto bias = attention_bias(*lin, x);
+  bias.token_mask = keep;
+  const auto padded = lin->forward(x, bias);
+  const auto alone = run(lin, x.narrow(0, 1, 1).narrow(1, 0, 5));
+  EXPECT_LE(max_abs_diff(padded[1].narrow(0, 0, 5), alone[0]), 1e-5);
+  EXPECT_LE(max_abs_diff(padded[0], run(lin, x.narrow(0, 0, 1))[0]), 1e-5);
+  // What it cannot take.
+  const auto message = [&](const AttentionOptions& o) {
+    try {
+      Attention refused(o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const auto linformer = AttentionOptions(d, h).linformer_k(4).linformer_length(12);
+  EXPECT_NE(message(AttentionOptions(linformer).causal(true)).find("causal self-attention cannot take it"),
+            std::string::npos);
+  EXPECT_NE(message(AttentionOptions(linformer).cross_attention(true)).find("it applies to self-attention"),
+            std::string::npos);
+  EXPECT_NE(message(AttentionOptions(linformer).window(3)).find("a window bounds keys"), std::string::npos);
+  EXPECT_EQ(message(AttentionOptions(linformer).linformer_length(3)),
+            "attention: linformer_k (4) must be at most the sequence length its projections take (3)");
+  EXPECT_THROW(run(lin, torch::randn({1, 13, d})), c10::Error);  // past n = 12
+  EXPECT_THROW(with_weights(lin, x), c10::Error);
+}
+
 TEST(Attention, FusedAndMathBackendsAgreeWithEveryInput) {
   const int64_t d = 16, h = 4, b = 2, t = 8;
   AlibiBias alibi{AlibiBiasOptions(h)};

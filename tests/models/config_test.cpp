@@ -92,17 +92,45 @@ TEST(ModelConfig, InconsistentValuesAreNamed) {
   EXPECT_EQ(error_of(t5 + "decoder_layers: -1\n"), "x.yaml: decoder_layers (-1) must not be negative");
 }
 
+// Linformer (kernels/linformer_attention.h): encoders only, and what it cannot take, by name.
+TEST(ModelConfig, LinformerAppliesToEncodersAndNamesWhatItCannotTake) {
+  const std::string bert =
+      "family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nmax_positions: 32\n"
+      "attention: linformer\n";
+  EXPECT_EQ(error_of(bert + "linformer_k: 8\n"), "no error");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention: linformer\n"),
+            "x.yaml: attention linformer projects keys along the sequence, which mixes future positions into every key: "
+            "a decoder's causal self-attention (family gpt) cannot take it; it applies to encoders (family bert)");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [softmax, linformer]\n").rfind(
+                "x.yaml: attention linformer projects keys along the sequence", 0),
+            0u);
+  const std::string t5 = "family: t5\nvocab_size: 200\nd_model: 16\nn_layers: 2\nn_heads: 2\nd_ff: 32\n";
+  for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
+           {t5 + "attention: linformer\n", "attention linformer applies to encoders (family bert), not family t5"},
+           {bert + "linformer_k: 33\n",
+            "linformer_k (33) must be in [1, max_positions (32)]: its projections take at most max_positions tokens"},
+           {bert + "linformer_k: 8\nwindow: 4\n", "window bounds keys by position, and linformer's projected keys have none"},
+           {bert + "linformer_k: 8\nposition: alibi\n",
+            "position alibi adds a term per (query, key) token pair, and linformer's keys are projected rows: use "
+            "learned, sinusoidal, rope or none"}}) {
+    EXPECT_EQ(error_of(yaml), "x.yaml: " + message);
+  }
+  EXPECT_EQ(error_of(bert + "linformer_k: 8\nlinformer_sharing: layerwise\n"),
+            "x.yaml:10: linformer_sharing: expected one of: per_head, headwise, key_value, got 'layerwise'");
+}
+
 // Linear and gated linear attention (layers/linear_attention.h): where they apply and their keys.
 TEST(ModelConfig, AttentionKindsAreCheckedAndNamed) {
   const std::string gla = std::string(kGood) + "attention: gated_linear\n";
   EXPECT_EQ(error_of(std::string(kGood) + "attention: flash\n"),
-            "x.yaml:7: attention: expected one of: softmax, linear, gated_linear, got 'flash'");
+            "x.yaml:7: attention: expected one of: softmax, linear, gated_linear, linformer, got 'flash'");
   EXPECT_EQ(error_of("family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nattention: linear\n"),
             "x.yaml: attention linear applies to decoder-only models (family gpt), not family bert");
   EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [linear]\n"),
             "x.yaml: attention_layers lists 1 kinds for n_layers (2) layers");
   EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [linear, gated]\n"),
-            "x.yaml:7: attention_layers: expected a list of: softmax, linear, gated_linear (item 2 is 'gated'), got 'a list'");
+            "x.yaml:7: attention_layers: expected a list of: softmax, linear, gated_linear, linformer (item 2 is 'gated'), got "
+            "'a list'");
   EXPECT_EQ(error_of(gla + "position: rope\n"),
             "x.yaml: position rope acts inside softmax attention and this model has no softmax attention layer "
             "(attention: gated_linear): use learned, sinusoidal or none");
@@ -135,6 +163,8 @@ TEST(ModelConfig, ContextParallelRefusalByFamilyAndHead) {
   const std::string bert = "family: bert\nvocab_size: 512\nd_model: 32\nn_layers: 2\nn_heads: 4\nd_ff: 64\n";
   EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: mlm\n", "x.yaml")), "");
   EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: pretraining\npooler: true\n", "x.yaml")), "");
+  EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: mlm\nattention: linformer\nlinformer_k: 16\n", "x.yaml")),
+            "linformer projects the whole sequence's keys, which ring attention splits across ranks (model.attention)");
   EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: sequence_classification\npooler: true\n", "x.yaml")),
             "ring attention trains bert's masked LM (model.head mlm, or pretraining without sentence_pairs), not head "
             "sequence_classification");

@@ -51,6 +51,10 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
       {"gpt-tiny", {"attention=gated_linear", "gla_expand_k=1", "gla_gate_rank=8"}},
       {"llama-tiny", {"position=none", "attention_layers=[gated_linear, linear, softmax, gated_linear]", "qkv_bias=true", "head_dim=48"}},
       {"gpt-tiny", {"attention_layers=[softmax, gated_linear, softmax, linear]"}},
+      // Linformer's E and F: per key/value head, per layer, one matrix for both.
+      {"bert-tiny", {"attention=linformer", "linformer_k=16", "linformer_sharing=per_head"}},
+      {"bert-tiny", {"attention=linformer", "linformer_k=8"}},
+      {"bert-tiny", {"attention=linformer", "linformer_k=8", "linformer_sharing=key_value", "head=sequence_classification"}},
       // Mixtures of experts: every layer (Mixtral), and Qwen3-MoE's every other layer but one dense.
       {"llama-tiny", {"experts=4", "experts_per_token=1"}},
       {"llama-tiny", {"experts=8", "expert_d_ff=24", "moe_layer_step=2", "dense_layers=[3]", "qk_norm=true"}},

@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
                       OverfitCase{"gpt_performer_hybrid", kModels[4], Objective::kCausalLM},
                       OverfitCase{"gpt_phi3_longrope", kModels[5], Objective::kCausalLM},
                       OverfitCase{"gpt_qwen3_moe", kModels[6], Objective::kCausalLM},
-                      OverfitCase{"gpt_gemma", kModels[7], Objective::kCausalLM}),
+                      OverfitCase{"gpt_gemma", kModels[7], Objective::kCausalLM},
+                      OverfitCase{"bert_linformer", kLinformerModel, Objective::kMaskedLM}),
     [](const auto& info) { return info.param.name; });
 
 // Training steps of encoders under context parallelism: BERT's masked LM and T5's seq2seq on

@@ -22,6 +22,8 @@ const Slice& slice();
 // Tiny models of 512 tokens: gpt, bert (mlm), t5, a gated-linear gpt, a linear/softmax hybrid gpt
 // with performer features.
 extern const char* const kModels[8];
+// A BERT masked LM whose layers attend through Linformer's projections (16 rows of 64).
+extern const char* const kLinformerModel;
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes = "");

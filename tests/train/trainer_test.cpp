@@ -77,6 +77,14 @@ TEST(Trainer, LinearAttentionStopAndResumeEqualsStraightRun) {
   }
 }
 
+// Linformer's E and F (kernels/linformer_attention.h) train and come back with the checkpoint,
+// under attention dropout (drawn from the generator the checkpoint restores).
+TEST(Trainer, LinformerStopAndResumeEqualsStraightRun) {
+  auto config = tiny_run(kLinformerModel, "grad_accum: 2\ngrad_clip: 0.5\nseed: 3\nprecision: fp32\n");
+  config.model_config.attention_dropout = 0.1;
+  expect_resume_equals_straight_run(config, "resume-linformer");
+}
+
 // bf16 mixed precision on the CPU (LibTorch's autocast), for each family (BERT's masked-LM head
 // runs a LayerNorm on a bf16 input): matrix products in bf16, the master weights and the
 // optimizer in fp32. Over 8 steps its losses follow fp32's to within 2e-2 (the
