@@ -1032,11 +1032,15 @@ bool hf_mixtral_layout(const ModelConfig& c) { return c.has_moe_layers() && !c.q
 
 bool hf_modernbert_layout(const ModelConfig& c) { return c.family == Family::kBert && c.position == PositionKind::kRope; }
 
+bool uses_zoo_layout(const ModelConfig& c) {
+  return c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer;
+}
+
 json config_to_hf(const ModelConfig& c) {
   auto none = [&](const std::string& what) {
     throw ConfigError("config '" + c.name + "' has no Hugging Face equivalent: " + what);
   };
-  if (c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer) {
+  if (uses_zoo_layout(c)) {
     // Hugging Face has no class for these: zoo's own layout, the tensors under zoo's names.
     return {{"model_type", "zoo"}, {"architectures", {c.family == Family::kGpt ? "ZooForCausalLM" : "ZooModel"}},
             {"zoo_config", to_yaml(c)},

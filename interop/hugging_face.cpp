@@ -298,12 +298,6 @@ const torch::Tensor* find_weight(const std::map<std::string, torch::Tensor>& wei
 
 std::string shape(const torch::Tensor& t) { return c10::str(t.sizes()); }
 
-// Models Hugging Face has no class for (linear attention layers, Linformer) go in zoo's own
-// layout: config.json's model_type "zoo" with the model config, the tensors under zoo's own names.
-bool uses_zoo_layout(const ModelConfig& c) {
-  return c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer;
-}
-
 // Every parameter from `weights` by its own name (shapes checked), the buffers where present.
 void read_zoo_layout(Model& model, const std::map<std::string, torch::Tensor>& weights, const std::string& dir,
                      HfImportReport* report) {
