@@ -523,8 +523,10 @@ constexpr int64_t kLongLengths[] = {1024, 2048, 4096, 8192, 16384};
 // Linear and gated linear attention (layers/linear_attention.h): no (T, T) path to compare.
 constexpr const char* kLongRecurrentKinds[] = {"linear", "gla"};
 // Encoders (BERT's masked LM at gpt-tiny's widths): full attention (the tiled kernel), a
-// two-sided window of 256, Linformer's 256 rows (#51's comparison), to 64k tokens.
-constexpr const char* kLongEncoderKinds[] = {"encoder_full", "encoder_window", "encoder_linformer"};
+// two-sided window of 256, Linformer's 256 rows, Longformer's window of 512 with 16 global
+// tokens (#51's comparison), to 64k tokens.
+constexpr const char* kLongEncoderKinds[] = {"encoder_full", "encoder_window", "encoder_linformer",
+                                             "encoder_longformer"};
 constexpr int64_t kLongEncoderLengths[] = {4096, 16384, 65536};
 
 bool in_family(const std::string& name, WorkloadFamily family) {
@@ -794,7 +796,7 @@ const Workload& find_workload(const std::string& name) {
   throw std::invalid_argument("unknown workload '" + name + "' (known: " + join(defaults, ", ") +
                               ", and when named: long-KIND-T[-gpt2][-math] for KIND learned, alibi, relative, window "
                               "and T 1024, 2048, 4096, 8192, 16384 (and long-linear-T, long-gla-T without -math), "
-                              "long-encoder_KIND-T for KIND full, window, linformer and T 4096, 16384, 65536, "
+                              "long-encoder_KIND-T for KIND full, window, linformer, longformer and T 4096, 16384, 65536, "
                               "ring-KIND-T-N for N 2 or 4, decode-KIND-C for KIND softmax or gla and C 512, 4096, "
                               "32768, serve-gpt2-small-S for S 1, 8, 16, serve-ttft-gpt2-small, "
                               "serve-second-turn-gpt2-small, serve-second-turn-gla-small, serve-json-gpt2-small-8 and "
@@ -876,6 +878,9 @@ TrainWorkload long_encoder_workload(const std::string& kind, int64_t t) {
   c.vocab_size = 1024, c.max_positions = t, c.type_vocab_size = 0;
   if (kind == "window") c.window = 256;
   if (kind == "linformer") c.attention = AttentionKind::kLinformer, c.linformer_k = 256;
+  if (kind == "longformer") {
+    c.attention = AttentionKind::kLongformer, c.attention_window = {512}, c.longformer_global_tokens = 16;
+  }
   c.validate("bench long-encoder_" + kind);
   TrainWorkload w;
   w.config = c;

@@ -108,7 +108,8 @@ enum class LlamaType { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3
 // The model types zoo reads (config.json's model_type).
 // zoo: zoo's own layout, for models Hugging Face has no class for (linear attention layers).
 enum class HfModelType {
-  kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kGemma2, kGemma3Text, kModernBert, kZoo
+  kGpt2, kBert, kT5, kLlama, kMistral, kQwen2, kQwen3, kPhi3, kMixtral, kQwen3Moe, kGemma2, kGemma3Text, kModernBert,
+  kLongformer, kZoo
 };
 
 }  // namespace
@@ -118,7 +119,8 @@ ZOO_ENUM_NAMES(HfModelType, "model_type", {"gpt2", HfModelType::kGpt2}, {"bert",
                {"qwen2", HfModelType::kQwen2}, {"qwen3", HfModelType::kQwen3}, {"phi3", HfModelType::kPhi3},
                {"mixtral", HfModelType::kMixtral}, {"qwen3_moe", HfModelType::kQwen3Moe},
                {"gemma2", HfModelType::kGemma2}, {"gemma3_text", HfModelType::kGemma3Text},
-               {"modernbert", HfModelType::kModernBert}, {"zoo", HfModelType::kZoo});
+               {"modernbert", HfModelType::kModernBert}, {"longformer", HfModelType::kLongformer},
+               {"zoo", HfModelType::kZoo});
 
 ZOO_ENUM_NAMES(LlamaType, "model_type",
                {"llama", LlamaType::kLlama}, {"mistral", LlamaType::kMistral}, {"qwen2", LlamaType::kQwen2},
@@ -929,6 +931,45 @@ ModelConfig gpt2_from_hf(const json& hf, const std::string& source) {
   return c;
 }
 
+// Longformer's heads, by architecture, and whether its base model keeps its pooler there
+// (LongformerForSequenceClassification's classifier.dense is zoo's pooler).
+const std::map<std::string, BertHead>& longformer_heads() {
+  static const std::map<std::string, BertHead> heads = {
+      {"", BertHead::kNone}, {"LongformerModel", BertHead::kNone}, {"LongformerForMaskedLM", BertHead::kMaskedLM},
+      {"LongformerForSequenceClassification", BertHead::kSequenceClassification},
+      {"LongformerForTokenClassification", BertHead::kTokenClassification}};
+  return heads;
+}
+
+// Longformer's config.json of a bert config with attention longformer, or `none` saying why it
+// has none.
+json longformer_to_hf(const ModelConfig& c, const std::function<void(const std::string&)>& none) {
+  if (c.position != PositionKind::kLearned) none("longformer has learned positions");
+  if (c.norm != NormKind::kLayerNorm || c.norm_position != NormPosition::kPost) none("longformer is post-norm LayerNorm");
+  if (!c.bias || c.head_dim != 0 || c.qkv_bias) none("longformer has biases and head_dim = d_model / n_heads");
+  const std::string act = activation_to_hf(c.activation);
+  if (act.empty()) none("longformer has no gated feed-forward");
+  std::string arch;
+  for (const auto& [name, head] : longformer_heads()) {
+    if (head == c.head && !name.empty()) arch = name;
+  }
+  if (arch.empty()) none("longformer has no " + to_string(c.head) + " head");
+  const bool pooler = c.head == BertHead::kNone || c.head == BertHead::kSequenceClassification;
+  if (c.pooler != pooler) none("transformers' " + arch + (c.pooler ? " has no pooler" : " has a pooler"));
+  json windows = json::array();
+  for (int64_t layer = 0; layer < c.n_layers; ++layer) windows.push_back(c.longformer_window_of(layer));
+  json hf = {{"model_type", "longformer"}, {"architectures", {arch}}, {"vocab_size", c.vocab_size},
+             {"hidden_size", c.d_model}, {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
+             {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.max_positions + c.pad_id + 1},
+             {"type_vocab_size", c.type_vocab_size}, {"layer_norm_eps", c.norm_eps}, {"hidden_act", act},
+             {"hidden_dropout_prob", c.dropout}, {"attention_probs_dropout_prob", c.attention_dropout},
+             {"initializer_range", c.init_std}, {"pad_token_id", c.pad_id}, {"attention_window", windows}};
+  if (c.head == BertHead::kSequenceClassification || c.head == BertHead::kTokenClassification) {
+    hf["num_labels"] = c.num_labels;
+  }
+  return hf;
+}
+
 ModelConfig bert_from_hf(const json& hf, const std::string& arch, const std::string& source) {
   ModelConfig c = family_defaults(Family::kBert);
   read_integers(hf, {{"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::d_model},
@@ -955,6 +996,48 @@ ModelConfig bert_from_hf(const json& hf, const std::string& arch, const std::str
   if (it == heads.end()) throw ConfigError(source + ": architecture '" + arch + "' is not supported for bert");
   c.head = it->second;
   c.pooler = c.head != BertHead::kMaskedLM && c.head != BertHead::kTokenClassification;
+  if (hf.contains("id2label")) c.num_labels = static_cast<int64_t>(hf["id2label"].size());
+  c.num_labels = get_or<int64_t>(hf, "num_labels", c.num_labels, source);
+  return c;
+}
+
+// Longformer (transformers' LongformerModel): RoBERTa's embeddings (positions counted from
+// pad_token_id + 1: zoo's table is the file's without those first rows) under BERT's post-norm
+// encoder; each layer's attention a window of attention_window (one, or one per layer) and global
+// tokens with their own q, k, v.
+ModelConfig longformer_from_hf(const json& hf, const std::string& arch, const std::string& source) {
+  ModelConfig c = family_defaults(Family::kBert);
+  read_integers(hf, {{"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::d_model},
+                     {"num_hidden_layers", &ModelConfig::n_layers},
+                     {"num_attention_heads", &ModelConfig::n_heads},
+                     {"intermediate_size", &ModelConfig::d_ff}}, c, source);
+  const auto it = longformer_heads().find(arch);
+  if (it == longformer_heads().end()) {
+    throw ConfigError(source + ": architecture '" + arch + "' is not supported for longformer (LongformerModel, "
+                      "LongformerForMaskedLM, LongformerForSequenceClassification, LongformerForTokenClassification)");
+  }
+  c.head = it->second;
+  c.pooler = c.head == BertHead::kNone || c.head == BertHead::kSequenceClassification;
+  c.pad_id = get_or<int64_t>(hf, "pad_token_id", 1, source);
+  const int64_t table = get_or<int64_t>(hf, "max_position_embeddings", 4098, source);
+  if (c.pad_id < 0 || table <= c.pad_id + 1) {
+    throw ConfigError(source + ": max_position_embeddings (" + std::to_string(table) + ") must exceed pad_token_id + 1 (" +
+                      std::to_string(c.pad_id + 1) + "): Longformer's positions start there");
+  }
+  c.max_positions = table - c.pad_id - 1;
+  c.type_vocab_size = get_or<int64_t>(hf, "type_vocab_size", 2, source);
+  c.norm_eps = get_or<double>(hf, "layer_norm_eps", 1e-12, source);
+  c.activation = activation_from_hf(get_or<std::string>(hf, "hidden_act", "gelu", source), "hidden_act", source);
+  c.dropout = get_or<double>(hf, "hidden_dropout_prob", 0.1, source);
+  c.attention_dropout = get_or<double>(hf, "attention_probs_dropout_prob", 0.1, source);
+  c.init_std = get_or<double>(hf, "initializer_range", 0.02, source);
+  c.attention = AttentionKind::kLongformer;
+  const json window = hf.contains("attention_window") ? hf.at("attention_window") : json(512);
+  c.attention_window.clear();
+  for (const auto& w : window.is_array() ? window : json::array({window})) {
+    if (!w.is_number_integer()) throw ConfigError(source + ": attention_window holds '" + w.dump() + "', not an integer");
+    c.attention_window.push_back(w.get<int64_t>());
+  }
   if (hf.contains("id2label")) c.num_labels = static_cast<int64_t>(hf["id2label"].size());
   c.num_labels = get_or<int64_t>(hf, "num_labels", c.num_labels, source);
   return c;
@@ -1011,6 +1094,7 @@ ModelConfig config_from_hf(const json& hf, const std::string& source) {
     case HfModelType::kGemma2: c = gemma_from_hf(hf, GemmaType::kGemma2, arch, source); break;
     case HfModelType::kGemma3Text: c = gemma_from_hf(hf, GemmaType::kGemma3, arch, source); break;
     case HfModelType::kModernBert: c = modernbert_from_hf(hf, arch, source); break;
+    case HfModelType::kLongformer: c = longformer_from_hf(hf, arch, source); break;
     case HfModelType::kZoo:
       // zoo's own layout: the whole model config, as `zoo info --config` writes it.
       c = parse_config(get<std::string>(hf, "zoo_config", source), source + ": zoo_config");
@@ -1032,8 +1116,16 @@ bool hf_mixtral_layout(const ModelConfig& c) { return c.has_moe_layers() && !c.q
 
 bool hf_modernbert_layout(const ModelConfig& c) { return c.family == Family::kBert && c.position == PositionKind::kRope; }
 
+bool hf_longformer_layout(const ModelConfig& c) {
+  return c.family == Family::kBert && c.attention == AttentionKind::kLongformer;
+}
+
 bool uses_zoo_layout(const ModelConfig& c) {
-  return c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer;
+  // transformers' Longformer has no dilation and marks its global tokens by the caller's mask.
+  const auto& d = c.attention_dilation;
+  const bool dilated = std::any_of(d.begin(), d.end(), [](int64_t v) { return v != 1; });
+  return c.has_recurrent_layers() || c.attention == AttentionKind::kLinformer ||
+         (hf_longformer_layout(c) && (dilated || c.longformer_global_tokens > 0));
 }
 
 json config_to_hf(const ModelConfig& c) {
@@ -1051,6 +1143,7 @@ json config_to_hf(const ModelConfig& c) {
     return gemma_to_hf(c, none);
   }
   if (hf_modernbert_layout(c)) return modernbert_to_hf(c, none);
+  if (hf_longformer_layout(c)) return longformer_to_hf(c, none);
   if (c.attention_softcap > 0.0 || c.logit_softcap > 0.0 || c.attention_scale_dim > 0) {
     none("soft-capping and attention_scale_dim are Gemma's (norm rmsnorm_plus_one, norm_position sandwich)");
   }

@@ -31,9 +31,12 @@ bool hf_phi3_layout(const ModelConfig& config);
 bool hf_mixtral_layout(const ModelConfig& config);
 // Whether a bert config is ModernBERT's (rotary positions) rather than BERT's.
 bool hf_modernbert_layout(const ModelConfig& config);
-// Whether Hugging Face has no class for a config (linear attention layers, Linformer), which then
-// goes in zoo's own layout: config.json's model_type "zoo" with the model config, the tensors
-// under zoo's own names. config_to_hf, export and import all ask this.
+// Whether a bert config is Longformer's (attention longformer).
+bool hf_longformer_layout(const ModelConfig& config);
+// Whether Hugging Face has no class for a config (linear attention layers, Linformer, Longformer
+// with dilated heads or longformer_global_tokens), which then goes in zoo's own layout:
+// config.json's model_type "zoo" with the model config, the tensors under zoo's own names.
+// config_to_hf, export and import all ask this.
 bool uses_zoo_layout(const ModelConfig& config);
 
 }  // namespace zoo

@@ -23,6 +23,7 @@ std::string base_prefix(const ModelConfig& c, const std::map<std::string, torch:
     case Family::kGpt: return weights.count("transformer.wte.weight") ? "transformer." : "";
     case Family::kBert:
       if (hf_modernbert_layout(c)) return weights.count("model.embeddings.tok_embeddings.weight") ? "model." : "";
+      if (hf_longformer_layout(c)) return weights.count("longformer.embeddings.word_embeddings.weight") ? "longformer." : "";
       return weights.count("bert.embeddings.word_embeddings.weight") ? "bert." : "";
     case Family::kT5:
     case Family::kTransformer: break;
@@ -132,10 +133,13 @@ void gpt2_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps&
   if (!c.tie_embeddings) m.add("lm_head.weight", {"lm_head.weight"});
 }
 
+// BERT, and Longformer (BERT's names, RoBERTa's position table, global q, k, v, its own heads).
 void bert_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps& m) {
+  const bool longformer = hf_longformer_layout(c);
   const std::string e = base + "embeddings.";
   m.add("token_embedding.weight", {e + "word_embeddings.weight"});
   m.add("positions.learned.embedding.weight", {e + "position_embeddings.weight"});
+  if (longformer) m.maps.back().skip_rows = c.pad_id + 1;
   m.add("token_type_embedding.weight", {e + "token_type_embeddings.weight"});
   m.weights("embedding_norm", e + "LayerNorm", true);
   for (int64_t i = 0; i < c.n_layers; ++i) {
@@ -143,6 +147,10 @@ void bert_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps&
     const std::string s = h + "attention.self.";
     m.add(z + "self_attn.qkv.weight", {s + "query.weight", s + "key.weight", s + "value.weight"});
     m.add(z + "self_attn.qkv.bias", {s + "query.bias", s + "key.bias", s + "value.bias"});
+    if (longformer) {
+      m.add(z + "self_attn.qkv_global.weight", {s + "query_global.weight", s + "key_global.weight", s + "value_global.weight"});
+      m.add(z + "self_attn.qkv_global.bias", {s + "query_global.bias", s + "key_global.bias", s + "value_global.bias"});
+    }
     m.add(z + "self_attn.out.weight", {h + "attention.output.dense.weight"});
     m.add(z + "self_attn.out.bias", {h + "attention.output.dense.bias"});
     m.weights(z + "self_attn_norm", h + "attention.output.LayerNorm", true);
@@ -151,6 +159,21 @@ void bert_tensor_maps(const ModelConfig& c, const std::string& base, TensorMaps&
     m.add(z + "ff.down.weight", {h + "output.dense.weight"});
     m.add(z + "ff.down.bias", {h + "output.dense.bias"});
     m.weights(z + "ff_norm", h + "output.LayerNorm", true);
+  }
+  if (longformer) {
+    // LongformerForSequenceClassification: dense, tanh, out_proj over the first token, which is
+    // zoo's pooler and classifier; the masked LM's head is RoBERTa's (dense, gelu, layer_norm).
+    const bool sequence = c.head == BertHead::kSequenceClassification;
+    if (c.pooler) m.weights("pooler", sequence ? "classifier.dense" : base + "pooler.dense", true);
+    if (c.head == BertHead::kMaskedLM) {
+      m.weights("mlm_head.dense", "lm_head.dense", true);
+      m.weights("mlm_head.norm", "lm_head.layer_norm", true);
+      m.add("mlm_head.bias", {"lm_head.bias"});
+    }
+    if (sequence || c.head == BertHead::kTokenClassification) {
+      m.weights("classifier", sequence ? "classifier.out_proj" : "classifier", true);
+    }
+    return;
   }
   if (c.pooler) {
     m.add("pooler.weight", {base + "pooler.dense.weight"});
@@ -270,6 +293,7 @@ bool ignorable(const std::string& name, const ModelConfig& c) {
              ends_with(name, ".rotary_emb.inv_freq") || (c.tie_embeddings && name == "lm_head.weight");
     case Family::kBert:
       return ends_with(name, "embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
+             (hf_longformer_layout(c) && (name == "lm_head.decoder.weight" || name == "lm_head.decoder.bias")) ||
              name == "cls.predictions.decoder.bias" || (hf_modernbert_layout(c) && name == "decoder.weight");
     case Family::kT5:
     case Family::kTransformer: break;
@@ -461,6 +485,13 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
     }
     if (parts.size() != map.hf.size()) continue;
     auto value = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+    if (map.skip_rows > 0) {
+      if (value.dim() == 0 || value.size(0) <= map.skip_rows) {
+        throw std::runtime_error(dir + ": tensor '" + found_names + "' has shape " + shape(value) + ", not more than the " +
+                                 std::to_string(map.skip_rows) + " rows before its first position");
+      }
+      value = value.narrow(0, map.skip_rows, value.size(0) - map.skip_rows);
+    }
     if (map.stacked && value.numel() == target->numel()) value = value.view(target->sizes());
     if (value.sizes() != target->sizes()) {
       std::string names;
@@ -489,11 +520,11 @@ Model import_hf(const std::string& dir, HfImportReport* report) {
 
 std::string hf_base_prefix(const ModelConfig& c) {
   // The base model sits under "transformer." in GPT2LMHeadModel, under "bert." in BERT with a head
-  // ("model." in ModernBERT's).
+  // ("model." in ModernBERT's, "longformer." in Longformer's).
   const bool headed_bert = c.family == Family::kBert && c.head != BertHead::kNone;
   return c.family == Family::kGpt ? "transformer."
-         : headed_bert            ? (hf_modernbert_layout(c) ? "model." : "bert.")
-                                  : "";
+         : headed_bert ? (hf_modernbert_layout(c) ? "model." : hf_longformer_layout(c) ? "longformer." : "bert.")
+                       : "";
 }
 
 std::vector<HfTensorMap> hf_tensor_maps(const ModelConfig& c) { return tensor_maps(c, hf_base_prefix(c)); }
@@ -516,6 +547,7 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
     TORCH_CHECK(source != nullptr, "export table names no parameter ", map.zoo);
     auto value = source->detach().to(torch::kCPU, dtype);
     if (map.stacked) value = value.flatten(0, 1);  // the experts' rows, one after another
+    if (map.skip_rows > 0) value = torch::cat({torch::zeros({map.skip_rows, value.size(1)}, value.options()), value});
     if (map.of > 1) {
       auto& parts = blocks[map.hf.at(0)];
       parts.resize(static_cast<size_t>(map.of));
@@ -530,7 +562,10 @@ void export_hf(const Model& model, const std::string& dir, const Tokenizer* toke
   }
   for (const auto& [name, parts] : blocks) out[name] = torch::cat(parts, 0).contiguous();
   // Readers that expect the tied decoder of a BERT masked-LM head find it.
-  if (model.config.family == Family::kBert && !hf_modernbert_layout(model.config) && !uses_zoo_layout(c) &&
+  if (hf_longformer_layout(c) && !uses_zoo_layout(c) && c.head == BertHead::kMaskedLM) {
+    out["lm_head.decoder.weight"] = out.at("longformer.embeddings.word_embeddings.weight").clone();
+    out["lm_head.decoder.bias"] = out.at("lm_head.bias").clone();
+  } else if (model.config.family == Family::kBert && !hf_modernbert_layout(model.config) && !uses_zoo_layout(c) &&
       (model.config.head == BertHead::kMaskedLM || model.config.head == BertHead::kPretraining)) {
     out["cls.predictions.decoder.weight"] = out.at("bert.embeddings.word_embeddings.weight").clone();
     out["cls.predictions.decoder.bias"] = out.at("cls.predictions.bias").clone();

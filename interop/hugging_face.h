@@ -28,7 +28,10 @@ namespace zoo {
 // then up). With `stacked`, the parts' concatenation is viewed in the parameter's shape: a
 // mixture's (E, 2F, D) gate_up from each expert's gate and up, in expert order. `whole`, where
 // set, names one tensor that holds the whole parameter as it is (transformers 5's fused
-// experts.gate_up_proj), which import reads when the parts are not there.
+// experts.gate_up_proj), which import reads when the parts are not there. `skip_rows`: the file's
+// tensor has that many leading rows more than the parameter, which import drops and export
+// writes as zeros (RoBERTa's and Longformer's position tables, whose rows up to pad_token_id no
+// real token reads).
 struct HfTensorMap {
   std::string zoo;
   std::vector<std::string> hf;
@@ -37,6 +40,7 @@ struct HfTensorMap {
   int64_t block = 0, of = 1;
   bool stacked = false;
   std::string whole;
+  int64_t skip_rows = 0;
 };
 
 // The table export_hf writes `config` by (the base model under its head's prefix: GPT2LMHeadModel's

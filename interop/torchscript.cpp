@@ -19,6 +19,7 @@
 #include "layers/mixture_of_experts.h"
 #include "layers/position_bias.h"
 #include "layers/rotary.h"
+#include "models/bert.h"
 #include "models/layer_options.h"
 #include "tokenizers/tokenizer.h"
 
@@ -135,7 +136,21 @@ std::map<std::string, c10::IValue> config_attributes(const ModelConfig& c) {
     case BertHead::kSequenceClassification: case BertHead::kTokenClassification: break;
   }
   switch (c.pooling) { case Pooling::kCls: case Pooling::kMean: break; }
+  // Longformer's one-sided window of each layer, each head's dilation, and how many leading
+  // tokens are global (models/bert.h's default, which the script applies: it takes no mask).
+  c10::List<int64_t> longformer_windows, longformer_dilation;
+  const bool longformer = c.attention == AttentionKind::kLongformer;
+  for (int64_t layer = 0; longformer && layer < c.n_layers; ++layer) {
+    longformer_windows.push_back(c.longformer_window_of(layer) / 2);
+  }
+  const auto dilations = c.longformer_dilation_of_heads();
+  for (int64_t head = 0; longformer && head < c.n_heads; ++head) {
+    longformer_dilation.push_back(dilations.empty() ? 1 : dilations[static_cast<size_t>(head)]);
+  }
   return {{"d_model", c.d_model},
+          {"longformer_windows", longformer_windows},
+          {"longformer_dilation", longformer_dilation},
+          {"longformer_global", default_global_tokens(c)},
           {"n_heads", c.n_heads},
           {"n_kv_heads", c.n_kv_heads > 0 ? c.n_kv_heads : c.n_heads},
           {"head_dim", c.resolved_head_dim()},
@@ -253,7 +268,8 @@ void add_tensors(const torch::nn::Module& module, const std::string& prefix, Scr
 std::string mixer_prefix(AttentionKind kind) {
   switch (kind) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: return "self_attn_";  // softmax's tensors and E, F (a BERT's layers)
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: return "self_attn_";  // softmax's tensors and E, F (a BERT's layers)
     case AttentionKind::kLinear: return "linear_attn_";
     case AttentionKind::kGatedLinear: return "gla_attn_";
   }

@@ -8,6 +8,7 @@
 #include "kernels/decode_attention.h"
 #include "kernels/linear.h"
 #include "kernels/linformer_attention.h"
+#include "kernels/longformer_attention.h"
 #include "kernels/masks.h"
 #include "kernels/math_attention.h"
 #include "kernels/ring_attention.h"
@@ -62,9 +63,27 @@ void AttentionOptions::validate() const {
     if (cross_attention_) refuse("it applies to self-attention");
     if (window_.has_value()) refuse("a window bounds keys by position, and projected keys have none");
     if (softcap_ > 0.0) refuse("its fused kernel has no soft-capping");
+    if (longformer_window_) refuse("longformer is another attention");
     if (linformer_length_ < linformer_k_) {
       fail(c10::str("attention: linformer_k (", linformer_k_, ") must be at most the sequence length its projections take (",
                     linformer_length_, ")"));
+    }
+  }
+  if (longformer_window_) {
+    const auto refuse = [&](const char* what) { fail(c10::str("attention: longformer ", what)); };
+    if (*longformer_window_ < 0) fail(c10::str("attention: longformer_window (", *longformer_window_, ") must be >= 0"));
+    if (causal_) refuse("is an encoder's attention: causal self-attention cannot take its global tokens, which see every token");
+    if (cross_attention_) refuse("applies to self-attention");
+    if (window_.has_value()) refuse("has its own window (longformer_window), not window");
+    if (softcap_ > 0.0) refuse("has no soft-capping");
+    if (rope_) refuse("takes learned, sinusoidal or no positions, not rope (its global projections are not rotated)");
+    if (resolved_n_kv_heads() != n_heads_) refuse("has one key head per query head (n_kv_heads = n_heads)");
+    if (!longformer_dilation_.empty() && static_cast<int64_t>(longformer_dilation_.size()) != n_heads_) {
+      fail(c10::str("attention: longformer_dilation has ", longformer_dilation_.size(), " values, one per head (",
+                    n_heads_, ") expected"));
+    }
+    for (const int64_t d : longformer_dilation_) {
+      if (d < 1) fail(c10::str("attention: longformer_dilation values must be >= 1, got ", d));
     }
   }
 }
@@ -94,6 +113,8 @@ void AttentionImpl::reset() {
     }
   }
   out = register_module("out", linear(q_width, d, options.bias()));
+  qkv_global = nullptr;
+  if (options.longformer_window()) qkv_global = register_module("qkv_global", linear(d, 3 * q_width, in_bias));
   q_norm = k_norm = nullptr;
   if (options.qk_norm()) {
     q_norm = register_module("q_norm", Norm(*options.qk_norm()));
@@ -135,6 +156,8 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::forward_with_weights(con
                                                                              const RopePositions& position_ids) {
   TORCH_CHECK(options.linformer_k() == 0, "attention: linformer's weights are over its projected rows, not tokens: "
               "none are returned");
+  TORCH_CHECK(!options.longformer_window(), "attention: longformer's weights are a window and global columns, not "
+              "(T, T): none are returned");
   TORCH_CHECK(bias.choice.path == AttentionPath::kMath,
               "attention: the weights come from the math path; the bias was built for the ",
               to_string(bias.choice.path), " path (build it with need_weights)");
@@ -216,6 +239,22 @@ std::tuple<torch::Tensor, torch::Tensor> AttentionImpl::run(const torch::Tensor&
                 options.linformer_length(), " tokens, got ", t);
     const auto o = linformer_attention(qh, kh, vh, linformer_e, linformer_f.defined() ? linformer_f : linformer_e,
                                        bias.token_mask, arguments.scale, arguments.dropout);
+    return {lora.project(out, o.transpose(1, 2).reshape({b, t, h * hd})), torch::Tensor()};
+  }
+  if (options.longformer_window()) {
+    // The stack's masks are (query, key) pairs; Longformer makes its window and global columns
+    // itself from the padding (bias.token_mask) and the global tokens (bias.global_mask).
+    TORCH_CHECK(cache == nullptr, "attention: longformer keeps no cache (an encoder's attention)");
+    TORCH_CHECK(bias.choice.path != AttentionPath::kRing, "attention: longformer's global tokens see the whole "
+                "sequence, which context parallelism (ring attention) splits across ranks");
+    auto global = qkv_global->forward(x).split(h * hd, -1);
+    LongformerAttentionOptions terms(*options.longformer_window());
+    terms.dilation(options.longformer_dilation())
+        .global_mask(bias.global_mask)
+        .token_mask(bias.token_mask)
+        .scale(arguments.scale)
+        .dropout(arguments.dropout);
+    const auto o = longformer_attention(qh, kh, vh, heads(global[0], h), heads(global[1], h), heads(global[2], h), terms);
     return {lora.project(out, o.transpose(1, 2).reshape({b, t, h * hd})), torch::Tensor()};
   }
   auto [o, w] = attend(qh, kh, vh, bias, arguments);

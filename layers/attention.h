@@ -70,6 +70,12 @@ struct AttentionOptions {
   TORCH_ARG(int64_t, linformer_k) = 0;
   TORCH_ARG(int64_t, linformer_length) = 0;  // n: the longest sequence E and F take
   TORCH_ARG(LinformerSharing, linformer_sharing) = LinformerSharing::kHeadwise;
+  // Longformer (kernels/longformer_attention.h): a query sees this many tokens on each side
+  // (transformers' attention_window / 2) and the global tokens (AttentionBias::global_mask), which
+  // see every token through their own projections (qkv_global); unset = none. An encoder's
+  // self-attention only, one key head per query head.
+  TORCH_ARG(std::optional<int64_t>, longformer_window) = std::nullopt;
+  TORCH_ARG(std::vector<int64_t>, longformer_dilation) = {};  // one per head, or empty (1)
 
  public:  // TORCH_ARG leaves the section private
   int64_t resolved_n_kv_heads() const { return n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_; }
@@ -121,6 +127,9 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   // Linformer's projections (P, k, n), P = n_kv_heads (per_head) or 1; F undefined under
   // key_value sharing (E projects both). Undefined without linformer_k.
   torch::Tensor linformer_e, linformer_f;
+  // Longformer's global query, key and value projections, [q; k; v] rows. Unset without
+  // longformer_window.
+  torch::nn::Linear qkv_global{nullptr};
   ProjectionAdapters lora;  // LoRA adapters of q, k, v, out (none unless attached)
 
   // What LoRA can adapt: q, k, v (rows of qkv or kv when fused) and out.

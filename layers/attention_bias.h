@@ -31,6 +31,8 @@ struct AttentionBias {
   // (B, T) nonzero at the real tokens among this call's queries, or undefined (all real): what
   // recurrent layers (layers/linear_attention.h) read, which take no (T, K) mask.
   torch::Tensor token_mask;
+  // (B, T) nonzero at the tokens Longformer's layers attend globally, or undefined (none).
+  torch::Tensor global_mask;
 };
 
 // The masks and position terms of one stack's forward.

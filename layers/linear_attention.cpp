@@ -25,7 +25,8 @@ void LinearAttentionOptions::validate() const {
   if (d_model_ <= 0 || n_heads_ <= 0) fail(c10::str("d_model (", d_model_, ") and n_heads (", n_heads_, ") must be positive"));
   switch (kind_) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: fail("kind " + to_string(kind_) + " is layers/attention.h's"); break;
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: fail("kind " + to_string(kind_) + " is layers/attention.h's"); break;
     case AttentionKind::kLinear:
       if (head_dim_ == 0 && d_model_ % n_heads_ != 0) {
         fail(c10::str("d_model (", d_model_, ") must be divisible by n_heads (", n_heads_, ") unless head_dim is set"));
@@ -58,7 +59,8 @@ void LinearAttentionImpl::reset() {
   head_norm = nullptr;
   switch (options.kind()) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: break;  // refused by validate
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: break;  // refused by validate
     case AttentionKind::kLinear: {
       const int64_t width = h * options.head_k();
       const bool in_bias = options.bias() || options.qkv_bias();
@@ -99,7 +101,8 @@ torch::Tensor LinearAttentionImpl::forward(const torch::Tensor& x, const torch::
   bool normalize = false;
   switch (options.kind()) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: break;
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: break;
     case AttentionKind::kLinear:
       normalize = options.normalize();
       switch (options.feature_map()) {

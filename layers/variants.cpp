@@ -24,7 +24,8 @@ bool is_recurrent(AttentionKind kind) {
     case AttentionKind::kLinear:
     case AttentionKind::kGatedLinear: return true;
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: return false;
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: return false;
   }
   return false;
 }

@@ -43,8 +43,10 @@ enum class AttentionBackend { kAuto, kFused, kTiled, kMath };
 // (Yang et al., 2024: a data-dependent decay per key dimension). layers/linear_attention.h.
 // linformer: softmax attention over keys and values projected along the sequence to
 // linformer_k rows by learned matrices (Wang et al., 2020), O(T k); encoders only
-// (kernels/linformer_attention.h).
-enum class AttentionKind { kSoftmax, kLinear, kGatedLinear, kLinformer };
+// (kernels/linformer_attention.h). longformer: softmax attention over a sliding window (dilated
+// per head) and the global tokens, which see every token through their own projections
+// (Beltagy et al., 2020), O(T (w + g)); encoders only (kernels/longformer_attention.h).
+enum class AttentionKind { kSoftmax, kLinear, kGatedLinear, kLinformer, kLongformer };
 // Which of Linformer's projections are shared (Wang et al., 2020, section 4): per_head, an E and
 // an F for each key/value head; headwise, one E and one F for all the heads of a layer;
 // key_value, one matrix for all heads projecting keys and values both.
@@ -75,7 +77,8 @@ ZOO_ENUM_NAMES(AttentionBackend, "attention_backend",
                {"tiled", AttentionBackend::kTiled}, {"math", AttentionBackend::kMath});
 ZOO_ENUM_NAMES(AttentionKind, "attention",
                {"softmax", AttentionKind::kSoftmax}, {"linear", AttentionKind::kLinear},
-               {"gated_linear", AttentionKind::kGatedLinear}, {"linformer", AttentionKind::kLinformer});
+               {"gated_linear", AttentionKind::kGatedLinear}, {"linformer", AttentionKind::kLinformer},
+               {"longformer", AttentionKind::kLongformer});
 ZOO_ENUM_NAMES(LinformerSharing, "linformer_sharing", {"per_head", LinformerSharing::kPerHead},
                {"headwise", LinformerSharing::kHeadwise}, {"key_value", LinformerSharing::kKeyValue});
 ZOO_ENUM_NAMES(FeatureMap, "feature_map",

@@ -89,9 +89,15 @@ void BertImpl::reset() {
   initialize_weights(*this, c);
 }
 
+int64_t default_global_tokens(const ModelConfig& config) {
+  if (config.attention != AttentionKind::kLongformer) return 0;
+  if (config.longformer_global_tokens > 0) return config.longformer_global_tokens;
+  return config.head == BertHead::kSequenceClassification ? 1 : 0;
+}
+
 BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                              const torch::Tensor& token_type_ids, const torch::Tensor& position_ids,
-                             const std::shared_ptr<RingExchange>& ring) {
+                             const std::shared_ptr<RingExchange>& ring, const torch::Tensor& global_attention_mask) {
   TORCH_CHECK(input_ids.dim() == 2, "BERT: input_ids must be (batch, tokens), got shape ",
               input_ids.sizes());
   const int64_t b = input_ids.size(0), t = input_ids.size(1);
@@ -123,10 +129,25 @@ BertOutput BertImpl::forward(const torch::Tensor& input_ids, const torch::Tensor
   // ring takes the global ones.
   // Linformer's layers take the padding as a token mask (zeroing keys before the projection),
   // not as a mask over (query, key) pairs, and their path needs no additive tensor.
-  const bool linformer = config.attention == AttentionKind::kLinformer;
+  // Longformer's too, with the global tokens beside it.
+  const bool token_masked = config.attention == AttentionKind::kLinformer || config.attention == AttentionKind::kLongformer;
   auto biases = stack_attention_biases(config, /*causal=*/false, positions.get(),
-                                       linformer ? torch::Tensor() : attention_mask, t, 0, t, x, is_training(), ring);
-  if (linformer) biases.windowed.token_mask = biases.unbounded.token_mask = attention_mask;
+                                       token_masked ? torch::Tensor() : attention_mask, t, 0, t, x, is_training(), ring);
+  if (token_masked) biases.windowed.token_mask = biases.unbounded.token_mask = attention_mask;
+  if (config.attention == AttentionKind::kLongformer) {
+    auto global = global_attention_mask;
+    const int64_t leading = default_global_tokens(config);
+    if (!global.defined() && leading > 0) {
+      global = torch::zeros({b, t}, input_ids.options().dtype(torch::kBool));
+      global.narrow(1, 0, std::min(leading, t)).fill_(true);
+    }
+    TORCH_CHECK(!global.defined() || global.sizes() == input_ids.sizes(), "BERT: global_attention_mask must match "
+                "input_ids ", input_ids.sizes(), ", got ", global.sizes());
+    biases.windowed.global_mask = biases.unbounded.global_mask = global;
+  } else {
+    TORCH_CHECK(!global_attention_mask.defined(), "BERT: global_attention_mask applies to attention longformer, not ",
+                to_string(config.attention));
+  }
   const auto& rope_positions = ring && config.position == PositionKind::kRope ? ids : torch::Tensor();
   const bool recompute = activation_checkpointing && is_training();
   for (auto& block : block_list_) {

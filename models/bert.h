@@ -67,6 +67,11 @@ class BertMaskedLMHeadImpl : public torch::nn::Cloneable<BertMaskedLMHeadImpl> {
 };
 TORCH_MODULE(BertMaskedLMHead);
 
+// How many leading tokens Longformer's layers attend globally when the caller marks none:
+// longformer_global_tokens, or with 0 the first token under a sequence_classification head (as
+// transformers' LongformerForSequenceClassification); 0 for other attentions.
+int64_t default_global_tokens(const ModelConfig& config);
+
 class BertImpl : public torch::nn::Cloneable<BertImpl> {
  public:
   // `config` must be valid: build_model validates it once before any module is built.
@@ -80,9 +85,12 @@ class BertImpl : public torch::nn::Cloneable<BertImpl> {
   //   ring. The pooled output (the [CLS] token's, which rank 0 holds) and the heads that read it
   //   are left undefined.
   // A model without segment embeddings (type_vocab_size 0) ignores token_type_ids.
+  // global_attention_mask (B, T), attention longformer: nonzero at the tokens attended globally;
+  //   undefined: the first default_global_tokens(config).
   BertOutput forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                      const torch::Tensor& token_type_ids = {}, const torch::Tensor& position_ids = {},
-                     const std::shared_ptr<RingExchange>& ring = nullptr);
+                     const std::shared_ptr<RingExchange>& ring = nullptr,
+                     const torch::Tensor& global_attention_mask = {});
 
   ModelConfig config;
   // Training recomputes each block's activations in backward instead of keeping them.

@@ -203,8 +203,9 @@ const std::vector<Field>& fields() {
                            "that one; math: the explicit (T, T) path"));
     f.push_back(enum_field("attention", &ModelConfig::attention,
                            "gpt: what mixes tokens in every layer: softmax attention, or a recurrent state "
-                           "(linear, gated_linear) that decodes in constant time and memory; bert: softmax, or "
-                           "linformer (keys and values projected along the sequence to linformer_k rows)"));
+                           "(linear, gated_linear) that decodes in constant time and memory; bert: softmax, "
+                           "linformer (keys and values projected along the sequence to linformer_k rows) or "
+                           "longformer (a sliding window and global tokens, attention_window)"));
     f.push_back({"attention_layers", "list of: " + enum_names_joined<AttentionKind>(),
                  "gpt: one attention kind per layer (hybrids); [] = attention in every layer", false,
                  [](ModelConfig& c, const YAML::Node& n) {
@@ -247,6 +248,17 @@ const std::vector<Field>& fields() {
     f.push_back(enum_field("linformer_sharing", &ModelConfig::linformer_sharing,
                            "linformer: per_head (an E and F per head), headwise (one E and F per layer), "
                            "key_value (one matrix per layer for both)"));
+    f.push_back(list_field<int64_t, ModelConfig>(
+        "attention_window", &ModelConfig::attention_window, "list of integers", "even window sizes",
+        "longformer: the window of each layer, or one for all: w / 2 tokens to each side (transformers' "
+        "attention_window)", parse_index, index_text));
+    f.push_back(list_field<int64_t, ModelConfig>(
+        "attention_dilation", &ModelConfig::attention_dilation, "list of integers", "dilations",
+        "longformer: the dilation of each head, or one for all: a window joins every d-th token; [] = 1",
+        parse_index, index_text));
+    f.push_back(int_field("longformer_global_tokens", &ModelConfig::longformer_global_tokens,
+                          "longformer: the first this many tokens attend globally (every token sees them, they see "
+                          "every token); 0 = the first token under head sequence_classification, else none"));
     f.push_back(bool_field("bias", &ModelConfig::bias, "biases in linear layers and LayerNorm"));
     f.push_back(bool_field("qkv_bias", &ModelConfig::qkv_bias,
                            "biases on the query, key and value projections only (Qwen2), with bias: false"));
@@ -410,6 +422,46 @@ void validate_positions(const ModelConfig& c, const Fail& fail) {
   }
 }
 
+// Longformer's keys (kernels/longformer_attention.h) and what it cannot take.
+template <typename Fail>
+void validate_longformer(const ModelConfig& c, const Fail& fail) {
+  if (c.family == Family::kGpt) {
+    fail("attention longformer's global tokens see every token, future ones included: a decoder's causal "
+         "self-attention (family gpt) cannot take it; it applies to encoders (family bert)");
+  }
+  if (c.family != Family::kBert) fail("attention longformer applies to encoders (family bert), not family " + to_string(c.family));
+  const auto sized = [&](const std::vector<int64_t>& values, int64_t n, const std::string& key, const std::string& per) {
+    if (values.size() > 1 && static_cast<int64_t>(values.size()) != n) {
+      fail(key + " has " + std::to_string(values.size()) + " values: one, or one per " + per + " (" + std::to_string(n) + ")");
+    }
+  };
+  if (c.attention_window.empty()) fail("attention_window: longformer needs a window (one, or one per layer)");
+  sized(c.attention_window, c.n_layers, "attention_window", "layer");
+  for (const int64_t w : c.attention_window) {
+    if (w < 2 || w % 2 != 0) {
+      fail("attention_window values must be even and >= 2 (w / 2 tokens to each side), got " + std::to_string(w));
+    }
+  }
+  sized(c.attention_dilation, c.n_heads, "attention_dilation", "head");
+  for (const int64_t d : c.attention_dilation) {
+    if (d < 1) fail("attention_dilation values must be >= 1, got " + std::to_string(d));
+  }
+  if (c.window.has_value()) fail("window: longformer has its own (attention_window)");
+  if (c.position == PositionKind::kAlibi || c.position == PositionKind::kRelative || c.position == PositionKind::kRope) {
+    fail("position " + to_string(c.position) + ": longformer takes learned, sinusoidal or none (its global "
+         "projections take no position term)");
+  }
+  if (c.n_kv_heads > 0 && c.n_kv_heads != c.n_heads) {
+    fail("n_kv_heads (" + std::to_string(c.n_kv_heads) + "): longformer has one key head per query head (n_heads " +
+         std::to_string(c.n_heads) + ")");
+  }
+  if (c.attention_softcap > 0.0) fail("attention_softcap: longformer has no soft-capping");
+  if (c.longformer_global_tokens < 0 || c.longformer_global_tokens > c.max_length()) {
+    fail("longformer_global_tokens (" + std::to_string(c.longformer_global_tokens) + ") must be in [0, max_positions (" +
+         std::to_string(c.max_length()) + ")]");
+  }
+}
+
 // The attention kinds and the keys of the linear kinds (layers/linear_attention.h).
 template <typename Fail>
 void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
@@ -437,6 +489,8 @@ void validate_attention_kinds(const ModelConfig& c, const Fail& fail) {
            "projected rows: use learned, sinusoidal, rope or none");
     }
     if (c.attention_softcap > 0.0) fail("attention_softcap: linformer's fused kernel has no soft-capping");
+  } else if (c.attention == AttentionKind::kLongformer) {
+    validate_longformer(c, fail);
   } else if (c.attention != AttentionKind::kSoftmax && c.family != Family::kGpt) {
     fail("attention " + to_string(c.attention) + " applies to decoder-only models (family gpt), not family " +
          to_string(c.family));
@@ -830,6 +884,9 @@ std::string context_parallel_refusal(const ModelConfig& config) {
   }
   if (config.has_recurrent_layers()) {
     return "ring attention splits softmax attention; this model has linear or gated_linear layers (model.attention)";
+  }
+  if (config.attention == AttentionKind::kLongformer) {
+    return "longformer's global tokens see the whole sequence, which ring attention splits across ranks (model.attention)";
   }
   if (config.attention == AttentionKind::kLinformer) {
     return "linformer projects the whole sequence's keys, which ring attention splits across ranks (model.attention)";

@@ -98,6 +98,13 @@ struct ModelConfig {
   double gla_gate_normalizer = 16.0;            // gated_linear: tau in alpha = sigmoid(.)^(1/tau)
   int64_t linformer_k = 256;                    // linformer (bert): rows keys and values are projected to
   LinformerSharing linformer_sharing = LinformerSharing::kHeadwise;  // linformer: which projections are shared
+  // longformer (bert): each layer's window, or one for all, as transformers' attention_window
+  // (w / 2 tokens to each side); each head's dilation, or one for all ([] = 1).
+  std::vector<int64_t> attention_window = {512};
+  std::vector<int64_t> attention_dilation;
+  // longformer: the first this many tokens of every sequence attend globally when the caller
+  // marks none; 0 = transformers' rule (the first token under a sequence_classification head).
+  int64_t longformer_global_tokens = 0;
   bool bias = true;               // linear and LayerNorm biases
   bool qkv_bias = false;          // q/k/v projection biases in a model without others (Qwen2)
   bool qk_norm = false;           // the model's norm (no bias) over each query and key head before RoPE (Qwen3)
@@ -153,6 +160,15 @@ struct ModelConfig {
   // The token mixer of decoder layer `layer`.
   AttentionKind attention_of(int64_t layer) const {
     return attention_layers.empty() ? attention : attention_layers[static_cast<size_t>(layer)];
+  }
+  // Longformer's window of layer `layer` (two-sided, as attention_window) and the dilation of
+  // each head (n_heads values, or empty for 1).
+  int64_t longformer_window_of(int64_t layer) const {
+    return attention_window.size() == 1 ? attention_window[0] : attention_window.at(static_cast<size_t>(layer));
+  }
+  std::vector<int64_t> longformer_dilation_of_heads() const {
+    return attention_dilation.size() == 1 ? std::vector<int64_t>(static_cast<size_t>(n_heads), attention_dilation[0])
+                                          : attention_dilation;
   }
   // The sliding window of layer `layer` (window, where window_layers lists it or is empty).
   std::optional<int64_t> window_of(int64_t layer) const;

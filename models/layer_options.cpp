@@ -34,6 +34,9 @@ TransformerBlockOptions block_options(const ModelConfig& config, bool causal, bo
   if (config.attention_of(layer) == AttentionKind::kLinformer && !causal && !cross_attention) {
     attention.linformer_k(config.linformer_k).linformer_length(config.max_length()).linformer_sharing(config.linformer_sharing);
   }
+  if (config.attention_of(layer) == AttentionKind::kLongformer && !causal && !cross_attention) {
+    attention.longformer_window(config.longformer_window_of(layer) / 2).longformer_dilation(config.longformer_dilation_of_heads());
+  }
   if (config.window_rope_base > 0.0 && config.window_of(layer)) {
     attention.rope_base(config.window_rope_base).rope_scaling(RopeScaling{});  // Gemma 3's and ModernBERT's local layers
   }
@@ -64,7 +67,8 @@ std::optional<LinearAttentionOptions> linear_attention_options(const ModelConfig
   const AttentionKind kind = config.attention_of(layer);
   switch (kind) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: return std::nullopt;
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: return std::nullopt;
     case AttentionKind::kLinear:
       return LinearAttentionOptions(config.d_model, config.n_heads, kind)
           .head_dim(config.head_dim)
@@ -116,6 +120,19 @@ AttentionCall stack_attention_call(const ModelConfig& config, bool causal, bool 
 }
 
 std::string describe_attention_paths(const ModelConfig& config) {
+  // An encoder's Linformer and Longformer layers run their own kernels, whatever the call.
+  switch (config.attention) {
+    case AttentionKind::kLinformer:
+      return "attention path: linformer (kernels/linformer_attention.h): LibTorch's fused kernel over the " +
+             std::to_string(config.linformer_k) + " projected rows, padded keys zeroed before the projection\n";
+    case AttentionKind::kLongformer:
+      return "attention path: longformer (kernels/longformer_attention.h): the window on zoo's tiled kernel (CPU, "
+             "float32 or bfloat16; elsewhere the explicit (T, T) reference), global and padded keys as its key mask, "
+             "the global keys' columns merged by log-sum-exp, the global tokens' rows beside\n";
+    case AttentionKind::kSoftmax:
+    case AttentionKind::kLinear:
+    case AttentionKind::kGatedLinear: break;
+  }
   struct Stack {
     const char* name;
     bool causal, positions;

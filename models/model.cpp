@@ -162,6 +162,19 @@ std::string describe(const ModelConfig& c) {
       << " rows by " << to_string(c.linformer_sharing) << " E, F of " << c.max_length()
       << " columns (time and memory O(T x " << c.linformer_k << "), not O(T^2)); padded tokens zeroed before\n";
   }
+  if (c.attention == AttentionKind::kLongformer) {
+    s << "token mixing: longformer in every layer: a window of attention_window [";
+    for (size_t i = 0; i < c.attention_window.size(); ++i) s << (i ? ", " : "") << c.attention_window[i];
+    s << "] (w / 2 tokens to each side)";
+    if (!c.attention_dilation.empty()) {
+      s << ", dilation [";
+      for (size_t i = 0; i < c.attention_dilation.size(); ++i) s << (i ? ", " : "") << c.attention_dilation[i];
+      s << "]";
+    }
+    s << ", and global tokens with their own q, k, v (time and memory O(T x (w + globals)), not O(T^2))";
+    if (c.head == BertHead::kSequenceClassification) s << "; the first token is global, as transformers' classifier";
+    s << "\n";
+  }
   if (c.has_moe_layers()) {
     int64_t sparse = 0;
     for (int64_t i = 0; i < c.n_layers; ++i) sparse += c.is_moe_layer(i);

@@ -52,7 +52,9 @@ N attention(const ModelConfig& c, bool cross) {
   const bool in_bias = c.bias || c.qkv_bias;
   const N in = cross ? linear(d, q, in_bias) + linear(d, N(2) * kv, in_bias) : linear(d, q + N(2) * kv, in_bias);
   const N head_norms = c.qk_norm ? N(2) * hd : N(0);  // qk_norm (Qwen3): a weight of head_dim each, no bias
-  return in + linear(q, d, c.bias) + head_norms + (cross ? N(0) : linformer<N>(c));
+  // Longformer's global tokens have their own q, k and v projections.
+  const N global = !cross && c.attention == AttentionKind::kLongformer ? linear(d, N(3) * q, in_bias) : N(0);
+  return in + linear(q, d, c.bias) + head_norms + global + (cross ? N(0) : linformer<N>(c));
 }
 
 // The token mixer of decoder layer `layer` (layers/linear_attention.h for the linear kinds).
@@ -61,7 +63,8 @@ N mixer(const ModelConfig& c, int64_t layer) {
   const N d = N(c.d_model);
   switch (c.attention_of(layer)) {
     case AttentionKind::kSoftmax:
-    case AttentionKind::kLinformer: return attention<N>(c, false);
+    case AttentionKind::kLinformer:
+    case AttentionKind::kLongformer: return attention<N>(c, false);
     case AttentionKind::kLinear: {
       // q, k and v of n_heads heads each (the performer features are a buffer).
       const N width = N(c.n_heads) * N(c.resolved_head_dim());
@@ -276,7 +279,8 @@ double kv_cache_bytes_lower_bound(const ModelConfig& config, int64_t rows, int64
     for (int64_t layer = 0; layer < config.n_layers; ++layer) {
       switch (config.attention_of(layer)) {
         case AttentionKind::kSoftmax:
-        case AttentionKind::kLinformer: held += self_of(layer); break;
+        case AttentionKind::kLinformer:
+        case AttentionKind::kLongformer: held += self_of(layer); break;
         case AttentionKind::kLinear:
         case AttentionKind::kGatedLinear: break;
       }

@@ -113,6 +113,10 @@ def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optio
     if rope is not None:
         q = self._rotate(q, rope)
         k = self._rotate(k, rope)
+    qkv_global = self.self_attn_qkv_global_weight
+    if qkv_global is not None:
+        y = self._longformer(x, q, k, v, i, r, qkv_global, token_mask)
+        return self._linear_at(y, out_weight, self.self_attn_out_bias, r)
     linformer_e = self.self_attn_linformer_e
     if linformer_e is not None:
         # Linformer (kernels/linformer_attention.h): padded tokens' keys and values zeroed, then
@@ -141,6 +145,39 @@ def _self_attention(self, x: Tensor, i: int, bias: Optional[Tensor], rope: Optio
             k, v = k.to(q.dtype), v.to(q.dtype)  # exact: the cache holds bf16 values
     y = self._attend(q, k, v, bias)
     return self._linear_at(y, out_weight, self.self_attn_out_bias, r)
+
+
+def _longformer(self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, i: int, r: int, qkv_global: Tensor,
+                token_mask: Optional[Tensor]) -> Tensor:
+    # Longformer (kernels/longformer_attention.h) as its plain reference writes it: a (T, T) mask
+    # per head of the window (longformer_windows[i] to each side, every d-th token under head
+    # dilation d) without the global tokens, plus the global tokens (the first longformer_global)
+    # as columns; the global tokens' rows through the global projections over every real key.
+    # q, k, v (B, H, T, hs) -> (B, T, H hs)
+    b, h, t, hs = q.size()
+    g = self._linear_at(x, qkv_global, self.self_attn_qkv_global_bias, r)
+    gq, gk, gv = g.split([h * hs, h * hs, h * hs], -1)
+    gq = gq.view(b, t, h, hs).transpose(1, 2)
+    gk = gk.view(b, t, h, hs).transpose(1, 2)
+    gv = gv.view(b, t, h, hs).transpose(1, 2)
+    position = torch.arange(t, device=x.device)
+    distance = position.view(t, 1) - position.view(1, t)
+    w = self.longformer_windows[i]
+    bands: List[Tensor] = []
+    for d in self.longformer_dilation:
+        bands.append((distance.abs() <= w * d) & (torch.remainder(distance, d) == 0))
+    band = torch.stack(bands).unsqueeze(0)  # (1, H, T, T)
+    is_global = position < self.longformer_global
+    global_keys = is_global.view(1, 1, 1, t)
+    if token_mask is None:
+        real = torch.ones(b, 1, 1, t, dtype=torch.bool, device=x.device)
+    else:
+        real = token_mask.ne(0).view(b, 1, 1, t)
+    local = ((band & ~global_keys) | global_keys) & real
+    local_y = self._attend(q, k, v, self._mask_bias(local, q))
+    global_y = self._attend(gq, gk, gv, self._mask_bias(real, q))
+    y = torch.where(is_global.view(1, t, 1), global_y, local_y)
+    return y * real.view(b, t, 1).to(y.dtype)  # padded queries give 0
 
 
 def _cross_attention(self, x: Tensor, i: int, memory: List[Tensor], bias: Optional[Tensor]) -> Tensor:

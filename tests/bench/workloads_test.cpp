@@ -255,8 +255,8 @@ TEST(BenchLinearAttentionRows, TrainingAndDecodingRows) {
 
 // #51's encoder rows: BERT's masked LM at gpt-tiny's widths to 64k tokens, full attention, a
 // window and Linformer's 256 rows; and one runs (Linformer at 4k, one step).
-TEST(BenchLongSequenceRows, EncoderRowsCompareFullWindowAndLinformer) {
-  for (const std::string kind : {"full", "window", "linformer"}) {
+TEST(BenchLongSequenceRows, EncoderRowsCompareFullWindowLinformerAndLongformer) {
+  for (const std::string kind : {"full", "window", "linformer", "longformer"}) {
     for (const int64_t t : {4096, 16384, 65536}) {
       const std::string name = "long-encoder_" + kind + "-" + std::to_string(t);
       ASSERT_TRUE(in_family_long(name)) << name;
@@ -267,9 +267,14 @@ TEST(BenchLongSequenceRows, EncoderRowsCompareFullWindowAndLinformer) {
       EXPECT_EQ(w.t, t);
       EXPECT_EQ(w.config.d_model, 256);
       EXPECT_EQ(w.config.window.has_value(), kind == "window");
-      EXPECT_EQ(w.config.attention, kind == "linformer" ? AttentionKind::kLinformer : AttentionKind::kSoftmax);
+      EXPECT_EQ(w.config.attention, kind == "linformer"    ? AttentionKind::kLinformer
+                                    : kind == "longformer" ? AttentionKind::kLongformer
+                                                           : AttentionKind::kSoftmax);
     }
   }
+  const auto longformer = long_sequence_workload("long-encoder_longformer-4096").config;
+  EXPECT_EQ(longformer.attention_window, (std::vector<int64_t>{512}));
+  EXPECT_EQ(longformer.longformer_global_tokens, 16);
   EXPECT_FALSE(in_family_long("long-encoder_linformer-1024"));
   auto w = long_sequence_workload("long-encoder_linformer-4096");
   w.t = 512, w.config.max_positions = 512, w.config.n_layers = 1;
@@ -280,8 +285,8 @@ TEST(BenchLongSequenceRows, EncoderRowsCompareFullWindowAndLinformer) {
 TEST(BenchLongSequenceRows, EveryKindAndLengthWithItsMathRowFirst) {
   const auto names = family_names(WorkloadFamily::kLongSequence);
   // Per model size: 4 kinds x 5 lengths, each with its math row; linear and gla without; and the
-  // encoders' 3 kinds x 3 lengths.
-  EXPECT_EQ(names.size(), 2u * (4u * 5u * 2u + 2u * 5u) + 3u * 3u);
+  // encoders' 4 kinds x 3 lengths.
+  EXPECT_EQ(names.size(), 2u * (4u * 5u * 2u + 2u * 5u) + 4u * 3u);
   const auto defaults = default_names();
   for (const std::string kind : {"learned", "alibi", "relative", "window"}) {
     for (const int64_t t : {1024, 2048, 4096, 8192, 16384}) {

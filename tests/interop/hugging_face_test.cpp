@@ -45,7 +45,9 @@ std::map<std::string, torch::Tensor> outputs(Model& model, const std::map<std::s
   switch (model.config.family) {
     case Family::kGpt: out["logits"] = model.gpt->forward(ids); break;
     case Family::kBert: {
-      const auto r = model.bert->forward(ids, mask, ref.at("token_type_ids"));
+      // Longformer's global tokens where the reference marked them (else the model's default).
+      const auto global = ref.count("global_attention_mask") ? ref.at("global_attention_mask") : torch::Tensor();
+      const auto r = model.bert->forward(ids, mask, ref.at("token_type_ids"), {}, nullptr, global);
       out["sequence_output"] = r.sequence_output;
       if (r.pooled_output.defined()) out["pooled_output"] = r.pooled_output;
       if (r.logits.defined()) out["logits"] = r.logits;
@@ -105,6 +107,14 @@ std::vector<double> losses(Model& model, const std::string& flavor, const std::m
     }
     case Family::kBert:
       batch.token_type_ids = ref.at("token_type_ids");
+      if (ends_with(flavor, "_tok")) {
+        // zoo trains no token classifier (no objective): the cross-entropy of its logits, as
+        // transformers' head takes it.
+        const auto logits = model.bert->forward(batch.input_ids, batch.attention_mask, batch.token_type_ids).logits;
+        return {torch::nn::functional::cross_entropy(logits.flatten(0, 1), batch.labels.flatten(),
+                                                     torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100))
+                    .item<double>()};
+      }
       return {compute_loss(model, batch, ends_with(flavor, "_mlm") ? Objective::kMaskedLM : Objective::kClassification, cpu)
                   .loss.item<double>()};
     case Family::kT5:
@@ -171,7 +181,7 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
       EXPECT_ALLCLOSE(torch::stack(router_logits), ref.at("router_logits"), 2e-5);
     }
   } else {
-    EXPECT_TRUE(f.name == "bert" || f.name == "modernbert") << f.name;  // a bare encoder has no loss
+    EXPECT_TRUE(f.name == "bert" || f.name == "modernbert" || f.name == "longformer") << f.name;  // a bare encoder has no loss
   }
   if (ref.count("logits_bf16")) {
     // Computing in bf16 throughout, as transformers runs a model loaded in bf16: the same
@@ -254,7 +264,9 @@ TEST_P(HuggingFace, ImportsMatchesAndExportsBack) {
 INSTANTIATE_TEST_SUITE_P(Families, HuggingFace,
                          ::testing::Values(Flavor{"gpt2"}, Flavor{"gpt2", true}, Flavor{"bert"}, Flavor{"bert_mlm"},
                                            Flavor{"bert_cls"}, Flavor{"t5"}, Flavor{"t5_v1_1", true},
-                                           Flavor{"modernbert"}, Flavor{"modernbert_mlm"}, Flavor{"modernbert_cls"}),
+                                           Flavor{"modernbert"}, Flavor{"modernbert_mlm"}, Flavor{"modernbert_cls"},
+                                           Flavor{"longformer"}, Flavor{"longformer_mlm"}, Flavor{"longformer_cls"},
+                                           Flavor{"longformer_tok"}),
                          [](const auto& info) { return flavor_id(info.param); });
 
 // The LLaMA family (tests/reference/hf_models.py says what each flavor holds), from float32,
@@ -347,7 +359,7 @@ TEST(HuggingFaceErrors, LlamaFamilyNamesTheFileTheKeyAndTheTensor) {
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
       {[](auto& c) { c["model_type"] = "gemma"; },
        "model_type 'gemma' is not supported (gpt2, bert, t5, llama, mistral, qwen2, qwen3, phi3, mixtral, qwen3_moe, "
-       "gemma2, gemma3_text, modernbert, zoo)"},
+       "gemma2, gemma3_text, modernbert, longformer, zoo)"},
       {[](auto& c) { c["model_type"] = "modernbert", c["architectures"] = {"ModernBertForQuestionAnswering"}; },
        "architecture 'ModernBertForQuestionAnswering' is not supported for modernbert (ModernBertModel, "
        "ModernBertForMaskedLM, ModernBertForSequenceClassification, ModernBertForTokenClassification)"},
@@ -730,6 +742,33 @@ TEST(HuggingFaceZooLayout, LinformerModelsRoundTrip) {
   const auto mask = torch::ones({2, 40}, torch::kLong).index_put_({1, torch::indexing::Slice(30)}, 0);
   EXPECT_TRUE(torch::equal(model.bert->forward(ids, mask).sequence_output,
                            back.bert->forward(ids, mask).sequence_output));
+}
+
+// A Longformer classifier (global q, k, v; windows per layer; dilations) goes out in zoo's layout
+// and comes back giving the same logits, its first token global.
+TEST(HuggingFaceZooLayout, LongformerModelsRoundTrip) {
+  auto config = load_config(find_config("bert-tiny"));
+  for (const char* o : {"attention=longformer", "attention_window=[4, 8]", "attention_dilation=[1, 2]", "dropout=0",
+                        "head=sequence_classification"})
+    apply_override(config, o);
+  torch::manual_seed(0);
+  Model model = build_model(config);
+  model.module()->eval();
+  const std::string dir = testing::scratch_path("hf-zoo-layout-longformer").string();
+  fs::remove_all(dir);
+  export_hf(model, dir);
+  EXPECT_EQ(read_hf_weights(dir).at("blocks.1.self_attn.qkv_global.weight").size(0), 3 * config.d_model);
+  Model back = import_hf(dir);
+  back.module()->eval();
+  EXPECT_EQ(back.config.attention_window, (std::vector<int64_t>{4, 8}));
+  torch::NoGradGuard no_grad;
+  const auto ids = torch::randint(config.vocab_size, {2, 40}, torch::kLong);
+  const auto mask = torch::ones({2, 40}, torch::kLong).index_put_({1, torch::indexing::Slice(30)}, 0);
+  const auto logits = model.bert->forward(ids, mask).logits;
+  EXPECT_TRUE(torch::equal(logits, back.bert->forward(ids, mask).logits));
+  // The first token's global row is what the default puts there: no global tokens differs.
+  const auto none = torch::zeros({2, 40}, torch::kBool);
+  EXPECT_GT(testing::max_abs_diff(model.bert->forward(ids, mask, {}, {}, nullptr, none).logits, logits), 1e-6);
 }
 
 }  // namespace

@@ -445,6 +445,13 @@ std::vector<Variant> variants() {
                {"attention=linformer", "linformer_k=8", "linformer_sharing=per_head", "position=rope",
                 "head=sequence_classification", "num_labels=3"}});
   v.push_back({"bert_linformer_key_value", "bert-tiny", {"attention=linformer", "linformer_k=16", "linformer_sharing=key_value"}});
+  // Longformer (kernels/longformer_attention.h): a window per layer, a dilated head and the
+  // classifier's global first token; a masked LM with two global tokens.
+  v.push_back({"bert_longformer_dilated_classification", "bert-tiny",
+               {"n_heads=4", "attention=longformer", "attention_window=[4, 6]", "attention_dilation=[1, 2, 1, 3]",
+                "head=sequence_classification", "num_labels=3"}});
+  v.push_back({"bert_longformer_global_mlm", "bert-tiny",
+               {"attention=longformer", "attention_window=[4]", "longformer_global_tokens=2"}});
   // Gemma 2 with caps that bend these scores and logits, scores over 12, and Gemma 3's local RoPE base.
   v.push_back({"gemma2_small_caps_local_rope", "gemma-2-2b",
                {"attention_softcap=1", "logit_softcap=2", "attention_scale_dim=12", "window_rope_base=100"}});

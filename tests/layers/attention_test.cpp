@@ -213,6 +213,16 @@ TEST(Attention, SlidingWindowEqualsBandMask) {
   EXPECT_LE(max_abs_diff(run(wide, x), run(plain, x)), 1e-6);
 }
 
+// Why building `o` fails, or "accepted".
+std::string message(const AttentionOptions& o) {
+  try {
+    Attention refused(o);
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
 // Linformer's layer (kernels/linformer_attention.h): with T rows of identity E and F it is the
 // softmax layer of the same weights (grouped heads, RoPE); a right-padded row gives its real
 // tokens what they get alone (padded keys zeroed, E's first columns); what it cannot take is
@@ -249,14 +259,6 @@ TEST(Attention, LinformerAtIdentityIsSoftmaxAndPaddingIsZeroedKeys) {
   EXPECT_LE(max_abs_diff(padded[1].narrow(0, 0, 5), alone[0]), 1e-5);
   EXPECT_LE(max_abs_diff(padded[0], run(lin, x.narrow(0, 0, 1))[0]), 1e-5);
   // What it cannot take.
-  const auto message = [&](const AttentionOptions& o) {
-    try {
-      Attention refused(o);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
   const auto linformer = AttentionOptions(d, h).linformer_k(4).linformer_length(12);
   EXPECT_NE(message(AttentionOptions(linformer).causal(true)).find("causal self-attention cannot take it"),
             std::string::npos);
@@ -267,6 +269,53 @@ TEST(Attention, LinformerAtIdentityIsSoftmaxAndPaddingIsZeroedKeys) {
             "attention: linformer_k (4) must be at most the sequence length its projections take (3)");
   EXPECT_THROW(run(lin, torch::randn({1, 13, d})), c10::Error);  // past n = 12
   EXPECT_THROW(with_weights(lin, x), c10::Error);
+}
+
+// Longformer's layer against transformers' LongformerSelfAttention on the same weights (windows
+// 4, 6 and 10, global tokens at the start and scattered, a padded row, a length transformers pads
+// to the window): the output (zoo's output projection set to the identity, as transformers'
+// self-attention stops before its dense) and the gradients of the input and three weights.
+TEST(Attention, LongformerMatchesTransformersSelfAttention) {
+  const auto ref = testing::python_reference("longformer_reference.py");
+  const int64_t d = 32, h = 4;
+  for (const int64_t window : {4, 6, 10}) {
+    SCOPED_TRACE(window);
+    const std::string n = "w" + std::to_string(window);
+    Attention layer(AttentionOptions(d, h).longformer_window(window / 2));
+    {
+      torch::NoGradGuard no_grad;
+      const auto& r = ref;
+      layer->qkv->weight.copy_(torch::cat({r.at(n + "_wq"), r.at(n + "_wk"), r.at(n + "_wv")}));
+      layer->qkv->bias.copy_(torch::cat({r.at(n + "_bq"), r.at(n + "_bk"), r.at(n + "_bv")}));
+      layer->qkv_global->weight.copy_(torch::cat({r.at(n + "_wgq"), r.at(n + "_wgk"), r.at(n + "_wgv")}));
+      layer->qkv_global->bias.copy_(torch::cat({r.at(n + "_bgq"), r.at(n + "_bgk"), r.at(n + "_bgv")}));
+      layer->out->weight.copy_(torch::eye(d));
+      layer->out->bias.zero_();
+    }
+    auto x = ref.at(n + "_x").clone().requires_grad_(true);
+    auto bias = attention_bias(*layer, x);
+    bias.token_mask = ref.at(n + "_tokens");
+    bias.global_mask = ref.at(n + "_global");
+    const auto out = layer->forward(x, bias);
+    EXPECT_LE(max_abs_diff(out, ref.at(n + "_out")), 2e-5);
+    (out * ref.at(n + "_probe")).sum().backward();
+    EXPECT_LE(max_abs_diff(x.grad(), ref.at(n + "_dx")), 1e-4);
+    EXPECT_LE(max_abs_diff(layer->qkv->weight.grad().narrow(0, 0, d), ref.at(n + "_dwq")), 1e-4);
+    EXPECT_LE(max_abs_diff(layer->qkv_global->weight.grad().narrow(0, d, d), ref.at(n + "_dwgk")), 1e-4);
+    EXPECT_LE(max_abs_diff(layer->qkv->bias.grad().narrow(0, 2 * d, d), ref.at(n + "_dbv")), 1e-4);
+  }
+  // What it cannot take.
+  const auto longformer = AttentionOptions(d, h).longformer_window(2);
+  EXPECT_NE(message(AttentionOptions(longformer).causal(true)).find("causal self-attention cannot take"),
+            std::string::npos);
+  EXPECT_NE(message(AttentionOptions(longformer).n_kv_heads(2)).find("one key head per query head"), std::string::npos);
+  EXPECT_NE(message(AttentionOptions(longformer).rope(true)).find("not rope"), std::string::npos);
+  EXPECT_NE(message(AttentionOptions(longformer).window(3)).find("its own window"), std::string::npos);
+  EXPECT_EQ(message(AttentionOptions(longformer).longformer_dilation({1, 2})),
+            "attention: longformer_dilation has 2 values, one per head (4) expected");
+  Attention layer(longformer);
+  const auto x = torch::randn({1, 5, d});
+  EXPECT_THROW(with_weights(layer, x), c10::Error);
 }
 
 TEST(Attention, FusedAndMathBackendsAgreeWithEveryInput) {

@@ -119,18 +119,46 @@ TEST(ModelConfig, LinformerAppliesToEncodersAndNamesWhatItCannotTake) {
             "x.yaml:10: linformer_sharing: expected one of: per_head, headwise, key_value, got 'layerwise'");
 }
 
+// Longformer (kernels/longformer_attention.h): encoders only, its windows and dilations, and what
+// it cannot take, by name.
+TEST(ModelConfig, LongformerAppliesToEncodersAndNamesWhatItCannotTake) {
+  const std::string bert =
+      "family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 2\nn_heads: 2\nd_ff: 16\nmax_positions: 32\n"
+      "attention: longformer\n";
+  EXPECT_EQ(error_of(bert + "attention_window: [4, 8]\nattention_dilation: [1, 2]\n"), "no error");
+  EXPECT_EQ(error_of(std::string(kGood) + "attention: longformer\n"),
+            "x.yaml: attention longformer's global tokens see every token, future ones included: a decoder's causal "
+            "self-attention (family gpt) cannot take it; it applies to encoders (family bert)");
+  const std::string t5 = "family: t5\nvocab_size: 200\nd_model: 16\nn_layers: 2\nn_heads: 2\nd_ff: 32\n";
+  for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
+           {t5 + "attention: longformer\n", "attention longformer applies to encoders (family bert), not family t5"},
+           {bert + "attention_window: [4, 4, 4]\n", "attention_window has 3 values: one, or one per layer (2)"},
+           {bert + "attention_window: [5]\n", "attention_window values must be even and >= 2 (w / 2 tokens to each side), got 5"},
+           {bert + "attention_window: []\n", "attention_window: longformer needs a window (one, or one per layer)"},
+           {bert + "attention_dilation: [1, 2, 3]\n", "attention_dilation has 3 values: one, or one per head (2)"},
+           {bert + "attention_dilation: [0]\n", "attention_dilation values must be >= 1, got 0"},
+           {bert + "window: 4\n", "window: longformer has its own (attention_window)"},
+           {bert + "position: rope\n",
+            "position rope: longformer takes learned, sinusoidal or none (its global projections take no position term)"},
+           {bert + "n_kv_heads: 1\n", "n_kv_heads (1): longformer has one key head per query head (n_heads 2)"}}) {
+    EXPECT_EQ(error_of(yaml), "x.yaml: " + message);
+  }
+  EXPECT_EQ(context_parallel_refusal(parse_config(bert + "head: mlm\n", "x.yaml")),
+            "longformer's global tokens see the whole sequence, which ring attention splits across ranks (model.attention)");
+}
+
 // Linear and gated linear attention (layers/linear_attention.h): where they apply and their keys.
 TEST(ModelConfig, AttentionKindsAreCheckedAndNamed) {
   const std::string gla = std::string(kGood) + "attention: gated_linear\n";
   EXPECT_EQ(error_of(std::string(kGood) + "attention: flash\n"),
-            "x.yaml:7: attention: expected one of: softmax, linear, gated_linear, linformer, got 'flash'");
+            "x.yaml:7: attention: expected one of: softmax, linear, gated_linear, linformer, longformer, got 'flash'");
   EXPECT_EQ(error_of("family: bert\nvocab_size: 10\nd_model: 8\nn_layers: 1\nn_heads: 2\nd_ff: 16\nattention: linear\n"),
             "x.yaml: attention linear applies to decoder-only models (family gpt), not family bert");
   EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [linear]\n"),
             "x.yaml: attention_layers lists 1 kinds for n_layers (2) layers");
   EXPECT_EQ(error_of(std::string(kGood) + "attention_layers: [linear, gated]\n"),
-            "x.yaml:7: attention_layers: expected a list of: softmax, linear, gated_linear, linformer (item 2 is 'gated'), got "
-            "'a list'");
+            "x.yaml:7: attention_layers: expected a list of: softmax, linear, gated_linear, linformer, longformer (item 2 is "
+            "'gated'), got 'a list'");
   EXPECT_EQ(error_of(gla + "position: rope\n"),
             "x.yaml: position rope acts inside softmax attention and this model has no softmax attention layer "
             "(attention: gated_linear): use learned, sinusoidal or none");

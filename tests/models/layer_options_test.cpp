@@ -180,6 +180,13 @@ TEST(StackAttention, ZooInfoNamesTheDecodingStepsKernel) {
   EXPECT_NE(t5.find(cpu_runs_f32_rows_dot() ? "decoder, decoding step: decode" : "decoder, decoding step: libtorch"),
             std::string::npos)
       << t5;
+  // Longformer's and Linformer's layers name their own kernels.
+  EXPECT_EQ(describe_attention_paths(tiny("bert", {"attention=longformer", "attention_window=[4]"}).config).rfind(
+                "attention path: longformer (kernels/longformer_attention.h): the window on zoo's tiled kernel", 0),
+            0u);
+  EXPECT_EQ(describe_attention_paths(tiny("bert", {"linformer_k=8", "attention=linformer"}).config).rfind(
+                "attention path: linformer (kernels/linformer_attention.h)", 0),
+            0u);
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ TEST(ParameterCountFromConfig, VariantsMatchTheBuiltModel) {
       {"bert-tiny", {"attention=linformer", "linformer_k=16", "linformer_sharing=per_head"}},
       {"bert-tiny", {"attention=linformer", "linformer_k=8"}},
       {"bert-tiny", {"attention=linformer", "linformer_k=8", "linformer_sharing=key_value", "head=sequence_classification"}},
+      // Longformer's global q, k, v beside the local ones.
+      {"bert-tiny", {"attention=longformer", "attention_window=[4]", "head=sequence_classification"}},
       // Mixtures of experts: every layer (Mixtral), and Qwen3-MoE's every other layer but one dense.
       {"llama-tiny", {"experts=4", "experts_per_token=1"}},
       {"llama-tiny", {"experts=8", "expert_d_ff=24", "moe_layer_step=2", "dense_layers=[3]", "qk_norm=true"}},

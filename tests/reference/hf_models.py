@@ -26,6 +26,14 @@ FLAVOR: gpt2, bert, bert_mlm, bert_cls, t5, t5_v1_1, ModernBERT:
                   classifier)
   modernbert_cls  ModernBertForSequenceClassification over the mean of the real tokens, 3 labels
   (each with logits_plain: the same weights with a window wider than the inputs)
+Longformer (attention_window [4, 6]: 2 and 3 tokens to each side, RoBERTa's positions from
+pad_token_id 1 + 1, one token type, token_type_ids all 0):
+  longformer      LongformerModel (with its pooler), global tokens 0 and 3 of row 0 and 1 of
+                  row 1 (global_attention_mask, saved)
+  longformer_mlm  LongformerForMaskedLM, no global token
+  longformer_cls  LongformerForSequenceClassification, 3 labels: transformers makes the first
+                  token global
+  longformer_tok  LongformerForTokenClassification, 5 labels, no global token
 and the LLaMA family:
   llama       grouped-query attention, head_dim apart from hidden_size / heads, untied head,
               LLaMA 3.1 rope scaling, and the inv_freq buffer older files carry
@@ -216,7 +224,54 @@ def modernbert_weights(flavor, cfg, rand):
         rand("classifier.bias", 3)
 
 
+LONGFORMER_ARCH = {"longformer": "LongformerModel", "longformer_mlm": "LongformerForMaskedLM",
+                   "longformer_cls": "LongformerForSequenceClassification",
+                   "longformer_tok": "LongformerForTokenClassification"}
+
+
+def longformer_global(flavor):
+    """The global_attention_mask a flavor passes, or None (transformers' default)."""
+    mask = torch.zeros(BATCH, T, dtype=torch.long)
+    if flavor == "longformer":
+        mask[0, [0, 3]] = 1
+        mask[1, 1] = 1
+        return mask
+    return None
+
+
+def longformer_weights(flavor, cfg):
+    """transformers' own model of `cfg` on seeded weights: every tensor as its files name them."""
+    torch.manual_seed(sum(map(ord, flavor)))
+    model = model_class(cfg)(transformers_config(cfg))
+    w = {}
+    for name, value in model.state_dict().items():
+        if name.endswith("position_ids"):
+            continue
+        norm = "LayerNorm" in name or "layer_norm" in name
+        w[name] = torch.randn(value.shape) * 0.2 + (1.0 if norm and name.endswith("weight") else 0.0)
+    if flavor == "longformer_mlm":  # the decoder is tied to the word embeddings
+        w["lm_head.decoder.weight"] = w["longformer.embeddings.word_embeddings.weight"].clone()
+        w["lm_head.decoder.bias"] = w["lm_head.bias"].clone()
+    return w
+
+
+def transformers_config(cfg):
+    import transformers
+    return transformers.LongformerConfig(**{k: v for k, v in cfg.items() if k not in ("model_type", "architectures")})
+
+
 def config_for(flavor):
+    if flavor.startswith("longformer"):
+        c = {"model_type": "longformer", "architectures": [LONGFORMER_ARCH[flavor]], "vocab_size": VOCAB,
+             "hidden_size": D, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "intermediate_size": FF,
+             "max_position_embeddings": POSITIONS + 2, "type_vocab_size": 1, "layer_norm_eps": 1e-5,
+             "hidden_act": "gelu", "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "sep_token_id": 2,
+             "attention_window": [4, 6]}
+        if flavor == "longformer_cls":
+            c["id2label"] = {"0": "neg", "1": "neutral", "2": "pos"}
+        if flavor == "longformer_tok":
+            c["id2label"] = {str(i): f"tag{i}" for i in range(5)}
+        return c
     if flavor in LLAMA_FAMILY:
         return llama_config(flavor)
     if flavor.startswith("modernbert"):
@@ -243,6 +298,8 @@ def config_for(flavor):
 
 
 def random_weights(flavor, cfg):
+    if flavor.startswith("longformer"):
+        return longformer_weights(flavor, cfg)
     g = torch.Generator().manual_seed(sum(map(ord, flavor)))
     w = {}
 
@@ -432,6 +489,22 @@ def hf_outputs(flavor, directory, dtype=torch.float32):
         cfg = json.load(f)
     model = model_class(cfg).from_pretrained(directory, dtype=dtype).eval()
     ids, mask, types, dec_ids = inputs()
+    if flavor.startswith("longformer"):
+        glob = longformer_global(flavor)
+        # The classifier makes its first token global; its body is read with that mask.
+        body_glob = torch.zeros_like(ids).index_fill_(1, torch.tensor([0]), 1) if flavor == "longformer_cls" else glob
+        with torch.no_grad():
+            body = (model if flavor == "longformer" else model.longformer)(input_ids=ids, attention_mask=mask,
+                                                                           global_attention_mask=body_glob)
+            out = {"sequence_output": body.last_hidden_state}
+            if body.pooler_output is not None:
+                out["pooled_output"] = body.pooler_output
+            if flavor == "longformer_cls":  # its classifier's dense and tanh: zoo's pooler
+                out["pooled_output"] = torch.tanh(model.classifier.dense(body.last_hidden_state[:, 0]))
+            if flavor != "longformer":
+                head = model(input_ids=ids, attention_mask=mask, global_attention_mask=glob, labels=labels_for(flavor))
+                out["logits"], out["loss"] = head.logits, head.loss
+            return out
     if not flavor.startswith(("bert", "modernbert")):
         # Greedy decoding through transformers' generate, 32 new tokens whatever they are.
         model.generation_config.eos_token_id = None
@@ -524,8 +597,17 @@ def labels_for(flavor):
         for b, t in ((0, 1), (0, 5), (1, 2)):
             labels[b, t] = int(torch.randint(4, VOCAB, (1,), generator=g))
         return labels
-    if flavor in ("bert_cls", "modernbert_cls"):
+    if flavor in ("bert_cls", "modernbert_cls", "longformer_cls"):
         return torch.tensor([2, 0])
+    if flavor == "longformer_mlm":
+        labels = torch.full_like(ids, -100)
+        for b, t in ((0, 1), (0, 5), (1, 2)):
+            labels[b, t] = int(torch.randint(4, VOCAB, (1,), generator=g))
+        return labels
+    if flavor == "longformer_tok":
+        labels = torch.randint(0, 5, ids.shape, generator=g)
+        labels[1, -2:] = -100
+        return labels
     labels = torch.randint(4, VOCAB, (BATCH, T_DEC), generator=g)  # T5: the decoder's targets
     labels[1, -1] = -100
     return labels
@@ -576,6 +658,10 @@ def main(out_path, command, flavor, directory, *flags):
         plain_out = hf_outputs(flavor, plain)
         out["logits_plain"] = plain_out["logits"] if "logits" in plain_out else plain_out["sequence_output"]
     ids, mask, types, dec_ids = inputs()
+    if flavor.startswith("longformer"):
+        types = torch.zeros_like(types)  # one token type
+        if longformer_global(flavor) is not None:
+            out["global_attention_mask"] = longformer_global(flavor)
     out.update({"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "decoder_input_ids": dec_ids})
     if "loss" in out:
         out["labels"] = labels_for(flavor)

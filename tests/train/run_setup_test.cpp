@@ -13,6 +13,7 @@
 #include "core/files.h"
 #include "core/op_profile.h"
 #include "kernels/thread_ring.h"
+#include "models/bert.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
@@ -103,14 +104,15 @@ std::pair<fs::path, fs::path> yes_no_examples(const std::string& dir) {
   return {train_csv, val_csv};
 }
 
-// A classification fine-tune of a briefly pretrained tiny BERT on yes_no_examples(DIR), with
-// `changes`; the run directory is DIR/run, the validation file second.
-std::pair<RunConfig, std::string> classification_run(const std::string& dir, const std::string& changes) {
+// A classification fine-tune of a briefly pretrained tiny BERT (`model`, a masked LM) on
+// yes_no_examples(DIR), with `changes`; the run directory is DIR/run, the validation file second.
+std::pair<RunConfig, std::string> classification_run(const std::string& dir, const std::string& changes,
+                                                      const std::string& model = kModels[1]) {
   std::ostringstream log;
   const auto pretrain_dir = testing::scratch_path(dir + "/pretrain");
-  Trainer(tiny_run(kModels[1], "steps: 4\n"), quiet(pretrain_dir.string(), log)).run();
+  Trainer(tiny_run(model, "steps: 4\n"), quiet(pretrain_dir.string(), log)).run();
   const auto examples = yes_no_examples(dir);
-  auto config = tiny_run(kModels[1], "steps: 80\neval_every: 0\nblock_size: 16\nbatch_size: 8\n" + changes);
+  auto config = tiny_run(model, "steps: 80\neval_every: 0\nblock_size: 16\nbatch_size: 8\n" + changes);
   config.model_config = load_checkpoint(resolve_checkpoint(pretrain_dir.string()), Family::kBert).model.config;
   config.init_from = pretrain_dir.string();
   config.objective = Objective::kClassification;
@@ -149,6 +151,16 @@ TEST(Trainer, FineTunesAClassifierFromAPretrainedEncoder) {
     EXPECT_TRUE(torch::equal(t.model().bert->token_embedding->weight, source.model.bert->token_embedding->weight));
   });
   EXPECT_NE(setup.find("newly initialized: classifier.weight, classifier.bias"), std::string::npos) << setup;
+}
+
+// A Longformer encoder (windows of 3 to each side, two heads dilated) fine-tuned as a classifier:
+// its first token global (transformers' rule), it learns the labels as BERT's full attention does.
+TEST(Trainer, FineTunesALongformerClassifier) {
+  const auto [config, val_csv] = classification_run("ft-longformer", "lr: 0.003\n", kLongformerModel);
+  expect_classifier_learns(config, "ft-longformer", val_csv, [&](Trainer& t) {
+    EXPECT_EQ(t.model().config.attention, AttentionKind::kLongformer);
+    EXPECT_EQ(default_global_tokens(t.model().config), 1);
+  });
 }
 
 // LoRA fine-tuning of a briefly pretrained GPT: the base's tensors never change, only the

@@ -108,7 +108,12 @@ INSTANTIATE_TEST_SUITE_P(
                       OverfitCase{"gpt_phi3_longrope", kModels[5], Objective::kCausalLM},
                       OverfitCase{"gpt_qwen3_moe", kModels[6], Objective::kCausalLM},
                       OverfitCase{"gpt_gemma", kModels[7], Objective::kCausalLM},
-                      OverfitCase{"bert_linformer", kLinformerModel, Objective::kMaskedLM}),
+                      OverfitCase{"bert_linformer", kLinformerModel, Objective::kMaskedLM},
+                      OverfitCase{"bert_longformer_classification",
+                                  "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, "
+                                  "max_positions: 64, head: sequence_classification, attention: longformer, "
+                                  "attention_window: [4, 6], attention_dilation: [1, 1, 2, 3]}",
+                                  Objective::kClassification}),
     [](const auto& info) { return info.param.name; });
 
 // Training steps of encoders under context parallelism: BERT's masked LM and T5's seq2seq on

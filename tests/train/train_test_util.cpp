@@ -37,6 +37,10 @@ const char* const kLinformerModel =
     "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm, "
     "attention: linformer, linformer_k: 16}";
 
+const char* const kLongformerModel =
+    "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm, "
+    "attention: longformer, attention_window: [6], attention_dilation: [1, 2, 1, 2]}";
+
 const char* const kModels[8] = {
     "{family: gpt, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64}",
     "{family: bert, vocab_size: 512, d_model: 32, n_layers: 2, n_heads: 4, d_ff: 64, max_positions: 64, head: mlm}",

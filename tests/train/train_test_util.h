@@ -24,6 +24,8 @@ const Slice& slice();
 extern const char* const kModels[8];
 // A BERT masked LM whose layers attend through Linformer's projections (16 rows of 64).
 extern const char* const kLinformerModel;
+// A BERT masked LM whose layers attend through Longformer's window of 3 to each side, two heads dilated by 2.
+extern const char* const kLongformerModel;
 
 // A short run on the slice; `changes` ("key: value" lines) go through apply_run_override.
 RunConfig tiny_run(const std::string& model, const std::string& changes = "");

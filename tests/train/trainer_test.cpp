@@ -85,6 +85,14 @@ TEST(Trainer, LinformerStopAndResumeEqualsStraightRun) {
   expect_resume_equals_straight_run(config, "resume-linformer");
 }
 
+// Longformer's window (kernels/longformer_attention.h) under attention dropout, whose masks the
+// tiled kernel draws from a seed the checkpoint's generator gives back.
+TEST(Trainer, LongformerStopAndResumeEqualsStraightRun) {
+  auto config = tiny_run(kLongformerModel, "grad_accum: 2\nseed: 4\nprecision: fp32\n");
+  config.model_config.attention_dropout = 0.1;
+  expect_resume_equals_straight_run(config, "resume-longformer");
+}
+
 // bf16 mixed precision on the CPU (LibTorch's autocast), for each family (BERT's masked-LM head
 // runs a LayerNorm on a bf16 input): matrix products in bf16, the master weights and the
 // optimizer in fp32. Over 8 steps its losses follow fp32's to within 2e-2 (the
